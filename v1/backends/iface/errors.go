@@ -1,0 +1,15 @@
+package iface
+
+import "errors"
+
+// Errors of result backends. Implementations wrap them with %w, so callers
+// branch with errors.Is.
+var (
+	// ErrStateNotFound is returned for a task that has no state: it was
+	// never sent, or its state was purged or expired.
+	ErrStateNotFound = errors.New("backends: task state not found")
+	// ErrGroupNotFound is returned for a group that has no bookkeeping.
+	ErrGroupNotFound = errors.New("backends: group not found")
+	// ErrClosed is returned by a backend that was closed.
+	ErrClosed = errors.New("backends: backend closed")
+)

@@ -1,0 +1,161 @@
+// Package iface declares the Broker: the seam between machinist's Server and
+// Worker and the store that holds tasks until a worker has finished them.
+//
+// A broker keeps, per queue, tasks that are pending (ready to run), scheduled
+// (waiting for their ETA), waiting for a retry, active (leased to a worker)
+// and archived (dead letters). The worker loop is: Fetch takes tasks under a
+// lease; ExtendLeases renews the leases while they run; then exactly one of
+// Ack, Retry, Archive or Requeue settles each task, and succeeds only if the
+// caller still holds its lease. A task whose lease runs out is returned to
+// pending by the broker's recoverer (see Config.MaxRecoveries), so a worker
+// that dies loses nothing.
+//
+// Two implementations ship: brokers/memory (in-process) and brokers/redis.
+// Both pass the conformance suite in brokers/brokertest.
+package iface
+
+import (
+	"context"
+	"time"
+
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Broker stores tasks and hands them to workers under leases. Every method
+// is safe for concurrent use.
+type Broker interface {
+	// Publish adds tasks to the queues named by their RoutingKey, which
+	// must be set. A task whose ETA is in the future is scheduled and
+	// becomes pending at its ETA, never before. Publish fails with
+	// ErrDuplicateTask when a task with the same UUID is still held by the
+	// broker (archived tasks do not count). Publishing several tasks is one
+	// operation per queue where the implementation can make it so; on error,
+	// some of them may have been published.
+	Publish(ctx context.Context, sigs ...*tasks.Signature) error
+
+	// Fetch waits until at least one task is pending in one of queues, then
+	// takes up to max pending tasks, each under its own lease. Queues are
+	// tried in the order given (the worker orders them by priority or weight
+	// for each call), and paused queues are skipped. It returns ctx's error
+	// when ctx ends first, having taken nothing.
+	Fetch(ctx context.Context, queues []string, max int) ([]*Delivery, error)
+
+	// ExtendLeases renews the leases of deliveries. A delivery whose lease
+	// the broker no longer grants has its Lease marked lost; that is not an
+	// error. An error means the renewal could not be made at all.
+	ExtendLeases(ctx context.Context, deliveries ...*Delivery) error
+
+	// Ack settles a task that is done: the broker forgets it (or keeps it
+	// for the completed retention, where configured).
+	Ack(ctx context.Context, d *Delivery) error
+
+	// Retry settles a task that will run again at at, storing d.Signature
+	// as it is now (the worker updates RetryCount and RetryTimeout) and
+	// errMsg as its last error, and counting one more retry in Retried.
+	Retry(ctx context.Context, d *Delivery, at time.Time, errMsg string) error
+
+	// Archive settles a task that is done for good without success: it is
+	// kept as a dead letter with reason, for inspection and re-queueing,
+	// up to the configured count and age.
+	Archive(ctx context.Context, d *Delivery, reason string) error
+
+	// Requeue settles tasks that were taken but not finished, such as those
+	// running at shutdown: they go back to the head of their pending list,
+	// and nothing is counted against them.
+	Requeue(ctx context.Context, ds ...*Delivery) error
+
+	// Claim reports whether the caller is the first to claim key in the
+	// last ttl. Periodic tasks use it so that one tick fires once across
+	// every process sharing the broker.
+	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+
+	Inspector
+
+	// GetPendingTasks lists the pending tasks of queue (the config's default
+	// queue when empty), as machinery's does.
+	GetPendingTasks(queue string) ([]*tasks.Signature, error)
+	// GetDelayedTasks lists the scheduled and retrying tasks of every queue,
+	// as machinery's does.
+	GetDelayedTasks() ([]*tasks.Signature, error)
+
+	// Close stops the broker's background work and releases what it holds.
+	// Tasks are left where they are. Safe to call more than once.
+	Close() error
+}
+
+// Delivery is one task handed to a worker by Fetch.
+type Delivery struct {
+	// Signature is the task as it was published, or as the last Retry left it.
+	Signature *tasks.Signature
+	// Queue is the queue the task was taken from.
+	Queue string
+	// Lease is the worker's claim on the task.
+	Lease *Lease
+	// Retried counts the times the task was settled with Retry.
+	Retried int
+	// Recovered counts the times the task came back because its lease ran out.
+	Recovered int
+}
+
+// TaskStatus says where in a queue a task is.
+type TaskStatus string
+
+// The places a task can be in a queue.
+const (
+	StatusPending   TaskStatus = "pending"
+	StatusActive    TaskStatus = "active"
+	StatusScheduled TaskStatus = "scheduled"
+	StatusRetry     TaskStatus = "retry"
+	StatusArchived  TaskStatus = "archived"
+)
+
+// TaskInfo describes a task held by a broker.
+type TaskInfo struct {
+	Signature *tasks.Signature
+	Queue     string
+	Status    TaskStatus
+	// NextProcessAt is when a scheduled or retrying task becomes pending.
+	NextProcessAt time.Time
+	// LastError is the error of the last failed run, or the archive reason.
+	LastError string
+	// LastFailedAt is when LastError was recorded.
+	LastFailedAt time.Time
+	Retried      int
+	Recovered    int
+}
+
+// QueueInfo holds the sizes of a queue.
+type QueueInfo struct {
+	Queue     string
+	Paused    bool
+	Pending   int
+	Active    int
+	Scheduled int
+	Retry     int
+	Archived  int
+}
+
+// Inspector lists and manages what a broker holds; the CLI and dashboard are
+// built on it.
+type Inspector interface {
+	// Queues lists the names of the queues that hold or held tasks.
+	Queues(ctx context.Context) ([]string, error)
+	// QueueInfo returns the sizes of queue.
+	QueueInfo(ctx context.Context, queue string) (*QueueInfo, error)
+	// ListTasks lists up to limit tasks of queue with status, skipping the
+	// first offset. Pending tasks come in the order they will run,
+	// scheduled and retrying ones by time, archived ones newest first.
+	ListTasks(ctx context.Context, queue string, status TaskStatus, offset, limit int) ([]*TaskInfo, error)
+	// RequeueArchived moves the archived tasks with the given UUIDs (all of
+	// the queue's archived tasks when none are given) back to pending, and
+	// returns how many it moved.
+	RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error)
+	// DeleteArchived deletes the archived tasks with the given UUIDs (all
+	// when none are given) and returns how many it deleted.
+	DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error)
+	// PauseQueue stops Fetch from taking tasks of queue until ResumeQueue.
+	// Tasks keep being published to it.
+	PauseQueue(ctx context.Context, queue string) error
+	// ResumeQueue undoes PauseQueue.
+	ResumeQueue(ctx context.Context, queue string) error
+}

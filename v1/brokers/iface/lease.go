@@ -1,0 +1,107 @@
+package iface
+
+import (
+	"sync"
+	"time"
+)
+
+// Lease is a worker's claim on one task it took from a broker. The broker
+// that granted it knows when it ends; the worker renews it with
+// Broker.ExtendLeases while the task runs. Done is closed when the lease is
+// lost: it ran out before being renewed, a renewal found that the broker no
+// longer counts it as ours, or the worker gave it up. A worker whose lease is
+// lost stops the task and writes nothing about it, because the broker may
+// already have handed the task to someone else.
+//
+// The lease also expires by itself, on a local timer, at its expiry time: a
+// worker cut off from its broker stops believing it holds the task at the
+// moment the broker stops believing it.
+type Lease struct {
+	token string
+
+	mu        sync.Mutex
+	expiresAt time.Time
+	timer     *time.Timer
+	lost      bool
+	released  bool
+	done      chan struct{}
+}
+
+// NewLease returns a lease with the fencing token token that ends at
+// expiresAt unless extended.
+func NewLease(token string, expiresAt time.Time) *Lease {
+	l := &Lease{token: token, expiresAt: expiresAt, done: make(chan struct{})}
+	l.timer = time.AfterFunc(time.Until(expiresAt), l.expire)
+	return l
+}
+
+// Token is the fencing token: the broker accepts an acknowledgement, retry or
+// archive of the task only with the token of its current lease.
+func (l *Lease) Token() string { return l.token }
+
+// ExpiresAt returns when the lease ends unless extended.
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// Done is closed when the lease is lost.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Valid reports whether the lease is still held.
+func (l *Lease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.lost
+}
+
+// Extend moves the expiry to expiresAt. It reports false, and changes
+// nothing, when the lease is already lost.
+func (l *Lease) Extend(expiresAt time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return false
+	}
+	l.expiresAt = expiresAt
+	if !l.released {
+		l.timer.Reset(time.Until(expiresAt))
+	}
+	return true
+}
+
+// Lose marks the lease lost and closes Done. Safe to call more than once.
+func (l *Lease) Lose() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loseLocked()
+}
+
+// Release stops the local expiry timer once the task is settled (acknowledged,
+// retried, archived or requeued); the lease is then neither valid nor lost in
+// any way that matters. Safe to call more than once.
+func (l *Lease) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.released = true
+	l.timer.Stop()
+}
+
+func (l *Lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || time.Now().Before(l.expiresAt) {
+		return // extended after the timer fired, or settled
+	}
+	l.loseLocked()
+}
+
+func (l *Lease) loseLocked() {
+	if l.lost {
+		return
+	}
+	l.lost = true
+	l.timer.Stop()
+	close(l.done)
+}

@@ -1,0 +1,173 @@
+// Package config holds machinist's configuration: machinery's Config and
+// RedisConfig, with the same YAML keys and environment names, plus the
+// settings machinist adds (leases, shutdown, dead letters, unregistered
+// tasks). Load it with NewFromYaml or NewFromEnvironment, or build it by
+// hand: NewServer applies the defaults to the fields left zero and refuses a
+// configuration that cannot work, naming the field.
+package config
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+)
+
+// Defaults of the fields left zero.
+const (
+	// DefaultResultsExpireIn is the default ResultsExpireIn, in seconds.
+	DefaultResultsExpireIn = 3600
+	// DefaultBroker is the default Broker and ResultBackend: the in-process
+	// broker and backend.
+	DefaultBroker = "memory://"
+	// DefaultQueueName is the default DefaultQueue, machinery's.
+	DefaultQueueName = "machinery_tasks"
+
+	DefaultLeaseDuration          = 10 * time.Second
+	DefaultRecoverInterval        = time.Second
+	DefaultMaxRecoveries          = 3
+	DefaultShutdownTimeout        = 30 * time.Second
+	DefaultUnregisteredTaskTries  = 10
+	DefaultUnregisteredTaskDelay  = 5 * time.Second
+	DefaultArchiveMaxSize         = 10000
+	DefaultArchiveMaxAge          = 90 * 24 * time.Hour
+	DefaultRedisKeyPrefix         = "machinist"
+	DefaultNormalTasksPollPeriod  = 1000 // ms
+	DefaultDelayedTasksPollPeriod = 20   // ms
+)
+
+// Config configures a Server and its workers. The zero value works: it runs
+// on the in-process memory broker and backend.
+type Config struct {
+	// Broker is where tasks are queued: "memory://" (default; a private
+	// in-process broker), "memory://NAME" (an in-process broker shared by
+	// every Server of the process that names it), "eager" (each task runs
+	// inside SendTask, before it returns), or "redis://", "rediss://" for Redis.
+	Broker string `yaml:"broker" envconfig:"BROKER"`
+	// Lock is accepted for compatibility and ignored: periodic tasks fire
+	// once per tick through the broker whatever it says.
+	Lock string `yaml:"lock" envconfig:"LOCK"`
+	// MultipleBrokerSeparator is accepted for compatibility and ignored
+	// (machinery uses it for AMQP only). The environment name keeps
+	// machinery's spelling.
+	MultipleBrokerSeparator string `yaml:"multiple_broker_separator" envconfig:"MULTIPLE_BROKEN_SEPARATOR"`
+	// DefaultQueue is the queue of signatures without a RoutingKey and of
+	// workers without a queue. Default "machinery_tasks".
+	DefaultQueue string `yaml:"default_queue" envconfig:"DEFAULT_QUEUE"`
+	// ResultBackend is where states and results are kept: "memory://"
+	// (default), "memory://NAME", "eager" (same as memory://), or a Redis URL.
+	// Empty means the same kind as Broker.
+	ResultBackend string `yaml:"result_backend" envconfig:"RESULT_BACKEND"`
+	// ResultsExpireIn is how long states and results are kept, in seconds.
+	// Zero means 3600. Negative values are refused.
+	ResultsExpireIn int `yaml:"results_expire_in" envconfig:"RESULTS_EXPIRE_IN"`
+	// AMQP is accepted for compatibility and ignored: machinist has no AMQP
+	// broker.
+	AMQP *AMQPConfig `yaml:"amqp" envconfig:"AMQP"`
+	// Redis configures the Redis connection and broker.
+	Redis *RedisConfig `yaml:"redis" envconfig:"REDIS"`
+	// TLSConfig is used for Redis connections made from a "rediss://" URL.
+	// It is never switched on by a plain "redis://" URL, and never set by
+	// NewFromEnvironment.
+	TLSConfig *tls.Config `yaml:"-" ignored:"true"`
+	// NoUnixSignals stops Worker.Launch from handling SIGINT and SIGTERM.
+	NoUnixSignals bool `yaml:"no_unix_signals" envconfig:"NO_UNIX_SIGNALS"`
+
+	// LeaseDuration is how long a worker holds a task it took without
+	// renewing the lease. A task whose worker died runs again about this
+	// long after its last renewal. Default 10s; at least 1s.
+	LeaseDuration time.Duration `yaml:"lease_duration" envconfig:"LEASE_DURATION"`
+	// LeaseRenewInterval is how often a worker renews the leases of its
+	// running tasks. Default LeaseDuration/4; less than LeaseDuration.
+	LeaseRenewInterval time.Duration `yaml:"lease_renew_interval" envconfig:"LEASE_RENEW_INTERVAL"`
+	// RecoverInterval is how often the broker looks for expired leases.
+	// Default 1s.
+	RecoverInterval time.Duration `yaml:"recover_interval" envconfig:"RECOVER_INTERVAL"`
+	// MaxRecoveries is how many times a task may come back because its
+	// worker lost the lease (died, hung, or was cut off) before it is
+	// archived with that reason; a task that keeps killing its worker
+	// stops there. Default 3; negative means never archive for this.
+	MaxRecoveries int `yaml:"max_recoveries" envconfig:"MAX_RECOVERIES"`
+	// ShutdownTimeout is how long a graceful Quit waits for running tasks
+	// before it cancels their contexts and puts them back in the queue.
+	// Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" envconfig:"SHUTDOWN_TIMEOUT"`
+	// UnregisteredTaskTries is how many times a task whose name a worker
+	// does not have is handed back for other workers before it fails with
+	// that reason (unless its IgnoreWhenTaskNotRegistered drops it at once).
+	// Default 10.
+	UnregisteredTaskTries int `yaml:"unregistered_task_tries" envconfig:"UNREGISTERED_TASK_TRIES"`
+	// UnregisteredTaskDelay is how long such a task waits before it is
+	// offered again. Default 5s.
+	UnregisteredTaskDelay time.Duration `yaml:"unregistered_task_delay" envconfig:"UNREGISTERED_TASK_DELAY"`
+	// ArchiveMaxSize is how many dead letters a queue keeps; the oldest go
+	// first. Default 10000.
+	ArchiveMaxSize int `yaml:"archive_max_size" envconfig:"ARCHIVE_MAX_SIZE"`
+	// ArchiveMaxAge is how long a dead letter is kept. Default 90 days.
+	ArchiveMaxAge time.Duration `yaml:"archive_max_age" envconfig:"ARCHIVE_MAX_AGE"`
+
+	// Logger receives the Server's and its workers' logs. Default
+	// slog.Default().
+	Logger *slog.Logger `yaml:"-" ignored:"true"`
+}
+
+// RedisConfig configures Redis. The connection-pool fields keep machinery's
+// names and are mapped onto go-redis's pool; the poll periods are accepted
+// and documented as what they now mean.
+type RedisConfig struct {
+	// MaxIdle is the number of idle connections kept (go-redis MaxIdleConns).
+	MaxIdle int `yaml:"max_idle" envconfig:"REDIS_MAX_IDLE"`
+	// MaxActive caps the connections of the pool (go-redis PoolSize); 0
+	// means go-redis's default of 10 per CPU.
+	MaxActive int `yaml:"max_active" envconfig:"REDIS_MAX_ACTIVE"`
+	// IdleTimeout closes connections idle this many seconds.
+	IdleTimeout int `yaml:"max_idle_timeout" envconfig:"REDIS_IDLE_TIMEOUT"`
+	// Wait is accepted for compatibility: go-redis always waits for a free
+	// connection, up to ReadTimeout + 1s.
+	Wait bool `yaml:"wait" envconfig:"REDIS_WAIT"`
+	// ReadTimeout, WriteTimeout and ConnectTimeout are in seconds; 0 means
+	// go-redis's defaults (3s, 3s, 5s).
+	ReadTimeout    int `yaml:"read_timeout" envconfig:"REDIS_READ_TIMEOUT"`
+	WriteTimeout   int `yaml:"write_timeout" envconfig:"REDIS_WRITE_TIMEOUT"`
+	ConnectTimeout int `yaml:"connect_timeout" envconfig:"REDIS_CONNECT_TIMEOUT"`
+	// NormalTasksPollPeriod is, in milliseconds, the longest an idle worker
+	// blocks on Redis in one call before it checks for shutdown; a new task
+	// wakes it at once whatever the value. Default 1000.
+	NormalTasksPollPeriod int `yaml:"normal_tasks_poll_period" envconfig:"REDIS_NORMAL_TASKS_POLL_PERIOD"`
+	// DelayedTasksPollPeriod is, in milliseconds, the longest a due
+	// scheduled or retrying task waits to become pending. Default 20.
+	DelayedTasksPollPeriod int `yaml:"delayed_tasks_poll_period" envconfig:"REDIS_DELAYED_TASKS_POLL_PERIOD"`
+	// DelayedTasksKey is accepted for compatibility and ignored: scheduled
+	// tasks live under KeyPrefix.
+	DelayedTasksKey string `yaml:"delayed_tasks_key" envconfig:"REDIS_DELAYED_TASKS_KEY"`
+	// ClientName is sent with CLIENT SETNAME on each connection.
+	ClientName string `yaml:"client_name" envconfig:"REDIS_CLIENT_NAME"`
+	// MasterName selects Redis Sentinel with this master name.
+	MasterName string `yaml:"master_name" envconfig:"REDIS_MASTER_NAME"`
+	// ClusterMode connects to a Redis Cluster even with one address.
+	ClusterMode bool `yaml:"cluster_mode" envconfig:"REDIS_CLUSTER_MODE"`
+
+	// KeyPrefix starts every key machinist writes, so that two applications
+	// can share a Redis. Default "machinist".
+	KeyPrefix string `yaml:"key_prefix" envconfig:"REDIS_KEY_PREFIX"`
+	// CACertFile is a PEM file of the CAs trusted for "rediss://"
+	// connections, in addition to TLSConfig's.
+	CACertFile string `yaml:"ca_cert_file" envconfig:"REDIS_CA_CERT_FILE"`
+}
+
+// AMQPConfig is accepted for compatibility with machinery and ignored.
+type AMQPConfig struct {
+	Exchange         string           `yaml:"exchange" envconfig:"AMQP_EXCHANGE"`
+	ExchangeType     string           `yaml:"exchange_type" envconfig:"AMQP_EXCHANGE_TYPE"`
+	QueueDeclareArgs QueueDeclareArgs `yaml:"queue_declare_args" envconfig:"AMQP_QUEUE_DECLARE_ARGS"`
+	QueueBindingArgs QueueBindingArgs `yaml:"queue_binding_args" envconfig:"AMQP_QUEUE_BINDING_ARGS"`
+	BindingKey       string           `yaml:"binding_key" envconfig:"AMQP_BINDING_KEY"`
+	PrefetchCount    int              `yaml:"prefetch_count" envconfig:"AMQP_PREFETCH_COUNT"`
+	AutoDelete       bool             `yaml:"auto_delete" envconfig:"AMQP_AUTO_DELETE"`
+	DelayedQueue     string           `yaml:"delayed_queue" envconfig:"AMQP_DELAYED_QUEUE"`
+}
+
+// QueueDeclareArgs is accepted for compatibility with machinery.
+type QueueDeclareArgs map[string]interface{}
+
+// QueueBindingArgs is accepted for compatibility with machinery.
+type QueueBindingArgs map[string]interface{}

@@ -1,0 +1,215 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is wrapped by every error of Validate.
+var ErrInvalid = errors.New("config: invalid")
+
+// WithDefaults returns a copy of c with every field left zero set to its
+// default. c itself is not changed; a nil c gives the defaults.
+func (c *Config) WithDefaults() *Config {
+	out := &Config{}
+	if c != nil {
+		*out = c.copyFields()
+	}
+	if out.Broker == "" {
+		out.Broker = DefaultBroker
+	}
+	if out.ResultBackend == "" {
+		switch {
+		case strings.HasPrefix(out.Broker, "memory://"), out.Broker == "eager":
+			out.ResultBackend = out.Broker
+		default:
+			out.ResultBackend = out.Broker
+		}
+	}
+	if out.DefaultQueue == "" {
+		out.DefaultQueue = DefaultQueueName
+	}
+	if out.ResultsExpireIn == 0 {
+		out.ResultsExpireIn = DefaultResultsExpireIn
+	}
+	if out.Redis == nil {
+		out.Redis = &RedisConfig{}
+	} else {
+		r := *out.Redis
+		out.Redis = &r
+	}
+	if out.Redis.KeyPrefix == "" {
+		out.Redis.KeyPrefix = DefaultRedisKeyPrefix
+	}
+	if out.Redis.NormalTasksPollPeriod == 0 {
+		out.Redis.NormalTasksPollPeriod = DefaultNormalTasksPollPeriod
+	}
+	if out.Redis.DelayedTasksPollPeriod == 0 {
+		out.Redis.DelayedTasksPollPeriod = DefaultDelayedTasksPollPeriod
+	}
+	if out.LeaseDuration == 0 {
+		out.LeaseDuration = DefaultLeaseDuration
+	}
+	if out.LeaseRenewInterval == 0 {
+		out.LeaseRenewInterval = out.LeaseDuration / 4
+	}
+	if out.RecoverInterval == 0 {
+		out.RecoverInterval = DefaultRecoverInterval
+	}
+	if out.MaxRecoveries == 0 {
+		out.MaxRecoveries = DefaultMaxRecoveries
+	}
+	if out.ShutdownTimeout == 0 {
+		out.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if out.UnregisteredTaskTries == 0 {
+		out.UnregisteredTaskTries = DefaultUnregisteredTaskTries
+	}
+	if out.UnregisteredTaskDelay == 0 {
+		out.UnregisteredTaskDelay = DefaultUnregisteredTaskDelay
+	}
+	if out.ArchiveMaxSize == 0 {
+		out.ArchiveMaxSize = DefaultArchiveMaxSize
+	}
+	if out.ArchiveMaxAge == 0 {
+		out.ArchiveMaxAge = DefaultArchiveMaxAge
+	}
+	return out
+}
+
+// copyFields returns a copy of c's exported fields, with the sub-configs
+// copied rather than shared.
+func (c *Config) copyFields() Config {
+	out := Config{
+		Broker:                  c.Broker,
+		Lock:                    c.Lock,
+		MultipleBrokerSeparator: c.MultipleBrokerSeparator,
+		DefaultQueue:            c.DefaultQueue,
+		ResultBackend:           c.ResultBackend,
+		ResultsExpireIn:         c.ResultsExpireIn,
+		TLSConfig:               c.TLSConfig,
+		NoUnixSignals:           c.NoUnixSignals,
+		LeaseDuration:           c.LeaseDuration,
+		LeaseRenewInterval:      c.LeaseRenewInterval,
+		RecoverInterval:         c.RecoverInterval,
+		MaxRecoveries:           c.MaxRecoveries,
+		ShutdownTimeout:         c.ShutdownTimeout,
+		UnregisteredTaskTries:   c.UnregisteredTaskTries,
+		UnregisteredTaskDelay:   c.UnregisteredTaskDelay,
+		ArchiveMaxSize:          c.ArchiveMaxSize,
+		ArchiveMaxAge:           c.ArchiveMaxAge,
+		Logger:                  c.Logger,
+	}
+	if c.Redis != nil {
+		r := *c.Redis
+		out.Redis = &r
+	}
+	if c.AMQP != nil {
+		a := *c.AMQP
+		out.AMQP = &a
+	}
+	return out
+}
+
+// Validate reports the first field that makes c unusable, naming the field
+// and its value. Call it on the result of WithDefaults: zero values that
+// mean "default" are refused here.
+func (c *Config) Validate() error {
+	bad := func(field string, value interface{}, why string) error {
+		return fmt.Errorf("%w: %s = %v: %s", ErrInvalid, field, value, why)
+	}
+	if err := validateURL(c.Broker); err != nil {
+		return bad("Broker", redactURL(c.Broker), err.Error())
+	}
+	if err := validateURL(c.ResultBackend); err != nil {
+		return bad("ResultBackend", redactURL(c.ResultBackend), err.Error())
+	}
+	if strings.TrimSpace(c.DefaultQueue) == "" {
+		return bad("DefaultQueue", fmt.Sprintf("%q", c.DefaultQueue), "must not be blank")
+	}
+	if c.ResultsExpireIn < 0 {
+		return bad("ResultsExpireIn", c.ResultsExpireIn, "must be 0 (default 3600) or a positive number of seconds")
+	}
+	if c.LeaseDuration < time.Second {
+		return bad("LeaseDuration", c.LeaseDuration, "must be at least 1s")
+	}
+	if c.LeaseRenewInterval <= 0 || c.LeaseRenewInterval >= c.LeaseDuration {
+		return bad("LeaseRenewInterval", c.LeaseRenewInterval, fmt.Sprintf("must be positive and less than LeaseDuration (%s)", c.LeaseDuration))
+	}
+	if c.RecoverInterval <= 0 {
+		return bad("RecoverInterval", c.RecoverInterval, "must be positive")
+	}
+	if c.ShutdownTimeout < 0 {
+		return bad("ShutdownTimeout", c.ShutdownTimeout, "must not be negative")
+	}
+	if c.UnregisteredTaskTries < 0 {
+		return bad("UnregisteredTaskTries", c.UnregisteredTaskTries, "must not be negative")
+	}
+	if c.UnregisteredTaskDelay < 0 {
+		return bad("UnregisteredTaskDelay", c.UnregisteredTaskDelay, "must not be negative")
+	}
+	if c.ArchiveMaxSize < 0 {
+		return bad("ArchiveMaxSize", c.ArchiveMaxSize, "must not be negative")
+	}
+	if c.ArchiveMaxAge < 0 {
+		return bad("ArchiveMaxAge", c.ArchiveMaxAge, "must not be negative")
+	}
+	if c.Redis != nil {
+		r := c.Redis
+		for _, f := range []struct {
+			name string
+			v    int
+		}{
+			{"Redis.MaxIdle", r.MaxIdle}, {"Redis.MaxActive", r.MaxActive}, {"Redis.IdleTimeout", r.IdleTimeout},
+			{"Redis.ReadTimeout", r.ReadTimeout}, {"Redis.WriteTimeout", r.WriteTimeout},
+			{"Redis.ConnectTimeout", r.ConnectTimeout},
+			{"Redis.NormalTasksPollPeriod", r.NormalTasksPollPeriod},
+			{"Redis.DelayedTasksPollPeriod", r.DelayedTasksPollPeriod},
+		} {
+			if f.v < 0 {
+				return bad(f.name, f.v, "must not be negative")
+			}
+		}
+		if strings.ContainsAny(r.KeyPrefix, "{} ") {
+			return bad("Redis.KeyPrefix", fmt.Sprintf("%q", r.KeyPrefix), "must not contain braces or spaces")
+		}
+	}
+	return nil
+}
+
+// validateURL accepts the broker and backend URLs machinist knows.
+func validateURL(u string) error {
+	switch {
+	case u == "eager":
+		return nil
+	case strings.HasPrefix(u, "memory://"):
+		if strings.ContainsAny(strings.TrimPrefix(u, "memory://"), "/?#") {
+			return errors.New(`a memory URL is "memory://" or "memory://NAME"`)
+		}
+		return nil
+	case strings.HasPrefix(u, "redis://"), strings.HasPrefix(u, "rediss://"):
+		return nil
+	case u == "":
+		return errors.New("must not be empty")
+	default:
+		return errors.New(`unsupported scheme: want "memory://", "eager", "redis://" or "rediss://"`)
+	}
+}
+
+// redactURL hides the user information of a URL, so that credentials never
+// reach an error or a log.
+func redactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "***@" + rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// RedactURL returns u with its user name and password replaced by "***".
+func RedactURL(u string) string { return redactURL(u) }

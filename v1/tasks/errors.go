@@ -1,0 +1,80 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of task validation and invocation. The texts of the ones machinery
+// has are machinery's.
+var (
+	// ErrTaskMustBeFunc is returned when a registered task is not a function.
+	ErrTaskMustBeFunc = errors.New("Task must be a func type")
+	// ErrTaskReturnsNoValue is returned when a task function returns nothing.
+	ErrTaskReturnsNoValue = errors.New("Task must return at least a single value")
+	// ErrLastReturnValueMustBeError is returned when a task function's last
+	// return value is not an error.
+	ErrLastReturnValueMustBeError = errors.New("Last return value of a task must be error")
+	// ErrTaskPanicked is the error of a task that panicked with a value that
+	// is neither an error nor a string.
+	ErrTaskPanicked = errors.New("Invoking task caused a panic")
+
+	// ErrNilSignature is returned for a nil signature.
+	ErrNilSignature = errors.New("tasks: signature is nil")
+	// ErrEmptyTaskName is returned for a signature without a Name.
+	ErrEmptyTaskName = errors.New("tasks: signature has no task name")
+	// ErrEmptyWorkflow is returned for a chain, group or chord without tasks.
+	ErrEmptyWorkflow = errors.New("tasks: workflow has no tasks")
+	// ErrEmptyGroupUUID is returned for a group without a GroupUUID; build
+	// groups with NewGroup.
+	ErrEmptyGroupUUID = errors.New("tasks: group has no GroupUUID (build it with NewGroup)")
+	// ErrArgs is wrapped by every error about arguments that do not fit the
+	// task function.
+	ErrArgs = errors.New("tasks: arguments do not fit the task function")
+)
+
+// Retriable is implemented by errors that ask for the task to run again
+// after RetryIn.
+type Retriable interface {
+	RetryIn() time.Duration
+}
+
+// ErrRetryTaskLater is the error a task returns to run again after a delay,
+// whatever its RetryCount. The worker recognises it with errors.As, so it
+// may be wrapped. Any other error type implementing Retriable works too.
+type ErrRetryTaskLater struct {
+	name, msg string
+	retryIn   time.Duration
+}
+
+// NewErrRetryTaskLater returns an ErrRetryTaskLater that retries after retryIn.
+func NewErrRetryTaskLater(msg string, retryIn time.Duration) ErrRetryTaskLater {
+	return ErrRetryTaskLater{msg: msg, retryIn: retryIn}
+}
+
+// RetryIn returns how long to wait before the task runs again.
+func (e ErrRetryTaskLater) RetryIn() time.Duration {
+	return e.retryIn
+}
+
+// Error returns "Task error: <msg> Will retry in: <duration>".
+func (e ErrRetryTaskLater) Error() string {
+	return fmt.Sprintf("Task error: %s Will retry in: %s", e.msg, e.retryIn)
+}
+
+// ErrUnsupportedType is the error for an Arg.Type or result type that is not
+// one of the supported ones.
+type ErrUnsupportedType struct {
+	valueType string
+}
+
+// NewErrUnsupportedType returns the error for valueType.
+func NewErrUnsupportedType(valueType string) ErrUnsupportedType {
+	return ErrUnsupportedType{valueType: valueType}
+}
+
+// Error returns "<type> is not one of supported types".
+func (e ErrUnsupportedType) Error() string {
+	return fmt.Sprintf("%v is not one of supported types", e.valueType)
+}

@@ -1,0 +1,201 @@
+package tasks
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Arg is one argument of a task: Type is one of the 29 supported type
+// strings (see ReflectValue) and Value is the value, which after a JSON round
+// trip is a json.Number for numbers, a string for strings and []byte (base64
+// on the wire), and a []interface{} for slices.
+type Arg struct {
+	Name  string      `bson:"name"`
+	Type  string      `bson:"type"`
+	Value interface{} `bson:"value"`
+}
+
+// Headers carries metadata alongside a signature, such as the trace context.
+type Headers map[string]interface{}
+
+// Set stores a string value under key.
+func (h Headers) Set(key, val string) {
+	h[key] = val
+}
+
+// Get returns the string stored under key, or "" when there is none.
+func (h Headers) Get(key string) string {
+	s, _ := h[key].(string)
+	return s
+}
+
+// Keys lists the keys that hold string values.
+func (h Headers) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k, v := range h {
+		if _, ok := v.(string); ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// ForeachKey calls handler for every key whose value is a string, stopping at
+// the first error, which it returns.
+func (h Headers) ForeachKey(handler func(key, val string) error) error {
+	for k, v := range h {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		if err := handler(k, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Signature describes one task invocation: which registered function to run,
+// with which arguments, where, when, and what to do after it. It travels as
+// JSON with the Go field names as keys, exactly as machinery's does, so the
+// two can read each other's messages.
+type Signature struct {
+	UUID           string
+	Name           string
+	RoutingKey     string // the queue; empty means the config's DefaultQueue
+	ETA            *time.Time
+	GroupUUID      string
+	GroupTaskCount int
+	Args           []Arg
+	Headers        Headers
+	Priority       uint8 // accepted for compatibility; queues, not messages, carry priority here
+	Immutable      bool  // when true, the results of the previous chain member are not appended to Args
+	RetryCount     int   // how many more times a failing task is retried
+	RetryTimeout   int   // seconds before the next retry; advanced along the Fibonacci sequence on each retry
+	OnSuccess      []*Signature
+	OnError        []*Signature
+	ChordCallback  *Signature
+
+	BrokerMessageGroupId        string // accepted for compatibility (SQS FIFO); unused
+	SQSReceiptHandle            string // accepted for compatibility (SQS); unused
+	StopTaskDeletionOnError     bool   // accepted for compatibility; a failed task is always archived
+	IgnoreWhenTaskNotRegistered bool   // drop the task, instead of returning it for other workers, when its name is not registered
+
+	// Timeout bounds one run of the task: its context carries a deadline this
+	// far after the start. Zero means no deadline. machinist extension;
+	// machinery ignores the field.
+	Timeout time.Duration `json:",omitempty"`
+}
+
+// NewSignature returns a signature for the task name with args and a fresh
+// "task_" UUID.
+func NewSignature(name string, args []Arg) (*Signature, error) {
+	if name == "" {
+		return nil, ErrEmptyTaskName
+	}
+	return &Signature{
+		UUID: "task_" + uuid.NewString(),
+		Name: name,
+		Args: args,
+	}, nil
+}
+
+// Validate reports what makes the signature impossible to send: nil, or
+// without a name.
+func (s *Signature) Validate() error {
+	if s == nil {
+		return ErrNilSignature
+	}
+	if s.Name == "" {
+		return fmt.Errorf("%w (UUID %q)", ErrEmptyTaskName, s.UUID)
+	}
+	return nil
+}
+
+// CopySignatures returns deep copies of signatures.
+func CopySignatures(signatures ...*Signature) []*Signature {
+	out := make([]*Signature, len(signatures))
+	for i, s := range signatures {
+		out[i] = CopySignature(s)
+	}
+	return out
+}
+
+// CopySignature returns a deep copy of signature: nested callbacks, args,
+// headers and slice values are copied, so the copy can be changed or sent
+// while the original is in use.
+func CopySignature(signature *Signature) *Signature {
+	if signature == nil {
+		return nil
+	}
+	c := *signature
+	if signature.ETA != nil {
+		eta := *signature.ETA
+		c.ETA = &eta
+	}
+	if signature.Args != nil {
+		c.Args = make([]Arg, len(signature.Args))
+		for i, a := range signature.Args {
+			c.Args[i] = Arg{Name: a.Name, Type: a.Type, Value: copyValue(a.Value)}
+		}
+	}
+	if signature.Headers != nil {
+		c.Headers = make(Headers, len(signature.Headers))
+		for k, v := range signature.Headers {
+			c.Headers[k] = copyValue(v)
+		}
+	}
+	if signature.OnSuccess != nil {
+		c.OnSuccess = CopySignatures(signature.OnSuccess...)
+	}
+	if signature.OnError != nil {
+		c.OnError = CopySignatures(signature.OnError...)
+	}
+	c.ChordCallback = CopySignature(signature.ChordCallback)
+	return &c
+}
+
+// copyValue copies slices and maps (recursively) so that a copy shares no
+// mutable memory with its original; other values are returned as they are.
+func copyValue(v interface{}) interface{} {
+	if v == nil {
+		return nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice:
+		if rv.IsNil() {
+			return v
+		}
+		c := reflect.MakeSlice(rv.Type(), rv.Len(), rv.Len())
+		if rv.Type().Elem().Kind() == reflect.Interface {
+			for i := 0; i < rv.Len(); i++ {
+				if e := rv.Index(i).Interface(); e != nil {
+					c.Index(i).Set(reflect.ValueOf(copyValue(e)))
+				}
+			}
+		} else {
+			reflect.Copy(c, rv)
+		}
+		return c.Interface()
+	case reflect.Map:
+		if rv.IsNil() {
+			return v
+		}
+		c := reflect.MakeMapWithSize(rv.Type(), rv.Len())
+		iter := rv.MapRange()
+		for iter.Next() {
+			val := iter.Value()
+			if val.Kind() == reflect.Interface && !val.IsNil() {
+				val = reflect.ValueOf(copyValue(val.Interface()))
+			}
+			c.SetMapIndex(iter.Key(), val)
+		}
+		return c.Interface()
+	default:
+		return v
+	}
+}
