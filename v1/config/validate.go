@@ -21,12 +21,7 @@ func (c *Config) WithDefaults() *Config {
 		out.Broker = DefaultBroker
 	}
 	if out.ResultBackend == "" {
-		switch {
-		case strings.HasPrefix(out.Broker, "memory://"), out.Broker == "eager":
-			out.ResultBackend = out.Broker
-		default:
-			out.ResultBackend = out.Broker
-		}
+		out.ResultBackend = out.Broker
 	}
 	if out.DefaultQueue == "" {
 		out.DefaultQueue = DefaultQueueName
