@@ -1,14 +1,89 @@
 // Package config holds machinist's configuration: machinery's Config and
 // RedisConfig, with the same YAML keys and environment names, plus the
 // settings machinist adds (leases, shutdown, dead letters, unregistered
-// tasks). Load it with NewFromYaml or NewFromEnvironment, or build it by
-// hand: NewServer applies the defaults to the fields left zero and refuses a
-// configuration that cannot work, naming the field.
+// tasks).
+//
+// # Getting a Config
+//
+// NewFromYaml reads a YAML file whose keys are the yaml tags of the fields:
+//
+//	broker: redis://:password@localhost:6379/0
+//	default_queue: emails
+//	lease_duration: 15s
+//	redis:
+//	  key_prefix: myapp
+//
+// The whole file is read (machinery cut it at 1000 bytes). Durations are
+// written as Go durations ("15s", "1m30s"); a bare number is refused rather
+// than read as nanoseconds. A key the Config does not have is an error that
+// names it, except machinery's sqs and dynamodb sections, which are accepted
+// and ignored. tlsconfig is refused: set TLSConfig in code. With
+// keepReloading the file is read again every 10 seconds; the Config returned
+// never changes, Config.Reloaded gives the latest one, Config.StopReloading
+// ends the re-reading.
+//
+// NewFromEnvironment reads the environment variables listed below, with
+// github.com/kelseyhightower/envconfig, and never sets TLSConfig (machinery's
+// switched TLS on, its issue #517).
+//
+// Both loaders start from the loader defaults: Broker "memory://",
+// DefaultQueue "machinery_tasks", ResultsExpireIn 3600, and Redis and AMQP
+// allocated; each load gets sub-configs of its own. Unlike machinery, the
+// default broker is the in-process one (machinist has no AMQP). Both refuse,
+// naming the field, what Validate refuses once WithDefaults has filled in
+// the rest. The Config they return still has the other fields zero: NewServer
+// fills them in, as WithDefaults does for a Config built by hand.
+//
+// # Defaults
+//
+// WithDefaults sets each field left zero to its default: Broker "memory://",
+// ResultBackend the same as Broker, DefaultQueue "machinery_tasks",
+// ResultsExpireIn 3600 (seconds), LeaseDuration 10s, LeaseRenewInterval
+// LeaseDuration/4, RecoverInterval 1s, MaxRecoveries 3, ShutdownTimeout 30s,
+// UnregisteredTaskTries 10, UnregisteredTaskDelay 5s, ArchiveMaxSize 10000,
+// ArchiveMaxAge 90 days, Redis.KeyPrefix "machinist",
+// Redis.NormalTasksPollPeriod 1000 (ms) and Redis.DelayedTasksPollPeriod 20
+// (ms). The other Redis fields left zero mean go-redis's defaults.
+//
+// # Environment
+//
+// Durations are Go durations ("15s"), booleans "true" or "false",
+// QueueDeclareArgs and QueueBindingArgs "key:value,key2:value2". A variable
+// that is not set keeps the loader default.
+//
+//	BROKER, RESULT_BACKEND, DEFAULT_QUEUE, RESULTS_EXPIRE_IN, LOCK,
+//	NO_UNIX_SIGNALS, MULTIPLE_BROKEN_SEPARATOR (sic, machinery's spelling)
+//
+//	LEASE_DURATION, LEASE_RENEW_INTERVAL, RECOVER_INTERVAL, MAX_RECOVERIES,
+//	SHUTDOWN_TIMEOUT, UNREGISTERED_TASK_TRIES, UNREGISTERED_TASK_DELAY,
+//	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE
+//
+//	REDIS_MAX_IDLE, REDIS_MAX_ACTIVE, REDIS_IDLE_TIMEOUT, REDIS_WAIT,
+//	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
+//	REDIS_NORMAL_TASKS_POLL_PERIOD, REDIS_DELAYED_TASKS_POLL_PERIOD,
+//	REDIS_DELAYED_TASKS_KEY, REDIS_CLIENT_NAME, REDIS_MASTER_NAME,
+//	REDIS_CLUSTER_MODE, REDIS_KEY_PREFIX, REDIS_CA_CERT_FILE
+//
+//	AMQP_EXCHANGE, AMQP_EXCHANGE_TYPE, AMQP_QUEUE_DECLARE_ARGS,
+//	AMQP_QUEUE_BINDING_ARGS, AMQP_BINDING_KEY, AMQP_PREFETCH_COUNT,
+//	AMQP_AUTO_DELETE, AMQP_DELAYED_QUEUE
+//
+// envconfig looks a nested field up under its section's name first, so
+// REDIS_REDIS_MAX_IDLE and AMQP_AMQP_EXCHANGE are also read, and win over
+// the names above; use the names above.
+//
+// # Checking
+//
+// Validate refuses a Config that cannot work, naming the field and the
+// value, with any credentials in a URL hidden (see RedactURL). NewServer
+// calls WithDefaults and Validate.
 package config
 
 import (
 	"crypto/tls"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -108,6 +183,11 @@ type Config struct {
 	// Logger receives the Server's and its workers' logs. Default
 	// slog.Default().
 	Logger *slog.Logger `yaml:"-" ignored:"true"`
+
+	// reload follows the file of a Config loaded with keepReloading; nil
+	// otherwise. It is a pointer, shared by the Configs it loads, so that
+	// copying a Config copies no lock; copyFields leaves it out.
+	reload *reloader
 }
 
 // RedisConfig configures Redis. The connection-pool fields keep machinery's
@@ -171,3 +251,48 @@ type QueueDeclareArgs map[string]interface{}
 
 // QueueBindingArgs is accepted for compatibility with machinery.
 type QueueBindingArgs map[string]interface{}
+
+// Decode sets args from "key:value,key2:value2", the form of the
+// environment variable AMQP_QUEUE_DECLARE_ARGS (it implements
+// envconfig.Decoder). See QueueBindingArgs.Decode.
+func (args *QueueDeclareArgs) Decode(value string) error {
+	m, err := decodeArgs("QueueDeclareArgs", value)
+	if err != nil {
+		return err
+	}
+	*args = m
+	return nil
+}
+
+// Decode sets args from "key:value,key2:value2", the form of the
+// environment variable AMQP_QUEUE_BINDING_ARGS (it implements
+// envconfig.Decoder). Keys and values are trimmed of spaces and values stay
+// strings; a value may contain ":" (the key ends at the first one). An
+// empty string gives an empty map. An item without ":" or with an empty key
+// is an error wrapping ErrInvalid; args is then left as it was.
+func (args *QueueBindingArgs) Decode(value string) error {
+	m, err := decodeArgs("QueueBindingArgs", value)
+	if err != nil {
+		return err
+	}
+	*args = m
+	return nil
+}
+
+// decodeArgs parses "k:v,k2:v2" for the Decode methods; name is the type,
+// for the error.
+func decodeArgs(name, value string) (map[string]interface{}, error) {
+	m := make(map[string]interface{})
+	if strings.TrimSpace(value) == "" {
+		return m, nil
+	}
+	for _, item := range strings.Split(value, ",") {
+		k, v, ok := strings.Cut(item, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: %s item %q: want key:value", ErrInvalid, name, item)
+		}
+		m[k] = strings.TrimSpace(v)
+	}
+	return m, nil
+}

@@ -3,12 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 )
-
-// ErrInvalid is wrapped by every error of Validate.
-var ErrInvalid = errors.New("config: invalid")
 
 // WithDefaults returns a copy of c with every field left zero set to its
 // default. c itself is not changed; a nil c gives the defaults.
@@ -29,11 +27,12 @@ func (c *Config) WithDefaults() *Config {
 	if out.ResultsExpireIn == 0 {
 		out.ResultsExpireIn = DefaultResultsExpireIn
 	}
+	// copyFields already copied the sub-configs; only allocate the missing.
 	if out.Redis == nil {
 		out.Redis = &RedisConfig{}
-	} else {
-		r := *out.Redis
-		out.Redis = &r
+	}
+	if out.AMQP == nil {
+		out.AMQP = &AMQPConfig{}
 	}
 	if out.Redis.KeyPrefix == "" {
 		out.Redis.KeyPrefix = DefaultRedisKeyPrefix
@@ -75,7 +74,10 @@ func (c *Config) WithDefaults() *Config {
 }
 
 // copyFields returns a copy of c's exported fields, with the sub-configs
-// copied rather than shared.
+// (and the maps inside them) copied rather than shared. It names each field
+// so that the unexported ones, the reloader above all, are never copied: a
+// copy is a plain Config that does not follow the file it came from.
+// TLSConfig and Logger are shared: they are used, never written.
 func (c *Config) copyFields() Config {
 	out := Config{
 		Broker:                  c.Broker,
@@ -103,23 +105,29 @@ func (c *Config) copyFields() Config {
 	}
 	if c.AMQP != nil {
 		a := *c.AMQP
+		a.QueueDeclareArgs = maps.Clone(a.QueueDeclareArgs)
+		a.QueueBindingArgs = maps.Clone(a.QueueBindingArgs)
 		out.AMQP = &a
 	}
 	return out
 }
 
 // Validate reports the first field that makes c unusable, naming the field
-// and its value. Call it on the result of WithDefaults: zero values that
-// mean "default" are refused here.
+// and its value (URLs with their credentials hidden). Every error wraps
+// ErrInvalid. Call it on the result of WithDefaults: zero values that mean
+// "default" are refused here.
 func (c *Config) Validate() error {
 	bad := func(field string, value interface{}, why string) error {
 		return fmt.Errorf("%w: %s = %v: %s", ErrInvalid, field, value, why)
 	}
+	if c == nil {
+		return fmt.Errorf("%w: nil *Config", ErrInvalid)
+	}
 	if err := validateURL(c.Broker); err != nil {
-		return bad("Broker", redactURL(c.Broker), err.Error())
+		return bad("Broker", fmt.Sprintf("%q", redactURL(c.Broker)), err.Error())
 	}
 	if err := validateURL(c.ResultBackend); err != nil {
-		return bad("ResultBackend", redactURL(c.ResultBackend), err.Error())
+		return bad("ResultBackend", fmt.Sprintf("%q", redactURL(c.ResultBackend)), err.Error())
 	}
 	if strings.TrimSpace(c.DefaultQueue) == "" {
 		return bad("DefaultQueue", fmt.Sprintf("%q", c.DefaultQueue), "must not be blank")
@@ -194,16 +202,32 @@ func validateURL(u string) error {
 }
 
 // redactURL hides the user information of a URL, so that credentials never
-// reach an error or a log.
+// reach an error or a log. Everything before the last "@" goes, except a
+// well-formed scheme: a password may itself hold "@", "/" or "://", and a
+// string that is not a URL at all ("user:secret@host") is redacted too.
 func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
+	at := strings.LastIndex(u, "@")
+	if at < 0 {
 		return u
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		rest = "***@" + rest[at+1:]
+	if scheme, _, ok := strings.Cut(u[:at], "://"); ok && isScheme(scheme) {
+		return scheme + "://***@" + u[at+1:]
 	}
-	return scheme + "://" + rest
+	return "***@" + u[at+1:]
+}
+
+// isScheme reports whether s is a URL scheme (RFC 3986: a letter, then
+// letters, digits, "+", "-" or ".").
+func isScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // RedactURL returns u with its user name and password replaced by "***".

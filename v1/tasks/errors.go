@@ -32,6 +32,9 @@ var (
 	// ErrArgs is wrapped by every error about arguments that do not fit the
 	// task function.
 	ErrArgs = errors.New("tasks: arguments do not fit the task function")
+	// ErrDecode is wrapped by every error of DecodeSignature: the message is
+	// not JSON, has trailing data, or is not a valid signature.
+	ErrDecode = errors.New("tasks: cannot decode signature")
 )
 
 // Retriable is implemented by errors that ask for the task to run again
@@ -77,4 +80,35 @@ func NewErrUnsupportedType(valueType string) ErrUnsupportedType {
 // Error returns "<type> is not one of supported types".
 func (e ErrUnsupportedType) Error() string {
 	return fmt.Sprintf("%v is not one of supported types", e.valueType)
+}
+
+// PanicError is the error of a task that panicked: Task.Call returns it as
+// a *PanicError. Value is what the task passed to panic and Stack the
+// goroutine's stack where it panicked, for the worker to log.
+//
+// Its message and Unwrap follow machinery: a panic with an error is that
+// error (panic(errors.New("oops")) gives "oops"), a panic with a string s
+// is errors.New(s), and a panic with anything else wraps ErrTaskPanicked.
+type PanicError struct {
+	Value interface{}
+	Stack []byte
+}
+
+// Error returns the message of the error the panic stands for.
+func (e *PanicError) Error() string {
+	return e.Unwrap().Error()
+}
+
+// Unwrap returns the error the panic stands for: Value itself when it is an
+// error, errors.New(Value) when it is a string, and an error wrapping
+// ErrTaskPanicked otherwise.
+func (e *PanicError) Unwrap() error {
+	switch v := e.Value.(type) {
+	case error:
+		return v
+	case string:
+		return errors.New(v)
+	default:
+		return fmt.Errorf("%w: %v", ErrTaskPanicked, v)
+	}
 }
