@@ -1,0 +1,88 @@
+// Package redistest starts real Redis servers for tests, so that no test
+// depends on a server someone left running (nor touches one: a Redis on
+// 127.0.0.1:6379 is never used).
+//
+// Every server is a redis-server process of the test's own, on a free
+// loopback port and in a temporary directory, shut down and removed when
+// the test (or the test binary) ends. redis-server and redis-cli must be on
+// PATH: `make test` installs them (scripts/ensure-redis.sh), and a test run
+// without them fails saying what to install. No test skips.
+//
+// # A server per test
+//
+// Start gives a test a server nobody else uses. It is the choice for tests
+// that stop, kill or reconfigure the server, and costs a few milliseconds:
+//
+//	func TestRecoversAfterCrash(t *testing.T) {
+//		t.Parallel()
+//		srv := redistest.Start(t, redistest.WithAOF())
+//		rdb := srv.Client(t)
+//		if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+//			t.Fatal(err)
+//		}
+//		srv.Kill(t)    // SIGKILL, as a crash
+//		srv.Restart(t) // same port and directory: the AOF is reloaded
+//		// rdb reconnects; "k" is still there.
+//	}
+//
+// By default nothing is written to disk (`--save "" --appendonly no`).
+// WithAOF makes every acknowledged write survive Kill; WithArgs passes any
+// other redis-server argument. Stop shuts the server down gracefully
+// (SHUTDOWN); Restart starts it again where it was.
+//
+// # One server per test binary
+//
+// Most tests only read and write keys. They share one server, started on
+// first use by Shared, and isolate themselves with Prefix: a key prefix of
+// the test's own ("t<counter>-<random>:") whose keys are deleted (SCAN
+// MATCH prefix* and UNLINK) when the test finishes. So they run in parallel
+// and leave the server empty. The package's TestMain must call RunMain,
+// which stops the shared servers after the last test:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(redistest.RunMain(m))
+//	}
+//
+//	func TestEnqueue(t *testing.T) {
+//		t.Parallel()
+//		srv := redistest.Shared(t)
+//		rdb := srv.Client(t)
+//		prefix := srv.Prefix(t)
+//		// Every key the test (or the code under test) uses starts with
+//		// prefix, e.g. prefix+"{default}:pending".
+//	}
+//
+// A test on a shared server must not Stop, Kill or Restart it, nor run
+// commands that reach beyond its own keys (FLUSHALL, FLUSHDB, CONFIG SET,
+// KEYS or SCAN without its prefix): those tests use Start.
+//
+// # Redis Cluster
+//
+// StartCluster starts three masters without replicas, creates the cluster
+// with `redis-cli --cluster create`, and returns once every slot is served;
+// SharedCluster is its shared form. Cluster.Client returns a go-redis
+// ClusterClient and Cluster.URL a "redis://host:port,host:port,host:port"
+// URL. Cluster.Prefix deletes the test's keys from every master. Keys that
+// a command or script uses together need a common hash tag after the
+// prefix: prefix+"{queue}:pending", prefix+"{queue}:active".
+//
+// # Goroutines
+//
+// A running server holds one goroutine that waits for its process; clients
+// returned by Client are closed at cleanup. A package that checks for
+// leaked goroutines does so after RunMain:
+//
+//	func TestMain(m *testing.M) {
+//		code := redistest.RunMain(m)
+//		if code == 0 {
+//			if err := goleak.Find(); err != nil {
+//				fmt.Fprintln(os.Stderr, err)
+//				code = 1
+//			}
+//		}
+//		os.Exit(code)
+//	}
+//
+// On Linux a server is killed by the kernel if the test binary dies without
+// running its cleanups (a panic, a -timeout).
+package redistest
