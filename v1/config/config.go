@@ -41,7 +41,7 @@
 // ResultsExpireIn 3600 (seconds), LeaseDuration 10s, LeaseRenewInterval
 // LeaseDuration/4, RecoverInterval 1s, MaxRecoveries 3, ShutdownTimeout 30s,
 // UnregisteredTaskTries 10, UnregisteredTaskDelay 5s, ArchiveMaxSize 10000,
-// ArchiveMaxAge 90 days, Redis.KeyPrefix "machinist",
+// ArchiveMaxAge 90 days, CompletedRetention 0, Redis.KeyPrefix "machinist",
 // Redis.NormalTasksPollPeriod 1000 (ms) and Redis.DelayedTasksPollPeriod 20
 // (ms). The other Redis fields left zero mean go-redis's defaults.
 //
@@ -56,7 +56,7 @@
 //
 //	LEASE_DURATION, LEASE_RENEW_INTERVAL, RECOVER_INTERVAL, MAX_RECOVERIES,
 //	SHUTDOWN_TIMEOUT, UNREGISTERED_TASK_TRIES, UNREGISTERED_TASK_DELAY,
-//	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE
+//	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE, COMPLETED_RETENTION
 //
 //	REDIS_MAX_IDLE, REDIS_MAX_ACTIVE, REDIS_IDLE_TIMEOUT, REDIS_WAIT,
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
@@ -177,6 +177,9 @@ type Config struct {
 	// ArchiveMaxSize is how many dead letters a queue keeps; the oldest go
 	// first. Default 10000.
 	ArchiveMaxSize int `yaml:"archive_max_size" envconfig:"ARCHIVE_MAX_SIZE"`
+	// CompletedRetention is how long the broker keeps a task after it
+	// succeeded, for inspection. Default 0: forgotten at once.
+	CompletedRetention time.Duration `yaml:"completed_retention" envconfig:"COMPLETED_RETENTION"`
 	// ArchiveMaxAge is how long a dead letter is kept. Default 90 days.
 	ArchiveMaxAge time.Duration `yaml:"archive_max_age" envconfig:"ARCHIVE_MAX_AGE"`
 

@@ -79,6 +79,7 @@ func TestNewFromEnvironmentReadsEveryName(t *testing.T) {
 		{"UNREGISTERED_TASK_DELAY", "1500ms", func(c *Config) any { return c.UnregisteredTaskDelay }, 1500 * time.Millisecond},
 		{"ARCHIVE_MAX_SIZE", "500", func(c *Config) any { return c.ArchiveMaxSize }, 500},
 		{"ARCHIVE_MAX_AGE", "168h", func(c *Config) any { return c.ArchiveMaxAge }, 168 * time.Hour},
+		{"COMPLETED_RETENTION", "30m", func(c *Config) any { return c.CompletedRetention }, 30 * time.Minute},
 		{"REDIS_KEY_PREFIX", "envapp", func(c *Config) any { return c.Redis.KeyPrefix }, "envapp"},
 		{"REDIS_CA_CERT_FILE", "/etc/ca.pem", func(c *Config) any { return c.Redis.CACertFile }, "/etc/ca.pem"},
 	}

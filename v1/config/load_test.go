@@ -65,6 +65,7 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 		UnregisteredTaskDelay: 1500 * time.Millisecond,
 		ArchiveMaxSize:        500,
 		ArchiveMaxAge:         7 * 24 * time.Hour,
+		CompletedRetention:    30 * time.Minute,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewFromYaml(full.yml) =\n%+v\nAMQP %+v\nRedis %+v\nwant\n%+v\nAMQP %+v\nRedis %+v",

@@ -97,6 +97,7 @@ func (c *Config) copyFields() Config {
 		UnregisteredTaskDelay:   c.UnregisteredTaskDelay,
 		ArchiveMaxSize:          c.ArchiveMaxSize,
 		ArchiveMaxAge:           c.ArchiveMaxAge,
+		CompletedRetention:      c.CompletedRetention,
 		Logger:                  c.Logger,
 	}
 	if c.Redis != nil {
@@ -155,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ArchiveMaxSize < 0 {
 		return bad("ArchiveMaxSize", c.ArchiveMaxSize, "must not be negative")
+	}
+	if c.CompletedRetention < 0 {
+		return bad("CompletedRetention", c.CompletedRetention, "must not be negative")
 	}
 	if c.ArchiveMaxAge < 0 {
 		return bad("ArchiveMaxAge", c.ArchiveMaxAge, "must not be negative")

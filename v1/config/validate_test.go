@@ -69,6 +69,7 @@ func fullConfig() *Config {
 		UnregisteredTaskDelay: time.Second,
 		ArchiveMaxSize:        5,
 		ArchiveMaxAge:         time.Hour,
+		CompletedRetention:    time.Minute,
 		Logger:                slog.Default(),
 	}
 }

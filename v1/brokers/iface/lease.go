@@ -31,6 +31,8 @@ type Lease struct {
 // expiresAt unless extended.
 func NewLease(token string, expiresAt time.Time) *Lease {
 	l := &Lease{token: token, expiresAt: expiresAt, done: make(chan struct{})}
+	l.mu.Lock() // expire may run before AfterFunc returns
+	defer l.mu.Unlock()
 	l.timer = time.AfterFunc(time.Until(expiresAt), l.expire)
 	return l
 }
@@ -49,7 +51,8 @@ func (l *Lease) ExpiresAt() time.Time {
 // Done is closed when the lease is lost.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Valid reports whether the lease is still held.
+// Valid reports whether the lease has not been lost. A released lease stays
+// valid: releasing means the task was settled while the lease was held.
 func (l *Lease) Valid() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

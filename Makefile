@@ -1,0 +1,36 @@
+# machinist: `make test` is what CI runs (.ci/run); it installs redis-server
+# when it is missing (as root) and the tests start their own servers.
+
+GO       ?= go
+PKGS     ?= ./...
+TESTFLAGS ?=
+
+.PHONY: help test vet fmt lint bench quickstart fuzz
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+test: ## go vet, then every test with -race (installs redis-server if missing)
+	@bash scripts/ensure-redis.sh
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
+
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+fmt: ## gofmt every file
+	gofmt -w $$(git ls-files '*.go')
+
+lint: ## gofmt check and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKGS)
+
+bench: ## go test benchmarks of the hot paths
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+fuzz: ## run each fuzz target for 30s
+	$(GO) test -run '^$$' -fuzz FuzzReflectValue -fuzztime 30s ./v1/tasks
+	$(GO) test -run '^$$' -fuzz FuzzDecodeSignature -fuzztime 30s ./v1/tasks
+
+quickstart: ## run the quick start on the in-process broker
+	$(GO) run ./example/quickstart

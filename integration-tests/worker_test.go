@@ -1,0 +1,404 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/backends/result"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// forEachQueuedPair runs test on the pairs that queue tasks for workers.
+func forEachQueuedPair(t *testing.T, test func(t *testing.T, p pair)) {
+	t.Helper()
+	forEachPair(t, func(t *testing.T, p pair) {
+		if p.eager {
+			return // nothing is queued: tasks run inside Send
+		}
+		test(t, p)
+	})
+}
+
+// bareServer returns a Server with no worker and no tasks registered.
+func bareServer(t *testing.T, p pair, mutate ...func(*config.Config)) *machinist.Server {
+	t.Helper()
+	cnf := p.config(t)
+	cnf.NoUnixSignals = true
+	cnf.Logger = slog.New(slog.DiscardHandler)
+	for _, m := range mutate {
+		m(cnf)
+	}
+	s, err := machinist.NewServer(cnf)
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func launch(t *testing.T, w *machinist.Worker) (stop func() error) {
+	t.Helper()
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			w.Quit()
+			err = <-errs
+		})
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestConcurrencyHonouredExactly(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		const concurrency, total = 4, 24
+		var running, peak atomic.Int32
+		release := make(chan struct{})
+		s.RegisterTask("hold", func() error {
+			n := running.Add(1)
+			for {
+				old := peak.Load()
+				if n <= old || peak.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			<-release
+			running.Add(-1)
+			return nil
+		})
+		launch(t, s.NewWorker("w", concurrency))
+		ctx := testCtx(t)
+		var results []*result.AsyncResult
+		for i := 0; i < total; i++ {
+			r, err := s.SendTaskWithContext(ctx, sig("hold"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, r)
+		}
+		waitFor(t, "the worker to fill its slots", func() bool { return running.Load() == concurrency })
+		close(release)
+		for _, r := range results {
+			if _, err := r.GetWithContext(ctx, poll); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := peak.Load(); got != concurrency {
+			t.Fatalf("peak concurrency %d, want exactly %d", got, concurrency)
+		}
+	})
+}
+
+func TestSeveralWorkersOnOneServer(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		var mu sync.Mutex
+		byWorker := map[string]int{}
+		gate := make(chan struct{})
+		var started atomic.Int32
+		s.RegisterTask("who", func(ctx context.Context) error {
+			started.Add(1)
+			<-gate
+			return nil
+		})
+		for _, tag := range []string{"a", "b"} {
+			w := s.NewWorker(tag, 1)
+			tag := tag
+			w.SetPreTaskHandler(func(*tasks.Signature) {
+				mu.Lock()
+				byWorker[tag]++
+				mu.Unlock()
+			})
+			launch(t, w)
+		}
+		ctx := testCtx(t)
+		var rs []*result.AsyncResult
+		for i := 0; i < 2; i++ {
+			r, err := s.SendTaskWithContext(ctx, sig("who"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		// Each worker has one slot, so both tasks run only if both workers do.
+		waitFor(t, "both workers to take a task", func() bool { return started.Load() == 2 })
+		close(gate)
+		for _, r := range rs {
+			if _, err := r.GetWithContext(ctx, poll); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if byWorker["a"] != 1 || byWorker["b"] != 1 {
+			t.Fatalf("tasks per worker %v, want one each", byWorker)
+		}
+	})
+}
+
+func TestQuitIsSafe(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+
+		// Quit before Launch: the worker never runs, Launch returns nil.
+		w := s.NewWorker("before", 1)
+		w.Quit()
+		if err := w.Launch(); err != nil {
+			t.Fatalf("Launch after Quit: %v", err)
+		}
+
+		// Quit right after LaunchAsync, then twice more.
+		w = s.NewWorker("after", 1)
+		errs := make(chan error, 1)
+		w.LaunchAsync(errs)
+		w.Quit()
+		w.Quit()
+		if err := <-errs; err != nil {
+			t.Fatalf("LaunchAsync after a graceful Quit sent %v, want nil", err)
+		}
+		w.Quit()
+
+		// Launching the same worker twice is refused.
+		w = s.NewWorker("twice", 1)
+		stop := launch(t, w)
+		if err := w.Launch(); !errors.Is(err, machinist.ErrWorkerLaunched) {
+			t.Fatalf("second Launch: %v, want ErrWorkerLaunched", err)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestGracefulShutdownRequeuesUnfinished(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p, func(c *config.Config) { c.ShutdownTimeout = 50 * time.Millisecond })
+		started := make(chan struct{}, 1)
+		var cancelled atomic.Bool
+		var runs atomic.Int32
+		s.RegisterTask("long", func(ctx context.Context) (string, error) {
+			if runs.Add(1) > 1 {
+				return "second run", nil
+			}
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled.Store(true)
+			return "", ctx.Err()
+		})
+		ctx := testCtx(t)
+		r, err := s.SendTaskWithContext(ctx, sig("long"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := launch(t, s.NewWorker("first", 1))
+		<-started
+		if err := stop(); err != nil {
+			t.Fatalf("graceful stop: %v", err)
+		}
+		if !cancelled.Load() {
+			t.Fatal("the unfinished task's context was not cancelled after ShutdownTimeout")
+		}
+		pending, err := s.GetBroker().GetPendingTasks("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) != 1 || pending[0].UUID != r.Signature.UUID {
+			t.Fatalf("pending after shutdown: %d tasks, want the unfinished one", len(pending))
+		}
+		if st := r.GetState(); st.IsCompleted() {
+			t.Fatalf("the abandoned run wrote state %s", st.State)
+		}
+		launch(t, s.NewWorker("second", 1))
+		out, err := r.GetWithContext(ctx, poll)
+		if err != nil || tasks.HumanReadableResults(out) != "second run" {
+			t.Fatalf("after requeue: %v, %v", out, err)
+		}
+	})
+}
+
+func TestUnregisteredTaskFailsOnceWithReason(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p, func(c *config.Config) {
+			c.UnregisteredTaskTries = 3
+			c.UnregisteredTaskDelay = 10 * time.Millisecond
+		})
+		var handed atomic.Int32
+		w := s.NewWorker("w", 1)
+		w.SetPreConsumeHandler(func(*machinist.Worker) bool { handed.Add(1); return true })
+		launch(t, w)
+		ctx := testCtx(t)
+		r, err := s.SendTaskWithContext(ctx, sig("nobody_has_this"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.GetWithContext(ctx, poll)
+		if err == nil || !strings.Contains(err.Error(), `"nobody_has_this" is not registered`) || !strings.Contains(err.Error(), "3 tries") {
+			t.Fatalf("got %v, want a failure naming the task and the tries", err)
+		}
+		archived, err := s.GetBroker().ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+		if err != nil || len(archived) != 1 {
+			t.Fatalf("archived: %d, %v; want the task", len(archived), err)
+		}
+		// Handed back with a delay, not in a hot loop.
+		if n := handed.Load(); n > 10 {
+			t.Fatalf("the worker fetched %d times for 3 tries", n)
+		}
+	})
+}
+
+func TestUnregisteredTaskIgnored(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		s.RegisterTask("noop", func() error { return nil })
+		launch(t, s.NewWorker("w", 1))
+		ctx := testCtx(t)
+		ignored := sig("nobody_has_this")
+		ignored.IgnoreWhenTaskNotRegistered = true
+		if _, err := s.SendTaskWithContext(ctx, ignored); err != nil {
+			t.Fatal(err)
+		}
+		// A task sent after it completing shows the worker got past it.
+		r, err := s.SendTaskWithContext(ctx, sig("noop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.GetBroker().QueueInfo(ctx, config.DefaultQueueName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Pending+info.Active+info.Retry+info.Scheduled+info.Archived != 0 {
+			t.Fatalf("queue after an ignored task: %+v, want empty", info)
+		}
+	})
+}
+
+func TestGetOnMissingStateReturnsError(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		r := result.NewAsyncResult(&tasks.Signature{UUID: "task_never_sent", Name: "x"}, s.GetBackend())
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.Get(poll)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, iface.ErrStateNotFound) {
+				t.Fatalf("Get: %v, want ErrStateNotFound", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatal("Get on a missing state is still polling")
+		}
+	})
+}
+
+func TestGetWithTimeout(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p) // no worker: the task stays pending
+		r, err := s.SendTask(sig("add"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GetWithTimeout(20*time.Millisecond, poll); !errors.Is(err, result.ErrTimeoutReached) {
+			t.Fatalf("GetWithTimeout: %v, want ErrTimeoutReached", err)
+		}
+	})
+}
+
+func TestHandlers(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		s.RegisterTask("fail", func() error { return errors.New("handled") })
+		var pre, post, published atomic.Int32
+		handled := make(chan error, 1)
+		s.SetPreTaskHandler(func(*tasks.Signature) { published.Add(1) })
+		w := s.NewWorker("w", 1)
+		w.SetPreTaskHandler(func(*tasks.Signature) { pre.Add(1) })
+		w.SetPostTaskHandler(func(*tasks.Signature) { post.Add(1) })
+		w.SetErrorHandler(func(err error) { handled <- err })
+		launch(t, w)
+		r, err := s.SendTask(sig("fail"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GetWithContext(testCtx(t), poll); err == nil {
+			t.Fatal("want the task's error")
+		}
+		if err := <-handled; err.Error() != "handled" {
+			t.Fatalf("error handler got %v", err)
+		}
+		if published.Load() != 1 || pre.Load() != 1 || post.Load() != 1 {
+			t.Fatalf("handlers ran publish=%d pre=%d post=%d, want 1 each", published.Load(), pre.Load(), post.Load())
+		}
+	})
+}
+
+func TestPeriodicTaskFiresOncePerTickAcrossServers(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		base := p.config(t)
+		if base.Broker == "memory://" {
+			// Two Servers of one process share a named in-process broker,
+			// as two processes share a Redis.
+			name := "memory://" + strings.ReplaceAll(t.Name(), "/", "-")
+			base.Broker, base.ResultBackend = name, name
+		}
+		var mu sync.Mutex
+		var fires []time.Time
+		var servers []*machinist.Server
+		for i := 0; i < 2; i++ {
+			s := bareServer(t, pair{config: func(*testing.T) *config.Config { c := *base; return &c }})
+			s.RegisterTask("tick", func() error {
+				mu.Lock()
+				fires = append(fires, time.Now())
+				mu.Unlock()
+				return nil
+			})
+			if err := s.RegisterPeriodicTask("@every 1s", "ticker", sig("tick")); err != nil {
+				t.Fatal(err)
+			}
+			servers = append(servers, s)
+		}
+		launch(t, servers[0].NewWorker("w", 2))
+		waitFor(t, "three ticks", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(fires) >= 3
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		// Both Servers schedule every second; a tick sent by both would run
+		// twice within milliseconds.
+		for i := 1; i < len(fires); i++ {
+			if gap := fires[i].Sub(fires[i-1]); gap < 500*time.Millisecond {
+				t.Fatalf("ticks %d and %d ran %v apart: a tick fired twice", i-1, i, gap)
+			}
+		}
+		if err := servers[1].RegisterPeriodicTask("not a spec", "bad", sig("tick")); err == nil {
+			t.Fatal("a bad cron spec was accepted")
+		}
+	})
+}

@@ -1,0 +1,534 @@
+// Package backendtest is the conformance suite of result backends: every
+// implementation of iface.Backend runs Exercise in its tests, so that the
+// memory and Redis backends are held to the same semantics.
+//
+//	func TestConformance(t *testing.T) {
+//		backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
+//			b := memory.New(cnf)
+//			t.Cleanup(func() { b.Close() })
+//			return b
+//		})
+//	}
+//
+// Beyond what iface.Backend documents, the suite fixes these choices:
+// GroupCompleted of a group with no bookkeeping is false with no error;
+// GroupTaskStates and TriggerChord of such a group fail with
+// ErrGroupNotFound; a group created implicitly by its members lists, in
+// GroupTaskStates, the finished members in the order they finished;
+// PurgeState and PurgeGroupMeta of what does not exist succeed; a closed
+// backend fails with ErrClosed.
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// waitLong bounds the waits for something that must happen; they normally
+// end much sooner.
+const waitLong = 10 * time.Second
+
+// Exercise runs the conformance suite against the backends newBackend makes.
+//
+// Each subtest calls newBackend once, with its own *testing.T and a config
+// that has been through WithDefaults (ResultsExpireIn 1 where the subtest
+// tests expiry), and closes the backend when it ends. Subtests run in
+// parallel and use task and group UUIDs unique to the run, so the backends
+// may share one store (one Redis); newBackend must therefore register its
+// own teardown with t.Cleanup rather than defer it in the calling test.
+func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) iface.Backend) {
+	t.Helper()
+	s := &suite{newBackend: newBackend}
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *suite)
+	}{
+		{"States", testStates},
+		{"SetStatePendingMany", testSetStatePendingMany},
+		{"Results", testResults},
+		{"StateNotFound", testStateNotFound},
+		{"StateExpires", testStateExpires},
+		{"GroupCompleted", testGroupCompleted},
+		{"GroupTaskStatesOrder", testGroupTaskStatesOrder},
+		{"TriggerChordOnce", testTriggerChordOnce},
+		{"ImplicitGroup", testImplicitGroup},
+		{"GroupExpiresOnlyWhenComplete", testGroupExpiresOnlyWhenComplete},
+		{"PurgeGroupMeta", testPurgeGroupMeta},
+		{"Close", testClose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, s)
+		})
+	}
+}
+
+type suite struct {
+	newBackend func(t *testing.T, cnf *config.Config) iface.Backend
+}
+
+// backend returns a fresh backend configured by cnf (after WithDefaults),
+// closed when the test ends.
+func (s *suite) backend(t *testing.T, cnf config.Config) iface.Backend {
+	t.Helper()
+	b := s.newBackend(t, cnf.WithDefaults())
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func newSig(name string) *tasks.Signature {
+	return &tasks.Signature{UUID: "task_" + uuid.NewString(), Name: name}
+}
+
+// newGroup returns n signatures of one fresh group.
+func newGroup(n int) (string, []*tasks.Signature) {
+	groupUUID := "group_" + uuid.NewString()
+	sigs := make([]*tasks.Signature, n)
+	for i := range sigs {
+		sigs[i] = newSig(fmt.Sprintf("member%d", i))
+		sigs[i].GroupUUID, sigs[i].GroupTaskCount = groupUUID, n
+	}
+	return groupUUID, sigs
+}
+
+func uuids(sigs []*tasks.Signature) []string {
+	out := make([]string, len(sigs))
+	for i, s := range sigs {
+		out[i] = s.UUID
+	}
+	return out
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func getState(t *testing.T, b iface.Backend, taskUUID string) *tasks.TaskState {
+	t.Helper()
+	st, err := b.GetState(context.Background(), taskUUID)
+	if err != nil {
+		t.Fatalf("GetState(%s): %v", taskUUID, err)
+	}
+	return st
+}
+
+func wantNotFound(t *testing.T, b iface.Backend, taskUUID, when string) {
+	t.Helper()
+	st, err := b.GetState(context.Background(), taskUUID)
+	if !errors.Is(err, iface.ErrStateNotFound) {
+		t.Fatalf("GetState %s: %+v, err %v; want ErrStateNotFound", when, st, err)
+	}
+}
+
+// describeResults prints results so that a backend storing JSON (numbers
+// come back as json.Number or float64, slices as []interface{}) compares
+// equal to one storing Go values.
+func describeResults(results []*tasks.TaskResult) string {
+	out := "["
+	for _, r := range results {
+		out += fmt.Sprintf("{%s %v}", r.Type, r.Value)
+	}
+	return out + "]"
+}
+
+func testStates(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		state string
+		set   func(*tasks.Signature) error
+	}{
+		{tasks.StatePending, func(sig *tasks.Signature) error { return b.SetStatePending(ctx, sig) }},
+		{tasks.StateReceived, func(sig *tasks.Signature) error { return b.SetStateReceived(ctx, sig) }},
+		{tasks.StateStarted, func(sig *tasks.Signature) error { return b.SetStateStarted(ctx, sig) }},
+		{tasks.StateRetry, func(sig *tasks.Signature) error { return b.SetStateRetry(ctx, sig) }},
+		{tasks.StateSuccess, func(sig *tasks.Signature) error { return b.SetStateSuccess(ctx, sig, nil) }},
+		{tasks.StateFailure, func(sig *tasks.Signature) error { return b.SetStateFailure(ctx, sig, "it broke") }},
+	} {
+		sig := newSig("task_in_" + tc.state)
+		before := time.Now()
+		must(t, "SetState "+tc.state, tc.set(sig))
+		after := time.Now()
+		st := getState(t, b, sig.UUID)
+		if st.TaskUUID != sig.UUID || st.TaskName != sig.Name || st.State != tc.state {
+			t.Fatalf("state after SetState %s: %+v, want UUID %s name %s", tc.state, st, sig.UUID, sig.Name)
+		}
+		if st.CreatedAt.Before(before.Add(-time.Second)) || st.CreatedAt.After(after.Add(time.Second)) {
+			t.Fatalf("state %s: CreatedAt %s, want the time of the write (%s)", tc.state, st.CreatedAt, before)
+		}
+		wantErr := ""
+		if tc.state == tasks.StateFailure {
+			wantErr = "it broke"
+		}
+		if st.Error != wantErr {
+			t.Fatalf("state %s: Error %q, want %q", tc.state, st.Error, wantErr)
+		}
+	}
+
+	// A later state replaces an earlier one.
+	sig := newSig("progress")
+	must(t, "SetStatePending", b.SetStatePending(ctx, sig))
+	must(t, "SetStateStarted", b.SetStateStarted(ctx, sig))
+	if st := getState(t, b, sig.UUID); st.State != tasks.StateStarted {
+		t.Fatalf("state after PENDING then STARTED: %s", st.State)
+	}
+	must(t, "SetStateFailure", b.SetStateFailure(ctx, sig, "late failure"))
+	if st := getState(t, b, sig.UUID); !st.IsFailure() || st.Error != "late failure" {
+		t.Fatalf("state after FAILURE: %s %q", st.State, st.Error)
+	}
+}
+
+func testSetStatePendingMany(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	sigs := []*tasks.Signature{newSig("a"), newSig("b"), newSig("c")}
+	must(t, "SetStatePending", b.SetStatePending(context.Background(), sigs...))
+	for _, sig := range sigs {
+		if st := getState(t, b, sig.UUID); st.State != tasks.StatePending || st.TaskName != sig.Name {
+			t.Fatalf("state of %s: %s %s, want PENDING %s", sig.UUID, st.State, st.TaskName, sig.Name)
+		}
+	}
+}
+
+func testResults(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	sig := newSig("results")
+	results := []*tasks.TaskResult{
+		{Type: "int64", Value: int64(3)},
+		{Type: "string", Value: "three"},
+		{Type: "[]string", Value: []string{"a", "b"}},
+		{Type: "float64", Value: 1.5},
+		{Type: "bool", Value: true},
+	}
+	want := describeResults(results)
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sig, results))
+
+	// The caller's results are its own after the write.
+	results[0].Value = int64(99)
+	results[2].Value.([]string)[0] = "changed"
+	st := getState(t, b, sig.UUID)
+	if !st.IsSuccess() || st.Error != "" {
+		t.Fatalf("state: %s %q, want SUCCESS without error", st.State, st.Error)
+	}
+	if got := describeResults(st.Results); got != want {
+		t.Fatalf("results\n got  %s\n want %s", got, want)
+	}
+	// And the reader's are its own.
+	st.Results[1].Value = "changed by reader"
+	st.Results = st.Results[:1]
+	if got := describeResults(getState(t, b, sig.UUID).Results); got != want {
+		t.Fatalf("results after a reader changed its copy\n got  %s\n want %s", got, want)
+	}
+
+	// A task that returned only a nil error has empty, non-nil results.
+	empty := newSig("no_results")
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, empty, []*tasks.TaskResult{}))
+	if st := getState(t, b, empty.UUID); st.Results == nil || len(st.Results) != 0 {
+		t.Fatalf("results of a task with no return values = %#v, want empty and non-nil", st.Results)
+	}
+}
+
+func testStateNotFound(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	wantNotFound(t, b, "task_"+uuid.NewString(), "of a task never seen")
+
+	sig := newSig("purged")
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sig, nil))
+	getState(t, b, sig.UUID)
+	must(t, "PurgeState", b.PurgeState(ctx, sig.UUID))
+	wantNotFound(t, b, sig.UUID, "after PurgeState")
+	must(t, "PurgeState of a missing state", b.PurgeState(ctx, sig.UUID))
+}
+
+func testStateExpires(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{ResultsExpireIn: 1})
+	sig := newSig("short_lived")
+	must(t, "SetStateSuccess", b.SetStateSuccess(context.Background(), sig, nil))
+	written := time.Now()
+	getState(t, b, sig.UUID)
+
+	deadline := written.Add(waitLong)
+	for {
+		_, err := b.GetState(context.Background(), sig.UUID)
+		if errors.Is(err, iface.ErrStateNotFound) {
+			break
+		}
+		must(t, "GetState", err)
+		if time.Now().After(deadline) {
+			t.Fatalf("state still there %s after its write with ResultsExpireIn 1", waitLong)
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	if since := time.Since(written); since < 900*time.Millisecond {
+		t.Fatalf("state gone %s after its write, before ResultsExpireIn (1s)", since)
+	}
+}
+
+func testGroupCompleted(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(3)
+
+	completed := func() bool {
+		t.Helper()
+		done, err := b.GroupCompleted(ctx, groupUUID, len(sigs))
+		must(t, "GroupCompleted", err)
+		return done
+	}
+	if done, err := b.GroupCompleted(ctx, groupUUID, len(sigs)); done || err != nil {
+		t.Fatalf("GroupCompleted of an unknown group: %t, %v; want false, nil", done, err)
+	}
+	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	if completed() {
+		t.Fatal("GroupCompleted true before any member finished")
+	}
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
+	must(t, "SetStateStarted", b.SetStateStarted(ctx, sigs[2])) // not final
+	must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[1], "failed for good"))
+	if completed() {
+		t.Fatal("GroupCompleted true with one member unfinished")
+	}
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[2], nil))
+	if !completed() {
+		t.Fatal("GroupCompleted false after every member finished (one of them failed)")
+	}
+	// A member finishing twice (it ran again) is counted once.
+	again, more := newGroup(2)
+	must(t, "InitGroup", b.InitGroup(ctx, again, uuids(more)))
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, more[0], nil))
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, more[0], nil))
+	if done, err := b.GroupCompleted(ctx, again, 2); done || err != nil {
+		t.Fatalf("GroupCompleted after one member finished twice: %t, %v; want false", done, err)
+	}
+}
+
+func testGroupTaskStatesOrder(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(3)
+	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+
+	states := func() []*tasks.TaskState {
+		t.Helper()
+		sts, err := b.GroupTaskStates(ctx, groupUUID, len(sigs))
+		must(t, "GroupTaskStates", err)
+		if len(sts) != len(sigs) {
+			t.Fatalf("GroupTaskStates returned %d states, want %d", len(sts), len(sigs))
+		}
+		for i, st := range sts {
+			if st.TaskUUID != sigs[i].UUID {
+				t.Fatalf("GroupTaskStates[%d] is %s, want %s (group order)", i, st.TaskUUID, sigs[i].UUID)
+			}
+		}
+		return sts
+	}
+	for i, st := range states() {
+		if st.State != tasks.StatePending {
+			t.Fatalf("member %d before it finished: %s, want PENDING", i, st.State)
+		}
+	}
+
+	// Finish in reverse order; the states come back in group order.
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[2], []*tasks.TaskResult{{Type: "string", Value: "r2"}}))
+	if sts := states(); sts[0].State != tasks.StatePending || sts[1].State != tasks.StatePending || !sts[2].IsSuccess() {
+		t.Fatalf("after the last member finished: %s %s %s, want PENDING PENDING SUCCESS", sts[0].State, sts[1].State, sts[2].State)
+	}
+	must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[1], "r1 failed"))
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], []*tasks.TaskResult{{Type: "string", Value: "r0"}}))
+
+	sts := states()
+	if !sts[0].IsSuccess() || describeResults(sts[0].Results) != "[{string r0}]" {
+		t.Fatalf("member 0: %s %s, want SUCCESS [{string r0}]", sts[0].State, describeResults(sts[0].Results))
+	}
+	if !sts[1].IsFailure() || sts[1].Error != "r1 failed" {
+		t.Fatalf("member 1: %s %q, want FAILURE r1 failed", sts[1].State, sts[1].Error)
+	}
+	if !sts[2].IsSuccess() || describeResults(sts[2].Results) != "[{string r2}]" {
+		t.Fatalf("member 2: %s %s, want SUCCESS [{string r2}]", sts[2].State, describeResults(sts[2].Results))
+	}
+
+	// The recorded states do not depend on the members' own states.
+	for _, sig := range sigs {
+		must(t, "PurgeState", b.PurgeState(ctx, sig.UUID))
+	}
+	if sts := states(); !sts[0].IsSuccess() || !sts[1].IsFailure() || !sts[2].IsSuccess() {
+		t.Fatal("GroupTaskStates changed when the members' states were purged")
+	}
+
+	if _, err := b.GroupTaskStates(ctx, "group_"+uuid.NewString(), 3); !errors.Is(err, iface.ErrGroupNotFound) {
+		t.Fatalf("GroupTaskStates of an unknown group: err = %v, want ErrGroupNotFound", err)
+	}
+}
+
+func testTriggerChordOnce(t *testing.T, s *suite) {
+	const members = 50
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(members)
+	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+
+	var (
+		mu      sync.Mutex
+		winners []string
+		errs    []error
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+	)
+	for _, sig := range sigs {
+		wg.Go(func() {
+			<-start
+			won, err := b.TriggerChord(ctx, groupUUID, sig.UUID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if won {
+				winners = append(winners, sig.UUID)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if errs != nil {
+		t.Fatalf("TriggerChord: %v", errors.Join(errs...))
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d of %d concurrent members won TriggerChord, want exactly 1", len(winners), members)
+	}
+	won, err := b.TriggerChord(ctx, groupUUID, winners[0])
+	if err != nil || !won {
+		t.Fatalf("TriggerChord again by the winner: %t, %v; want true", won, err)
+	}
+	for _, sig := range sigs {
+		if sig.UUID == winners[0] {
+			continue
+		}
+		if won, err := b.TriggerChord(ctx, groupUUID, sig.UUID); err != nil || won {
+			t.Fatalf("TriggerChord again by a loser: %t, %v; want false", won, err)
+		}
+		break
+	}
+	if _, err := b.TriggerChord(ctx, "group_"+uuid.NewString(), sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
+		t.Fatalf("TriggerChord of an unknown group: err = %v, want ErrGroupNotFound", err)
+	}
+}
+
+func testImplicitGroup(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(2) // no InitGroup: GroupTaskCount says how many
+
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[1], []*tasks.TaskResult{{Type: "int64", Value: int64(1)}}))
+	if done, err := b.GroupCompleted(ctx, groupUUID, 2); done || err != nil {
+		t.Fatalf("GroupCompleted with one of two finished: %t, %v; want false", done, err)
+	}
+	sts, err := b.GroupTaskStates(ctx, groupUUID, 2)
+	must(t, "GroupTaskStates", err)
+	if len(sts) != 1 || sts[0].TaskUUID != sigs[1].UUID || !sts[0].IsSuccess() {
+		t.Fatalf("GroupTaskStates of an implicit group with one finished member: %+v, want [%s SUCCESS]", sts, sigs[1].UUID)
+	}
+
+	must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[0], "no"))
+	if done, err := b.GroupCompleted(ctx, groupUUID, 2); !done || err != nil {
+		t.Fatalf("GroupCompleted with both finished: %t, %v; want true", done, err)
+	}
+	sts, err = b.GroupTaskStates(ctx, groupUUID, 2)
+	must(t, "GroupTaskStates", err)
+	if len(sts) != 2 || sts[0].TaskUUID != sigs[1].UUID || sts[1].TaskUUID != sigs[0].UUID || !sts[1].IsFailure() {
+		t.Fatalf("GroupTaskStates of an implicit group: %+v, want both members in the order they finished", sts)
+	}
+	if won, err := b.TriggerChord(ctx, groupUUID, sigs[0].UUID); !won || err != nil {
+		t.Fatalf("TriggerChord of an implicit group: %t, %v; want true", won, err)
+	}
+}
+
+func testGroupExpiresOnlyWhenComplete(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{ResultsExpireIn: 1})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(2)
+	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
+
+	// A slow group outlives ResultsExpireIn while a member is unfinished:
+	// wait for time to pass well beyond it.
+	<-time.After(1500 * time.Millisecond)
+	sts, err := b.GroupTaskStates(ctx, groupUUID, 2)
+	if err != nil || len(sts) != 2 || !sts[0].IsSuccess() {
+		t.Fatalf("unfinished group after ResultsExpireIn: %v, %v; want its bookkeeping kept", sts, err)
+	}
+
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[1], nil))
+	finished := time.Now()
+	if done, err := b.GroupCompleted(ctx, groupUUID, 2); !done || err != nil {
+		t.Fatalf("GroupCompleted: %t, %v; want true", done, err)
+	}
+	deadline := finished.Add(waitLong)
+	for {
+		_, err := b.GroupTaskStates(ctx, groupUUID, 2)
+		if errors.Is(err, iface.ErrGroupNotFound) {
+			break
+		}
+		must(t, "GroupTaskStates", err)
+		if time.Now().After(deadline) {
+			t.Fatalf("completed group still there %s after its last write with ResultsExpireIn 1", waitLong)
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	if since := time.Since(finished); since < 900*time.Millisecond {
+		t.Fatalf("completed group gone %s after its last write, before ResultsExpireIn (1s)", since)
+	}
+}
+
+func testPurgeGroupMeta(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(1)
+	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
+	if done, err := b.GroupCompleted(ctx, groupUUID, 1); !done || err != nil {
+		t.Fatalf("GroupCompleted: %t, %v; want true", done, err)
+	}
+
+	must(t, "PurgeGroupMeta", b.PurgeGroupMeta(ctx, groupUUID))
+	if done, err := b.GroupCompleted(ctx, groupUUID, 1); done || err != nil {
+		t.Fatalf("GroupCompleted after PurgeGroupMeta: %t, %v; want false, nil", done, err)
+	}
+	if _, err := b.GroupTaskStates(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
+		t.Fatalf("GroupTaskStates after PurgeGroupMeta: err = %v, want ErrGroupNotFound", err)
+	}
+	if _, err := b.TriggerChord(ctx, groupUUID, sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
+		t.Fatalf("TriggerChord after PurgeGroupMeta: err = %v, want ErrGroupNotFound", err)
+	}
+	getState(t, b, sigs[0].UUID) // the member's own state stays
+	must(t, "PurgeGroupMeta of a missing group", b.PurgeGroupMeta(ctx, groupUUID))
+}
+
+func testClose(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	sig := newSig("before_close")
+	must(t, "SetStatePending", b.SetStatePending(ctx, sig))
+	must(t, "Close", b.Close())
+	must(t, "second Close", b.Close())
+	if _, err := b.GetState(ctx, sig.UUID); !errors.Is(err, iface.ErrClosed) {
+		t.Fatalf("GetState after Close: err = %v, want ErrClosed", err)
+	}
+	if err := b.SetStateStarted(ctx, sig); !errors.Is(err, iface.ErrClosed) {
+		t.Fatalf("SetStateStarted after Close: err = %v, want ErrClosed", err)
+	}
+}

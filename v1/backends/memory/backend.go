@@ -1,0 +1,447 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+var _ iface.Backend = (*Backend)(nil)
+
+// sweepEvery bounds how often a write scans every entry for expired ones.
+const sweepEvery = time.Minute
+
+// Backend is the in-process result backend. Create it with New; the zero
+// value is not usable. Every method is safe for concurrent use.
+type Backend struct {
+	expireIn time.Duration
+
+	mu        sync.Mutex
+	closed    bool
+	states    map[string]*stateEntry
+	groups    map[string]*group
+	lastSweep time.Time
+}
+
+// stateEntry is a task's last state and when it expires.
+type stateEntry struct {
+	state     *tasks.TaskState // the backend's own copy
+	expiresAt time.Time
+}
+
+// group is the bookkeeping of one group.
+type group struct {
+	members   []string                    // group order: InitGroup's, then members that finished unannounced
+	listed    map[string]bool             // the members in members
+	finished  map[string]*tasks.TaskState // final state of each finished member
+	taskCount int                         // members the group waits for
+	winner    string                      // the member TriggerChord elected
+	expiresAt time.Time                   // zero while members are unfinished
+}
+
+// New returns a backend that keeps states ResultsExpireIn seconds after
+// each write. cnf has been through WithDefaults (New applies the defaults
+// again, so a nil cnf works too). It starts no goroutine.
+func New(cnf *config.Config) *Backend {
+	cnf = cnf.WithDefaults()
+	return &Backend{
+		expireIn:  time.Duration(cnf.ResultsExpireIn) * time.Second,
+		states:    make(map[string]*stateEntry),
+		groups:    make(map[string]*group),
+		lastSweep: time.Now(),
+	}
+}
+
+// InitGroup records the group's members in group order. A group whose
+// members started finishing before InitGroup keeps what they recorded.
+func (b *Backend) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []string) error {
+	now, err := b.beginWrite("init group")
+	if err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if groupUUID == "" {
+		return fmt.Errorf("memory backend: init group: %w", tasks.ErrEmptyGroupUUID)
+	}
+	g := b.groupLocked(groupUUID, now)
+	if g == nil {
+		g = newGroup()
+		b.groups[groupUUID] = g
+	}
+	members := make([]string, 0, len(taskUUIDs)+len(g.finished))
+	listed := make(map[string]bool, len(taskUUIDs)+len(g.finished))
+	for _, id := range taskUUIDs {
+		if !listed[id] {
+			listed[id] = true
+			members = append(members, id)
+		}
+	}
+	for _, id := range g.members { // finished before InitGroup, not in its list
+		if g.finished[id] != nil && !listed[id] {
+			listed[id] = true
+			members = append(members, id)
+		}
+	}
+	g.members, g.listed, g.taskCount = members, listed, len(taskUUIDs)
+	b.touchLocked(g, now)
+	return nil
+}
+
+// GroupCompleted reports whether groupTaskCount members of the group have
+// finished. A group with no bookkeeping (none of its members finished and
+// InitGroup was not called, or it expired or was purged) is not completed:
+// false and no error.
+func (b *Backend) GroupCompleted(ctx context.Context, groupUUID string, groupTaskCount int) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false, errClosed("group completed")
+	}
+	g := b.groupLocked(groupUUID, time.Now())
+	if g == nil {
+		return false, nil
+	}
+	return len(g.finished) >= groupTaskCount, nil
+}
+
+// GroupTaskStates returns copies of the final states of the group's
+// members in group order, and PENDING states (with only the UUID set) for
+// members that have not finished. For a group created implicitly (its
+// members finished without InitGroup) only the finished members are known,
+// in the order they finished. A group with no bookkeeping is an error
+// wrapping ErrGroupNotFound.
+func (b *Backend) GroupTaskStates(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("group task states")
+	}
+	g := b.groupLocked(groupUUID, time.Now())
+	if g == nil {
+		return nil, fmt.Errorf("memory backend: group %s: %w", groupUUID, iface.ErrGroupNotFound)
+	}
+	out := make([]*tasks.TaskState, len(g.members))
+	for i, id := range g.members {
+		if st := g.finished[id]; st != nil {
+			out[i] = copyState(st)
+		} else {
+			out[i] = &tasks.TaskState{TaskUUID: id, State: tasks.StatePending}
+		}
+	}
+	return out, nil
+}
+
+// TriggerChord returns true to the first member that asks and again to that
+// member, false to every other. A group with no bookkeeping is an error
+// wrapping ErrGroupNotFound: no member of a purged or expired group is
+// elected.
+func (b *Backend) TriggerChord(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
+	now, err := b.beginWrite("trigger chord")
+	if err != nil {
+		return false, err
+	}
+	defer b.mu.Unlock()
+	if memberUUID == "" {
+		return false, fmt.Errorf("memory backend: trigger chord of group %s: no member UUID", groupUUID)
+	}
+	g := b.groupLocked(groupUUID, now)
+	if g == nil {
+		return false, fmt.Errorf("memory backend: trigger chord: group %s: %w", groupUUID, iface.ErrGroupNotFound)
+	}
+	if g.winner == "" {
+		g.winner = memberUUID
+		b.touchLocked(g, now)
+	}
+	return g.winner == memberUUID, nil
+}
+
+// SetStatePending writes the PENDING state of every signature.
+func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature) error {
+	for i, sig := range sigs {
+		if err := checkSig(sig); err != nil {
+			return fmt.Errorf("memory backend: set state pending: signature %d: %w", i, err)
+		}
+	}
+	now, err := b.beginWrite("set state pending")
+	if err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	for _, sig := range sigs {
+		b.putLocked(tasks.NewPendingTaskState(sig), now)
+	}
+	return nil
+}
+
+// SetStateReceived writes the RECEIVED state of sig.
+func (b *Backend) SetStateReceived(ctx context.Context, sig *tasks.Signature) error {
+	return b.setState("set state received", sig, tasks.NewReceivedTaskState)
+}
+
+// SetStateStarted writes the STARTED state of sig.
+func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) error {
+	return b.setState("set state started", sig, tasks.NewStartedTaskState)
+}
+
+// SetStateRetry writes the RETRY state of sig.
+func (b *Backend) SetStateRetry(ctx context.Context, sig *tasks.Signature) error {
+	return b.setState("set state retry", sig, tasks.NewRetryTaskState)
+}
+
+// SetStateSuccess writes the SUCCESS state of sig with a copy of results and,
+// when sig belongs to a group, records it in the group.
+func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
+	return b.setState("set state success", sig, func(sig *tasks.Signature) *tasks.TaskState {
+		return tasks.NewSuccessTaskState(sig, copyResults(results))
+	})
+}
+
+// SetStateFailure writes the FAILURE state of sig with errMsg and, when sig
+// belongs to a group, records it in the group.
+func (b *Backend) SetStateFailure(ctx context.Context, sig *tasks.Signature, errMsg string) error {
+	return b.setState("set state failure", sig, func(sig *tasks.Signature) *tasks.TaskState {
+		return tasks.NewFailureTaskState(sig, errMsg)
+	})
+}
+
+// setState writes the state newState makes of sig, and records a final
+// state of a group member in its group.
+func (b *Backend) setState(op string, sig *tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) error {
+	if err := checkSig(sig); err != nil {
+		return fmt.Errorf("memory backend: %s: %w", op, err)
+	}
+	state := newState(sig)
+	now, err := b.beginWrite(op)
+	if err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	b.putLocked(state, now)
+	if sig.GroupUUID != "" && state.IsCompleted() {
+		b.recordLocked(sig, state, now)
+	}
+	return nil
+}
+
+// GetState returns a copy of the task's state, or an error wrapping
+// ErrStateNotFound when there is none or it expired.
+func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("get state")
+	}
+	e := b.states[taskUUID]
+	if e != nil && !time.Now().Before(e.expiresAt) {
+		delete(b.states, taskUUID)
+		e = nil
+	}
+	if e == nil {
+		return nil, fmt.Errorf("memory backend: task %s: %w", taskUUID, iface.ErrStateNotFound)
+	}
+	return copyState(e.state), nil
+}
+
+// PurgeState deletes the task's state; a missing state is not an error.
+func (b *Backend) PurgeState(ctx context.Context, taskUUID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("purge state")
+	}
+	delete(b.states, taskUUID)
+	return nil
+}
+
+// PurgeGroupMeta deletes the group's bookkeeping; a missing group is not an
+// error.
+func (b *Backend) PurgeGroupMeta(ctx context.Context, groupUUID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("purge group meta")
+	}
+	delete(b.groups, groupUUID)
+	return nil
+}
+
+// Close drops everything the backend holds; later calls fail with
+// ErrClosed. Safe to call more than once.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	b.states, b.groups = nil, nil
+	return nil
+}
+
+func errClosed(op string) error {
+	return fmt.Errorf("memory backend: %s: %w", op, iface.ErrClosed)
+}
+
+func checkSig(sig *tasks.Signature) error {
+	if sig == nil {
+		return tasks.ErrNilSignature
+	}
+	if sig.UUID == "" {
+		return fmt.Errorf("signature %q has no UUID", sig.Name)
+	}
+	return nil
+}
+
+// beginWrite locks b for a write and, at most once a minute, deletes the
+// expired entries. On success the caller holds b.mu and must unlock it.
+func (b *Backend) beginWrite(op string) (time.Time, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return time.Time{}, errClosed(op)
+	}
+	now := time.Now()
+	if now.Sub(b.lastSweep) >= sweepEvery {
+		b.sweepLocked(now)
+	}
+	return now, nil
+}
+
+// sweepLocked deletes every state and group that expired by now.
+func (b *Backend) sweepLocked(now time.Time) {
+	b.lastSweep = now
+	for id, e := range b.states {
+		if !now.Before(e.expiresAt) {
+			delete(b.states, id)
+		}
+	}
+	for id, g := range b.groups {
+		if g.expired(now) {
+			delete(b.groups, id)
+		}
+	}
+}
+
+// putLocked stores a copy of state until ResultsExpireIn from now.
+func (b *Backend) putLocked(state *tasks.TaskState, now time.Time) {
+	b.states[state.TaskUUID] = &stateEntry{state: copyState(state), expiresAt: now.Add(b.expireIn)}
+}
+
+// groupLocked returns the group's live bookkeeping, deleting it when it has
+// expired, or nil.
+func (b *Backend) groupLocked(groupUUID string, now time.Time) *group {
+	g := b.groups[groupUUID]
+	if g != nil && g.expired(now) {
+		delete(b.groups, groupUUID)
+		return nil
+	}
+	return g
+}
+
+// recordLocked records the final state of the group member sig, creating
+// the group (expecting sig.GroupTaskCount members) when InitGroup was not
+// called.
+func (b *Backend) recordLocked(sig *tasks.Signature, state *tasks.TaskState, now time.Time) {
+	g := b.groupLocked(sig.GroupUUID, now)
+	if g == nil {
+		g = newGroup()
+		g.taskCount = sig.GroupTaskCount
+		b.groups[sig.GroupUUID] = g
+	}
+	if !g.listed[sig.UUID] {
+		g.listed[sig.UUID] = true
+		g.members = append(g.members, sig.UUID)
+	}
+	g.finished[sig.UUID] = copyState(state)
+	b.touchLocked(g, now)
+}
+
+// touchLocked notes a write to g: a group whose members have all finished
+// expires ResultsExpireIn after its last write, others never.
+func (b *Backend) touchLocked(g *group, now time.Time) {
+	if len(g.finished) >= g.taskCount {
+		g.expiresAt = now.Add(b.expireIn)
+	} else {
+		g.expiresAt = time.Time{}
+	}
+}
+
+func newGroup() *group {
+	return &group{listed: make(map[string]bool), finished: make(map[string]*tasks.TaskState)}
+}
+
+func (g *group) expired(now time.Time) bool {
+	return !g.expiresAt.IsZero() && !now.Before(g.expiresAt)
+}
+
+// copyState returns a copy of s that shares no results with it.
+func copyState(s *tasks.TaskState) *tasks.TaskState {
+	c := *s
+	c.Results = copyResults(s.Results)
+	return &c
+}
+
+// copyResults returns a deep copy of results; nil stays nil.
+func copyResults(results []*tasks.TaskResult) []*tasks.TaskResult {
+	if results == nil {
+		return nil
+	}
+	out := make([]*tasks.TaskResult, len(results))
+	for i, r := range results {
+		if r != nil {
+			out[i] = &tasks.TaskResult{Type: r.Type, Value: copyValue(r.Value)}
+		}
+	}
+	return out
+}
+
+// copyValue copies slices and maps, recursively, so that the copy shares no
+// mutable memory with v; other values are returned as they are.
+func copyValue(v interface{}) interface{} {
+	if v == nil {
+		return nil
+	}
+	return deepCopy(reflect.ValueOf(v)).Interface()
+}
+
+func deepCopy(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.New(v.Type()).Elem()
+		c.Set(deepCopy(v.Elem()))
+		return c
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		switch v.Type().Elem().Kind() {
+		case reflect.Interface, reflect.Slice, reflect.Map:
+		default: // elements hold no references to copy
+			reflect.Copy(c, v)
+			return c
+		}
+		for i := 0; i < v.Len(); i++ {
+			c.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return c
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeMapWithSize(v.Type(), v.Len())
+		iter := v.MapRange()
+		for iter.Next() {
+			c.SetMapIndex(iter.Key(), deepCopy(iter.Value()))
+		}
+		return c
+	default:
+		return v
+	}
+}

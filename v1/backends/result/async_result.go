@@ -1,0 +1,160 @@
+// Package result holds the handles that SendTask, SendChain and SendChord
+// return: AsyncResult, ChainAsyncResult and ChordAsyncResult. Each waits for
+// its task (or tasks) to finish by reading the result backend, and returns
+// the results as reflect.Values, or the task's error.
+//
+// Unlike machinery's, Get does not poll forever when there is nothing left to
+// wait for: a state that no longer exists (never sent, purged or expired)
+// ends the wait with an error wrapping ErrStateNotFound, and every Get has a
+// variant that takes a context.
+package result
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+var (
+	// ErrBackendNotConfigured is returned by a result without a backend.
+	ErrBackendNotConfigured = errors.New("Result backend not configured")
+	// ErrTimeoutReached is returned by GetWithTimeout when the task did not
+	// finish in time.
+	ErrTimeoutReached = errors.New("Timeout reached")
+	// ErrStateNotFound is wrapped by the error of a Get whose task has no
+	// state: it was never sent, or its state was purged or expired.
+	ErrStateNotFound = iface.ErrStateNotFound
+)
+
+// TaskError is the error of a task that failed for good, as a result reports it.
+type TaskError struct {
+	TaskUUID string
+	TaskName string
+	Message  string
+}
+
+// Error returns the task's error message, as machinery's results do.
+func (e *TaskError) Error() string { return e.Message }
+
+// defaultSleep is the polling interval of the Get variants given 0.
+const defaultSleep = 5 * time.Millisecond
+
+// AsyncResult is the handle of one sent task.
+type AsyncResult struct {
+	Signature *tasks.Signature
+
+	mu        sync.Mutex
+	taskState *tasks.TaskState
+	backend   iface.Backend
+}
+
+// NewAsyncResult returns the handle of signature's task on backend.
+func NewAsyncResult(signature *tasks.Signature, backend iface.Backend) *AsyncResult {
+	return &AsyncResult{
+		Signature: signature,
+		taskState: &tasks.TaskState{TaskUUID: signature.UUID, TaskName: signature.Name},
+		backend:   backend,
+	}
+}
+
+// Touch reads the task's state once: it returns the results when the task
+// succeeded, its error when it failed, and (nil, nil) while it is not done.
+func (r *AsyncResult) Touch() ([]reflect.Value, error) {
+	return r.TouchWithContext(context.Background())
+}
+
+// TouchWithContext is Touch with a context. A state that no longer exists is
+// an error wrapping ErrStateNotFound.
+func (r *AsyncResult) TouchWithContext(ctx context.Context) ([]reflect.Value, error) {
+	if r.backend == nil {
+		return nil, ErrBackendNotConfigured
+	}
+	state, err := r.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case state.IsFailure():
+		return nil, &TaskError{TaskUUID: state.TaskUUID, TaskName: state.TaskName, Message: state.Error}
+	case state.IsSuccess():
+		return tasks.ReflectTaskResults(state.Results)
+	}
+	return nil, nil
+}
+
+// refresh reads the state from the backend unless the cached one is final.
+func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
+	r.mu.Lock()
+	cached := r.taskState
+	r.mu.Unlock()
+	if cached.IsCompleted() {
+		return cached, nil
+	}
+	state, err := r.backend.GetState(ctx, r.Signature.UUID)
+	if err != nil {
+		return nil, fmt.Errorf("result of task %s (%s): %w", r.Signature.UUID, r.Signature.Name, err)
+	}
+	r.mu.Lock()
+	r.taskState = state
+	r.mu.Unlock()
+	return state, nil
+}
+
+// Get waits for the task to finish, reading its state every sleepDuration,
+// and returns its results or its error. It stops with an error when the
+// state no longer exists or the backend fails.
+func (r *AsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, error) {
+	return r.GetWithContext(context.Background(), sleepDuration)
+}
+
+// GetWithTimeout is Get that gives up with ErrTimeoutReached after
+// timeoutDuration.
+func (r *AsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Duration) ([]reflect.Value, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeoutDuration)
+	defer cancel()
+	results, err := r.GetWithContext(ctx, sleepDuration)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, ErrTimeoutReached
+	}
+	return results, err
+}
+
+// GetWithContext is Get that gives up with ctx's error when ctx ends.
+func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
+	if sleepDuration <= 0 {
+		sleepDuration = defaultSleep
+	}
+	var ticker *time.Ticker
+	for {
+		results, err := r.TouchWithContext(ctx)
+		if err != nil || results != nil {
+			return results, err
+		}
+		if ticker == nil {
+			ticker = time.NewTicker(sleepDuration)
+			defer ticker.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// GetState returns the last state read, refreshing it unless it is final.
+// Errors are not reported (as in machinery); use TouchWithContext for them.
+func (r *AsyncResult) GetState() *tasks.TaskState {
+	if r.backend != nil {
+		_, _ = r.refresh(context.Background())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.taskState
+}

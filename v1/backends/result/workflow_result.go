@@ -1,0 +1,121 @@
+package result
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"time"
+
+	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// ChainAsyncResult is the handle of a sent chain.
+type ChainAsyncResult struct {
+	asyncResults []*AsyncResult
+	backend      iface.Backend
+}
+
+// NewChainAsyncResult returns the handle of a chain of sigs on backend.
+func NewChainAsyncResult(sigs []*tasks.Signature, backend iface.Backend) *ChainAsyncResult {
+	rs := make([]*AsyncResult, len(sigs))
+	for i, s := range sigs {
+		rs[i] = NewAsyncResult(s, backend)
+	}
+	return &ChainAsyncResult{asyncResults: rs, backend: backend}
+}
+
+// Results returns the handles of the chain's tasks, in chain order.
+func (r *ChainAsyncResult) Results() []*AsyncResult { return r.asyncResults }
+
+// Get waits for every task of the chain in order and returns the last one's
+// results, or the first error.
+func (r *ChainAsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, error) {
+	return r.GetWithContext(context.Background(), sleepDuration)
+}
+
+// GetWithTimeout is Get that gives up with ErrTimeoutReached after
+// timeoutDuration.
+func (r *ChainAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Duration) ([]reflect.Value, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeoutDuration)
+	defer cancel()
+	results, err := r.GetWithContext(ctx, sleepDuration)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, ErrTimeoutReached
+	}
+	return results, err
+}
+
+// GetWithContext is Get that gives up with ctx's error when ctx ends.
+func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
+	if r.backend == nil {
+		return nil, ErrBackendNotConfigured
+	}
+	var results []reflect.Value
+	for _, ar := range r.asyncResults {
+		var err error
+		if results, err = ar.GetWithContext(ctx, sleepDuration); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// ChordAsyncResult is the handle of a sent chord.
+type ChordAsyncResult struct {
+	groupAsyncResults []*AsyncResult
+	chordAsyncResult  *AsyncResult
+	backend           iface.Backend
+}
+
+// NewChordAsyncResult returns the handle of a chord of groupTasks and
+// chordCallback on backend.
+func NewChordAsyncResult(groupTasks []*tasks.Signature, chordCallback *tasks.Signature, backend iface.Backend) *ChordAsyncResult {
+	rs := make([]*AsyncResult, len(groupTasks))
+	for i, s := range groupTasks {
+		rs[i] = NewAsyncResult(s, backend)
+	}
+	return &ChordAsyncResult{
+		groupAsyncResults: rs,
+		chordAsyncResult:  NewAsyncResult(chordCallback, backend),
+		backend:           backend,
+	}
+}
+
+// GroupResults returns the handles of the group's tasks, in group order.
+func (r *ChordAsyncResult) GroupResults() []*AsyncResult { return r.groupAsyncResults }
+
+// CallbackResult returns the handle of the callback.
+func (r *ChordAsyncResult) CallbackResult() *AsyncResult { return r.chordAsyncResult }
+
+// Get waits for the group and then for the callback, and returns the
+// callback's results, or the first error of a group member or the callback.
+func (r *ChordAsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, error) {
+	return r.GetWithContext(context.Background(), sleepDuration)
+}
+
+// GetWithTimeout is Get that gives up with ErrTimeoutReached after
+// timeoutDuration. Unlike machinery's, it reports members' and the
+// callback's errors.
+func (r *ChordAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Duration) ([]reflect.Value, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeoutDuration)
+	defer cancel()
+	results, err := r.GetWithContext(ctx, sleepDuration)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, ErrTimeoutReached
+	}
+	return results, err
+}
+
+// GetWithContext is Get that gives up with ctx's error when ctx ends.
+func (r *ChordAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
+	if r.backend == nil {
+		return nil, ErrBackendNotConfigured
+	}
+	for _, ar := range r.groupAsyncResults {
+		if _, err := ar.GetWithContext(ctx, sleepDuration); err != nil {
+			return nil, err
+		}
+	}
+	return r.chordAsyncResult.GetWithContext(ctx, sleepDuration)
+}

@@ -1,0 +1,1066 @@
+// Package brokertest is the conformance suite of brokers: every
+// implementation of iface.Broker runs Exercise in its tests, so that the
+// memory and Redis brokers are held to the same semantics.
+//
+//	func TestConformance(t *testing.T) {
+//		brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+//			b := memory.New(cnf)
+//			t.Cleanup(func() { b.Close() })
+//			return b
+//		})
+//	}
+//
+// Beyond what iface.Broker documents, the suite fixes these choices: a
+// signature needs a UUID, and a RoutingKey (else ErrNoQueue); Fetch with a
+// ctx that has already ended takes nothing even when tasks are pending; a
+// task whose lease ran out goes to the tail of pending with Recovered+1,
+// and is archived once it would exceed MaxRecoveries, with a reason that
+// names recoveries and the limit; Requeue(d1, d2) puts d1 first at the head;
+// ExtendLeases marks the lease of a settled or recovered delivery lost; an
+// archived task is deleted from the archive when its UUID is published
+// again; a closed broker fails blocked and later calls with ErrClosed.
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Exercise runs the conformance suite against the brokers newBroker makes.
+//
+// Each subtest calls newBroker once, with its own *testing.T and a config
+// that has been through WithDefaults (with LeaseDuration 1s and
+// RecoverInterval 50ms unless the subtest needs otherwise), and closes the
+// broker when it ends. Subtests run in parallel and use queue names unique
+// to the run, so the brokers may share one store (one Redis); newBroker must
+// therefore register its own teardown with t.Cleanup rather than defer it in
+// the calling test.
+func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) iface.Broker) {
+	t.Helper()
+	s := &suite{newBroker: newBroker}
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *suite)
+	}{
+		{"PublishFetchAck", testPublishFetchAck},
+		{"PublishValidation", testPublishValidation},
+		{"SignatureCopies", testSignatureCopies},
+		{"FIFO", testFIFO},
+		{"FetchBlocksUntilPublish", testFetchBlocksUntilPublish},
+		{"FetchContextEnds", testFetchContextEnds},
+		{"FetchMaxAndQueueOrder", testFetchMaxAndQueueOrder},
+		{"PauseResume", testPauseResume},
+		{"ETA", testETA},
+		{"Retry", testRetry},
+		{"Archive", testArchive},
+		{"ArchiveMaxSize", testArchiveMaxSize},
+		{"ArchiveMaxAge", testArchiveMaxAge},
+		{"RequeueToHead", testRequeueToHead},
+		{"LeaseExpiryRecovers", testLeaseExpiryRecovers},
+		{"ExtendLeasesKeepsTask", testExtendLeasesKeepsTask},
+		{"ExtendLeasesOfSettledDelivery", testExtendLeasesOfSettledDelivery},
+		{"MaxRecoveries", testMaxRecoveries},
+		{"DuplicateTask", testDuplicateTask},
+		{"ConcurrentFetchers", testConcurrentFetchers},
+		{"Claim", testClaim},
+		{"QueueInfo", testQueueInfo},
+		{"ListTasksPaging", testListTasksPaging},
+		{"PendingAndDelayedTasks", testPendingAndDelayedTasks},
+		{"Close", testClose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, s)
+		})
+	}
+}
+
+func testPublishFetchAck(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	sig := newSig(q, "add")
+	sig.Args = []tasks.Arg{
+		{Name: "a", Type: "int64", Value: 1},
+		{Name: "b", Type: "string", Value: "two"},
+		{Name: "c", Type: "[]string", Value: []string{"x", "y"}},
+		{Name: "d", Type: "float64", Value: 1.5},
+	}
+	sig.Headers = tasks.Headers{"traceparent": "00-abc-def-01"}
+	sig.RetryCount, sig.RetryTimeout, sig.Immutable = 3, 5, true
+	sig.Timeout = 2 * time.Second
+	sig.OnSuccess = []*tasks.Signature{newSig(q, "on_success")}
+	sig.OnError = []*tasks.Signature{newSig(q, "on_error")}
+	want := tasks.CopySignature(sig)
+
+	publish(t, b, sig)
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+
+	before := time.Now()
+	d := fetchOne(t, b, q)
+	sameSignature(t, "fetched task", d.Signature, want)
+	if d.Queue != q || d.Retried != 0 || d.Recovered != 0 {
+		t.Fatalf("delivery: Queue %q Retried %d Recovered %d, want %q 0 0", d.Queue, d.Retried, d.Recovered, q)
+	}
+	if d.Lease.Token() == "" || !d.Lease.Valid() {
+		t.Fatalf("lease: token %q valid %t, want a token and valid", d.Lease.Token(), d.Lease.Valid())
+	}
+	if exp := d.Lease.ExpiresAt(); exp.Before(before.Add(time.Second-50*time.Millisecond)) || exp.After(time.Now().Add(time.Second+50*time.Millisecond)) {
+		t.Fatalf("lease expires at %s, want about LeaseDuration (1s) after the fetch at %s", exp, before)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
+	if got := list(t, b, q, iface.StatusActive); len(got) != 1 || got[0].Signature.UUID != sig.UUID || got[0].Status != iface.StatusActive {
+		t.Fatalf("active tasks = %v, want [%s]", infoUUIDs(got), sig.UUID)
+	}
+
+	ack(t, b, d)
+	wantSizes(t, b, q, iface.QueueInfo{})
+	if got := list(t, b, q, iface.StatusPending); len(got) != 0 {
+		t.Fatalf("pending after Ack = %v, want none", infoUUIDs(got))
+	}
+	fetchNone(t, b, q)
+	if err := b.Ack(context.Background(), d); !errors.Is(err, iface.ErrLeaseLost) {
+		t.Fatalf("second Ack: err = %v, want ErrLeaseLost", err)
+	}
+}
+
+func testPublishValidation(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+
+	noQueue := newSig("", "no_queue")
+	if err := b.Publish(ctx, noQueue); !errors.Is(err, iface.ErrNoQueue) {
+		t.Fatalf("Publish without RoutingKey: err = %v, want ErrNoQueue", err)
+	}
+	noUUID := newSig(queueName(t, "q"), "no_uuid")
+	noUUID.UUID = ""
+	if err := b.Publish(ctx, noUUID); err == nil {
+		t.Fatal("Publish without UUID: err = nil, want an error")
+	}
+	if _, err := b.Fetch(ctx, nil, 1); !errors.Is(err, iface.ErrNoQueue) {
+		t.Fatalf("Fetch without queues: err = %v, want ErrNoQueue", err)
+	}
+}
+
+// testSignatureCopies checks that the broker shares no memory with its
+// callers: changing a published, fetched or listed signature changes nothing
+// the broker holds (only Retry stores the delivery's signature).
+func testSignatureCopies(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	sig := newSig(q, "copy")
+	sig.Args = []tasks.Arg{{Type: "[]int64", Value: []int64{1, 2}}}
+	sig.Headers = tasks.Headers{"k": "v"}
+	want := tasks.CopySignature(sig)
+	publish(t, b, sig)
+
+	sig.Name = "changed"
+	sig.Args[0].Value.([]int64)[0] = 99
+	sig.Headers["k"] = "changed"
+
+	listed := list(t, b, q, iface.StatusPending)
+	sameSignature(t, "listed after the caller changed its signature", listed[0].Signature, want)
+	listed[0].Signature.Name = "changed by lister"
+
+	d := fetchOne(t, b, q)
+	sameSignature(t, "fetched after the caller changed its signature", d.Signature, want)
+	d.Signature.Name = "changed by worker"
+	d.Signature.Headers["k"] = "changed by worker"
+	if err := b.Requeue(context.Background(), d); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	d = fetchOne(t, b, q)
+	sameSignature(t, "fetched after Requeue", d.Signature, want)
+	ack(t, b, d)
+}
+
+func testFIFO(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+
+	one := newSigs(q, "one", 10)
+	for _, sig := range one { // one Publish per task
+		publish(t, b, sig)
+	}
+	var got []string
+	for range one {
+		d := fetchOne(t, b, q)
+		got = append(got, d.Signature.UUID)
+		ack(t, b, d)
+	}
+	wantOrder(t, "fetch order", got, sigUUIDs(one))
+
+	batch := newSigs(q, "batch", 6)
+	publish(t, b, batch...) // one Publish for all
+	wantOrder(t, "pending order", infoUUIDs(list(t, b, q, iface.StatusPending)), sigUUIDs(batch))
+	got = got[:0]
+	for len(got) < len(batch) {
+		ds := fetch(t, b, []string{q}, 4)
+		got = append(got, deliveryUUIDs(ds)...)
+		ack(t, b, ds...)
+	}
+	wantOrder(t, "batch fetch order", got, sigUUIDs(batch))
+}
+
+type fetchResult struct {
+	ds  []*iface.Delivery
+	err error
+	at  time.Time
+}
+
+// goFetch runs Fetch in a goroutine and returns the channel its result
+// arrives on.
+func goFetch(ctx context.Context, b iface.Broker, queues []string, max int) <-chan fetchResult {
+	ch := make(chan fetchResult, 1)
+	go func() {
+		ds, err := b.Fetch(ctx, queues, max)
+		ch <- fetchResult{ds, err, time.Now()}
+	}()
+	return ch
+}
+
+// stillBlocked checks that nothing arrives on ch for waitShort.
+func stillBlocked(t *testing.T, ch <-chan fetchResult, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: Fetch returned early: %d deliveries, err %v", what, len(r.ds), r.err)
+	case <-time.After(waitShort):
+	}
+}
+
+// result waits for the result on ch.
+func result(t *testing.T, ch <-chan fetchResult, what string) fetchResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitLong):
+		t.Fatalf("%s: Fetch did not return within %s", what, waitLong)
+		return fetchResult{}
+	}
+}
+
+func testFetchBlocksUntilPublish(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+
+	ch := goFetch(ctx, b, []string{q}, 1)
+	stillBlocked(t, ch, "empty queue")
+
+	sig := newSig(q, "wake")
+	publishedAt := time.Now()
+	publish(t, b, sig)
+	r := result(t, ch, "after Publish")
+	if r.err != nil || len(r.ds) != 1 || r.ds[0].Signature.UUID != sig.UUID {
+		t.Fatalf("blocked Fetch after Publish: %d deliveries, err %v; want %s", len(r.ds), r.err, sig.UUID)
+	}
+	// Promptly: a woken fetcher, not a poll period. The bound is generous
+	// for loaded machines; it is normally a millisecond.
+	if lat := r.at.Sub(publishedAt); lat > time.Second {
+		t.Fatalf("blocked Fetch returned %s after Publish, want promptly", lat)
+	}
+	ack(t, b, r.ds...)
+}
+
+func testFetchContextEnds(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+
+	// Cancelled while blocked: ctx's error, nothing taken.
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := goFetch(ctx, b, []string{q}, 1)
+	stillBlocked(t, ch, "empty queue")
+	cancel()
+	r := result(t, ch, "after cancel")
+	if !errors.Is(r.err, context.Canceled) || len(r.ds) != 0 {
+		t.Fatalf("cancelled Fetch: %d deliveries, err %v; want none and context.Canceled", len(r.ds), r.err)
+	}
+
+	// Deadline: ctx's error.
+	fetchNone(t, b, q)
+
+	// Already cancelled with a task pending: ctx's error, the task stays.
+	sig := newSig(q, "stays")
+	publish(t, b, sig)
+	ds, err := b.Fetch(ctx, []string{q}, 1)
+	if !errors.Is(err, context.Canceled) || len(ds) != 0 {
+		t.Fatalf("Fetch with a cancelled ctx: %d deliveries, err %v; want none and context.Canceled", len(ds), err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	d := fetchOne(t, b, q)
+	if d.Signature.UUID != sig.UUID {
+		t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
+	}
+	ack(t, b, d)
+}
+
+func testFetchMaxAndQueueOrder(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q1, q2 := queueName(t, "q1"), queueName(t, "q2")
+	a := newSigs(q1, "a", 2)
+	c := newSigs(q2, "c", 3)
+	publish(t, b, a...)
+	publish(t, b, c...)
+
+	ds := fetch(t, b, []string{q1, q2}, 4)
+	wantOrder(t, "Fetch([q1 q2], 4)", deliveryUUIDs(ds), []string{a[0].UUID, a[1].UUID, c[0].UUID, c[1].UUID})
+	for i, wantQ := range []string{q1, q1, q2, q2} {
+		if ds[i].Queue != wantQ {
+			t.Fatalf("delivery %d: Queue %q, want %q", i, ds[i].Queue, wantQ)
+		}
+	}
+	if ds[0].Lease.Token() == ds[1].Lease.Token() {
+		t.Fatal("two deliveries share a lease token")
+	}
+	ack(t, b, ds...)
+
+	ds = fetch(t, b, []string{q1, q2}, 0) // max < 1 means 1
+	wantOrder(t, "Fetch([q1 q2], 0)", deliveryUUIDs(ds), []string{c[2].UUID})
+	ack(t, b, ds...)
+
+	// The order given wins over the order of publishing.
+	a2, c2 := newSig(q1, "a2"), newSig(q2, "c2")
+	publish(t, b, a2)
+	publish(t, b, c2)
+	ds = fetch(t, b, []string{q2, q1}, 1)
+	wantOrder(t, "Fetch([q2 q1], 1)", deliveryUUIDs(ds), []string{c2.UUID})
+	ack(t, b, ds...)
+
+	// max caps a long queue.
+	more := newSigs(q1, "more", 4)
+	publish(t, b, more...)
+	ds = fetch(t, b, []string{q1}, 3)
+	wantOrder(t, "Fetch([q1], 3)", deliveryUUIDs(ds), []string{a2.UUID, more[0].UUID, more[1].UUID})
+	wantSizes(t, b, q1, iface.QueueInfo{Pending: 2, Active: 3})
+	ack(t, b, ds...)
+}
+
+func testPauseResume(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q1, q2 := queueName(t, "q1"), queueName(t, "q2")
+	if err := b.PauseQueue(ctx, q1); err != nil {
+		t.Fatalf("PauseQueue: %v", err)
+	}
+	a, c := newSig(q1, "a"), newSig(q2, "c")
+	publish(t, b, a, c)
+	wantSizes(t, b, q1, iface.QueueInfo{Paused: true, Pending: 1})
+
+	ds := fetch(t, b, []string{q1, q2}, 10)
+	wantOrder(t, "Fetch([paused q1, q2])", deliveryUUIDs(ds), []string{c.UUID})
+	ack(t, b, ds...)
+	fetchNone(t, b, q1)
+
+	fctx, cancel := context.WithTimeout(ctx, 2*waitLong)
+	defer cancel()
+	ch := goFetch(fctx, b, []string{q1}, 1)
+	stillBlocked(t, ch, "paused queue")
+	if err := b.ResumeQueue(ctx, q1); err != nil {
+		t.Fatalf("ResumeQueue: %v", err)
+	}
+	r := result(t, ch, "after ResumeQueue")
+	if r.err != nil || len(r.ds) != 1 || r.ds[0].Signature.UUID != a.UUID {
+		t.Fatalf("Fetch after resume: %d deliveries, err %v; want %s", len(r.ds), r.err, a.UUID)
+	}
+	wantSizes(t, b, q1, iface.QueueInfo{Active: 1})
+	ack(t, b, r.ds...)
+}
+
+func testETA(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+
+	eta := time.Now().Add(700 * time.Millisecond)
+	sig := newSig(q, "later")
+	sig.ETA = &eta
+	publish(t, b, sig)
+
+	got := list(t, b, q, iface.StatusScheduled)
+	if len(got) != 1 || got[0].Signature.UUID != sig.UUID || got[0].Status != iface.StatusScheduled {
+		t.Fatalf("scheduled tasks = %v, want [%s]", infoUUIDs(got), sig.UUID)
+	}
+	if !near(got[0].NextProcessAt, eta, time.Second) {
+		t.Fatalf("NextProcessAt = %s, want about the ETA %s", got[0].NextProcessAt, eta)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Scheduled: 1})
+	fetchNone(t, b, q)
+	if time.Now().After(eta) {
+		t.Fatal("the machine is too slow for this test: the ETA passed before the checks that it holds")
+	}
+
+	d := fetchOne(t, b, q)
+	if now := time.Now(); now.Before(eta) {
+		t.Fatalf("task fetched at %s, %s before its ETA", now, eta.Sub(now))
+	}
+	if d.Signature.UUID != sig.UUID || d.Signature.ETA == nil || !d.Signature.ETA.Equal(eta) {
+		t.Fatalf("fetched %s with ETA %v, want %s with ETA %s", d.Signature.UUID, d.Signature.ETA, sig.UUID, eta)
+	}
+	ack(t, b, d)
+
+	past := time.Now().Add(-time.Hour)
+	now := newSig(q, "past_eta")
+	now.ETA = &past
+	publish(t, b, now)
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	ack(t, b, fetchOne(t, b, q))
+}
+
+func testRetry(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sig := newSig(q, "flaky")
+	sig.RetryCount = 2
+	publish(t, b, sig)
+
+	d := fetchOne(t, b, q)
+	d.Signature.RetryCount = 1
+	d.Signature.RetryTimeout = 1
+	d.Signature.Args = append(d.Signature.Args, tasks.Arg{Type: "string", Value: "added by the worker"})
+	want := tasks.CopySignature(d.Signature)
+	at := time.Now().Add(600 * time.Millisecond)
+	if err := b.Retry(ctx, d, at, "boom"); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+
+	got := list(t, b, q, iface.StatusRetry)
+	if len(got) != 1 {
+		t.Fatalf("retry tasks = %v, want [%s]", infoUUIDs(got), sig.UUID)
+	}
+	in := got[0]
+	if in.Status != iface.StatusRetry || in.Retried != 1 || in.LastError != "boom" || in.Queue != q {
+		t.Fatalf("retry task: %+v, want status retry, Retried 1, LastError boom, Queue %s", in, q)
+	}
+	if !near(in.NextProcessAt, at, time.Second) || !near(in.LastFailedAt, time.Now(), 5*time.Second) {
+		t.Fatalf("retry task: NextProcessAt %s LastFailedAt %s, want about %s and now", in.NextProcessAt, in.LastFailedAt, at)
+	}
+	sameSignature(t, "listed retry task", in.Signature, want)
+	wantSizes(t, b, q, iface.QueueInfo{Retry: 1})
+	wantLeaseLost(t, "Ack after Retry", b.Ack(ctx, d), d)
+
+	// Pending at its time, never before.
+	eventually(t, "retry task becomes pending", func() bool {
+		return len(list(t, b, q, iface.StatusPending)) == 1
+	})
+	if now := time.Now(); now.Before(at) {
+		t.Fatalf("retry task pending at %s, %s before its time", now, at.Sub(now))
+	}
+	pending := list(t, b, q, iface.StatusPending)[0]
+	if pending.Retried != 1 || pending.LastError != "boom" {
+		t.Fatalf("pending after retry: Retried %d LastError %q, want 1 and boom", pending.Retried, pending.LastError)
+	}
+
+	d2 := fetchOne(t, b, q)
+	if d2.Retried != 1 || d2.Recovered != 0 {
+		t.Fatalf("retried delivery: Retried %d Recovered %d, want 1 0", d2.Retried, d2.Recovered)
+	}
+	sameSignature(t, "fetched after Retry (the worker's changes are kept)", d2.Signature, want)
+	ack(t, b, d2)
+}
+
+func testArchive(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sigs := newSigs(q, "doomed", 3)
+	publish(t, b, sigs...)
+
+	ds := fetch(t, b, []string{q}, 3)
+	var last time.Time
+	for i, d := range ds {
+		waitUntil(last.Add(2 * time.Millisecond)) // distinct archive times
+		if err := b.Archive(ctx, d, "reason "+strconv.Itoa(i)); err != nil {
+			t.Fatalf("Archive: %v", err)
+		}
+		last = time.Now()
+	}
+	wantLeaseLost(t, "Ack after Archive", b.Ack(ctx, ds[0]), ds[0])
+
+	got := list(t, b, q, iface.StatusArchived)
+	wantOrder(t, "archived (newest first)", infoUUIDs(got), []string{sigs[2].UUID, sigs[1].UUID, sigs[0].UUID})
+	for i, in := range got {
+		if wantReason := "reason " + strconv.Itoa(2-i); in.Status != iface.StatusArchived || in.LastError != wantReason || in.Queue != q {
+			t.Fatalf("archived %d: status %s LastError %q Queue %s, want archived %q %s", i, in.Status, in.LastError, in.Queue, wantReason, q)
+		}
+		if !near(in.LastFailedAt, time.Now(), 5*time.Second) {
+			t.Fatalf("archived %d: LastFailedAt %s, want about now", i, in.LastFailedAt)
+		}
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Archived: 3})
+	fetchNone(t, b, q)
+
+	n, err := b.RequeueArchived(ctx, q, sigs[0].UUID, "task_unknown")
+	if err != nil || n != 1 {
+		t.Fatalf("RequeueArchived(one): %d, %v; want 1", n, err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Archived: 2})
+	d := fetchOne(t, b, q)
+	if d.Signature.UUID != sigs[0].UUID {
+		t.Fatalf("fetched %s after RequeueArchived, want %s", d.Signature.UUID, sigs[0].UUID)
+	}
+	ack(t, b, d)
+
+	n, err = b.DeleteArchived(ctx, q, sigs[1].UUID)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteArchived(one): %d, %v; want 1", n, err)
+	}
+	wantOrder(t, "archived after DeleteArchived", infoUUIDs(list(t, b, q, iface.StatusArchived)), []string{sigs[2].UUID})
+
+	n, err = b.RequeueArchived(ctx, q)
+	if err != nil || n != 1 {
+		t.Fatalf("RequeueArchived(all): %d, %v; want 1", n, err)
+	}
+	d = fetchOne(t, b, q)
+	if d.Signature.UUID != sigs[2].UUID {
+		t.Fatalf("fetched %s after RequeueArchived, want %s", d.Signature.UUID, sigs[2].UUID)
+	}
+	if err := b.Archive(ctx, d, "again"); err != nil {
+		t.Fatalf("Archive: %v", err)
+	}
+	n, err = b.DeleteArchived(ctx, q)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteArchived(all): %d, %v; want 1", n, err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+// archiveAll publishes sigs and archives them one by one, at distinct times.
+func archiveAll(t *testing.T, b iface.Broker, q string, sigs []*tasks.Signature) {
+	t.Helper()
+	publish(t, b, sigs...)
+	var last time.Time
+	for range sigs {
+		d := fetchOne(t, b, q)
+		waitUntil(last.Add(2 * time.Millisecond))
+		if err := b.Archive(context.Background(), d, "dead"); err != nil {
+			t.Fatalf("Archive: %v", err)
+		}
+		last = time.Now()
+	}
+}
+
+func testArchiveMaxSize(t *testing.T, s *suite) {
+	b := s.broker(t, func(c *config.Config) { c.ArchiveMaxSize = 2 })
+	q := queueName(t, "q")
+	sigs := newSigs(q, "dead", 3)
+	archiveAll(t, b, q, sigs)
+	wantOrder(t, "archive trimmed to 2, oldest gone", infoUUIDs(list(t, b, q, iface.StatusArchived)),
+		[]string{sigs[2].UUID, sigs[1].UUID})
+}
+
+func testArchiveMaxAge(t *testing.T, s *suite) {
+	const maxAge = 200 * time.Millisecond
+	b := s.broker(t, func(c *config.Config) { c.ArchiveMaxAge = maxAge })
+	q := queueName(t, "q")
+	old, young := newSig(q, "old"), newSig(q, "young")
+	archiveAll(t, b, q, []*tasks.Signature{old})
+	archivedAt := time.Now()
+	if got := list(t, b, q, iface.StatusArchived); len(got) != 1 {
+		t.Fatalf("archived = %v, want [%s]", infoUUIDs(got), old.UUID)
+	}
+
+	waitUntil(archivedAt.Add(maxAge + 100*time.Millisecond))
+	archiveAll(t, b, q, []*tasks.Signature{young})
+	wantOrder(t, "archive without dead letters older than ArchiveMaxAge", infoUUIDs(list(t, b, q, iface.StatusArchived)),
+		[]string{young.UUID})
+}
+
+func testRequeueToHead(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sigs := newSigs(q, "t", 3)
+	publish(t, b, sigs...)
+
+	d := fetchOne(t, b, q)
+	if err := b.Requeue(ctx, d); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	wantLeaseLost(t, "Ack after Requeue", b.Ack(ctx, d), d)
+	wantOrder(t, "pending after Requeue", infoUUIDs(list(t, b, q, iface.StatusPending)), sigUUIDs(sigs))
+
+	ds := fetch(t, b, []string{q}, 2)
+	if err := b.Requeue(ctx, ds...); err != nil {
+		t.Fatalf("Requeue(2): %v", err)
+	}
+	ds = fetch(t, b, []string{q}, 3)
+	wantOrder(t, "fetch after Requeue of two", deliveryUUIDs(ds), sigUUIDs(sigs))
+	for _, d := range ds {
+		if d.Retried != 0 || d.Recovered != 0 {
+			t.Fatalf("requeued %s: Retried %d Recovered %d, want nothing counted", d.Signature.UUID, d.Retried, d.Recovered)
+		}
+	}
+	ack(t, b, ds...)
+}
+
+// testLeaseExpiryRecovers checks that a task whose lease ran out goes back
+// to the tail of pending (losing a worker is not the task's fault, and it
+// must not starve the others), never before the lease ended, with
+// Recovered counted, and that only its new holder can settle it.
+func testLeaseExpiryRecovers(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sig := newSig(q, "orphan")
+	publish(t, b, sig)
+
+	stale := fetchOne(t, b, q)
+	expiry := stale.Lease.ExpiresAt()
+	must(t, "PauseQueue", b.PauseQueue(ctx, q)) // so that the order can be seen
+	other := newSig(q, "other")
+	publish(t, b, other)
+	eventually(t, "task with an expired lease back in pending", func() bool {
+		return queueInfo(t, b, q).Pending == 2
+	})
+	if now := time.Now(); now.Before(expiry) {
+		t.Fatalf("task recovered at %s, %s before its lease ended", now, expiry.Sub(now))
+	}
+	waitDone(t, stale.Lease, "unrenewed lease")
+	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 2})
+	wantOrder(t, "pending after recovery (recovered task at the tail)", infoUUIDs(list(t, b, q, iface.StatusPending)),
+		[]string{other.UUID, sig.UUID})
+	if in := list(t, b, q, iface.StatusPending)[1]; in.Recovered != 1 || in.Retried != 0 {
+		t.Fatalf("recovered task listed with Recovered %d Retried %d, want 1 0", in.Recovered, in.Retried)
+	}
+	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
+
+	ds := fetch(t, b, []string{q}, 2)
+	wantOrder(t, "fetch after recovery", deliveryUUIDs(ds), []string{other.UUID, sig.UUID})
+	fresh := ds[1]
+	if fresh.Recovered != 1 || fresh.Retried != 0 {
+		t.Fatalf("recovered delivery: Recovered %d Retried %d, want 1 0", fresh.Recovered, fresh.Retried)
+	}
+	if fresh.Lease.Token() == stale.Lease.Token() {
+		t.Fatal("the recovered task kept its old lease token")
+	}
+	must(t, "ExtendLeases", b.ExtendLeases(ctx, stale, fresh))
+	if !fresh.Lease.Valid() {
+		t.Fatal("ExtendLeases lost the new holder's lease")
+	}
+	wantLeaseLost(t, "stale holder's Ack", b.Ack(ctx, stale), stale)
+	ack(t, b, ds...)
+	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+func testExtendLeasesKeepsTask(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	publish(t, b, newSig(q, "long"))
+
+	d := fetchOne(t, b, q)
+	end := time.Now().Add(1600 * time.Millisecond) // past LeaseDuration (1s)
+	fctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	ch := goFetch(fctx, b, []string{q}, 1)
+
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(end) {
+		<-tick.C
+		if err := b.ExtendLeases(ctx, d); err != nil {
+			t.Fatalf("ExtendLeases: %v", err)
+		}
+		if !d.Lease.Valid() {
+			t.Fatal("lease lost while renewed every 250ms")
+		}
+		if exp := d.Lease.ExpiresAt(); !exp.After(time.Now().Add(500 * time.Millisecond)) {
+			t.Fatalf("lease expires at %s right after renewal, want about 1s from now", exp)
+		}
+	}
+	r := result(t, ch, "fetch while the lease was renewed")
+	if len(r.ds) != 0 || !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch while the task was held: %d deliveries, err %v; want none", len(r.ds), r.err)
+	}
+	active := list(t, b, q, iface.StatusActive)
+	if len(active) != 1 || active[0].Recovered != 0 {
+		t.Fatalf("active tasks = %+v, want the renewed task, never recovered", active)
+	}
+	ack(t, b, d)
+}
+
+func testExtendLeasesOfSettledDelivery(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	publish(t, b, newSig(q, "settled"), newSig(q, "running"))
+	ds := fetch(t, b, []string{q}, 2)
+	ack(t, b, ds[0])
+	if err := b.ExtendLeases(ctx, ds...); err != nil {
+		t.Fatalf("ExtendLeases: %v", err)
+	}
+	select {
+	case <-ds[0].Lease.Done():
+	default:
+		t.Fatal("ExtendLeases of an acknowledged task did not mark its lease lost")
+	}
+	if !ds[1].Lease.Valid() {
+		t.Fatal("ExtendLeases lost the lease of a running task")
+	}
+	ack(t, b, ds[1])
+}
+
+func testMaxRecoveries(t *testing.T, s *suite) {
+	const maxRecoveries = 2
+	b := s.broker(t, func(c *config.Config) { c.MaxRecoveries = maxRecoveries })
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sig := newSig(q, "killer")
+	publish(t, b, sig)
+
+	var last *iface.Delivery
+	for i := 0; i <= maxRecoveries; i++ {
+		last = fetchOne(t, b, q)
+		if last.Recovered != i {
+			t.Fatalf("fetch %d: Recovered %d, want %d", i, last.Recovered, i)
+		}
+		waitDone(t, last.Lease, "unrenewed lease")
+	}
+	eventually(t, "task archived after MaxRecoveries", func() bool {
+		return len(list(t, b, q, iface.StatusArchived)) == 1
+	})
+	in := list(t, b, q, iface.StatusArchived)[0]
+	if in.Signature.UUID != sig.UUID {
+		t.Fatalf("archived %s, want %s", in.Signature.UUID, sig.UUID)
+	}
+	if r := strings.ToLower(in.LastError); !strings.Contains(r, "recover") || !strings.Contains(r, strconv.Itoa(maxRecoveries)) {
+		t.Fatalf("archive reason %q does not name recoveries and their count (%d)", in.LastError, maxRecoveries)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Archived: 1})
+	fetchNone(t, b, q)
+	wantLeaseLost(t, "Ack after archiving", b.Ack(ctx, last), last)
+}
+
+func testDuplicateTask(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q, other := queueName(t, "q"), queueName(t, "other")
+	sig := newSig(q, "once")
+	publish(t, b, sig)
+
+	wantDup := func(what string, sigs ...*tasks.Signature) {
+		t.Helper()
+		if err := b.Publish(ctx, sigs...); !errors.Is(err, iface.ErrDuplicateTask) {
+			t.Fatalf("Publish %s: err = %v, want ErrDuplicateTask", what, err)
+		}
+	}
+	wantDup("while pending", sig)
+	elsewhere := tasks.CopySignature(sig)
+	elsewhere.RoutingKey = other
+	wantDup("to another queue while pending", elsewhere)
+	twice := newSig(other, "twice")
+	wantDup("twice in one call", twice, tasks.CopySignature(twice))
+
+	d := fetchOne(t, b, q)
+	wantDup("while active", sig)
+
+	later := newSig(q, "later")
+	eta := time.Now().Add(time.Hour)
+	later.ETA = &eta
+	publish(t, b, later)
+	wantDup("while scheduled", later)
+
+	ack(t, b, d)
+	publish(t, b, sig) // forgotten after Ack
+	d = fetchOne(t, b, q)
+	if err := b.Archive(ctx, d, "dead"); err != nil {
+		t.Fatalf("Archive: %v", err)
+	}
+	publish(t, b, sig) // archived tasks do not count, and are replaced
+	if got := list(t, b, q, iface.StatusArchived); len(got) != 0 {
+		t.Fatalf("archived after publishing the same UUID again = %v, want none", infoUUIDs(got))
+	}
+	d = fetchOne(t, b, q)
+	if d.Signature.UUID != sig.UUID {
+		t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
+	}
+	ack(t, b, d)
+}
+
+func testConcurrentFetchers(t *testing.T, s *suite) {
+	const (
+		total    = 500
+		fetchers = 8
+		batch    = 50
+	)
+	b := s.broker(t, func(c *config.Config) { c.LeaseDuration = 30 * time.Second })
+	q := queueName(t, "q")
+	sigs := newSigs(q, "t", total)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+
+	var (
+		mu   sync.Mutex
+		seen = make(map[string]int, total)
+		errs []error
+		got  atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range fetchers {
+		wg.Go(func() {
+			for {
+				ds, err := b.Fetch(ctx, []string{q}, 7)
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+					return
+				}
+				for _, d := range ds {
+					err := b.Ack(context.Background(), d)
+					mu.Lock()
+					seen[d.Signature.UUID]++
+					if err != nil {
+						errs = append(errs, err)
+					}
+					mu.Unlock()
+				}
+				if got.Add(int64(len(ds))) >= total {
+					cancel()
+				}
+			}
+		})
+	}
+	// Publish while the fetchers run, a batch at a time.
+	for i := 0; i < total; i += batch {
+		if err := b.Publish(context.Background(), sigs[i:i+batch]...); err != nil {
+			t.Errorf("Publish: %v", err)
+			cancel()
+			break
+		}
+	}
+	wg.Wait()
+	if errs != nil {
+		t.Fatalf("fetchers failed: %v", errors.Join(errs...))
+	}
+	if len(seen) != total {
+		t.Fatalf("fetchers received %d distinct tasks, want %d", len(seen), total)
+	}
+	for _, sig := range sigs {
+		if n := seen[sig.UUID]; n != 1 {
+			t.Fatalf("task %s received %d times, want once", sig.UUID, n)
+		}
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+func testClaim(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	key := func(label string) string { return queueName(t, label) }
+
+	claim := func(k string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := b.Claim(ctx, k, ttl)
+		if err != nil {
+			t.Fatalf("Claim(%s): %v", k, err)
+		}
+		return ok
+	}
+	k1, k2 := key("k1"), key("k2")
+	if !claim(k1, time.Minute) {
+		t.Fatal("first Claim refused")
+	}
+	if claim(k1, time.Minute) {
+		t.Fatal("second Claim of a held key granted")
+	}
+	if !claim(k2, time.Minute) {
+		t.Fatal("Claim of another key refused")
+	}
+
+	// One winner among concurrent claimers.
+	k3 := key("k3")
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if ok, err := b.Claim(ctx, k3, time.Minute); err == nil && ok {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("%d of 20 concurrent claims won, want 1", n)
+	}
+
+	// A claim ends after its ttl.
+	const ttl = 200 * time.Millisecond
+	k4 := key("k4")
+	claimedAt := time.Now()
+	if !claim(k4, ttl) {
+		t.Fatal("first Claim refused")
+	}
+	eventually(t, "claim free again after its ttl", func() bool { return claim(k4, ttl) })
+	if since := time.Since(claimedAt); since < ttl {
+		t.Fatalf("claim granted again %s after the first, before its ttl (%s)", since, ttl)
+	}
+}
+
+func testQueueInfo(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sigs := newSigs(q, "t", 4)
+	later := newSig(q, "later")
+	eta := time.Now().Add(time.Hour)
+	later.ETA = &eta
+	publish(t, b, append(sigs, later)...)
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 4, Scheduled: 1})
+
+	ds := fetch(t, b, []string{q}, 3)
+	if err := b.Retry(ctx, ds[1], time.Now().Add(time.Hour), "again"); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	if err := b.Archive(ctx, ds[2], "dead"); err != nil {
+		t.Fatalf("Archive: %v", err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 1, Scheduled: 1, Retry: 1, Archived: 1})
+	if err := b.PauseQueue(ctx, q); err != nil {
+		t.Fatalf("PauseQueue: %v", err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 1, Active: 1, Scheduled: 1, Retry: 1, Archived: 1})
+
+	queues, err := b.Queues(ctx)
+	if err != nil {
+		t.Fatalf("Queues: %v", err)
+	}
+	found := false
+	for _, name := range queues {
+		found = found || name == q
+	}
+	if !found {
+		t.Fatalf("Queues() = %v, want it to include %s", queues, q)
+	}
+	ack(t, b, ds[0])
+}
+
+func testListTasksPaging(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sigs := newSigs(q, "t", 5)
+	publish(t, b, sigs...)
+
+	page := func(offset, limit int) []string {
+		t.Helper()
+		infos, err := b.ListTasks(ctx, q, iface.StatusPending, offset, limit)
+		if err != nil {
+			t.Fatalf("ListTasks(%d, %d): %v", offset, limit, err)
+		}
+		for _, in := range infos {
+			if in.Status != iface.StatusPending || in.Queue != q {
+				t.Fatalf("listed %s with status %s queue %s, want pending in %s", in.Signature.UUID, in.Status, in.Queue, q)
+			}
+		}
+		return infoUUIDs(infos)
+	}
+	wantOrder(t, "page (1, 2)", page(1, 2), []string{sigs[1].UUID, sigs[2].UUID})
+	wantOrder(t, "page (4, 10)", page(4, 10), []string{sigs[4].UUID})
+	wantOrder(t, "page (10, 2)", page(10, 2), []string{})
+
+	// Scheduled tasks by time, whatever the publishing order.
+	var sched []*tasks.Signature
+	for _, h := range []int{3, 1, 2} {
+		sig := newSig(q, fmt.Sprintf("in_%dh", h))
+		eta := time.Now().Add(time.Duration(h) * time.Hour)
+		sig.ETA = &eta
+		sched = append(sched, sig)
+	}
+	publish(t, b, sched...)
+	wantOrder(t, "scheduled by time", infoUUIDs(list(t, b, q, iface.StatusScheduled)),
+		[]string{sched[1].UUID, sched[2].UUID, sched[0].UUID})
+}
+
+func testPendingAndDelayedTasks(t *testing.T, s *suite) {
+	defaultQueue := ""
+	b := s.broker(t, func(c *config.Config) { defaultQueue = c.DefaultQueue })
+	ctx := context.Background()
+	q, other := queueName(t, "q"), queueName(t, "other")
+	pending := newSigs(q, "p", 2)
+	eta := time.Now().Add(time.Hour)
+	s1, s2 := newSig(q, "s1"), newSig(other, "s2")
+	s1.ETA, s2.ETA = &eta, &eta
+	retry := newSig(q, "r")
+	publish(t, b, retry)
+	d := fetchOne(t, b, q)
+	if err := b.Retry(ctx, d, eta, "later"); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	publish(t, b, append(pending, s1, s2)...)
+
+	got, err := b.GetPendingTasks(q)
+	if err != nil {
+		t.Fatalf("GetPendingTasks: %v", err)
+	}
+	wantOrder(t, "GetPendingTasks", sigUUIDs(got), sigUUIDs(pending))
+	sameSignature(t, "GetPendingTasks[0]", got[0], pending[0])
+
+	delayed, err := b.GetDelayedTasks()
+	if err != nil {
+		t.Fatalf("GetDelayedTasks: %v", err)
+	}
+	have := make(map[string]bool)
+	for _, sig := range delayed {
+		have[sig.UUID] = true
+	}
+	for _, want := range []*tasks.Signature{s1, s2, retry} {
+		if !have[want.UUID] {
+			t.Fatalf("GetDelayedTasks() lacks %s (%s)", want.UUID, want.Name)
+		}
+	}
+	for _, p := range pending {
+		if have[p.UUID] {
+			t.Fatalf("GetDelayedTasks() lists the pending task %s", p.UUID)
+		}
+	}
+
+	def := newSig(defaultQueue, "in_default")
+	publish(t, b, def)
+	got, err = b.GetPendingTasks("")
+	if err != nil {
+		t.Fatalf(`GetPendingTasks(""): %v`, err)
+	}
+	wantOrder(t, `GetPendingTasks("") (the default queue)`, sigUUIDs(got), []string{def.UUID})
+}
+
+func testClose(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+
+	ch := goFetch(ctx, b, []string{q}, 1)
+	stillBlocked(t, ch, "empty queue")
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	r := result(t, ch, "after Close")
+	if !errors.Is(r.err, iface.ErrClosed) || len(r.ds) != 0 {
+		t.Fatalf("Fetch blocked at Close: %d deliveries, err %v; want none and ErrClosed", len(r.ds), r.err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := b.Publish(context.Background(), newSig(q, "late")); !errors.Is(err, iface.ErrClosed) {
+		t.Fatalf("Publish after Close: err = %v, want ErrClosed", err)
+	}
+	if _, err := b.Fetch(ctx, []string{q}, 1); !errors.Is(err, iface.ErrClosed) {
+		t.Fatalf("Fetch after Close: err = %v, want ErrClosed", err)
+	}
+}

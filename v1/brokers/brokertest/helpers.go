@@ -1,0 +1,304 @@
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Generous bounds: the suite runs under -race on loaded machines. They are
+// upper limits on waits that normally end in milliseconds, never delays.
+const (
+	waitLong  = 10 * time.Second       // for something that must happen
+	waitShort = 150 * time.Millisecond // for something that must not happen
+)
+
+// suite carries the implementation under test into every subtest.
+type suite struct {
+	newBroker func(t *testing.T, cnf *config.Config) iface.Broker
+}
+
+// broker returns a fresh broker configured with short durations (lease 1s,
+// recovery every 50ms, a per-test default queue), changed by opts. It is
+// closed when the test ends.
+func (s *suite) broker(t *testing.T, opts ...func(*config.Config)) iface.Broker {
+	t.Helper()
+	cnf := &config.Config{
+		DefaultQueue:    queueName(t, "default"),
+		LeaseDuration:   time.Second,
+		RecoverInterval: 50 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(cnf)
+	}
+	b := s.newBroker(t, cnf.WithDefaults())
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_]+`)
+
+// queueName returns a queue name unique to this test run, so that suites
+// sharing one Redis do not see each other's tasks.
+func queueName(t *testing.T, label string) string {
+	t.Helper()
+	name := unsafeChars.ReplaceAllString(t.Name(), "_")
+	return fmt.Sprintf("bt_%s_%s_%s", name, label, strings.ReplaceAll(uuid.NewString()[:8], "-", ""))
+}
+
+// newSig returns a signature for queue with a fresh UUID.
+func newSig(queue, name string) *tasks.Signature {
+	return &tasks.Signature{UUID: "task_" + uuid.NewString(), Name: name, RoutingKey: queue}
+}
+
+// newSigs returns n signatures for queue named name0, name1, …
+func newSigs(queue, name string, n int) []*tasks.Signature {
+	out := make([]*tasks.Signature, n)
+	for i := range out {
+		out[i] = newSig(queue, fmt.Sprintf("%s%d", name, i))
+	}
+	return out
+}
+
+func publish(t *testing.T, b iface.Broker, sigs ...*tasks.Signature) {
+	t.Helper()
+	if err := b.Publish(context.Background(), sigs...); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+}
+
+// fetch takes up to n tasks from queues, failing the test when none comes
+// within waitLong.
+func fetch(t *testing.T, b iface.Broker, queues []string, n int) []*iface.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	ds, err := b.Fetch(ctx, queues, n)
+	if err != nil {
+		t.Fatalf("Fetch(%v, %d): %v", queues, n, err)
+	}
+	if len(ds) == 0 || len(ds) > max(n, 1) {
+		t.Fatalf("Fetch(%v, %d) returned %d deliveries", queues, n, len(ds))
+	}
+	for _, d := range ds {
+		if d == nil || d.Signature == nil || d.Lease == nil {
+			t.Fatalf("Fetch returned an incomplete delivery: %+v", d)
+		}
+	}
+	return ds
+}
+
+// fetchOne takes one task from queue.
+func fetchOne(t *testing.T, b iface.Broker, queue string) *iface.Delivery {
+	t.Helper()
+	return fetch(t, b, []string{queue}, 1)[0]
+}
+
+// fetchNone checks that Fetch finds nothing in queues for waitShort.
+func fetchNone(t *testing.T, b iface.Broker, queues ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	ds, err := b.Fetch(ctx, queues, 10)
+	if len(ds) != 0 {
+		t.Fatalf("Fetch(%v) took %d tasks (first %s), want none", queues, len(ds), ds[0].Signature.UUID)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch(%v) with nothing to take: err = %v, want context.DeadlineExceeded", queues, err)
+	}
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func ack(t *testing.T, b iface.Broker, ds ...*iface.Delivery) {
+	t.Helper()
+	for _, d := range ds {
+		if err := b.Ack(context.Background(), d); err != nil {
+			t.Fatalf("Ack(%s): %v", d.Signature.UUID, err)
+		}
+	}
+}
+
+// wantLeaseLost checks that err wraps ErrLeaseLost and that d's lease was
+// marked lost.
+func wantLeaseLost(t *testing.T, what string, err error, d *iface.Delivery) {
+	t.Helper()
+	if !errors.Is(err, iface.ErrLeaseLost) {
+		t.Fatalf("%s: err = %v, want ErrLeaseLost", what, err)
+	}
+	select {
+	case <-d.Lease.Done():
+	default:
+		t.Fatalf("%s: lease not marked lost (Done not closed)", what)
+	}
+}
+
+// waitDone waits for the lease to be lost.
+func waitDone(t *testing.T, l *iface.Lease, what string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(waitLong):
+		t.Fatalf("%s: lease still held after %s", what, waitLong)
+	}
+}
+
+// eventually polls cond until it holds, failing the test with msg after
+// waitLong.
+func eventually(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not true after %s: %s", waitLong, msg)
+		}
+		<-tick.C
+	}
+}
+
+// waitUntil blocks until the clock has passed ts. It waits for time to pass,
+// not for anything to happen: the suite uses it to give two events distinct
+// timestamps and to let an age limit run out.
+func waitUntil(ts time.Time) {
+	if d := time.Until(ts); d > 0 {
+		<-time.After(d)
+	}
+}
+
+func list(t *testing.T, b iface.Broker, queue string, status iface.TaskStatus) []*iface.TaskInfo {
+	t.Helper()
+	infos, err := b.ListTasks(context.Background(), queue, status, 0, 0)
+	if err != nil {
+		t.Fatalf("ListTasks(%s, %s): %v", queue, status, err)
+	}
+	return infos
+}
+
+func queueInfo(t *testing.T, b iface.Broker, queue string) iface.QueueInfo {
+	t.Helper()
+	info, err := b.QueueInfo(context.Background(), queue)
+	if err != nil {
+		t.Fatalf("QueueInfo(%s): %v", queue, err)
+	}
+	if info.Queue != queue {
+		t.Fatalf("QueueInfo(%s).Queue = %q", queue, info.Queue)
+	}
+	return *info
+}
+
+func wantSizes(t *testing.T, b iface.Broker, queue string, want iface.QueueInfo) {
+	t.Helper()
+	want.Queue = queue
+	if got := queueInfo(t, b, queue); got != want {
+		t.Fatalf("QueueInfo(%s) = %+v, want %+v", queue, got, want)
+	}
+}
+
+func infoUUIDs(infos []*iface.TaskInfo) []string {
+	out := make([]string, len(infos))
+	for i, in := range infos {
+		out[i] = in.Signature.UUID
+	}
+	return out
+}
+
+func deliveryUUIDs(ds []*iface.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Signature.UUID
+	}
+	return out
+}
+
+func sigUUIDs(sigs []*tasks.Signature) []string {
+	out := make([]string, len(sigs))
+	for i, s := range sigs {
+		out[i] = s.UUID
+	}
+	return out
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func wantOrder(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !equalStrings(got, want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// near reports whether a and b are within tol of each other.
+func near(a, b time.Time, tol time.Duration) bool {
+	d := a.Sub(b)
+	return d <= tol && d >= -tol
+}
+
+// sameSignature checks that got carries want's contents. Values are compared
+// by their printed form, so that a broker that stores JSON (numbers come back
+// as json.Number, slices as []interface{}) passes.
+func sameSignature(t *testing.T, what string, got, want *tasks.Signature) {
+	t.Helper()
+	if got == want {
+		t.Fatalf("%s: the broker handed out the caller's own *Signature", what)
+	}
+	if g, w := describe(got), describe(want); g != w {
+		t.Fatalf("%s: signature\n got  %s\n want %s", what, g, w)
+	}
+}
+
+// describe prints the fields of sig that a broker must keep.
+func describe(sig *tasks.Signature) string {
+	if sig == nil {
+		return "<nil>"
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "{UUID:%s Name:%s RoutingKey:%s GroupUUID:%s GroupTaskCount:%d Immutable:%t RetryCount:%d RetryTimeout:%d Timeout:%s",
+		sig.UUID, sig.Name, sig.RoutingKey, sig.GroupUUID, sig.GroupTaskCount, sig.Immutable, sig.RetryCount, sig.RetryTimeout, sig.Timeout)
+	if sig.ETA != nil {
+		fmt.Fprintf(&sb, " ETA:%s", sig.ETA.UTC().Format(time.RFC3339Nano))
+	}
+	sb.WriteString(" Args:[")
+	for _, a := range sig.Args {
+		fmt.Fprintf(&sb, "{%s %s %v}", a.Name, a.Type, a.Value)
+	}
+	sb.WriteString("] Headers:")
+	fmt.Fprint(&sb, map[string]interface{}(sig.Headers))
+	for _, cb := range sig.OnSuccess {
+		fmt.Fprintf(&sb, " OnSuccess:%s", describe(cb))
+	}
+	for _, cb := range sig.OnError {
+		fmt.Fprintf(&sb, " OnError:%s", describe(cb))
+	}
+	if sig.ChordCallback != nil {
+		fmt.Fprintf(&sb, " Chord:%s", describe(sig.ChordCallback))
+	}
+	sb.WriteString("}")
+	return sb.String()
+}

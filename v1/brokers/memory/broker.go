@@ -1,0 +1,514 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+var _ iface.Broker = (*Broker)(nil)
+
+// Broker is the in-process broker. Create it with New; the zero value is not
+// usable. Every method is safe for concurrent use.
+type Broker struct {
+	leaseDuration   time.Duration
+	recoverInterval time.Duration
+	maxRecoveries   int
+	archiveMaxSize  int
+	archiveMaxAge   time.Duration
+	defaultQueue    string
+	logger          *slog.Logger
+
+	// stopRecoverer ends the recoverer goroutine; recovererDone is closed
+	// when it has returned.
+	stopRecoverer context.CancelFunc
+	recovererDone chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	seq    uint64 // last number given by nextSeqLocked
+	queues map[string]*queue
+	held   map[string]*task     // pending, scheduled, retry and active tasks by UUID
+	leases map[string]*task     // active tasks by lease token
+	dead   map[string]*task     // archived tasks by UUID
+	claims map[string]time.Time // Claim keys and when their claim ends
+	wake   chan struct{}        // closed and replaced when a task may be fetchable
+}
+
+// queue holds the tasks of one queue.
+type queue struct {
+	name      string
+	paused    bool
+	pending   deque
+	scheduled map[string]*task
+	retry     map[string]*task
+	active    map[string]*task
+	archived  []*task // oldest first
+}
+
+// task is one task held by the broker, in exactly one place of its queue.
+type task struct {
+	uuid   string
+	sig    *tasks.Signature // the broker's own copy; never handed out
+	queue  string
+	status iface.TaskStatus
+
+	nextAt time.Time   // scheduled, retry: when it becomes pending
+	timer  *time.Timer // scheduled, retry: moves it to pending at nextAt
+	gen    uint64      // bumped on every schedule, so a stale timer does nothing
+	seq    uint64      // publish order, to break ties between equal nextAt
+
+	token          string    // active: the fencing token of its lease
+	leaseExpiresAt time.Time // active: when the lease ends unless extended
+
+	lastError    string
+	lastFailedAt time.Time
+	archivedAt   time.Time
+	retried      int
+	recovered    int
+}
+
+// New returns a broker configured by cnf, which the caller has passed
+// through WithDefaults (New applies the defaults again, so a nil or partial
+// cnf works too). It starts the recoverer goroutine; Close stops it.
+func New(cnf *config.Config) *Broker {
+	cnf = cnf.WithDefaults()
+	logger := cnf.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{
+		leaseDuration:   cnf.LeaseDuration,
+		recoverInterval: cnf.RecoverInterval,
+		maxRecoveries:   cnf.MaxRecoveries,
+		archiveMaxSize:  cnf.ArchiveMaxSize,
+		archiveMaxAge:   cnf.ArchiveMaxAge,
+		defaultQueue:    cnf.DefaultQueue,
+		logger:          logger,
+		stopRecoverer:   cancel,
+		recovererDone:   make(chan struct{}),
+		queues:          make(map[string]*queue),
+		held:            make(map[string]*task),
+		leases:          make(map[string]*task),
+		dead:            make(map[string]*task),
+		claims:          make(map[string]time.Time),
+		wake:            make(chan struct{}),
+	}
+	go b.recoverLoop(ctx)
+	return b
+}
+
+// errClosed is returned, wrapped, by every method of a closed broker.
+func errClosed(op string) error {
+	return fmt.Errorf("memory broker: %s: %w", op, iface.ErrClosed)
+}
+
+// Publish adds sigs to the queues named by their RoutingKey. It checks every
+// signature before it adds any, so on error nothing was published. A
+// signature needs a UUID and a RoutingKey; a UUID the broker still holds
+// anywhere fails with ErrDuplicateTask, and an archived task with the same
+// UUID is deleted from the archive. The broker stores deep copies.
+func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("publish")
+	}
+	seen := make(map[string]bool, len(sigs))
+	for i, sig := range sigs {
+		switch {
+		case sig == nil:
+			return fmt.Errorf("memory broker: publish: task %d: %w", i, tasks.ErrNilSignature)
+		case sig.UUID == "":
+			return fmt.Errorf("memory broker: publish: task %d (%q) has no UUID", i, sig.Name)
+		case sig.RoutingKey == "":
+			return fmt.Errorf("memory broker: publish: task %s has no RoutingKey: %w", sig.UUID, iface.ErrNoQueue)
+		case b.held[sig.UUID] != nil || seen[sig.UUID]:
+			return fmt.Errorf("memory broker: publish: task %s: %w", sig.UUID, iface.ErrDuplicateTask)
+		}
+		seen[sig.UUID] = true
+	}
+
+	now := time.Now()
+	woken := false
+	for _, sig := range sigs {
+		if old := b.dead[sig.UUID]; old != nil {
+			b.removeArchivedLocked(old)
+		}
+		q := b.queueLocked(sig.RoutingKey)
+		t := &task{uuid: sig.UUID, sig: tasks.CopySignature(sig), queue: q.name, seq: b.nextSeqLocked()}
+		b.held[t.uuid] = t
+		if sig.ETA != nil && sig.ETA.After(now) {
+			b.scheduleLocked(q, t, iface.StatusScheduled, *sig.ETA)
+			continue
+		}
+		t.status = iface.StatusPending
+		q.pending.pushBack(t)
+		woken = true
+	}
+	if woken {
+		b.notifyLocked()
+	}
+	return nil
+}
+
+// Fetch takes up to max pending tasks (at least one) from queues, in the
+// order given, skipping paused queues, each under a fresh lease. When none
+// is pending it waits, without polling, until one is, ctx ends (its error is
+// returned and nothing is taken) or the broker is closed (ErrClosed).
+func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.Delivery, error) {
+	if len(queues) == 0 {
+		return nil, fmt.Errorf("memory broker: fetch: %w", iface.ErrNoQueue)
+	}
+	if slices.Contains(queues, "") {
+		return nil, fmt.Errorf("memory broker: fetch: empty queue name: %w", iface.ErrNoQueue)
+	}
+	if max < 1 {
+		max = 1
+	}
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, errClosed("fetch")
+		}
+		if err := ctx.Err(); err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		if ds := b.takeLocked(queues, max); len(ds) > 0 {
+			b.mu.Unlock()
+			return ds, nil
+		}
+		wake := b.wake
+		b.mu.Unlock()
+
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+// takeLocked moves up to max pending tasks of queues to active.
+func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
+	var out []*iface.Delivery
+	now := time.Now()
+	for _, name := range queues {
+		q := b.queues[name]
+		if q == nil || q.paused {
+			continue
+		}
+		for len(out) < max && q.pending.len() > 0 {
+			t := q.pending.popFront()
+			t.status = iface.StatusActive
+			t.token = rand.Text()
+			t.leaseExpiresAt = now.Add(b.leaseDuration)
+			q.active[t.uuid] = t
+			b.leases[t.token] = t
+			out = append(out, &iface.Delivery{
+				Signature: tasks.CopySignature(t.sig),
+				Queue:     q.name,
+				Lease:     iface.NewLease(t.token, t.leaseExpiresAt),
+				Retried:   t.retried,
+				Recovered: t.recovered,
+			})
+		}
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
+
+// ExtendLeases renews, for LeaseDuration from now, the lease of every
+// delivery whose task is still active under that delivery's token, and marks
+// the others' leases lost. A delivery whose Lease was already lost locally is
+// not renewed in the broker either: its worker has given the task up.
+func (b *Broker) ExtendLeases(ctx context.Context, deliveries ...*iface.Delivery) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("extend leases")
+	}
+	expiresAt := time.Now().Add(b.leaseDuration)
+	for _, d := range deliveries {
+		if d == nil || d.Lease == nil {
+			continue
+		}
+		t := b.leases[d.Lease.Token()]
+		if t == nil {
+			d.Lease.Lose()
+			continue
+		}
+		if d.Lease.Extend(expiresAt) {
+			t.leaseExpiresAt = expiresAt
+		}
+	}
+	return nil
+}
+
+// settleLocked returns the active task that d holds the lease of, or an
+// error wrapping ErrLeaseLost after marking d's lease lost.
+func (b *Broker) settleLocked(op string, d *iface.Delivery) (*task, error) {
+	if b.closed {
+		return nil, errClosed(op)
+	}
+	if d == nil || d.Lease == nil {
+		return nil, fmt.Errorf("memory broker: %s: delivery without a lease", op)
+	}
+	t := b.leases[d.Lease.Token()]
+	if t == nil {
+		d.Lease.Lose()
+		uuid := ""
+		if d.Signature != nil {
+			uuid = d.Signature.UUID
+		}
+		return nil, fmt.Errorf("memory broker: %s task %s: %w", op, uuid, iface.ErrLeaseLost)
+	}
+	q := b.queues[t.queue]
+	delete(b.leases, t.token)
+	delete(q.active, t.uuid)
+	t.token, t.leaseExpiresAt = "", time.Time{}
+	return t, nil
+}
+
+// Ack forgets the task of d.
+func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, err := b.settleLocked("ack", d)
+	if err != nil {
+		return err
+	}
+	delete(b.held, t.uuid)
+	d.Lease.Release()
+	return nil
+}
+
+// Retry stores a copy of d.Signature as the task's signature, records errMsg
+// and counts a retry, and schedules the task to become pending at at (at
+// once when at is not in the future).
+func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, errMsg string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, err := b.settleLocked("retry", d)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if d.Signature != nil {
+		t.sig = tasks.CopySignature(d.Signature)
+	}
+	t.lastError, t.lastFailedAt = errMsg, now
+	t.retried++
+	q := b.queues[t.queue]
+	if at.After(now) {
+		b.scheduleLocked(q, t, iface.StatusRetry, at)
+	} else {
+		t.status = iface.StatusPending
+		q.pending.pushBack(t)
+		b.notifyLocked()
+	}
+	d.Lease.Release()
+	return nil
+}
+
+// Archive moves the task of d to its queue's archive with reason.
+func (b *Broker) Archive(ctx context.Context, d *iface.Delivery, reason string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, err := b.settleLocked("archive", d)
+	if err != nil {
+		return err
+	}
+	b.archiveLocked(t, reason, time.Now())
+	d.Lease.Release()
+	return nil
+}
+
+// Requeue puts the tasks of ds back at the head of their pending lists, in
+// the order given (ds[0] runs first), counting nothing against them. Tasks
+// whose lease is lost are skipped and reported in the error, which wraps
+// ErrLeaseLost; the others are requeued.
+func (b *Broker) Requeue(ctx context.Context, ds ...*iface.Delivery) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	requeued := false
+	for i := len(ds) - 1; i >= 0; i-- {
+		t, err := b.settleLocked("requeue", ds[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.status = iface.StatusPending
+		b.queues[t.queue].pending.pushFront(t)
+		ds[i].Lease.Release()
+		requeued = true
+	}
+	if requeued {
+		b.notifyLocked()
+	}
+	slices.Reverse(errs)
+	return errors.Join(errs...)
+}
+
+// Claim reports whether the caller is the first to claim key since the last
+// claim of it ended; a claim lasts ttl.
+func (b *Broker) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false, errClosed("claim")
+	}
+	now := time.Now()
+	if until, ok := b.claims[key]; ok && now.Before(until) {
+		return false, nil
+	}
+	b.claims[key] = now.Add(ttl)
+	return true, nil
+}
+
+// Close stops the timers of scheduled and retrying tasks and the recoverer,
+// and makes blocked and later calls fail with ErrClosed. Tasks stay where
+// they are. Safe to call more than once.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	for _, q := range b.queues {
+		for _, t := range q.scheduled {
+			t.timer.Stop()
+		}
+		for _, t := range q.retry {
+			t.timer.Stop()
+		}
+	}
+	close(b.wake) // blocked Fetch calls wake up and see closed
+	b.mu.Unlock()
+
+	b.stopRecoverer()
+	<-b.recovererDone
+	return nil
+}
+
+// queueLocked returns the queue called name, creating it.
+func (b *Broker) queueLocked(name string) *queue {
+	q := b.queues[name]
+	if q == nil {
+		q = &queue{
+			name:      name,
+			scheduled: make(map[string]*task),
+			retry:     make(map[string]*task),
+			active:    make(map[string]*task),
+		}
+		b.queues[name] = q
+	}
+	return q
+}
+
+// nextSeqLocked returns a number larger than every one it returned before.
+func (b *Broker) nextSeqLocked() uint64 {
+	b.seq++
+	return b.seq
+}
+
+// notifyLocked wakes every blocked Fetch: a task may have become pending.
+func (b *Broker) notifyLocked() {
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// scheduleLocked puts t in q's scheduled or retry set (status says which)
+// and arms the timer that makes it pending at at.
+func (b *Broker) scheduleLocked(q *queue, t *task, status iface.TaskStatus, at time.Time) {
+	t.status, t.nextAt = status, at
+	if status == iface.StatusScheduled {
+		q.scheduled[t.uuid] = t
+	} else {
+		q.retry[t.uuid] = t
+	}
+	t.gen++
+	gen := t.gen
+	t.timer = time.AfterFunc(time.Until(at), func() { b.due(t, gen) })
+}
+
+// due runs on t's timer: it makes t pending, unless it was rescheduled, the
+// broker was closed, or the timer fired early by the wall clock, in which
+// case it re-arms the timer for the rest.
+func (b *Broker) due(t *task, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || t.gen != gen || (t.status != iface.StatusScheduled && t.status != iface.StatusRetry) {
+		return
+	}
+	if wait := time.Until(t.nextAt); wait > 0 {
+		t.timer.Reset(wait)
+		return
+	}
+	q := b.queues[t.queue]
+	delete(q.scheduled, t.uuid)
+	delete(q.retry, t.uuid)
+	t.status, t.nextAt, t.timer = iface.StatusPending, time.Time{}, nil
+	q.pending.pushBack(t)
+	b.notifyLocked()
+}
+
+// archiveLocked moves t, which the caller has taken out of its place, to its
+// queue's archive, and trims the archive.
+func (b *Broker) archiveLocked(t *task, reason string, now time.Time) {
+	delete(b.held, t.uuid)
+	t.status = iface.StatusArchived
+	t.lastError, t.lastFailedAt, t.archivedAt = reason, now, now
+	q := b.queues[t.queue]
+	q.archived = append(q.archived, t)
+	b.dead[t.uuid] = t
+	b.trimArchiveLocked(q, now)
+}
+
+// trimArchiveLocked deletes q's dead letters beyond ArchiveMaxSize and older
+// than ArchiveMaxAge, oldest first.
+func (b *Broker) trimArchiveLocked(q *queue, now time.Time) {
+	drop := 0
+	if over := len(q.archived) - b.archiveMaxSize; over > 0 {
+		drop = over
+	}
+	for drop < len(q.archived) && now.Sub(q.archived[drop].archivedAt) > b.archiveMaxAge {
+		drop++
+	}
+	if drop == 0 {
+		return
+	}
+	for _, t := range q.archived[:drop] {
+		delete(b.dead, t.uuid)
+	}
+	q.archived = slices.Delete(q.archived, 0, drop)
+}
+
+// removeArchivedLocked deletes t from its queue's archive.
+func (b *Broker) removeArchivedLocked(t *task) {
+	q := b.queues[t.queue]
+	if i := slices.Index(q.archived, t); i >= 0 {
+		q.archived = slices.Delete(q.archived, i, i+1)
+	}
+	delete(b.dead, t.uuid)
+}

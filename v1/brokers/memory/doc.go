@@ -1,0 +1,78 @@
+// Package memory is machinist's in-process broker: the default behind
+// "memory://", what the quick start runs on and what users' own unit tests
+// use. It has the semantics of the Redis broker, and passes the same
+// conformance suite (brokers/brokertest), so a program that works on it
+// works on Redis.
+//
+//	b := memory.New(cnf.WithDefaults())
+//	defer b.Close()
+//
+// # What a queue holds
+//
+// Queues are created by the first task published to them (or by PauseQueue).
+// Each task is in exactly one place of its queue:
+//
+//   - pending: a deque in run order. Publish and recovery append at the
+//     tail, Requeue puts back at the head, Fetch takes from the head.
+//   - scheduled: published with an ETA in the future. A time.AfterFunc timer
+//     per task moves it to the pending tail at its ETA, never before (a timer
+//     that fires early by the wall clock is re-armed for the rest).
+//   - retry: settled with Retry; moved to pending at the time given, the same
+//     way.
+//   - active: taken by Fetch under a lease.
+//   - archived: dead letters with their reason and time, newest first in
+//     ListTasks, trimmed to ArchiveMaxSize (oldest first) and ArchiveMaxAge.
+//
+// A paused queue is skipped by Fetch and keeps receiving tasks.
+//
+// The broker stores a deep copy (tasks.CopySignature) of each signature it
+// is given and hands out copies, in deliveries and in inspection results, so
+// neither side can change what the other holds. Values are kept as they
+// are: Arg{Type: "int64", Value: 1} arrives with the int 1, not a
+// json.Number.
+//
+// # Leases
+//
+// Fetch takes up to max pending tasks from the queues in the order given,
+// filling from the next queue when one runs out, and gives each a lease: a
+// random fencing token and an expiry LeaseDuration from now. With nothing
+// pending it waits on a broadcast channel, closed and replaced whenever a
+// task becomes pending (Publish, Requeue, a timer, recovery, ResumeQueue),
+// until ctx ends or Close; it never polls.
+//
+// The protocol, as on Redis:
+//
+//  1. Fetch moves the task to active with token T and expiry E.
+//  2. ExtendLeases, called by the worker while the task runs, sets E to
+//     now+LeaseDuration for each delivery whose task is still active under
+//     its token, and marks the others' leases lost (their Done closes).
+//  3. Exactly one of Ack, Retry, Archive or Requeue settles the task. Each
+//     succeeds only for the holder of the current token; anyone else gets an
+//     error wrapping iface.ErrLeaseLost and its lease is marked lost.
+//     Success releases the delivery's lease.
+//  4. The recoverer, every RecoverInterval, returns each active task whose E
+//     has passed to the tail of pending with Recovered+1 (losing a worker
+//     is not a failure of the task, and is not counted in Retried), and
+//     logs it with the attributes task_id and queue. A task already
+//     recovered MaxRecoveries times is archived instead, with a reason
+//     naming the count; a negative MaxRecoveries never archives.
+//
+// A recovered task gets a new token when it is fetched again, so the worker
+// that lost it can no longer settle it: its Ack fails with ErrLeaseLost,
+// while the new holder's succeeds.
+//
+// # Other rules
+//
+// Publish needs a UUID and a RoutingKey (iface.ErrNoQueue) on every
+// signature and checks them all before it adds any, so a failed Publish
+// adds nothing. A UUID still pending, scheduled, retrying or active in any
+// queue is refused with iface.ErrDuplicateTask; an archived task with that
+// UUID is deleted from the archive. Claim grants a key to its first caller
+// until its ttl passes. Inspection of a queue the broker never saw returns
+// empty results, not an error; an empty queue name is iface.ErrNoQueue,
+// except in GetPendingTasks, where it means DefaultQueue.
+//
+// Close stops every timer and the recoverer, and fails blocked and later
+// calls with iface.ErrClosed. Tasks are dropped with the broker: memory
+// is not durable across restarts of the process.
+package memory

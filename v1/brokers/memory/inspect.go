@@ -1,0 +1,279 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Queues lists, sorted, the queues that hold or held tasks or were paused.
+func (b *Broker) Queues(ctx context.Context) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("queues")
+	}
+	return slices.Sorted(maps.Keys(b.queues)), nil
+}
+
+// QueueInfo returns the sizes of queue; a queue the broker never saw has
+// every size zero.
+func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("queue info", queue); err != nil {
+		return nil, err
+	}
+	info := &iface.QueueInfo{Queue: queue}
+	q := b.queues[queue]
+	if q == nil {
+		return info, nil
+	}
+	b.trimArchiveLocked(q, time.Now())
+	info.Paused = q.paused
+	info.Pending = q.pending.len()
+	info.Active = len(q.active)
+	info.Scheduled = len(q.scheduled)
+	info.Retry = len(q.retry)
+	info.Archived = len(q.archived)
+	return info, nil
+}
+
+// ListTasks lists up to limit tasks (all when limit < 1) of queue with
+// status, skipping the first offset: pending ones in the order Fetch takes
+// them, scheduled and retrying ones by NextProcessAt, archived ones newest
+// first, active ones by lease expiry.
+func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskStatus, offset, limit int) ([]*iface.TaskInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("list tasks", queue); err != nil {
+		return nil, err
+	}
+	q := b.queues[queue]
+	if q == nil {
+		switch status {
+		case iface.StatusPending, iface.StatusActive, iface.StatusScheduled, iface.StatusRetry, iface.StatusArchived:
+			return []*iface.TaskInfo{}, nil
+		}
+		return nil, fmt.Errorf("memory broker: list tasks: unknown status %q", status)
+	}
+	var list []*task
+	switch status {
+	case iface.StatusPending:
+		list = q.pendingTasks()
+	case iface.StatusScheduled:
+		list = byNextAt(q.scheduled)
+	case iface.StatusRetry:
+		list = byNextAt(q.retry)
+	case iface.StatusActive:
+		list = slices.SortedFunc(maps.Values(q.active), func(x, y *task) int {
+			return cmp.Or(x.leaseExpiresAt.Compare(y.leaseExpiresAt), cmp.Compare(x.seq, y.seq))
+		})
+	case iface.StatusArchived:
+		b.trimArchiveLocked(q, time.Now())
+		list = slices.Clone(q.archived)
+		slices.Reverse(list)
+	default:
+		return nil, fmt.Errorf("memory broker: list tasks: unknown status %q", status)
+	}
+	offset = max(offset, 0)
+	if offset > len(list) {
+		offset = len(list)
+	}
+	list = list[offset:]
+	if limit > 0 && limit < len(list) {
+		list = list[:limit]
+	}
+	out := make([]*iface.TaskInfo, len(list))
+	for i, t := range list {
+		out[i] = t.info()
+	}
+	return out, nil
+}
+
+// RequeueArchived moves the archived tasks of queue with the given UUIDs
+// (all when none are given) to the tail of its pending list, oldest dead
+// letter first. Their counts and LastError stay as they were.
+func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("requeue archived", queue); err != nil {
+		return 0, err
+	}
+	q := b.queues[queue]
+	if q == nil {
+		return 0, nil
+	}
+	moved := b.takeArchivedLocked(q, uuids)
+	for _, t := range moved {
+		t.status = iface.StatusPending
+		t.archivedAt = time.Time{}
+		b.held[t.uuid] = t
+		q.pending.pushBack(t)
+	}
+	if len(moved) > 0 {
+		b.notifyLocked()
+	}
+	return len(moved), nil
+}
+
+// DeleteArchived deletes the archived tasks of queue with the given UUIDs
+// (all when none are given).
+func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("delete archived", queue); err != nil {
+		return 0, err
+	}
+	q := b.queues[queue]
+	if q == nil {
+		return 0, nil
+	}
+	return len(b.takeArchivedLocked(q, uuids)), nil
+}
+
+// takeArchivedLocked removes from q's archive the tasks with uuids (all when
+// none are given) and returns them, oldest first.
+func (b *Broker) takeArchivedLocked(q *queue, uuids []string) []*task {
+	b.trimArchiveLocked(q, time.Now())
+	var taken []*task
+	if len(uuids) == 0 {
+		taken, q.archived = q.archived, nil
+	} else {
+		want := make(map[string]bool, len(uuids))
+		for _, id := range uuids {
+			want[id] = true
+		}
+		kept := q.archived[:0]
+		for _, t := range q.archived {
+			if want[t.uuid] {
+				taken = append(taken, t)
+			} else {
+				kept = append(kept, t)
+			}
+		}
+		clear(q.archived[len(kept):])
+		q.archived = kept
+	}
+	for _, t := range taken {
+		delete(b.dead, t.uuid)
+	}
+	return taken
+}
+
+// PauseQueue stops Fetch from taking tasks of queue until ResumeQueue.
+func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("pause queue", queue); err != nil {
+		return err
+	}
+	b.queueLocked(queue).paused = true
+	return nil
+}
+
+// ResumeQueue lets Fetch take tasks of queue again, and wakes blocked Fetch
+// calls.
+func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("resume queue", queue); err != nil {
+		return err
+	}
+	q := b.queueLocked(queue)
+	if q.paused {
+		q.paused = false
+		b.notifyLocked()
+	}
+	return nil
+}
+
+// GetPendingTasks returns copies of the pending tasks of queue (the
+// default queue when empty), in the order Fetch takes them.
+func (b *Broker) GetPendingTasks(queue string) ([]*tasks.Signature, error) {
+	if queue == "" {
+		queue = b.defaultQueue
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("get pending tasks")
+	}
+	out := []*tasks.Signature{}
+	if q := b.queues[queue]; q != nil {
+		for _, t := range q.pendingTasks() {
+			out = append(out, tasks.CopySignature(t.sig))
+		}
+	}
+	return out, nil
+}
+
+// GetDelayedTasks returns copies of the scheduled and retrying tasks of
+// every queue, soonest first.
+func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("get delayed tasks")
+	}
+	var all []*task
+	for _, q := range b.queues {
+		all = slices.AppendSeq(all, maps.Values(q.scheduled))
+		all = slices.AppendSeq(all, maps.Values(q.retry))
+	}
+	slices.SortFunc(all, compareNextAt)
+	out := make([]*tasks.Signature, len(all))
+	for i, t := range all {
+		out[i] = tasks.CopySignature(t.sig)
+	}
+	return out, nil
+}
+
+// checkLocked returns the error of an inspection of queue on this broker.
+func (b *Broker) checkLocked(op, queue string) error {
+	if b.closed {
+		return errClosed(op)
+	}
+	if queue == "" {
+		return fmt.Errorf("memory broker: %s: %w", op, iface.ErrNoQueue)
+	}
+	return nil
+}
+
+// pendingTasks returns q's pending tasks in the order Fetch takes them.
+func (q *queue) pendingTasks() []*task {
+	out := make([]*task, q.pending.len())
+	for i := range out {
+		out[i] = q.pending.at(i)
+	}
+	return out
+}
+
+// byNextAt returns the tasks of set, soonest first.
+func byNextAt(set map[string]*task) []*task {
+	return slices.SortedFunc(maps.Values(set), compareNextAt)
+}
+
+func compareNextAt(x, y *task) int {
+	return cmp.Or(x.nextAt.Compare(y.nextAt), cmp.Compare(x.seq, y.seq))
+}
+
+// info describes t, with a copy of its signature.
+func (t *task) info() *iface.TaskInfo {
+	return &iface.TaskInfo{
+		Signature:     tasks.CopySignature(t.sig),
+		Queue:         t.queue,
+		Status:        t.status,
+		NextProcessAt: t.nextAt,
+		LastError:     t.lastError,
+		LastFailedAt:  t.lastFailedAt,
+		Retried:       t.retried,
+		Recovered:     t.recovered,
+	}
+}

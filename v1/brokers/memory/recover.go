@@ -1,0 +1,102 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+)
+
+// recoverLoop runs until ctx ends, every RecoverInterval returning the tasks
+// whose lease expired to pending (or to the archive) and dropping what has
+// expired: claims and dead letters past ArchiveMaxAge.
+func (b *Broker) recoverLoop(ctx context.Context) {
+	defer close(b.recovererDone)
+	ticker := time.NewTicker(b.recoverInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			b.recoverExpired(time.Now())
+		}
+	}
+}
+
+// recovery is what recoverExpired did with one task, for the log.
+type recovery struct {
+	uuid, queue string
+	recovered   int
+	archived    string // the archive reason, when archived
+}
+
+// recoverExpired handles every active task whose lease ended at or before
+// now. A task that may still be recovered goes to the tail of its pending
+// list with Recovered+1: losing a worker is not a failure of the task, and
+// the tail keeps a task that kills its workers from starving the others.
+// One that has been recovered MaxRecoveries times is archived instead.
+func (b *Broker) recoverExpired(now time.Time) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	var expired []*task
+	for _, t := range b.leases {
+		if !now.Before(t.leaseExpiresAt) {
+			expired = append(expired, t)
+		}
+	}
+	slices.SortFunc(expired, func(x, y *task) int {
+		return cmp.Or(x.leaseExpiresAt.Compare(y.leaseExpiresAt), cmp.Compare(x.seq, y.seq))
+	})
+	done := make([]recovery, 0, len(expired))
+	woken := false
+	for _, t := range expired {
+		q := b.queues[t.queue]
+		delete(b.leases, t.token)
+		delete(q.active, t.uuid)
+		t.token, t.leaseExpiresAt = "", time.Time{}
+		if b.maxRecoveries >= 0 && t.recovered >= b.maxRecoveries {
+			reason := fmt.Sprintf("lease expired %d times: a task whose worker keeps losing its lease is archived after MaxRecoveries (%d) recoveries",
+				t.recovered+1, b.maxRecoveries)
+			b.archiveLocked(t, reason, now)
+			done = append(done, recovery{uuid: t.uuid, queue: q.name, recovered: t.recovered, archived: reason})
+			continue
+		}
+		t.recovered++
+		t.status = iface.StatusPending
+		q.pending.pushBack(t)
+		woken = true
+		done = append(done, recovery{uuid: t.uuid, queue: q.name, recovered: t.recovered})
+	}
+	if woken {
+		b.notifyLocked()
+	}
+	for key, until := range b.claims {
+		if !now.Before(until) {
+			delete(b.claims, key)
+		}
+	}
+	for _, q := range b.queues {
+		b.trimArchiveLocked(q, now)
+	}
+	b.mu.Unlock()
+
+	for _, r := range done {
+		if r.archived != "" {
+			b.logger.Error("memory broker: task lease expired too often; archived",
+				slog.String("task_id", r.uuid), slog.String("queue", r.queue),
+				slog.Int("recovered", r.recovered), slog.String("reason", r.archived))
+			continue
+		}
+		b.logger.Warn("memory broker: task lease expired; returned to pending",
+			slog.String("task_id", r.uuid), slog.String("queue", r.queue),
+			slog.Int("recovered", r.recovered))
+	}
+}

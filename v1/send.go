@@ -1,0 +1,213 @@
+package machinist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/b6192125/machinist/v1/backends/result"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// groupPublishBatch is how many group members one Publish call carries.
+const groupPublishBatch = 1000
+
+// SendTask sends a task; see SendTaskWithContext.
+func (s *Server) SendTask(signature *tasks.Signature) (*result.AsyncResult, error) {
+	return s.SendTaskWithContext(context.Background(), signature)
+}
+
+// SendTaskWithContext sends a task: it fills in the UUID ("task_…") and
+// RoutingKey (the DefaultQueue) when they are empty, writes the PENDING state,
+// calls the pre-publish handler, and publishes it. The signature is changed
+// in place, as in machinery. With the eager broker the task has run when
+// this returns.
+func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
+	if err := signature.Validate(); err != nil {
+		return nil, fmt.Errorf("machinist: send task: %w", err)
+	}
+	s.prepare(signature)
+	backend := s.GetBackend()
+	if err := backend.SetStatePending(ctx, signature); err != nil {
+		return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
+	}
+	if err := s.publish(ctx, signature); err != nil {
+		return nil, err
+	}
+	return result.NewAsyncResult(signature, backend), nil
+}
+
+// prepare fills in what a signature needs to travel.
+func (s *Server) prepare(sig *tasks.Signature) {
+	if sig.UUID == "" {
+		sig.UUID = "task_" + uuid.NewString()
+	}
+	if sig.RoutingKey == "" {
+		sig.RoutingKey = s.GetConfig().DefaultQueue
+	}
+	if sig.Headers == nil {
+		sig.Headers = tasks.Headers{}
+	}
+}
+
+// publish runs the pre-publish handler and publishes sigs.
+func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
+	s.mu.RLock()
+	pre := s.prePublish
+	s.mu.RUnlock()
+	if pre != nil {
+		for _, sig := range sigs {
+			pre(sig)
+		}
+	}
+	if err := s.GetBroker().Publish(ctx, sigs...); err != nil {
+		if len(sigs) == 1 {
+			return fmt.Errorf("machinist: send task %s (%s): publish: %w", sigs[0].UUID, sigs[0].Name, err)
+		}
+		return fmt.Errorf("machinist: publish %d tasks: %w", len(sigs), err)
+	}
+	return nil
+}
+
+// sendCallback is how a worker sends callbacks and retries: like SendTask,
+// but a task that is already queued counts as sent, because a task that ran
+// again after losing its worker sends its callbacks again.
+func (s *Server) sendCallback(ctx context.Context, sig *tasks.Signature) error {
+	if _, err := s.SendTaskWithContext(ctx, sig); err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) {
+		return err
+	}
+	return nil
+}
+
+// SendChain sends a chain; see SendChainWithContext.
+func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error) {
+	return s.SendChainWithContext(context.Background(), chain)
+}
+
+// SendChainWithContext sends the first task of chain; each task sends the
+// next when it succeeds. Every member's state is set to PENDING now, so that
+// the chain's result can be waited for from the start.
+func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (*result.ChainAsyncResult, error) {
+	if err := chain.Validate(); err != nil {
+		return nil, fmt.Errorf("machinist: send chain: %w", err)
+	}
+	for _, sig := range chain.Tasks {
+		s.prepare(sig)
+	}
+	backend := s.GetBackend()
+	if err := backend.SetStatePending(ctx, chain.Tasks...); err != nil {
+		return nil, fmt.Errorf("machinist: send chain: set state pending: %w", err)
+	}
+	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
+		return nil, err
+	}
+	return result.NewChainAsyncResult(chain.Tasks, backend), nil
+}
+
+// SendGroup sends a group; see SendGroupWithContext.
+func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
+	return s.SendGroupWithContext(context.Background(), group, sendConcurrency)
+}
+
+// SendGroupWithContext sends every task of group to run in parallel. The
+// group is recorded, all states are set to PENDING, and the tasks are
+// published in batches, at most sendConcurrency batches at a time (0 means
+// no limit). On error nothing is returned but the error; some tasks may
+// have been published.
+func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
+	if err := group.Validate(); err != nil {
+		return nil, fmt.Errorf("machinist: send group: %w", err)
+	}
+	for _, sig := range group.Tasks {
+		s.prepare(sig)
+		sig.GroupUUID = group.GroupUUID
+		sig.GroupTaskCount = len(group.Tasks)
+	}
+	backend := s.GetBackend()
+	if err := backend.InitGroup(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
+		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
+	}
+	if err := backend.SetStatePending(ctx, group.Tasks...); err != nil {
+		return nil, fmt.Errorf("machinist: send group %s: set state pending: %w", group.GroupUUID, err)
+	}
+	if err := s.publishBatches(ctx, group.Tasks, sendConcurrency); err != nil {
+		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
+	}
+	results := make([]*result.AsyncResult, len(group.Tasks))
+	for i, sig := range group.Tasks {
+		results[i] = result.NewAsyncResult(sig, backend)
+	}
+	return results, nil
+}
+
+// publishBatches publishes sigs in batches, at most concurrency at a time.
+func (s *Server) publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency int) error {
+	var batches [][]*tasks.Signature
+	for start := 0; start < len(sigs); start += groupPublishBatch {
+		batches = append(batches, sigs[start:min(start+groupPublishBatch, len(sigs))])
+	}
+	if concurrency <= 0 || concurrency > len(batches) {
+		concurrency = len(batches)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan []*tasks.Signature)
+	errs := make(chan error, concurrency)
+	for i := 0; i < concurrency; i++ {
+		go func() {
+			var err error
+			for batch := range work {
+				if err == nil {
+					if err = s.publish(ctx, batch...); err != nil {
+						cancel()
+					}
+				}
+			}
+			errs <- err
+		}()
+	}
+	for _, b := range batches {
+		work <- b
+	}
+	close(work)
+	var all []error
+	for i := 0; i < concurrency; i++ {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// SendChord sends a chord; see SendChordWithContext.
+func (s *Server) SendChord(chord *tasks.Chord, sendConcurrency int) (*result.ChordAsyncResult, error) {
+	return s.SendChordWithContext(context.Background(), chord, sendConcurrency)
+}
+
+// SendChordWithContext sends chord's group; the member that completes the
+// group sends the callback, exactly once, with every member's results
+// appended in group order (unless the callback is Immutable). If a member
+// fails for good, the callback's state becomes FAILURE and its OnError
+// signatures are sent with that member's error.
+func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, sendConcurrency int) (*result.ChordAsyncResult, error) {
+	if err := chord.Validate(); err != nil {
+		return nil, fmt.Errorf("machinist: send chord: %w", err)
+	}
+	cb := chord.Callback
+	if cb.UUID == "" {
+		cb.UUID = "chord_" + uuid.NewString()
+	}
+	s.prepare(cb)
+	for _, sig := range chord.Group.Tasks {
+		sig.ChordCallback = cb
+	}
+	backend := s.GetBackend()
+	if err := backend.SetStatePending(ctx, cb); err != nil {
+		return nil, fmt.Errorf("machinist: send chord: set state pending of callback %s: %w", cb.UUID, err)
+	}
+	if _, err := s.SendGroupWithContext(ctx, chord.Group, sendConcurrency); err != nil {
+		return nil, err
+	}
+	return result.NewChordAsyncResult(chord.Group.Tasks, cb, backend), nil
+}

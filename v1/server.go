@@ -1,0 +1,227 @@
+package machinist
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/brokers/eager"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Server is the entry point: it holds the registered tasks, the broker and
+// the result backend, sends tasks and workflows, and makes workers. It is
+// safe for concurrent use.
+type Server struct {
+	mu              sync.RWMutex
+	config          *config.Config
+	registeredTasks map[string]interface{}
+	broker          brokeriface.Broker
+	backend         backendiface.Backend
+	prePublish      func(*tasks.Signature)
+	log             *slog.Logger
+
+	scheduler *scheduler
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewServer makes a Server from cnf. Fields left zero get their defaults (see
+// package config); a configuration that cannot work is refused with an error
+// wrapping config.ErrInvalid that names the field. cnf itself is not changed.
+func NewServer(cnf *config.Config) (*Server, error) {
+	c := cnf.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	broker, err := BrokerFactory(c)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := BackendFactory(c)
+	if err != nil {
+		broker.Close()
+		return nil, err
+	}
+	return newServer(c, broker, backend), nil
+}
+
+// NewServerWithBrokerBackend makes a Server on a broker and backend built by
+// the caller, such as a test double or a broker on a connection the caller
+// owns. cnf gets its defaults as in NewServer but is not validated against
+// the URLs.
+func NewServerWithBrokerBackend(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend) *Server {
+	return newServer(cnf.WithDefaults(), broker, backend)
+}
+
+func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface.Backend) *Server {
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{
+		config:          c,
+		registeredTasks: make(map[string]interface{}),
+		broker:          broker,
+		backend:         backend,
+		log:             log,
+	}
+	s.scheduler = newScheduler(s)
+	if eb, ok := broker.(*eager.Broker); ok {
+		eb.AssignProcessor(s.NewWorker("eager", 1).engine().Process)
+	}
+	return s
+}
+
+// NewWorker returns a worker on the config's DefaultQueue. A concurrency
+// below 1 means twice the number of CPUs, as in machinery.
+func (s *Server) NewWorker(consumerTag string, concurrency int) *Worker {
+	return &Worker{server: s, ConsumerTag: consumerTag, Concurrency: concurrency}
+}
+
+// NewCustomQueueWorker returns a worker on queue.
+func (s *Server) NewCustomQueueWorker(consumerTag string, concurrency int, queue string) *Worker {
+	return &Worker{server: s, ConsumerTag: consumerTag, Concurrency: concurrency, Queue: queue}
+}
+
+// GetBroker returns the broker.
+func (s *Server) GetBroker() brokeriface.Broker {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.broker
+}
+
+// SetBroker replaces the broker. The old one is not closed.
+func (s *Server) SetBroker(broker brokeriface.Broker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.broker = broker
+}
+
+// GetBackend returns the result backend.
+func (s *Server) GetBackend() backendiface.Backend {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.backend
+}
+
+// SetBackend replaces the result backend. The old one is not closed.
+func (s *Server) SetBackend(backend backendiface.Backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backend = backend
+}
+
+// GetConfig returns the Server's configuration, with defaults applied.
+// Treat it as read-only.
+func (s *Server) GetConfig() *config.Config {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.config
+}
+
+// SetConfig replaces the configuration (defaults applied) used from now on.
+// The broker and backend are not rebuilt.
+func (s *Server) SetConfig(cnf *config.Config) {
+	c := cnf.WithDefaults()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.config = c
+}
+
+// Logger returns the Server's logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// SetPreTaskHandler sets a function called with each signature just before
+// it is published (machinery's name; it is a pre-publish hook).
+func (s *Server) SetPreTaskHandler(handler func(*tasks.Signature)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prePublish = handler
+}
+
+// RegisterTasks registers every function of namedTaskFuncs under its name,
+// or none of them when one is not a valid task function.
+func (s *Server) RegisterTasks(namedTaskFuncs map[string]interface{}) error {
+	for name, fn := range namedTaskFuncs {
+		if err := validateRegistration(name, fn); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, fn := range namedTaskFuncs {
+		s.registeredTasks[name] = fn
+	}
+	return nil
+}
+
+// RegisterTask registers taskFunc under name. It must be a function whose
+// last return value is an error; a first context.Context parameter receives
+// the task's context.
+func (s *Server) RegisterTask(name string, taskFunc interface{}) error {
+	if err := validateRegistration(name, taskFunc); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.registeredTasks[name] = taskFunc
+	return nil
+}
+
+func validateRegistration(name string, fn interface{}) error {
+	if name == "" {
+		return fmt.Errorf("machinist: register task: %w", tasks.ErrEmptyTaskName)
+	}
+	if err := tasks.ValidateTask(fn); err != nil {
+		return fmt.Errorf("machinist: register task %q (%T): %w", name, fn, err)
+	}
+	return nil
+}
+
+// IsTaskRegistered reports whether a task is registered under name.
+func (s *Server) IsTaskRegistered(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.registeredTasks[name]
+	return ok
+}
+
+// GetRegisteredTask returns the function registered under name, or an error
+// wrapping ErrTaskNotRegistered.
+func (s *Server) GetRegisteredTask(name string) (interface{}, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn, ok := s.registeredTasks[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrTaskNotRegistered, name)
+	}
+	return fn, nil
+}
+
+// GetRegisteredTaskNames returns the registered task names, sorted.
+func (s *Server) GetRegisteredTaskNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, 0, len(s.registeredTasks))
+	for name := range s.registeredTasks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Close stops the periodic scheduler and closes the broker and backend.
+// Workers should be stopped first. Safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.scheduler.stop()
+		s.closeErr = errors.Join(s.GetBroker().Close(), s.GetBackend().Close())
+	})
+	return s.closeErr
+}

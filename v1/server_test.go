@@ -1,0 +1,157 @@
+package machinist_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+func newServer(t *testing.T, cnf *config.Config) *machinist.Server {
+	t.Helper()
+	if cnf == nil {
+		cnf = &config.Config{}
+	}
+	cnf.Logger = slog.New(slog.DiscardHandler)
+	s, err := machinist.NewServer(cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestNewServerRefusesBadConfigNamingTheField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cnf   config.Config
+		field string
+	}{
+		{config.Config{Broker: "amqp://guest:secret@localhost"}, "Broker"},
+		{config.Config{ResultBackend: "mongodb://x"}, "ResultBackend"},
+		{config.Config{ResultsExpireIn: -5}, "ResultsExpireIn"},
+		{config.Config{LeaseDuration: 10}, "LeaseDuration"},
+		{config.Config{LeaseRenewInterval: config.DefaultLeaseDuration}, "LeaseRenewInterval"},
+	} {
+		_, err := machinist.NewServer(&tc.cnf)
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: got %v, want ErrInvalid naming %s", tc.cnf, err, tc.field)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("error shows a password: %v", err)
+		}
+	}
+}
+
+func TestNewServerDefaults(t *testing.T) {
+	t.Parallel()
+	cnf := &config.Config{}
+	s := newServer(t, cnf)
+	got := s.GetConfig()
+	if got.Broker != "memory://" || got.DefaultQueue != "machinery_tasks" || got.ResultsExpireIn != 3600 {
+		t.Fatalf("defaults not applied: %+v", got)
+	}
+	if cnf.Broker != "" {
+		t.Fatal("NewServer changed the caller's config")
+	}
+}
+
+func TestRegisterTaskRejectsBadFunctions(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, nil)
+	for _, tc := range []struct {
+		name string
+		fn   interface{}
+		want error
+	}{
+		{"not_a_func", 42, tasks.ErrTaskMustBeFunc},
+		{"nil", nil, tasks.ErrTaskMustBeFunc},
+		{"no_return", func() {}, tasks.ErrTaskReturnsNoValue},
+		{"last_not_error", func() (int, string) { return 0, "" }, tasks.ErrLastReturnValueMustBeError},
+		{"", func() error { return nil }, tasks.ErrEmptyTaskName},
+	} {
+		err := s.RegisterTask(tc.name, tc.fn)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("RegisterTask(%q, %T): %v, want %v", tc.name, tc.fn, err, tc.want)
+		}
+		if tc.name != "" && s.IsTaskRegistered(tc.name) {
+			t.Errorf("%q registered despite the error", tc.name)
+		}
+	}
+	// RegisterTasks is all or nothing.
+	err := s.RegisterTasks(map[string]interface{}{"good": func() error { return nil }, "bad": 1})
+	if err == nil || s.IsTaskRegistered("good") {
+		t.Fatalf("RegisterTasks with one bad function: err %v, good registered %v", err, s.IsTaskRegistered("good"))
+	}
+}
+
+func TestRegisteredTasks(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, nil)
+	if err := s.RegisterTasks(map[string]interface{}{"b": func() error { return nil }, "a": func() error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.GetRegisteredTaskNames(); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("names %v", got)
+	}
+	if _, err := s.GetRegisteredTask("missing"); !errors.Is(err, machinist.ErrTaskNotRegistered) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("GetRegisteredTask(missing): %v", err)
+	}
+}
+
+func TestSendRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, nil)
+	ctx := context.Background()
+	if _, err := s.SendTask(nil); !errors.Is(err, tasks.ErrNilSignature) {
+		t.Errorf("SendTask(nil): %v", err)
+	}
+	if _, err := s.SendTask(&tasks.Signature{}); !errors.Is(err, tasks.ErrEmptyTaskName) {
+		t.Errorf("SendTask(no name): %v", err)
+	}
+	if _, err := s.SendChainWithContext(ctx, &tasks.Chain{}); !errors.Is(err, tasks.ErrEmptyWorkflow) {
+		t.Errorf("empty chain: %v", err)
+	}
+	if _, err := s.SendChainWithContext(ctx, nil); !errors.Is(err, tasks.ErrEmptyWorkflow) {
+		t.Errorf("nil chain: %v", err)
+	}
+	if _, err := s.SendGroupWithContext(ctx, &tasks.Group{GroupUUID: "group_x"}, 0); !errors.Is(err, tasks.ErrEmptyWorkflow) {
+		t.Errorf("empty group: %v", err)
+	}
+	if _, err := s.SendGroupWithContext(ctx, &tasks.Group{GroupUUID: "group_x", Tasks: []*tasks.Signature{nil}}, 0); !errors.Is(err, tasks.ErrNilSignature) {
+		t.Errorf("group with a nil task: %v", err)
+	}
+	if _, err := s.SendChordWithContext(ctx, &tasks.Chord{}, 0); !errors.Is(err, tasks.ErrEmptyWorkflow) {
+		t.Errorf("empty chord: %v", err)
+	}
+	g, _ := tasks.NewGroup(&tasks.Signature{Name: "a"})
+	if _, err := s.SendChordWithContext(ctx, &tasks.Chord{Group: g}, 0); !errors.Is(err, tasks.ErrNilSignature) {
+		t.Errorf("chord without callback: %v", err)
+	}
+	if _, err := tasks.NewGroup(); !errors.Is(err, tasks.ErrEmptyWorkflow) {
+		t.Errorf("NewGroup(): %v", err)
+	}
+}
+
+func TestEagerRunsInsideSendTask(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, &config.Config{Broker: "eager", ResultBackend: "eager"})
+	s.RegisterTask("double", func(n int64) (int64, error) { return 2 * n, nil })
+	r, err := s.SendTask(&tasks.Signature{Name: "double", Args: []tasks.Arg{{Type: "int64", Value: 21}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Final before any wait.
+	if st := r.GetState(); st.State != tasks.StateSuccess {
+		t.Fatalf("state right after SendTask: %s, want SUCCESS", st.State)
+	}
+	out, err := r.Touch()
+	if err != nil || len(out) != 1 || out[0].Int() != 42 {
+		t.Fatalf("Touch: %v, %v", out, err)
+	}
+}

@@ -1,0 +1,233 @@
+package machinist
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/b6192125/machinist/v1/tasks"
+	"github.com/b6192125/machinist/v1/worker"
+)
+
+// Worker consumes tasks from a queue and runs them, Concurrency at a time.
+// Make it with Server.NewWorker or NewCustomQueueWorker, set its handlers,
+// then Launch it. Several workers may run on one Server.
+type Worker struct {
+	server      *Server
+	ConsumerTag string
+	Concurrency int
+	Queue       string
+
+	mu                sync.Mutex
+	errorHandler      func(err error)
+	preTaskHandler    func(*tasks.Signature)
+	postTaskHandler   func(*tasks.Signature)
+	preConsumeHandler func(*Worker) bool
+	running           *worker.Worker
+	stop              context.CancelFunc
+	done              chan struct{}
+	quit              bool
+}
+
+// Launch runs the worker until it stops, and returns why: nil after Quit,
+// ErrWorkerQuitGracefully or ErrWorkerQuitAbruptly after signals, or the
+// error that stopped it.
+func (w *Worker) Launch() error {
+	errorsChan := make(chan error, 1)
+	w.LaunchAsync(errorsChan)
+	return <-errorsChan
+}
+
+// LaunchAsync starts the worker and returns at once; errorsChan receives one
+// value when the worker stops: nil after a graceful Quit,
+// ErrWorkerQuitGracefully after a first SIGINT or SIGTERM (once running
+// tasks have finished or been requeued), ErrWorkerQuitAbruptly after a
+// second one, or the error that stopped it. Signals are not handled when the
+// config's NoUnixSignals is set.
+func (w *Worker) LaunchAsync(errorsChan chan<- error) {
+	w.mu.Lock()
+	if w.running != nil || w.quit {
+		launched := w.running != nil
+		w.mu.Unlock()
+		go func() {
+			if launched {
+				errorsChan <- ErrWorkerLaunched
+			} else {
+				errorsChan <- nil // Quit came first
+			}
+		}()
+		return
+	}
+	engine := w.engine()
+	ctx, stop := context.WithCancel(context.Background())
+	w.running, w.stop, w.done = engine, stop, make(chan struct{})
+	done := w.done
+	w.mu.Unlock()
+
+	var graceful bool
+	var gracefulMu sync.Mutex
+	stopSignals := func() {}
+	if !w.server.GetConfig().NoUnixSignals {
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		quitSignals := make(chan struct{})
+		signalsDone := make(chan struct{})
+		go func() {
+			defer close(signalsDone)
+			received := 0
+			for {
+				select {
+				case s := <-sigs:
+					received++
+					if received == 1 {
+						w.server.log.Warn("signal received; stopping gracefully (send another to stop at once)",
+							slog.String("signal", s.String()), slog.String("worker", w.ConsumerTag))
+						gracefulMu.Lock()
+						graceful = true
+						gracefulMu.Unlock()
+						stop()
+					} else {
+						w.server.log.Warn("second signal received; stopping at once",
+							slog.String("signal", s.String()), slog.String("worker", w.ConsumerTag))
+						engine.Abort()
+					}
+				case <-quitSignals:
+					return
+				}
+			}
+		}()
+		stopSignals = func() {
+			signal.Stop(sigs)
+			close(quitSignals)
+			<-signalsDone
+		}
+	}
+
+	go func() {
+		err := engine.Run(ctx)
+		stopSignals()
+		gracefulMu.Lock()
+		byGracefulSignal := graceful
+		gracefulMu.Unlock()
+		switch {
+		case errors.Is(err, worker.ErrAborted):
+			err = ErrWorkerQuitAbruptly
+		case err == nil && byGracefulSignal:
+			err = ErrWorkerQuitGracefully
+		}
+		close(done)
+		errorsChan <- err
+	}()
+}
+
+// engine builds the worker engine from the current settings.
+func (w *Worker) engine() *worker.Worker {
+	s := w.server
+	cnf := s.GetConfig()
+	concurrency := w.Concurrency
+	if concurrency < 1 {
+		concurrency = 2 * runtime.NumCPU()
+	}
+	p := worker.Params{
+		Broker:           s.GetBroker(),
+		Backend:          s.GetBackend(),
+		Config:           cnf,
+		Logger:           s.log,
+		Tasks:            s,
+		SendFunc:         s.sendCallback,
+		ConsumerTag:      w.ConsumerTag,
+		Concurrency:      concurrency,
+		Queues:           []string{w.queue()},
+		ErrorHandlerFunc: w.errorHandler,
+		PreTaskFunc:      w.preTaskHandler,
+		PostTaskFunc:     w.postTaskHandler,
+	}
+	if h := w.preConsumeHandler; h != nil {
+		p.PreConsumeFunc = func() bool { return h(w) }
+	}
+	return worker.New(p)
+}
+
+func (w *Worker) queue() string {
+	if w.Queue != "" {
+		return w.Queue
+	}
+	return w.server.GetConfig().DefaultQueue
+}
+
+// Quit stops the worker gracefully and returns once it has stopped: it takes
+// no more tasks, waits up to the config's ShutdownTimeout for running ones,
+// then cancels and requeues the rest. Safe to call more than once, before
+// Launch (the worker then never runs) and from any goroutine.
+func (w *Worker) Quit() {
+	w.mu.Lock()
+	w.quit = true
+	stop, done := w.stop, w.done
+	w.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	<-done
+}
+
+// Process runs one task to the end in the calling goroutine, as machinery's
+// Worker.Process does: states are written and callbacks and retries are
+// sent. It is what the eager broker runs.
+func (w *Worker) Process(signature *tasks.Signature) error {
+	w.mu.Lock()
+	engine := w.engine()
+	w.mu.Unlock()
+	return engine.Process(context.Background(), signature)
+}
+
+// CustomQueue returns the worker's queue setting ("" means the DefaultQueue).
+func (w *Worker) CustomQueue() string { return w.Queue }
+
+// GetServer returns the worker's Server.
+func (w *Worker) GetServer() *Server { return w.server }
+
+// SetErrorHandler sets a function called with the error of each task that
+// fails for good and with broker errors the worker recovers from.
+func (w *Worker) SetErrorHandler(handler func(err error)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errorHandler = handler
+}
+
+// SetPreTaskHandler sets a function called just before each task runs.
+func (w *Worker) SetPreTaskHandler(handler func(*tasks.Signature)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.preTaskHandler = handler
+}
+
+// SetPostTaskHandler sets a function called after each task runs, whatever
+// its outcome.
+func (w *Worker) SetPostTaskHandler(handler func(*tasks.Signature)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.postTaskHandler = handler
+}
+
+// SetPreConsumeHandler sets a function that gates fetching: while it returns
+// false the worker takes no tasks.
+func (w *Worker) SetPreConsumeHandler(handler func(*Worker) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.preConsumeHandler = handler
+}
+
+// PreConsumeHandler reports what the pre-consume handler says now (true
+// when there is none).
+func (w *Worker) PreConsumeHandler() bool {
+	w.mu.Lock()
+	h := w.preConsumeHandler
+	w.mu.Unlock()
+	return h == nil || h(w)
+}

@@ -1,0 +1,44 @@
+// Package worker is the engine behind machinist.Worker: the fetch loop, the
+// concurrency limit, task execution with its state machine, lease renewal
+// and shutdown. Users start workers through machinist.Server.NewWorker; this
+// package is for the Server and for those who assemble a worker from their
+// own Broker and Backend.
+//
+// # Running a task
+//
+// The fetch loop takes tasks from the broker only when a slot is free, as
+// many as there are free slots, so a worker never holds a task it is not
+// running and never runs more than its concurrency. Each task runs in its
+// own goroutine with a context that carries the signature
+// (tasks.SignatureFromContext), a deadline when the signature has a Timeout,
+// and is cancelled when the task's lease is lost or the worker is stopped
+// hard.
+//
+// The states written are RECEIVED, STARTED, then SUCCESS, RETRY or FAILURE.
+// A task that returns an error is retried when it returned a
+// tasks.Retriable error (found with errors.As, so wrapping is fine) or has
+// RetryCount left (then after RetryTimeout seconds, advanced along the
+// Fibonacci sequence); otherwise it fails for good: its OnError callbacks are
+// sent with the error message prepended to their Args, and it is archived.
+// A task that succeeds sends its OnSuccess callbacks with its results
+// appended (unless it or the callback is Immutable) and, as a chord member,
+// takes part in electing the member that sends the chord callback. Only
+// then is the task acknowledged, so a worker that dies before that point
+// leaves the task to be recovered and run again.
+//
+// # Leases
+//
+// A heartbeater renews the leases of running tasks every
+// Config.LeaseRenewInterval. A task whose lease is lost (renewal refused, or
+// its expiry passed without a renewal) has its context cancelled, and when
+// it returns nothing more is written about it: the broker may already have
+// handed it to another worker.
+//
+// # Shutdown
+//
+// Shutdown happens in this order: the fetch loop stops, so nothing new
+// starts; running tasks get up to Config.ShutdownTimeout to finish (none, on
+// a hard stop); the contexts of those still running are cancelled and they
+// are put back at the head of their queue, and nothing they do afterwards is
+// written; then the heartbeater stops.
+package worker

@@ -1,0 +1,243 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Process runs sig to the end without a broker delivery, as machinery's
+// Worker.Process does: states are written, callbacks sent, and a retry is
+// sent again with an ETA through SendFunc. The eager broker runs every task
+// this way. It returns an error only when a state or callback could not be
+// written.
+func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
+	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name))
+	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
+	if err != nil {
+		if sig.IgnoreWhenTaskNotRegistered {
+			return nil
+		}
+		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
+	}
+	results, runErr, permanent := w.run(ctx, sig, fn, log)
+	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
+}
+
+// run writes RECEIVED and STARTED, then calls the task function. permanent
+// reports an error that retrying cannot fix: the arguments do not fit.
+func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
+	if err := w.p.Backend.SetStateReceived(ctx, sig); err != nil {
+		log.Warn("writing state RECEIVED failed", slog.Any("error", err))
+	}
+	if sig.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, sig.Timeout)
+		defer cancel()
+	}
+	task, err := tasks.NewWithContext(ctx, fn, sig)
+	if err != nil {
+		return nil, err, true
+	}
+	if err := w.p.Backend.SetStateStarted(ctx, sig); err != nil {
+		log.Warn("writing state STARTED failed", slog.Any("error", err))
+	}
+	if w.p.PreTaskFunc != nil {
+		w.p.PreTaskFunc(sig)
+	}
+	if w.p.PostTaskFunc != nil {
+		defer w.p.PostTaskFunc(sig)
+	}
+	start := time.Now()
+	results, err = task.Call()
+	if err != nil {
+		var perr *tasks.PanicError
+		if errors.As(err, &perr) {
+			log.Error("task panicked", slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
+		}
+		log.Debug("task failed", slog.Duration("duration", time.Since(start)), slog.Any("error", err))
+	} else {
+		log.Debug("task succeeded", slog.Duration("duration", time.Since(start)))
+	}
+	return results, err, false
+}
+
+// settle records the outcome of a run: success, retry or failure. d is nil
+// when the task came without a broker delivery (Process).
+func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, err error, permanent bool, log *slog.Logger) error {
+	if err == nil {
+		return w.succeed(ctx, sig, d, results, log)
+	}
+	if !permanent {
+		var retriable tasks.Retriable
+		if errors.As(err, &retriable) {
+			return w.retry(ctx, sig, d, retriable.RetryIn(), err, log)
+		}
+		if sig.RetryCount > 0 {
+			sig.RetryCount--
+			sig.RetryTimeout = fibonacciNext(sig.RetryTimeout)
+			return w.retry(ctx, sig, d, time.Duration(sig.RetryTimeout)*time.Second, err, log)
+		}
+	}
+	w.reportError(err)
+	return w.fail(ctx, sig, d, err.Error(), log)
+}
+
+func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
+	if err := w.p.Backend.SetStateSuccess(ctx, sig, results); err != nil {
+		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
+	}
+	var errs []error
+	for _, next := range sig.OnSuccess {
+		next = tasks.CopySignature(next)
+		if !sig.Immutable && !next.Immutable {
+			next.Args = append(next.Args, resultArgs(results)...)
+		}
+		if err := w.p.SendFunc(ctx, next); err != nil {
+			errs = append(errs, fmt.Errorf("worker: send OnSuccess task %s of task %s: %w", next.UUID, sig.UUID, err))
+		}
+	}
+	if sig.GroupUUID != "" && sig.ChordCallback != nil {
+		if err := w.completeChordMember(ctx, sig); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Not acknowledged: the task's lease runs out and it runs again,
+		// sending what was not sent (what was sent is not sent twice).
+		return err
+	}
+	if d != nil {
+		if err := w.p.Broker.Ack(ctx, d); err != nil {
+			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
+		}
+	}
+	log.Debug("task done")
+	return nil
+}
+
+// completeChordMember sends the chord callback when sig's success completes
+// its group and this member wins the election.
+func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature) error {
+	done, err := w.p.Backend.GroupCompleted(ctx, sig.GroupUUID, sig.GroupTaskCount)
+	if err != nil {
+		return fmt.Errorf("worker: check group %s: %w", sig.GroupUUID, err)
+	}
+	if !done {
+		return nil
+	}
+	won, err := w.p.Backend.TriggerChord(ctx, sig.GroupUUID, sig.UUID)
+	if err != nil {
+		return fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err)
+	}
+	if !won {
+		return nil
+	}
+	states, err := w.p.Backend.GroupTaskStates(ctx, sig.GroupUUID, sig.GroupTaskCount)
+	if err != nil {
+		return fmt.Errorf("worker: read states of group %s: %w", sig.GroupUUID, err)
+	}
+	callback := tasks.CopySignature(sig.ChordCallback)
+	for _, st := range states {
+		if !st.IsSuccess() {
+			// A member failed: that member sent the error callbacks.
+			return nil
+		}
+		if !callback.Immutable {
+			callback.Args = append(callback.Args, resultArgs(st.Results)...)
+		}
+	}
+	if err := w.p.SendFunc(ctx, callback); err != nil {
+		return fmt.Errorf("worker: send chord callback %s of group %s: %w", callback.UUID, sig.GroupUUID, err)
+	}
+	return nil
+}
+
+func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, in time.Duration, cause error, log *slog.Logger) error {
+	if err := w.p.Backend.SetStateRetry(ctx, sig); err != nil {
+		return fmt.Errorf("worker: write state RETRY of task %s: %w", sig.UUID, err)
+	}
+	at := time.Now().Add(in)
+	log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
+	if d != nil {
+		if err := w.p.Broker.Retry(ctx, d, at, cause.Error()); err != nil {
+			return fmt.Errorf("worker: retry task %s: %w", sig.UUID, err)
+		}
+		return nil
+	}
+	sig.ETA = &at
+	if err := w.p.SendFunc(ctx, sig); err != nil {
+		return fmt.Errorf("worker: send retry of task %s: %w", sig.UUID, err)
+	}
+	return nil
+}
+
+// fail records that sig failed for good with msg: FAILURE state, OnError
+// callbacks, the chord's error callbacks, and the archive.
+func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string, log *slog.Logger) error {
+	log.Error("task failed", slog.String("error", msg))
+	if err := w.p.Backend.SetStateFailure(ctx, sig, msg); err != nil {
+		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
+	}
+	var errs []error
+	errs = append(errs, w.sendErrorCallbacks(ctx, sig.OnError, msg)...)
+	if sig.GroupUUID != "" && sig.ChordCallback != nil {
+		won, err := w.p.Backend.TriggerChord(ctx, sig.GroupUUID, sig.UUID)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err))
+		case won:
+			cb := sig.ChordCallback
+			cbMsg := fmt.Sprintf("chord member %s (%s) failed: %s", sig.UUID, sig.Name, msg)
+			if err := w.p.Backend.SetStateFailure(ctx, cb, cbMsg); err != nil {
+				errs = append(errs, fmt.Errorf("worker: write state FAILURE of chord callback %s: %w", cb.UUID, err))
+			}
+			errs = append(errs, w.sendErrorCallbacks(ctx, cb.OnError, msg)...)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if d != nil {
+		if err := w.p.Broker.Archive(ctx, d, msg); err != nil {
+			return fmt.Errorf("worker: archive task %s: %w", sig.UUID, err)
+		}
+	}
+	return nil
+}
+
+func (w *Worker) sendErrorCallbacks(ctx context.Context, callbacks []*tasks.Signature, msg string) []error {
+	var errs []error
+	for _, cb := range callbacks {
+		cb = tasks.CopySignature(cb)
+		cb.Args = append([]tasks.Arg{{Type: "string", Value: msg}}, cb.Args...)
+		if err := w.p.SendFunc(ctx, cb); err != nil {
+			errs = append(errs, fmt.Errorf("worker: send OnError task %s: %w", cb.UUID, err))
+		}
+	}
+	return errs
+}
+
+// resultArgs turns results into args for the next task.
+func resultArgs(results []*tasks.TaskResult) []tasks.Arg {
+	args := make([]tasks.Arg, len(results))
+	for i, r := range results {
+		args[i] = tasks.Arg{Type: r.Type, Value: r.Value}
+	}
+	return args
+}
+
+// fibonacciNext returns the first Fibonacci number greater than n:
+// 0→1→2→3→5→8…, the retry timeouts in seconds.
+func fibonacciNext(n int) int {
+	a, b := 1, 1
+	for b <= n {
+		a, b = b, a+b
+	}
+	return b
+}

@@ -1,0 +1,428 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Registry finds the function registered under a task name.
+type Registry interface {
+	GetRegisteredTask(name string) (interface{}, error)
+}
+
+// Params configures a Worker.
+type Params struct {
+	Broker  brokers.Broker
+	Backend backends.Backend
+	// Config must have been through WithDefaults.
+	Config *config.Config
+	Logger *slog.Logger
+	Tasks  Registry
+	// SendFunc sends a callback (OnSuccess, OnError, chord callback, or a
+	// retried task when there is no broker delivery) the way
+	// Server.SendTask does. It should treat brokers.ErrDuplicateTask as
+	// success: a callback sent again after a recovery is already queued.
+	SendFunc func(ctx context.Context, sig *tasks.Signature) error
+
+	ConsumerTag string
+	Concurrency int
+	Queues      []string
+
+	ErrorHandlerFunc func(err error)
+	PreTaskFunc      func(sig *tasks.Signature)
+	PostTaskFunc     func(sig *tasks.Signature)
+	// PreConsumeFunc gates each fetch: while it returns false the worker
+	// takes nothing and asks again every Redis.NormalTasksPollPeriod.
+	PreConsumeFunc func() bool
+}
+
+// Worker fetches tasks from a broker and runs them. Run it once.
+type Worker struct {
+	p   Params
+	log *slog.Logger
+
+	abort     chan struct{}
+	abortOnce sync.Once
+
+	mu     sync.Mutex
+	active map[*running]struct{}
+	wg     sync.WaitGroup
+}
+
+// running is one task being run. Its owner (the task's goroutine, which
+// settles it, or shutdown, which abandons it) is decided once by claim.
+type running struct {
+	d      *brokers.Delivery
+	cancel context.CancelFunc
+	done   chan struct{}
+	owner  atomic.Int32 // 0 running, 1 settling, 2 abandoned
+}
+
+const (
+	ownerRunning int32 = iota
+	ownerSettling
+	ownerAbandoned
+)
+
+func (r *running) claim(owner int32) bool { return r.owner.CompareAndSwap(ownerRunning, owner) }
+
+// New returns a worker; Run starts it.
+func New(p Params) *Worker {
+	if p.Concurrency < 1 {
+		p.Concurrency = 1
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Worker{
+		p:      p,
+		log:    log.With(slog.String("worker", p.ConsumerTag)),
+		abort:  make(chan struct{}),
+		active: make(map[*running]struct{}),
+	}
+}
+
+// ErrAborted is returned by Run after Abort.
+var ErrAborted = errors.New("worker: stopped abruptly")
+
+// Abort stops the worker hard: running tasks are cancelled and put back in
+// their queue at once. Safe to call more than once, and before Run.
+func (w *Worker) Abort() {
+	w.abortOnce.Do(func() { close(w.abort) })
+}
+
+// Run fetches and runs tasks until ctx ends, then shuts down gracefully (see
+// the package documentation), or until Abort. It returns nil after a
+// graceful shutdown, ErrAborted after Abort, and an error wrapping
+// brokers.ErrClosed when the broker was closed under it.
+func (w *Worker) Run(ctx context.Context) error {
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	go func() {
+		select {
+		case <-w.abort:
+			stopFetch()
+		case <-fetchCtx.Done():
+		}
+	}()
+
+	// Task contexts outlive ctx: a graceful stop lets them finish.
+	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTasks()
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		w.heartbeat(hbCtx)
+	}()
+
+	w.log.Info("worker started", slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
+	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
+
+	// Shutdown, in order: fetching has stopped; wait for running tasks;
+	// abandon and requeue the rest; stop renewing leases.
+	w.waitRunning(w.p.Config.ShutdownTimeout)
+	w.abandonRunning()
+	stopHeartbeat()
+	<-hbDone
+	w.log.Info("worker stopped")
+
+	switch {
+	case fetchErr != nil:
+		return fetchErr
+	case w.aborted():
+		return ErrAborted
+	}
+	return nil
+}
+
+func (w *Worker) aborted() bool {
+	select {
+	case <-w.abort:
+		return true
+	default:
+		return false
+	}
+}
+
+// fetchLoop takes tasks while slots are free, until ctx ends.
+func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
+	slots := make(chan struct{}, w.p.Concurrency)
+	release := func(n int) {
+		for i := 0; i < n; i++ {
+			<-slots
+		}
+	}
+	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+	more:
+		for n < w.p.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		if w.p.PreConsumeFunc != nil && !w.p.PreConsumeFunc() {
+			release(n)
+			if !sleep(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond) {
+				return nil
+			}
+			continue
+		}
+		ds, err := w.p.Broker.Fetch(ctx, w.p.Queues, n)
+		if err != nil {
+			release(n)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, brokers.ErrClosed) {
+				return err
+			}
+			wait := backoff.next()
+			w.reportError(fmt.Errorf("worker: fetch: %w", err))
+			w.log.Warn("fetch failed; retrying", slog.Any("error", err), slog.Duration("retry_in", wait))
+			if !sleep(ctx, wait) {
+				return nil
+			}
+			continue
+		}
+		backoff.reset()
+		release(n - len(ds))
+		for _, d := range ds {
+			w.start(taskCtx, d, func() { release(1) })
+		}
+	}
+}
+
+// start runs d in its own goroutine; done is called when it has finished.
+func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func()) {
+	ctx, cancel := context.WithCancel(parent)
+	r := &running{d: d, cancel: cancel, done: make(chan struct{})}
+	w.mu.Lock()
+	w.active[r] = struct{}{}
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer done()
+		defer close(r.done)
+		defer func() {
+			w.mu.Lock()
+			delete(w.active, r)
+			w.mu.Unlock()
+		}()
+		defer cancel()
+		go func() {
+			select {
+			case <-d.Lease.Done():
+				cancel()
+			case <-r.done:
+			}
+		}()
+		w.handle(ctx, r)
+	}()
+}
+
+// handle runs one delivered task and settles it.
+func (w *Worker) handle(ctx context.Context, r *running) {
+	d := r.d
+	sig := d.Signature
+	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name), slog.String("queue", d.Queue))
+
+	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
+	if err != nil {
+		if !r.claim(ownerSettling) || !d.Lease.Valid() {
+			return
+		}
+		sctx, cancel := detach(ctx)
+		defer cancel()
+		w.settleUnregistered(sctx, d, log)
+		return
+	}
+
+	results, runErr, permanent := w.run(ctx, sig, fn, log)
+
+	if !r.claim(ownerSettling) {
+		log.Warn("task finished after the worker gave it up; its outcome is not recorded")
+		return
+	}
+	if !d.Lease.Valid() {
+		log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
+		return
+	}
+	sctx, cancel := detach(ctx)
+	defer cancel()
+	if err := w.settle(sctx, sig, d, results, runErr, permanent, log); err != nil {
+		w.reportError(err)
+		log.Error("settling task failed", slog.Any("error", err))
+	}
+}
+
+// detach returns a context for the writes that settle a task: not cancelled
+// with the task (whose deadline may have passed), but bounded.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, log *slog.Logger) {
+	sig := d.Signature
+	switch {
+	case sig.IgnoreWhenTaskNotRegistered:
+		log.Info("dropping task: not registered, and IgnoreWhenTaskNotRegistered is set")
+		if err := w.p.Broker.Ack(ctx, d); err != nil {
+			log.Error("acknowledging dropped task failed", slog.Any("error", err))
+		}
+	case d.Retried+1 >= w.p.Config.UnregisteredTaskTries:
+		msg := fmt.Sprintf("task %q is not registered on any worker that took it (%d tries)", sig.Name, d.Retried+1)
+		log.Error("task not registered; failing it", slog.Int("tries", d.Retried+1))
+		if err := w.fail(ctx, sig, d, msg, log); err != nil {
+			log.Error("failing unregistered task failed", slog.Any("error", err))
+		}
+	default:
+		log.Warn("task not registered here; handing it back for other workers",
+			slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", d.Retried+1))
+		at := time.Now().Add(w.p.Config.UnregisteredTaskDelay)
+		if err := w.p.Broker.Retry(ctx, d, at, fmt.Sprintf("task %q is not registered on worker %q", sig.Name, w.p.ConsumerTag)); err != nil {
+			log.Error("handing back unregistered task failed", slog.Any("error", err))
+		}
+	}
+}
+
+// reportError hands err to the error handler, if there is one.
+func (w *Worker) reportError(err error) {
+	if w.p.ErrorHandlerFunc != nil {
+		w.p.ErrorHandlerFunc(err)
+	}
+}
+
+// heartbeat renews the leases of running tasks until ctx ends.
+func (w *Worker) heartbeat(ctx context.Context) {
+	interval := w.p.Config.LeaseRenewInterval
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		w.mu.Lock()
+		ds := make([]*brokers.Delivery, 0, len(w.active))
+		for r := range w.active {
+			if r.d.Lease.Valid() {
+				ds = append(ds, r.d)
+			}
+		}
+		w.mu.Unlock()
+		if len(ds) == 0 {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		err := w.p.Broker.ExtendLeases(rctx, ds...)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("renewing leases failed", slog.Int("tasks", len(ds)), slog.Any("error", err))
+		}
+	}
+}
+
+// waitRunning waits up to timeout for running tasks to finish, or until Abort.
+func (w *Worker) waitRunning(timeout time.Duration) {
+	finished := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(finished)
+	}()
+	if w.aborted() {
+		timeout = 0
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-finished:
+	case <-timer.C:
+	case <-w.abort:
+	}
+}
+
+// abandonRunning cancels the tasks still running, puts them back at the
+// head of their queue, and waits for those that were already settling.
+func (w *Worker) abandonRunning() {
+	w.mu.Lock()
+	rs := make([]*running, 0, len(w.active))
+	for r := range w.active {
+		rs = append(rs, r)
+	}
+	w.mu.Unlock()
+	var abandoned []*brokers.Delivery
+	for _, r := range rs {
+		if r.claim(ownerAbandoned) {
+			r.cancel()
+			abandoned = append(abandoned, r.d)
+			continue
+		}
+		<-r.done // settling: its writes are short and bounded
+	}
+	if len(abandoned) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.p.Broker.Requeue(ctx, abandoned...); err != nil {
+		w.log.Error("requeueing unfinished tasks failed; they come back when their leases expire",
+			slog.Int("tasks", len(abandoned)), slog.Any("error", err))
+	} else {
+		w.log.Info("requeued unfinished tasks", slog.Int("tasks", len(abandoned)))
+	}
+	for _, d := range abandoned {
+		d.Lease.Lose()
+	}
+}
+
+// sleep waits for d or until ctx ends; it reports whether the wait ran out.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else if b.cur *= 2; b.cur > b.max {
+		b.cur = b.max
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
