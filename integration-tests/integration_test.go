@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -413,19 +414,19 @@ func TestBadArgumentsFailOnceAndAreArchived(t *testing.T) {
 			if p.eager {
 				continue
 			}
-			archived, err := e.server.GetBroker().ListTasks(e.ctx(), config.DefaultQueueName, brokeriface.StatusArchived, 0, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			found := false
-			for _, info := range archived {
-				if info.Signature.UUID == tc.sig.UUID {
-					found = info.LastError == te.Message
+			// FAILURE is written before the task is settled in the archive.
+			waitFor(t, fmt.Sprintf("%s%v archived with its error", tc.sig.Name, tc.sig.Args), func() bool {
+				archived, err := e.server.GetBroker().ListTasks(e.ctx(), config.DefaultQueueName, brokeriface.StatusArchived, 0, 100)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if !found {
-				t.Errorf("%s%v: not archived with its error", tc.sig.Name, tc.sig.Args)
-			}
+				for _, info := range archived {
+					if info.Signature.UUID == tc.sig.UUID {
+						return info.LastError == te.Message
+					}
+				}
+				return false
+			})
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -38,13 +40,44 @@ func pairs() []pair {
 		{name: "eager", eager: true, config: func(t *testing.T) *config.Config {
 			return &config.Config{Broker: "eager", ResultBackend: "eager"}
 		}},
+		{name: "redis", config: func(t *testing.T) *config.Config {
+			srv := redistest.Shared(t)
+			return redisConfig(srv.URL(), srv.Prefix(t))
+		}},
+		{name: "cluster", config: func(t *testing.T) *config.Config {
+			c := redistest.SharedCluster(t)
+			return redisConfig(c.URL(), c.Prefix(t))
+		}},
 	}
+}
+
+// redisConfig puts broker and backend on the Redis at url, under a key
+// prefix of the test's own. Idle workers look up from Redis every 100ms,
+// so that stopping one takes no longer.
+func redisConfig(url, prefix string) *config.Config {
+	return &config.Config{
+		Broker:        url,
+		ResultBackend: url,
+		Redis: &config.RedisConfig{
+			KeyPrefix:             strings.TrimSuffix(prefix, ":"),
+			NormalTasksPollPeriod: 100,
+		},
+	}
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(redistest.RunMain(m))
 }
 
 // forEachPair runs test as a parallel subtest on every pair.
 func forEachPair(t *testing.T, test func(t *testing.T, p pair)) {
 	t.Helper()
-	for _, p := range pairs() {
+	forPairs(t, pairs(), test)
+}
+
+func forPairs(t *testing.T, ps []pair, test func(t *testing.T, p pair)) {
+	t.Helper()
+	for _, p := range ps {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, p)

@@ -3,19 +3,26 @@ package machinist
 import (
 	"fmt"
 	"io"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redisconn"
 	"strings"
 	"sync"
 
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/eager"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	memorybroker "github.com/b6192125/machinist/v1/brokers/memory"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 )
 
-// BrokerFactory returns the broker cnf.Broker names. cnf must have been
-// through WithDefaults. "memory://NAME" returns the process's shared broker of
+// BrokerFactory returns the broker cnf.Broker names, on a Redis connection
+// of its own for a Redis URL (NewServer shares one between broker and
+// backend instead). cnf must have been through WithDefaults. "memory://NAME" returns the process's shared broker of
 // that name: every Server naming it sees the same tasks; it is closed when
 // the last of them is closed.
 func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
@@ -29,8 +36,12 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 			return memorybroker.New(cnf)
 		})
 		return &sharedBroker{Broker: b.(brokeriface.Broker), release: release}, nil
-	case isRedisURL(u):
-		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(u), errRedisNotYet)
+	case redisconn.IsURL(u):
+		c, err := redisconn.NewClient(u, cnf)
+		if err != nil {
+			return nil, fmt.Errorf("machinist: Broker: %w", err)
+		}
+		return redisbroker.New(redisbroker.Params{Client: c, OwnsClient: true, Config: cnf}), nil
 	default:
 		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(u), errUnsupported)
 	}
@@ -48,8 +59,12 @@ func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 			return memorybackend.New(cnf)
 		})
 		return &sharedBackend{Backend: b.(backendiface.Backend), release: release}, nil
-	case isRedisURL(u):
-		return nil, fmt.Errorf("machinist: ResultBackend %q: %w", config.RedactURL(u), errRedisNotYet)
+	case redisconn.IsURL(u):
+		c, err := redisconn.NewClient(u, cnf)
+		if err != nil {
+			return nil, fmt.Errorf("machinist: ResultBackend: %w", err)
+		}
+		return redisbackend.New(redisbackend.Params{Client: c, OwnsClient: true, Config: cnf}), nil
 	default:
 		return nil, fmt.Errorf("machinist: ResultBackend %q: %w", config.RedactURL(u), errUnsupported)
 	}
@@ -57,12 +72,52 @@ func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 
 var errUnsupported = fmt.Errorf("%w: unsupported URL", config.ErrInvalid)
 
-// errRedisNotYet is returned for Redis URLs until the Redis broker and
-// backend land.
-var errRedisNotYet = fmt.Errorf("%w: the Redis broker and backend are not in this release yet; use memory:// or eager", config.ErrInvalid)
-
-func isRedisURL(u string) bool {
-	return strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://")
+// newBrokerBackend builds the broker and backend cnf names. When both are on
+// the same Redis they share one client; the clients the Server must close
+// are returned in closers.
+func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend backendiface.Backend, closers []io.Closer, err error) {
+	clients := map[string]goredis.UniversalClient{}
+	client := func(u string) (goredis.UniversalClient, error) {
+		if c, ok := clients[u]; ok {
+			return c, nil
+		}
+		c, err := redisconn.NewClient(u, cnf)
+		if err != nil {
+			return nil, err
+		}
+		clients[u] = c
+		closers = append(closers, c)
+		return c, nil
+	}
+	defer func() {
+		if err != nil {
+			for _, c := range closers {
+				c.Close()
+			}
+			closers = nil
+		}
+	}()
+	if redisconn.IsURL(cnf.Broker) {
+		c, err := client(cnf.Broker)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("machinist: Broker: %w", err)
+		}
+		broker = redisbroker.New(redisbroker.Params{Client: c, Config: cnf})
+	} else if broker, err = BrokerFactory(cnf); err != nil {
+		return nil, nil, nil, err
+	}
+	if redisconn.IsURL(cnf.ResultBackend) {
+		c, err := client(cnf.ResultBackend)
+		if err != nil {
+			broker.Close()
+			return nil, nil, nil, fmt.Errorf("machinist: ResultBackend: %w", err)
+		}
+		backend = redisbackend.New(redisbackend.Params{Client: c, Config: cnf})
+	} else if backend, err = BackendFactory(cnf); err != nil {
+		broker.Close()
+		return nil, nil, nil, err
+	}
+	return broker, backend, closers, nil
 }
 
 // registry holds the named in-process brokers or backends, counting the

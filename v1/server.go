@@ -3,13 +3,18 @@ package machinist
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
 
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	goredis "github.com/redis/go-redis/v9"
+
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/eager"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -27,6 +32,7 @@ type Server struct {
 	log             *slog.Logger
 
 	scheduler *scheduler
+	closers   []io.Closer // Redis clients the Server made
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -39,15 +45,26 @@ func NewServer(cnf *config.Config) (*Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	broker, err := BrokerFactory(c)
+	broker, backend, closers, err := newBrokerBackend(c)
 	if err != nil {
 		return nil, err
 	}
-	backend, err := BackendFactory(c)
-	if err != nil {
-		broker.Close()
+	s := newServer(c, broker, backend)
+	s.closers = closers
+	return s, nil
+}
+
+// NewServerWithRedisClient makes a Server whose broker and backend both run
+// on client, an existing go-redis client (standalone, Sentinel or Cluster),
+// whatever cnf's Broker and ResultBackend say. The caller keeps ownership
+// of client: Close does not close it.
+func NewServerWithRedisClient(cnf *config.Config, client goredis.UniversalClient) (*Server, error) {
+	c := cnf.WithDefaults()
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	broker := redisbroker.New(redisbroker.Params{Client: client, Config: c})
+	backend := redisbackend.New(redisbackend.Params{Client: client, Config: c})
 	return newServer(c, broker, backend), nil
 }
 
@@ -221,7 +238,11 @@ func (s *Server) GetRegisteredTaskNames() []string {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.scheduler.stop()
-		s.closeErr = errors.Join(s.GetBroker().Close(), s.GetBackend().Close())
+		errs := []error{s.GetBroker().Close(), s.GetBackend().Close()}
+		for _, c := range s.closers {
+			errs = append(errs, c.Close())
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }

@@ -144,9 +144,10 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature) 
 	}
 	callback := tasks.CopySignature(sig.ChordCallback)
 	for _, st := range states {
-		if !st.IsSuccess() {
-			// A member failed: that member sent the error callbacks.
-			return nil
+		if st.IsFailure() {
+			// A member failed, and its own election came after ours (the
+			// group completed in between): the error path is ours to run.
+			return w.failChord(ctx, sig, st.TaskUUID, st.TaskName, st.Error)
 		}
 		if !callback.Immutable {
 			callback.Args = append(callback.Args, resultArgs(st.Results)...)
@@ -192,12 +193,9 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 		case err != nil:
 			errs = append(errs, fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err))
 		case won:
-			cb := sig.ChordCallback
-			cbMsg := fmt.Sprintf("chord member %s (%s) failed: %s", sig.UUID, sig.Name, msg)
-			if err := w.p.Backend.SetStateFailure(ctx, cb, cbMsg); err != nil {
-				errs = append(errs, fmt.Errorf("worker: write state FAILURE of chord callback %s: %w", cb.UUID, err))
+			if err := w.failChord(ctx, sig, sig.UUID, sig.Name, msg); err != nil {
+				errs = append(errs, err)
 			}
-			errs = append(errs, w.sendErrorCallbacks(ctx, cb.OnError, msg)...)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -209,6 +207,20 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 		}
 	}
 	return nil
+}
+
+// failChord runs a chord's error path, once per group (its caller won the
+// election): the callback's state becomes FAILURE naming the member that
+// failed, and the callback's OnError signatures are sent with its error.
+func (w *Worker) failChord(ctx context.Context, member *tasks.Signature, failedUUID, failedName, msg string) error {
+	cb := member.ChordCallback
+	cbMsg := fmt.Sprintf("chord member %s (%s) failed: %s", failedUUID, failedName, msg)
+	var errs []error
+	if err := w.p.Backend.SetStateFailure(ctx, cb, cbMsg); err != nil {
+		errs = append(errs, fmt.Errorf("worker: write state FAILURE of chord callback %s: %w", cb.UUID, err))
+	}
+	errs = append(errs, w.sendErrorCallbacks(ctx, cb.OnError, msg)...)
+	return errors.Join(errs...)
 }
 
 func (w *Worker) sendErrorCallbacks(ctx context.Context, callbacks []*tasks.Signature, msg string) []error {

@@ -27,8 +27,11 @@ type Broker interface {
 	// Publish adds tasks to the queues named by their RoutingKey, which
 	// must be set. A task whose ETA is in the future is scheduled and
 	// becomes pending at its ETA, never before. Publish fails with
-	// ErrDuplicateTask when a task with the same UUID is still held by the
-	// broker (archived tasks do not count). Publishing several tasks is one
+	// ErrDuplicateTask when a task with the same UUID is still held in the
+	// same queue (archived tasks do not count), or appears twice in sigs;
+	// UUIDs are unique per queue, which keeps each queue in one Redis
+	// Cluster slot (the memory broker refuses them across queues too).
+	// Publishing several tasks is one
 	// operation per queue where the implementation can make it so; on error,
 	// some of them may have been published.
 	Publish(ctx context.Context, sigs ...*tasks.Signature) error

@@ -116,7 +116,8 @@ func errClosed(op string) error {
 // Publish adds sigs to the queues named by their RoutingKey. It checks every
 // signature before it adds any, so on error nothing was published. A
 // signature needs a UUID and a RoutingKey; a UUID the broker still holds
-// anywhere fails with ErrDuplicateTask, and an archived task with the same
+// in any queue (stricter than the per-queue uniqueness the interface
+// requires) fails with ErrDuplicateTask, and an archived task with the same
 // UUID is deleted from the archive. The broker stores deep copies.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := ctx.Err(); err != nil {
@@ -234,7 +235,6 @@ func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
 	}
 	return out
 }
-
 
 // ExtendLeases renews, for LeaseDuration from now, the lease of every
 // delivery whose task is still active under that delivery's token, and marks

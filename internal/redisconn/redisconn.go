@@ -1,0 +1,166 @@
+// Package redisconn turns machinist's Redis URLs and RedisConfig into a
+// go-redis client: standalone, Redis Cluster (several addresses or
+// ClusterMode), Sentinel (MasterName), and TLS for "rediss://". Errors and
+// the String form of a URL never show credentials.
+package redisconn
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/v1/config"
+)
+
+// ErrURL is wrapped by every error about a Redis URL.
+var ErrURL = errors.New("redisconn: invalid Redis URL")
+
+// Target is a parsed Redis URL.
+type Target struct {
+	Addrs    []string
+	Username string
+	Password string
+	DB       int
+	TLS      bool
+}
+
+// String returns the URL without credentials.
+func (t Target) String() string {
+	scheme := "redis"
+	if t.TLS {
+		scheme = "rediss"
+	}
+	return fmt.Sprintf("%s://%s/%d", scheme, strings.Join(t.Addrs, ","), t.DB)
+}
+
+// IsURL reports whether u is a Redis URL.
+func IsURL(u string) bool {
+	return strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://")
+}
+
+// Parse reads "redis://[user:password@]host:port[,host:port...][/db]" or
+// the same with "rediss://". A user name without a password is taken as the
+// password, as machinery does.
+func Parse(raw string) (Target, error) {
+	bad := func(why string) (Target, error) {
+		return Target{}, fmt.Errorf("%w %q: %s", ErrURL, config.RedactURL(raw), why)
+	}
+	var t Target
+	rest, ok := strings.CutPrefix(raw, "redis://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(raw, "rediss://"); !ok {
+			return bad(`want "redis://" or "rediss://"`)
+		}
+		t.TLS = true
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo := rest[:at]
+		rest = rest[at+1:]
+		user, pass, hasPass := strings.Cut(userinfo, ":")
+		var err error
+		if t.Username, err = url.PathUnescape(user); err != nil {
+			return bad("the user name is not escaped correctly")
+		}
+		if t.Password, err = url.PathUnescape(pass); err != nil {
+			return bad("the password is not escaped correctly")
+		}
+		if !hasPass {
+			t.Username, t.Password = "", t.Username
+		}
+	}
+	hosts, db, hasDB := strings.Cut(rest, "/")
+	if hasDB && db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return bad("the database must be a number")
+		}
+		t.DB = n
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if !strings.Contains(h, ":") {
+			h += ":6379"
+		}
+		t.Addrs = append(t.Addrs, h)
+	}
+	if len(t.Addrs) == 0 {
+		return bad("no host")
+	}
+	return t, nil
+}
+
+// NewClient returns a client for rawURL configured from cnf (which must have
+// been through WithDefaults).
+func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, error) {
+	t, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	rc := cnf.Redis
+	opts := &goredis.UniversalOptions{
+		Addrs:           t.Addrs,
+		Username:        t.Username,
+		Password:        t.Password,
+		DB:              t.DB,
+		ClientName:      rc.ClientName,
+		MasterName:      rc.MasterName,
+		PoolSize:        rc.MaxActive,
+		MaxIdleConns:    rc.MaxIdle,
+		ConnMaxIdleTime: time.Duration(rc.IdleTimeout) * time.Second,
+		DialTimeout:     time.Duration(rc.ConnectTimeout) * time.Second,
+		ReadTimeout:     time.Duration(rc.ReadTimeout) * time.Second,
+		WriteTimeout:    time.Duration(rc.WriteTimeout) * time.Second,
+		IsClusterMode:   rc.ClusterMode || len(t.Addrs) > 1 && rc.MasterName == "",
+	}
+	if t.TLS {
+		if opts.TLSConfig, err = tlsConfig(t, cnf); err != nil {
+			return nil, err
+		}
+	}
+	if opts.IsClusterMode {
+		if t.DB != 0 {
+			return nil, fmt.Errorf("%w %s: Redis Cluster has only database 0", ErrURL, t)
+		}
+		return goredis.NewClusterClient(opts.Cluster()), nil
+	}
+	return goredis.NewUniversalClient(opts), nil
+}
+
+// tlsConfig returns the TLS settings of a "rediss://" connection: a clone of
+// cnf.TLSConfig (or a new one) with CACertFile's CAs added.
+func tlsConfig(t Target, cnf *config.Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cnf.TLSConfig != nil {
+		tc = cnf.TLSConfig.Clone()
+	}
+	if f := cnf.Redis.CACertFile; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("redisconn: Redis.CACertFile: %w", err)
+		}
+		if tc.RootCAs == nil {
+			if tc.RootCAs, err = x509.SystemCertPool(); err != nil {
+				tc.RootCAs = x509.NewCertPool()
+			}
+		}
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redisconn: Redis.CACertFile %s: no PEM certificate in it", f)
+		}
+	}
+	if tc.ServerName == "" && len(t.Addrs) == 1 {
+		host, _, _ := strings.Cut(t.Addrs[0], ":")
+		tc.ServerName = host
+	}
+	return tc, nil
+}

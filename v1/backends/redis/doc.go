@@ -1,0 +1,92 @@
+// Package redisbackend is machinist's Redis result backend: task states and
+// results, and the bookkeeping of groups and chords. It has the semantics of
+// the in-process backend (backends/memory) and passes the same conformance
+// suite (backends/backendtest), on a standalone Redis and on Redis Cluster.
+//
+//	be := redisbackend.New(redisbackend.Params{Client: rdb, Config: cnf})
+//	defer be.Close()
+//
+// # Keys
+//
+// Every key starts with Config.Redis.KeyPrefix ("machinist" by default):
+//
+//	<prefix>:state:<taskUUID>       hash: state, name, results, error, created_at
+//	<prefix>:{<groupUUID>}:group    hash: uuids, count, trig, created_at
+//	<prefix>:{<groupUUID>}:done     hash: member UUID → JSON TaskState
+//	<prefix>:{<groupUUID>}:order    list: member UUIDs in the order they first finished
+//
+// A task's state hash holds its latest state: state (PENDING, RECEIVED,
+// STARTED, RETRY, SUCCESS, FAILURE), name, results (the JSON of its
+// []*TaskResult, "null" for none), error, and created_at (RFC 3339, UTC),
+// which is written only if the hash has none, so it keeps the time of the
+// first write: when the task was sent.
+//
+// A group's keys share the hash tag {groupUUID}, so they live in one Redis
+// Cluster slot and one Lua script can read and write them all; a group UUID
+// therefore must not contain braces. The group hash has the members in
+// group order (uuids, a JSON array, written by InitGroup), how many members
+// the group waits for (count), the member elected to send the chord callback
+// (trig) and when the group was created (created_at). The done hash has the
+// final state of each finished member; its length is the number of finished
+// members. The order list remembers the order in which members first
+// finished, for members InitGroup did not list (a group that was never
+// initialised lists its members in that order).
+//
+// # Writes
+//
+// Each SetState* call is one round trip: a pipeline (not MULTI) of HSET of
+// every field, HSETNX of created_at and PEXPIRE. SetStatePending writes any
+// number of signatures the same way, 1000 per pipeline. SetStateSuccess and
+// SetStateFailure of a signature with a GroupUUID add, to the same pipeline,
+// the script lua/group_done.lua, which records the member's final state in
+// the done hash (a member that finishes again replaces its state and counts
+// once), creates the group with count GroupTaskCount if InitGroup was not
+// called, and sets the group's expiry. The scripts are loaded once per
+// backend before they are used in a pipeline, and again if Redis lost them.
+//
+// Results are stored as JSON. GetState decodes them with UseNumber, so a
+// value comes back as JSON gives it: numbers as json.Number, slices as
+// []interface{}, a []byte as its base64 string. tasks.ReflectTaskResults
+// turns them back into the task's types. A result JSON cannot encode (a
+// channel, a function, NaN) fails the write, and nothing is written.
+//
+// # Expiry
+//
+// A task's state expires ResultsExpireIn seconds after its latest write.
+//
+// A group's keys expire ResultsExpireIn after their last write once every
+// member has finished. While members are unfinished they live
+// max(ResultsExpireIn, GroupSafetyTTL) (30 days) after the last write: the
+// bookkeeping of a slow group does not expire under it, and a group
+// abandoned forever (a member lost for good) does not stay in Redis for
+// ever. Each write to the group (InitGroup, a member finishing, the chord
+// election) sets the TTL of all its keys again from what it then holds.
+//
+// # Groups and chords
+//
+// GroupCompleted reads the length of the done hash (with EXISTS of the group
+// hash, in one pipeline): O(1) and one round trip however large the group;
+// it reads no member's state. A group with no bookkeeping is not completed.
+//
+// GroupTaskStates reads the group hash, the order list and the done hash in
+// one MULTI and returns the recorded states in group order, with a PENDING
+// state carrying only the UUID for members not finished. It does not read
+// the members' own states, which may have expired or been purged.
+//
+// TriggerChord runs lua/trigger_chord.lua: if the group hash has no trig it
+// sets it to the asking member and answers true; if trig is that member it
+// answers true again (a member that died before sending the callback sends
+// it when it runs again); otherwise false. So exactly one member per group
+// sends the callback, with O(1) work, no lock and no polling, however many
+// members ask at once. GroupTaskStates and TriggerChord of a group without
+// bookkeeping (never created, purged or expired) fail with an error wrapping
+// iface.ErrGroupNotFound.
+//
+// # Errors and closing
+//
+// Errors start with "redisbackend:", name the task or group, and wrap the
+// cause with %w: iface.ErrStateNotFound, iface.ErrGroupNotFound,
+// iface.ErrClosed, or the client's error (redis.Nil never escapes). Close
+// makes later calls fail with iface.ErrClosed and closes the client only
+// when Params.OwnsClient is set.
+package redisbackend

@@ -1,0 +1,71 @@
+// Package redisbroker is machinist's Redis broker: tasks are held under
+// leases, so a worker that dies loses nothing, and every transition is one
+// Lua script, so no crash leaves a task half-moved.
+//
+// Select it with a "redis://" or "rediss://" Broker URL; a comma-separated
+// list of addresses, or Redis.ClusterMode, selects Redis Cluster. Every key
+// of a queue carries the hash tag {queue} (see keys.go for the layout), so
+// a queue lives in one cluster slot and every script runs on one node.
+//
+// # A task's life
+//
+// Publish writes the task's hash and appends its id to the queue's pending
+// list, or, when it has an ETA in the future, adds it to the scheduled zset.
+// A forwarder in each worker process moves due scheduled and retry tasks to
+// pending in batches: it runs every Redis.DelayedTasksPollPeriod (20 ms by
+// default), or sooner when the next task is due sooner, so a delayed task
+// starts within milliseconds of its time and never before it.
+//
+// # Prompt delivery without polling
+//
+// Each queue has a notify list of wake-up tokens. Whatever makes tasks
+// pending (publish, forward, recover, requeue, resume) leaves a token when
+// there is none. An idle worker blocks on BLPOP of its queues' notify lists
+// (up to Redis.NormalTasksPollPeriod, then it looks again), so a new task
+// reaches it within a round trip. The worker that takes a token runs the
+// dequeue script, and when tasks remain it leaves a token for the next idle
+// worker: a burst wakes as many workers as it needs, one after the other,
+// not all of them at once.
+//
+// # The lease protocol
+//
+//  1. Dequeue takes up to N ids from the head of pending, and for each one
+//     sets its hash's lease field to a fresh random fencing token and adds
+//     the id to the lease zset with score now+LeaseDuration (Redis's clock).
+//     The worker counts its own copy of the expiry from before the call, so
+//     it gives the lease up no later than Redis does.
+//  2. While the task runs, the worker renews the lease every
+//     LeaseRenewInterval: the extend script moves the zset score forward for
+//     each id whose lease field still holds the worker's token, and reports
+//     the others as lost. A worker that cannot reach Redis keeps its lease
+//     only until the local expiry.
+//  3. Ack, retry, archive and requeue each check the token first, in the
+//     same script that moves the task: a worker whose lease was taken over
+//     (the fencing token no longer matches) changes nothing and is told
+//     ErrLeaseLost. Ack deletes the hash (or keeps it for
+//     CompletedRetention); retry moves the id to the retry zset with the
+//     updated message; archive moves it to the archived zset with the
+//     reason, trimming dead letters older than ArchiveMaxAge or beyond
+//     ArchiveMaxSize; requeue puts it back at the head of pending.
+//  4. A recoverer in each worker process runs every RecoverInterval: ids
+//     whose lease score is in the past lose their token, and go back to the
+//     tail of pending with recovered+1, or, past MaxRecoveries, to the
+//     archive with that reason. A recovery is not a failure of the task's
+//     code: RetryCount is untouched.
+//
+// With the defaults (LeaseDuration 10s, renewal every 2.5s, recovery every
+// 1s), a task whose worker was killed runs again about 10 to 11 seconds
+// after the worker's last renewal.
+//
+// There is no separate active list, unlike asynq: the lease zset is the set
+// of active tasks, so acknowledging is O(log n) instead of an O(n) LREM.
+//
+// # Guarantees
+//
+// At least once: a task is removed only by the acknowledgement of the worker
+// that holds its lease, after the worker has written its results and sent
+// its callbacks. A task id is unique within its queue while the task is
+// held: publishing it again fails with ErrDuplicateTask, which is how a
+// callback sent a second time after a recovery is recognised. A message
+// that cannot be decoded is archived with the decoding error.
+package redisbroker

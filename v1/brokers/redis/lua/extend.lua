@@ -1,0 +1,24 @@
+-- extend: renew the leases of active tasks of one queue.
+--
+-- KEYS[1] lease zset
+-- ARGV[1] task hash key prefix
+-- ARGV[2] lease duration in ms
+-- ARGV[3..] pairs: task id, fencing token
+--
+-- Returns: {expiry_ms, lost_id1, lost_id2, ...}: the new expiry, and the ids
+-- whose lease the caller no longer holds (recovered and possibly leased to
+-- another worker, or settled).
+-- Complexity: O(N log L).
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expiry = now + tonumber(ARGV[2])
+local out = {expiry}
+for i = 3, #ARGV, 2 do
+	local id, token = ARGV[i], ARGV[i + 1]
+	if redis.call("HGET", ARGV[1] .. id, "lease") == token then
+		redis.call("ZADD", KEYS[1], "XX", expiry, id)
+	else
+		table.insert(out, id)
+	end
+end
+return out

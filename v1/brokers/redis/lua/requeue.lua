@@ -1,0 +1,30 @@
+-- requeue: put taken but unfinished tasks back at the head of pending, as
+-- at shutdown; nothing is counted against them.
+--
+-- KEYS[1] pending list   KEYS[2] lease zset   KEYS[3] notify list
+-- ARGV[1] task hash key prefix
+-- ARGV[2..] pairs: task id, fencing token
+--
+-- Returns: {lost_id1, ...}, the ids whose lease the caller did not hold
+-- (left alone).
+-- Complexity: O(N log L).
+local lost = {}
+local moved = 0
+-- Walk backwards so that the tasks keep their order at the head.
+for i = #ARGV - 1, 2, -2 do
+	local id, token = ARGV[i], ARGV[i + 1]
+	local key = ARGV[1] .. id
+	if redis.call("HGET", key, "lease") == token then
+		redis.call("ZREM", KEYS[2], id)
+		redis.call("HDEL", key, "lease")
+		redis.call("HSET", key, "state", "pending")
+		redis.call("LPUSH", KEYS[1], id)
+		moved = moved + 1
+	else
+		table.insert(lost, id)
+	end
+end
+if moved > 0 and redis.call("LLEN", KEYS[3]) == 0 then
+	redis.call("LPUSH", KEYS[3], "1")
+end
+return lost

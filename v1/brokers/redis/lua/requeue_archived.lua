@@ -1,0 +1,31 @@
+-- requeue_archived: move archived tasks back to pending.
+--
+-- KEYS[1] archived zset   KEYS[2] pending list   KEYS[3] notify list
+-- ARGV[1] task hash key prefix
+-- ARGV[2..] task ids; none means every archived task
+--
+-- Returns: how many tasks moved.
+-- Complexity: O(N log A).
+local ids = {}
+if #ARGV > 1 then
+	for i = 2, #ARGV do
+		table.insert(ids, ARGV[i])
+	end
+else
+	ids = redis.call("ZRANGE", KEYS[1], 0, -1)
+end
+local moved = 0
+for _, id in ipairs(ids) do
+	if redis.call("ZREM", KEYS[1], id) == 1 then
+		local key = ARGV[1] .. id
+		if redis.call("EXISTS", key) == 1 then
+			redis.call("HSET", key, "state", "pending")
+			redis.call("RPUSH", KEYS[2], id)
+			moved = moved + 1
+		end
+	end
+end
+if moved > 0 and redis.call("LLEN", KEYS[3]) == 0 then
+	redis.call("LPUSH", KEYS[3], "1")
+end
+return moved

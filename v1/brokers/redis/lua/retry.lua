@@ -1,0 +1,34 @@
+-- retry: settle a task that will run again later.
+--
+-- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] retry zset
+-- KEYS[4] pending list   KEYS[5] notify list
+-- ARGV[1] task id
+-- ARGV[2] fencing token
+-- ARGV[3] updated message (JSON signature)
+-- ARGV[4] when to run again, in ms since the epoch (not in the future:
+--         pending at once)
+-- ARGV[5] error message
+--
+-- Returns: 0 done; 2 the caller does not hold the lease.
+-- Complexity: O(log L + log R).
+if redis.call("HGET", KEYS[1], "lease") ~= ARGV[2] then
+	return 2
+end
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("HDEL", KEYS[1], "lease")
+redis.call("HSET", KEYS[1], "msg", ARGV[3], "error", ARGV[5], "failed_at", now)
+redis.call("HINCRBY", KEYS[1], "retried", 1)
+if tonumber(ARGV[4]) > now then
+	redis.call("HSET", KEYS[1], "state", "retry", "process_at", ARGV[4])
+	redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
+else
+	redis.call("HSET", KEYS[1], "state", "pending")
+	redis.call("HDEL", KEYS[1], "process_at")
+	redis.call("RPUSH", KEYS[4], ARGV[1])
+	if redis.call("LLEN", KEYS[5]) == 0 then
+		redis.call("LPUSH", KEYS[5], "1")
+	end
+end
+return 0

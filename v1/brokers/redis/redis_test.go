@@ -1,0 +1,198 @@
+package redisbroker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/v1/brokers/brokertest"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(redistest.RunMain(m))
+}
+
+// newBroker returns a broker on client under a key prefix of the test's own.
+func newBroker(t *testing.T, client goredis.UniversalClient, prefix string, cnf *config.Config) *redisbroker.Broker {
+	t.Helper()
+	if cnf == nil {
+		cnf = (&config.Config{}).WithDefaults()
+	}
+	cnf.Redis.KeyPrefix = strings.TrimSuffix(prefix, ":")
+	b := redisbroker.New(redisbroker.Params{Client: client, Config: cnf})
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestConformanceStandalone(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+		return newBroker(t, client, srv.Prefix(t), cnf)
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
+	client := cluster.Client(t)
+	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+		return newBroker(t, client, cluster.Prefix(t), cnf)
+	})
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func publishOne(t *testing.T, b iface.Broker, queue string) *tasks.Signature {
+	t.Helper()
+	sig, _ := tasks.NewSignature("job", []tasks.Arg{{Type: "int64", Value: 7}})
+	sig.RoutingKey = queue
+	if err := b.Publish(ctxFor(t), sig); err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+func TestStaleWorkerCannotAcknowledgeAfterTakeover(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	cnf := (&config.Config{LeaseDuration: time.Second, RecoverInterval: 20 * time.Millisecond}).WithDefaults()
+	b := newBroker(t, client, srv.Prefix(t), cnf)
+	ctx := ctxFor(t)
+	publishOne(t, b, "takeover")
+
+	stale, err := b.Fetch(ctx, []string{"takeover"}, 1)
+	if err != nil || len(stale) != 1 {
+		t.Fatalf("first fetch: %v, %v", stale, err)
+	}
+	// The stale worker stops renewing; the recoverer hands the task to a
+	// new worker.
+	fresh, err := b.Fetch(ctx, []string{"takeover"}, 1)
+	if err != nil || len(fresh) != 1 {
+		t.Fatalf("second fetch: %v, %v", fresh, err)
+	}
+	if fresh[0].Recovered != 1 || fresh[0].Lease.Token() == stale[0].Lease.Token() {
+		t.Fatalf("takeover: recovered %d, same token %v", fresh[0].Recovered, fresh[0].Lease.Token() == stale[0].Lease.Token())
+	}
+	for name, settle := range map[string]func(*iface.Delivery) error{
+		"Ack":     func(d *iface.Delivery) error { return b.Ack(ctx, d) },
+		"Retry":   func(d *iface.Delivery) error { return b.Retry(ctx, d, time.Now(), "x") },
+		"Archive": func(d *iface.Delivery) error { return b.Archive(ctx, d, "x") },
+		"Requeue": func(d *iface.Delivery) error { return b.Requeue(ctx, d) },
+	} {
+		if err := settle(stale[0]); !errors.Is(err, iface.ErrLeaseLost) {
+			t.Errorf("stale %s: %v, want ErrLeaseLost", name, err)
+		}
+	}
+	if err := b.ExtendLeases(ctx, stale[0]); err != nil {
+		t.Fatal(err)
+	}
+	if stale[0].Lease.Valid() {
+		t.Error("the stale lease is still valid after a refused renewal")
+	}
+	if err := b.Ack(ctx, fresh[0]); err != nil {
+		t.Fatalf("new holder's Ack: %v", err)
+	}
+	info, err := b.QueueInfo(ctx, "takeover")
+	if err != nil || info.Pending+info.Active+info.Retry+info.Archived != 0 {
+		t.Fatalf("queue after ack: %+v, %v", info, err)
+	}
+}
+
+func TestUndecodableMessageIsArchivedWithTheError(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := strings.TrimSuffix(srv.Prefix(t), ":")
+	b := newBroker(t, client, prefix+":", nil)
+	ctx := ctxFor(t)
+	good := publishOne(t, b, "garbage")
+	// Another program wrote a message that is not a signature.
+	key := fmt.Sprintf("%s:{garbage}:t:bad1", prefix)
+	if err := client.HSet(ctx, key, "msg", "{not json", "state", "pending").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.LPush(ctx, prefix+":{garbage}:pending", "bad1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := b.Fetch(ctx, []string{"garbage"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Signature.UUID != good.UUID {
+		t.Fatalf("fetched %d tasks, want only the good one", len(ds))
+	}
+	archived, err := b.ListTasks(ctx, "garbage", iface.StatusArchived, 0, 10)
+	if err != nil || len(archived) != 1 || archived[0].Signature.UUID != "bad1" || !strings.Contains(archived[0].LastError, "cannot decode") {
+		t.Fatalf("archived: %+v, %v", archived, err)
+	}
+}
+
+func TestKeysShareTheQueueHashTag(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	b := newBroker(t, client, prefix, nil)
+	ctx := ctxFor(t)
+	publishOne(t, b, "tagged")
+	keys, err := client.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatal("no keys written")
+	}
+	for _, k := range keys {
+		if strings.HasSuffix(k, ":queues") {
+			continue
+		}
+		if !strings.Contains(k, "{tagged}") {
+			t.Errorf("key %q lacks the {tagged} hash tag", k)
+		}
+	}
+}
+
+func TestQueueNamesWithBracesAreRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	b := newBroker(t, srv.Client(t), srv.Prefix(t), nil)
+	sig, _ := tasks.NewSignature("job", nil)
+	sig.RoutingKey = "a{b}"
+	if err := b.Publish(ctxFor(t), sig); err == nil || !strings.Contains(err.Error(), "braces") {
+		t.Fatalf("Publish to a{b}: %v", err)
+	}
+}
+
+func TestPublishWhileRedisIsDownReturnsAWrappedError(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	b := newBroker(t, client, srv.Prefix(t), nil)
+	srv.Stop(t)
+	sig, _ := tasks.NewSignature("job", nil)
+	sig.RoutingKey = "down"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := b.Publish(ctx, sig)
+	if err == nil || !strings.Contains(err.Error(), "redisbroker:") {
+		t.Fatalf("Publish with Redis down: %v, want a wrapped error", err)
+	}
+}
