@@ -181,6 +181,12 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 				break more
 			}
 		}
+		if w.aborted() {
+			// Abort cancels ctx from another goroutine; do not let a Fetch
+			// slip in before that happens.
+			release(n)
+			return nil
+		}
 		if w.p.PreConsumeFunc != nil && !w.p.PreConsumeFunc() {
 			release(n)
 			if !sleep(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond) {
