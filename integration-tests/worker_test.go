@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"reflect"
 	"errors"
 	"log/slog"
 	"strings"
@@ -403,6 +404,83 @@ func TestPeriodicTaskFiresOncePerTickAcrossServers(t *testing.T) {
 		}
 		if err := servers[1].RegisterPeriodicTask("not a spec", "bad", sig("tick")); err == nil {
 			t.Fatal("a bad cron spec was accepted")
+		}
+	})
+}
+
+// runOrder sends n "which" tasks to each of queues before any worker
+// runs, then launches worker and returns the queues in the order the tasks
+// ran.
+func runOrder(t *testing.T, s *machinist.Server, worker *machinist.Worker, n int, queues ...string) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var order []string
+	s.RegisterTask("which", func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, tasks.SignatureFromContext(ctx).RoutingKey)
+		return nil
+	})
+	ctx := testCtx(t)
+	var results []*result.AsyncResult
+	for _, q := range queues {
+		for i := 0; i < n; i++ {
+			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "which", RoutingKey: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, r)
+		}
+	}
+	launch(t, worker)
+	for _, r := range results {
+		if _, err := r.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]string(nil), order...)
+}
+
+func TestStrictPriorityQueues(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		w := s.NewQueuesWorker("strict", 1, map[string]int{"high": 2, "low": 1}, true)
+		order := runOrder(t, s, w, 5, "low", "high")
+		want := []string{"high", "high", "high", "high", "high", "low", "low", "low", "low", "low"}
+		if !reflect.DeepEqual(order, want) {
+			t.Fatalf("ran in queue order %v, want every high task first", order)
+		}
+	})
+}
+
+func TestWeightedQueuesDoNotStarve(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		w := s.NewQueuesWorker("weighted", 1, map[string]int{"heavy": 3, "light": 1}, false)
+		order := runOrder(t, s, w, 40, "heavy", "light")
+		if len(order) != 80 {
+			t.Fatalf("%d tasks ran, want 80", len(order))
+		}
+		// Under strict priority light would wait for all 40 heavy tasks;
+		// weighted, it comes first a quarter of the time (the chance of no
+		// light task among the first 40 is 0.75^40, about 1e-5).
+		firstLight := -1
+		heavyInFirst40 := 0
+		for i, q := range order {
+			if q == "light" && firstLight < 0 {
+				firstLight = i
+			}
+			if i < 40 && q == "heavy" {
+				heavyInFirst40++
+			}
+		}
+		if firstLight < 0 || firstLight >= 40 {
+			t.Fatalf("first light task ran at %d: light was starved", firstLight)
+		}
+		if heavyInFirst40 < 18 {
+			t.Fatalf("only %d of the first 40 tasks were heavy, want about 30", heavyInFirst40)
 		}
 	})
 }

@@ -101,6 +101,13 @@ func (s *Server) NewWorker(consumerTag string, concurrency int) *Worker {
 	return &Worker{server: s, ConsumerTag: consumerTag, Concurrency: concurrency}
 }
 
+// NewQueuesWorker returns a worker on several queues with weights: each
+// fetch tries them in a random order weighted by the values or, with
+// strictPriority, highest weight first. See Worker.Queues.
+func (s *Server) NewQueuesWorker(consumerTag string, concurrency int, queues map[string]int, strictPriority bool) *Worker {
+	return &Worker{server: s, ConsumerTag: consumerTag, Concurrency: concurrency, Queues: queues, StrictPriority: strictPriority}
+}
+
 // NewCustomQueueWorker returns a worker on queue.
 func (s *Server) NewCustomQueueWorker(consumerTag string, concurrency int, queue string) *Worker {
 	return &Worker{server: s, ConsumerTag: consumerTag, Concurrency: concurrency, Queue: queue}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sort"
 	"sync"
 	"syscall"
 
@@ -22,6 +23,13 @@ type Worker struct {
 	ConsumerTag string
 	Concurrency int
 	Queue       string
+	// Queues, when set, replaces Queue: the worker consumes every queue
+	// named, each fetch trying them in a random order weighted by the
+	// values (a queue of weight 3 comes first three times as often as one
+	// of weight 1), or, with StrictPriority, always highest weight first,
+	// so a lower queue runs only while every higher one is empty.
+	Queues         map[string]int
+	StrictPriority bool
 
 	mu                sync.Mutex
 	errorHandler      func(err error)
@@ -142,15 +150,32 @@ func (w *Worker) engine() *worker.Worker {
 		SendFunc:         s.sendCallback,
 		ConsumerTag:      w.ConsumerTag,
 		Concurrency:      concurrency,
-		Queues:           []string{w.queue()},
+		StrictPriority:   w.StrictPriority,
 		ErrorHandlerFunc: w.errorHandler,
 		PreTaskFunc:      w.preTaskHandler,
 		PostTaskFunc:     w.postTaskHandler,
+	}
+	if len(w.Queues) > 0 {
+		for _, name := range sortedKeys(w.Queues) {
+			p.Queues = append(p.Queues, name)
+			p.Weights = append(p.Weights, w.Queues[name])
+		}
+	} else {
+		p.Queues = []string{w.queue()}
 	}
 	if h := w.preConsumeHandler; h != nil {
 		p.PreConsumeFunc = func() bool { return h(w) }
 	}
 	return worker.New(p)
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func (w *Worker) queue() string {

@@ -36,7 +36,12 @@ type Params struct {
 
 	ConsumerTag string
 	Concurrency int
-	Queues      []string
+	// Queues are the queues to consume, with Weights (default 1 each):
+	// each fetch tries them in a random order weighted by Weights, or,
+	// with StrictPriority, highest weight first.
+	Queues         []string
+	Weights        []int
+	StrictPriority bool
 
 	ErrorHandlerFunc func(err error)
 	PreTaskFunc      func(sig *tasks.Signature)
@@ -48,8 +53,9 @@ type Params struct {
 
 // Worker fetches tasks from a broker and runs them. Run it once.
 type Worker struct {
-	p   Params
-	log *slog.Logger
+	p      Params
+	log    *slog.Logger
+	queues *queueOrder
 
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -87,6 +93,7 @@ func New(p Params) *Worker {
 	}
 	return &Worker{
 		p:      p,
+		queues: newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
 		log:    log.With(slog.String("worker", p.ConsumerTag)),
 		abort:  make(chan struct{}),
 		active: make(map[*running]struct{}),
@@ -194,7 +201,7 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			}
 			continue
 		}
-		ds, err := w.p.Broker.Fetch(ctx, w.p.Queues, n)
+		ds, err := w.p.Broker.Fetch(ctx, w.queues.next(), n)
 		if err != nil {
 			release(n)
 			if ctx.Err() != nil {
