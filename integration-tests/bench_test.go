@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
@@ -24,15 +28,50 @@ func BenchmarkEndToEnd(b *testing.B) {
 			cnf := redisConfig(srv.URL(), "bench:")
 			cnf.NoUnixSignals = true
 			cnf.Logger = slog.New(slog.DiscardHandler)
-			benchEndToEnd(b, cnf, concurrency)
+			rdb := srv.Client(b)
+			var before redisStats
+			benchEndToEnd(b, cnf, concurrency, func() { before = readRedisStats(b, rdb) })
+			after := readRedisStats(b, rdb)
+			b.ReportMetric(float64(after.calls-before.calls)/float64(b.N), "redis-cmds/task")
+			b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N), "redis-cpu-µs/task")
 		})
 	}
 	b.Run("memory/concurrency=10", func(b *testing.B) {
-		benchEndToEnd(b, &config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)}, 10)
+		benchEndToEnd(b, &config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)}, 10, nil)
 	})
 }
 
-func benchEndToEnd(b *testing.B, cnf *config.Config, concurrency int) {
+// redisStats are the counters of INFO that the benchmark reports per task.
+type redisStats struct {
+	calls int64   // commands run, those inside scripts included
+	cpu   float64 // seconds of CPU, user and system
+}
+
+func readRedisStats(b *testing.B, rdb *goredis.Client) redisStats {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var s redisStats
+	for _, line := range strings.Split(info, "\r\n") {
+		switch {
+		case strings.HasPrefix(line, "cmdstat_"):
+			_, rest, _ := strings.Cut(line, ":calls=")
+			n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+			s.calls += n
+		case strings.HasPrefix(line, "used_cpu_sys:"), strings.HasPrefix(line, "used_cpu_user:"):
+			_, v, _ := strings.Cut(line, ":")
+			f, _ := strconv.ParseFloat(v, 64)
+			s.cpu += f
+		}
+	}
+	return s
+}
+
+// benchEndToEnd sends b.N no-op tasks, calls started (when not nil) just
+// before the timed part, and runs them on a worker.
+func benchEndToEnd(b *testing.B, cnf *config.Config, concurrency int, started func()) {
 	s, err := machinist.NewServer(cnf)
 	if err != nil {
 		b.Fatal(err)
@@ -70,6 +109,9 @@ func benchEndToEnd(b *testing.B, cnf *config.Config, concurrency int) {
 		b.Fatal(err)
 	}
 	w := s.NewWorker("bench", concurrency)
+	if started != nil {
+		started()
+	}
 	b.ResetTimer()
 	werrs := make(chan error, 1)
 	w.LaunchAsync(werrs)

@@ -66,6 +66,9 @@ func redisConfig(url, prefix string) *config.Config {
 }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(chaosWorkerEnv); spec != "" {
+		runChaosWorker(spec) // a worker process for TestKill9WorkerLosesNothing; never returns
+	}
 	os.Exit(redistest.RunMain(m))
 }
 

@@ -2,9 +2,9 @@ package integration_test
 
 import (
 	"context"
-	"reflect"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"

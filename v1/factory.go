@@ -1,11 +1,11 @@
 package machinist
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
-	goredis "github.com/redis/go-redis/v9"
-
+	"github.com/b6192125/machinist/internal/redisbatch"
 	"github.com/b6192125/machinist/internal/redisconn"
 	"strings"
 	"sync"
@@ -72,47 +72,61 @@ func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 
 var errUnsupported = fmt.Errorf("%w: unsupported URL", config.ErrInvalid)
 
+// closerFunc adapts a func() to io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
+
+// closeAll closes closers last to first and returns their errors.
+func closeAll(closers []io.Closer) error {
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
 // newBrokerBackend builds the broker and backend cnf names. When both are on
 // the same Redis they share one client; the clients the Server must close
 // are returned in closers.
 func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend backendiface.Backend, closers []io.Closer, err error) {
-	clients := map[string]goredis.UniversalClient{}
-	client := func(u string) (goredis.UniversalClient, error) {
-		if c, ok := clients[u]; ok {
-			return c, nil
+	// One client, and one batcher on it, per Redis URL.
+	batchers := map[string]*redisbatch.Batcher{}
+	client := func(u string) (*redisbatch.Batcher, error) {
+		if b, ok := batchers[u]; ok {
+			return b, nil
 		}
 		c, err := redisconn.NewClient(u, cnf)
 		if err != nil {
 			return nil, err
 		}
-		clients[u] = c
-		closers = append(closers, c)
-		return c, nil
+		b := redisbatch.New(c)
+		batchers[u] = b
+		closers = append(closers, c, closerFunc(b.Close)) // closed last to first
+		return b, nil
 	}
 	defer func() {
 		if err != nil {
-			for _, c := range closers {
-				c.Close()
-			}
+			closeAll(closers)
 			closers = nil
 		}
 	}()
 	if redisconn.IsURL(cnf.Broker) {
-		c, err := client(cnf.Broker)
+		b, err := client(cnf.Broker)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("machinist: Broker: %w", err)
 		}
-		broker = redisbroker.New(redisbroker.Params{Client: c, Config: cnf})
+		broker = redisbroker.New(redisbroker.Params{Client: b.Client(), Batcher: b, Config: cnf})
 	} else if broker, err = BrokerFactory(cnf); err != nil {
 		return nil, nil, nil, err
 	}
 	if redisconn.IsURL(cnf.ResultBackend) {
-		c, err := client(cnf.ResultBackend)
+		b, err := client(cnf.ResultBackend)
 		if err != nil {
 			broker.Close()
 			return nil, nil, nil, fmt.Errorf("machinist: ResultBackend: %w", err)
 		}
-		backend = redisbackend.New(redisbackend.Params{Client: c, Config: cnf})
+		backend = redisbackend.New(redisbackend.Params{Client: b.Client(), Batcher: b, Config: cnf})
 	} else if backend, err = BackendFactory(cnf); err != nil {
 		broker.Close()
 		return nil, nil, nil, err

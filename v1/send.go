@@ -6,7 +6,10 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/redisbatch"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -31,6 +34,18 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	}
 	s.prepare(signature)
 	backend := s.GetBackend()
+	if pub, pend, ok := oneTrip(s.GetBroker(), backend); ok {
+		// State and task in one round trip, in that order.
+		queuePending, err := pend.QueuePending(ctx, signature)
+		if err != nil {
+			return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
+		}
+		s.runPrePublish(signature)
+		if err := pub.PublishWith(ctx, queuePending, signature); err != nil {
+			return nil, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err)
+		}
+		return result.NewAsyncResult(signature, backend), nil
+	}
 	if err := backend.SetStatePending(ctx, signature); err != nil {
 		return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
 	}
@@ -38,6 +53,47 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 		return nil, err
 	}
 	return result.NewAsyncResult(signature, backend), nil
+}
+
+// pipelinedPublisher is a broker that can send other commands ahead of a
+// publish in the same pipeline (the Redis broker).
+type pipelinedPublisher interface {
+	PublishWith(ctx context.Context, before redisbatch.QueueFunc, sigs ...*tasks.Signature) error
+	Batcher() *redisbatch.Batcher
+}
+
+// pendingQueuer is a backend that can hand over its PENDING writes as
+// pipeline commands (the Redis backend).
+type pendingQueuer interface {
+	QueuePending(ctx context.Context, sigs ...*tasks.Signature) (redisbatch.QueueFunc, error)
+	Batcher() *redisbatch.Batcher
+}
+
+// oneTrip reports whether the PENDING state and the task can go in one
+// pipeline: broker and backend share a batcher on one Redis server. (On a
+// Redis Cluster the two would go to different nodes in parallel, so the
+// state could land after a worker has already started the task.)
+func oneTrip(broker brokeriface.Broker, backend backendiface.Backend) (pipelinedPublisher, pendingQueuer, bool) {
+	pub, ok1 := broker.(pipelinedPublisher)
+	pend, ok2 := backend.(pendingQueuer)
+	if !ok1 || !ok2 || pub.Batcher() != pend.Batcher() {
+		return nil, nil, false
+	}
+	if _, cluster := pub.Batcher().Client().(*goredis.ClusterClient); cluster {
+		return nil, nil, false
+	}
+	return pub, pend, true
+}
+
+func (s *Server) runPrePublish(sigs ...*tasks.Signature) {
+	s.mu.RLock()
+	pre := s.prePublish
+	s.mu.RUnlock()
+	if pre != nil {
+		for _, sig := range sigs {
+			pre(sig)
+		}
+	}
 }
 
 // prepare fills in what a signature needs to travel.
@@ -55,14 +111,7 @@ func (s *Server) prepare(sig *tasks.Signature) {
 
 // publish runs the pre-publish handler and publishes sigs.
 func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
-	s.mu.RLock()
-	pre := s.prePublish
-	s.mu.RUnlock()
-	if pre != nil {
-		for _, sig := range sigs {
-			pre(sig)
-		}
-	}
+	s.runPrePublish(sigs...)
 	if err := s.GetBroker().Publish(ctx, sigs...); err != nil {
 		if len(sigs) == 1 {
 			return fmt.Errorf("machinist: send task %s (%s): publish: %w", sigs[0].UUID, sigs[0].Name, err)

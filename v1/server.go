@@ -11,6 +11,7 @@ import (
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/redisbatch"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/eager"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
@@ -63,9 +64,12 @@ func NewServerWithRedisClient(cnf *config.Config, client goredis.UniversalClient
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	broker := redisbroker.New(redisbroker.Params{Client: client, Config: c})
-	backend := redisbackend.New(redisbackend.Params{Client: client, Config: c})
-	return newServer(c, broker, backend), nil
+	batch := redisbatch.New(client)
+	broker := redisbroker.New(redisbroker.Params{Client: client, Batcher: batch, Config: c})
+	backend := redisbackend.New(redisbackend.Params{Client: client, Batcher: batch, Config: c})
+	s := newServer(c, broker, backend)
+	s.closers = []io.Closer{closerFunc(batch.Close)}
+	return s, nil
 }
 
 // NewServerWithBrokerBackend makes a Server on a broker and backend built by
@@ -245,11 +249,7 @@ func (s *Server) GetRegisteredTaskNames() []string {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.scheduler.stop()
-		errs := []error{s.GetBroker().Close(), s.GetBackend().Close()}
-		for _, c := range s.closers {
-			errs = append(errs, c.Close())
-		}
-		s.closeErr = errors.Join(errs...)
+		s.closeErr = errors.Join(s.GetBroker().Close(), s.GetBackend().Close(), closeAll(s.closers))
 	})
 	return s.closeErr
 }

@@ -3,7 +3,8 @@ package tasks
 import "time"
 
 // The states a task moves through. PENDING is written when it is sent,
-// RECEIVED and STARTED by the worker that runs it, RETRY when it will run
+// STARTED by the worker that runs it (machinist's worker skips RECEIVED,
+// which STARTED would replace at once), RETRY when it will run
 // again, and SUCCESS or FAILURE when it is done for good.
 const (
 	StatePending  = "PENDING"

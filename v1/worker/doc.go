@@ -14,7 +14,8 @@
 // and is cancelled when the task's lease is lost or the worker is stopped
 // hard.
 //
-// The states written are RECEIVED, STARTED, then SUCCESS, RETRY or FAILURE.
+// The states written are STARTED, then SUCCESS, RETRY or FAILURE (RECEIVED,
+// which STARTED would replace microseconds later, is skipped).
 // A task that returns an error is retried when it returned a
 // tasks.Retriable error (found with errors.As, so wrapping is fine) or has
 // RetryCount left (then after RetryTimeout seconds, advanced along the

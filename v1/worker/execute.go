@@ -7,6 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redisbatch"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -29,12 +33,13 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
 }
 
-// run writes RECEIVED and STARTED, then calls the task function. permanent
-// reports an error that retrying cannot fix: the arguments do not fit.
+// run writes STARTED, then calls the task function. permanent reports an
+// error that retrying cannot fix: the arguments do not fit.
+//
+// RECEIVED is not written: STARTED would replace it microseconds later, and
+// skipping it saves a write per task. (SetStateReceived remains in the
+// Backend interface for compatibility.)
 func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
-	if err := w.p.Backend.SetStateReceived(ctx, sig); err != nil {
-		log.Warn("writing state RECEIVED failed", slog.Any("error", err))
-	}
 	if sig.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, sig.Timeout)
@@ -89,7 +94,15 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 }
 
 func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
-	if err := w.p.Backend.SetStateSuccess(ctx, sig, results); err != nil {
+	// On one Redis server the result is written by the acknowledgement's
+	// own script (one round trip, fenced by the lease); otherwise first.
+	var resultWrite *redisbatch.HashWrite
+	if d != nil && sig.GroupUUID == "" && w.oneTrip != nil {
+		var err error
+		if resultWrite, err = w.oneTrip.backend.SuccessWrite(sig, results); err != nil {
+			return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
+		}
+	} else if err := w.p.Backend.SetStateSuccess(ctx, sig, results); err != nil {
 		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
 	var errs []error
@@ -113,12 +126,53 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		return err
 	}
 	if d != nil {
-		if err := w.p.Broker.Ack(ctx, d); err != nil {
+		var err error
+		if resultWrite != nil {
+			err = w.oneTrip.broker.AckWithState(ctx, d, resultWrite)
+		} else {
+			err = w.p.Broker.Ack(ctx, d)
+		}
+		if err != nil {
 			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
 		}
 	}
 	log.Debug("task done")
 	return nil
+}
+
+// resultAcker is a broker that can write a task's result with its
+// acknowledgement (the Redis broker on a single server).
+type resultAcker interface {
+	AckWithState(ctx context.Context, d *brokers.Delivery, w *redisbatch.HashWrite) error
+	Batcher() *redisbatch.Batcher
+}
+
+// successWriter is a backend that can hand its SUCCESS write to the broker
+// (the Redis backend).
+type successWriter interface {
+	SuccessWrite(sig *tasks.Signature, results []*tasks.TaskResult) (*redisbatch.HashWrite, error)
+	Batcher() *redisbatch.Batcher
+}
+
+// oneTripSettle pairs a broker and backend on the same Redis server.
+type oneTripSettle struct {
+	broker  resultAcker
+	backend successWriter
+}
+
+// newOneTripSettle returns the pairing when broker and backend share a
+// batcher on one Redis server (on a cluster the state key is in another
+// slot than the queue), or nil.
+func newOneTripSettle(broker brokers.Broker, backend backends.Backend) *oneTripSettle {
+	ra, ok1 := broker.(resultAcker)
+	sw, ok2 := backend.(successWriter)
+	if !ok1 || !ok2 || ra.Batcher() != sw.Batcher() {
+		return nil
+	}
+	if _, cluster := ra.Batcher().Client().(*goredis.ClusterClient); cluster {
+		return nil
+	}
+	return &oneTripSettle{broker: ra, backend: sw}
 }
 
 // completeChordMember sends the chord callback when sig's success completes

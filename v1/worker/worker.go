@@ -53,9 +53,10 @@ type Params struct {
 
 // Worker fetches tasks from a broker and runs them. Run it once.
 type Worker struct {
-	p      Params
-	log    *slog.Logger
-	queues *queueOrder
+	p       Params
+	log     *slog.Logger
+	queues  *queueOrder
+	oneTrip *oneTripSettle // nil unless broker and backend share one Redis server
 
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -92,11 +93,12 @@ func New(p Params) *Worker {
 		log = slog.Default()
 	}
 	return &Worker{
-		p:      p,
-		queues: newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
-		log:    log.With(slog.String("worker", p.ConsumerTag)),
-		abort:  make(chan struct{}),
-		active: make(map[*running]struct{}),
+		p:       p,
+		queues:  newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
+		oneTrip: newOneTripSettle(p.Broker, p.Backend),
+		log:     log.With(slog.String("worker", p.ConsumerTag)),
+		abort:   make(chan struct{}),
+		active:  make(map[*running]struct{}),
 	}
 }
 

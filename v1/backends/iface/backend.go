@@ -42,7 +42,10 @@ type Backend interface {
 	SetStatePending(ctx context.Context, sigs ...*tasks.Signature) error
 	// SetStateReceived writes the RECEIVED state of sig.
 	SetStateReceived(ctx context.Context, sig *tasks.Signature) error
-	// SetStateStarted writes the STARTED state of sig.
+	// SetStateStarted writes the STARTED state of sig. An implementation
+	// may queue the write and return before it lands (the Redis backend
+	// does, to start the task a round trip sooner), provided its writes
+	// land in the order they were made and its own reads see them.
 	SetStateStarted(ctx context.Context, sig *tasks.Signature) error
 	// SetStateRetry writes the RETRY state of sig.
 	SetStateRetry(ctx context.Context, sig *tasks.Signature) error

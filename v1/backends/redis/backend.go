@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redisbatch"
 
 	"github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -30,8 +33,11 @@ var _ iface.Backend = (*Backend)(nil)
 // Backend is the Redis result backend. Create it with New. Every method is
 // safe for concurrent use.
 type Backend struct {
+	log      *slog.Logger
 	client   goredis.UniversalClient
 	owned    bool // Close closes the client
+	batch    *redisbatch.Batcher
+	ownBatch bool // Close closes batch
 	keys     keys
 	expireIn time.Duration // ResultsExpireIn: states, and completed groups
 	groupTTL time.Duration // groups with unfinished members
@@ -48,20 +54,36 @@ type Params struct {
 	Client goredis.UniversalClient
 	// OwnsClient makes Close close Client.
 	OwnsClient bool
+	// Batcher, when set, sends the state writes in pipelines shared with
+	// other users of Client (the broker on the same Redis); otherwise the
+	// backend makes one of its own.
+	Batcher *redisbatch.Batcher
 	// Config supplies ResultsExpireIn and Redis.KeyPrefix. It should have
 	// been through WithDefaults; New applies the defaults again, so nil
 	// works too.
 	Config *config.Config
 }
 
-// New returns a backend on p.Client. It sends nothing to Redis and starts
-// no goroutine.
+// New returns a backend on p.Client. It sends nothing to Redis; state
+// writes of concurrent callers share round trips through p.Batcher (or a
+// batcher of its own, one goroutine, stopped by Close).
 func New(p Params) *Backend {
 	cnf := p.Config.WithDefaults()
 	expireIn := time.Duration(cnf.ResultsExpireIn) * time.Second
+	batch, ownBatch := p.Batcher, false
+	if batch == nil {
+		batch, ownBatch = redisbatch.New(p.Client), true
+	}
+	log := cnf.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Backend{
+		log:      log.With(slog.String("component", "redisbackend")),
 		client:   p.Client,
 		owned:    p.OwnsClient,
+		batch:    batch,
+		ownBatch: ownBatch,
 		keys:     keys{prefix: cnf.Redis.KeyPrefix},
 		expireIn: expireIn,
 		groupTTL: max(expireIn, GroupSafetyTTL),
@@ -240,11 +262,14 @@ func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature)
 	}
 	for start := 0; start < len(writes); start += pendingChunk {
 		chunk := writes[start:min(start+pendingChunk, len(writes))]
-		pipe := b.client.Pipeline()
-		for _, w := range chunk {
-			b.queueState(ctx, pipe, w)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		err := b.batch.Do(ctx, func(pipe goredis.Pipeliner) []goredis.Cmder {
+			var cmds []goredis.Cmder
+			for _, w := range chunk {
+				cmds = append(cmds, b.queueState(ctx, pipe, w)...)
+			}
+			return cmds
+		})
+		if err != nil {
 			if len(sigs) == 1 {
 				return fmt.Errorf("redisbackend: set state pending of task %s: %w", sigs[0].UUID, err)
 			}
@@ -259,9 +284,55 @@ func (b *Backend) SetStateReceived(ctx context.Context, sig *tasks.Signature) er
 	return b.setState(ctx, "set state received", sig, tasks.NewReceivedTaskState)
 }
 
-// SetStateStarted writes the STARTED state of sig.
+// SetStateStarted queues the write of the STARTED state of sig and returns
+// without waiting for it, so that the task starts a round trip sooner. The
+// backend's writes land in the order they were made, so the task's final
+// state cannot be overwritten by it; a failed write is logged.
 func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) error {
-	return b.setState(ctx, "set state started", sig, tasks.NewStartedTaskState)
+	const op = "set state started"
+	queue, err := b.prepareState(ctx, op, sig, tasks.NewStartedTaskState)
+	if err != nil {
+		return err
+	}
+	sent := b.batch.Go(queue, func(cmds []goredis.Cmder) {
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				b.log.Warn("writing task state failed", slog.String("task_id", sig.UUID), slog.String("state", tasks.StateStarted), slog.Any("error", err))
+				return
+			}
+		}
+	})
+	if !sent {
+		return fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, iface.ErrClosed)
+	}
+	return nil
+}
+
+// SuccessWrite returns the write of the SUCCESS state of sig, which must
+// not be a group member, for the broker to make together with the task's
+// acknowledgement (redisbroker.AckWithState): one script, one round trip,
+// and no result written by a worker that lost its lease.
+func (b *Backend) SuccessWrite(sig *tasks.Signature, results []*tasks.TaskResult) (*redisbatch.HashWrite, error) {
+	const op = "set state success"
+	if err := b.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if err := checkSig(sig); err != nil {
+		return nil, fmt.Errorf("redisbackend: %s: %w", op, err)
+	}
+	if sig.GroupUUID != "" {
+		return nil, fmt.Errorf("redisbackend: %s of group member %s: use SetStateSuccess", op, sig.UUID)
+	}
+	w, err := b.newStateWrite(tasks.NewSuccessTaskState(sig, results))
+	if err != nil {
+		return nil, fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
+	}
+	return &redisbatch.HashWrite{
+		Key:       b.keys.state(sig.UUID),
+		Fields:    []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error},
+		CreatedAt: formatTime(w.state.CreatedAt),
+		TTL:       b.expireIn,
+	}, nil
 }
 
 // SetStateRetry writes the RETRY state of sig.
@@ -294,7 +365,15 @@ func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskSta
 	if err := b.checkOpen("get state"); err != nil {
 		return nil, err
 	}
-	fields, err := b.client.HGetAll(ctx, b.keys.state(taskUUID)).Result()
+	// Through the batcher: it sends after this backend's queued writes,
+	// so a read follows every write this backend made before it.
+	cmds, err := b.batch.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+		return []goredis.Cmder{p.HGetAll(ctx, b.keys.state(taskUUID))}
+	}).Wait(ctx)
+	var fields map[string]string
+	if err == nil {
+		fields, err = cmds[0].(*goredis.MapStringStringCmd).Result()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redisbackend: get state of task %s: %w", taskUUID, err)
 	}
@@ -355,6 +434,9 @@ func (b *Backend) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	if b.ownBatch {
+		b.batch.Close()
+	}
 	if b.owned {
 		if err := b.client.Close(); err != nil {
 			return fmt.Errorf("redisbackend: close: %w", err)
@@ -397,26 +479,80 @@ func (b *Backend) newStateWrite(state *tasks.TaskState) (*stateWrite, error) {
 // queueState adds the writes of one state to pipe: every field (so that a
 // new state leaves nothing of an older one), created_at only if the hash
 // has none, and the TTL.
-func (b *Backend) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) {
+func (b *Backend) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) []goredis.Cmder {
 	key := b.keys.state(w.state.TaskUUID)
-	pipe.HSet(ctx, key, "state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error)
-	pipe.HSetNX(ctx, key, "created_at", formatTime(w.state.CreatedAt))
-	pipe.PExpire(ctx, key, b.expireIn)
+	return []goredis.Cmder{
+		pipe.HSet(ctx, key, "state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error),
+		pipe.HSetNX(ctx, key, "created_at", formatTime(w.state.CreatedAt)),
+		pipe.PExpire(ctx, key, b.expireIn),
+	}
 }
+
+// QueuePending returns the commands that write the PENDING states of sigs,
+// for a caller that sends them in one pipeline with its own (Server.SendTask
+// with the broker on the same Redis: state and task in one round trip).
+func (b *Backend) QueuePending(ctx context.Context, sigs ...*tasks.Signature) (redisbatch.QueueFunc, error) {
+	if err := b.checkOpen("set state pending"); err != nil {
+		return nil, err
+	}
+	writes := make([]*stateWrite, len(sigs))
+	for i, sig := range sigs {
+		if err := checkSig(sig); err != nil {
+			return nil, fmt.Errorf("redisbackend: set state pending: signature %d: %w", i, err)
+		}
+		w, err := b.newStateWrite(tasks.NewPendingTaskState(sig))
+		if err != nil {
+			return nil, fmt.Errorf("redisbackend: set state pending of task %s: %w", sig.UUID, err)
+		}
+		writes[i] = w
+	}
+	return func(pipe goredis.Pipeliner) []goredis.Cmder {
+		var cmds []goredis.Cmder
+		for _, w := range writes {
+			cmds = append(cmds, b.queueState(ctx, pipe, w)...)
+		}
+		return cmds
+	}, nil
+}
+
+// Batcher returns the batcher the backend sends state writes through.
+func (b *Backend) Batcher() *redisbatch.Batcher { return b.batch }
 
 // setState writes the state newState makes of sig in one pipeline, with a
 // final state of a group member recorded in its group by group_done.
 func (b *Backend) setState(ctx context.Context, op string, sig *tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) error {
-	if err := b.checkOpen(op); err != nil {
+	queue, err := b.prepareState(ctx, op, sig, newState)
+	if err != nil {
 		return err
 	}
+	err = b.batch.Do(ctx, queue)
+	if redisbatch.IsNoScript(err) {
+		// Redis lost the script (SCRIPT FLUSH, a restart, a failover):
+		// load it and write again; every write of the pipeline is
+		// idempotent.
+		if err = groupDoneScript.Load(ctx, b.client).Err(); err == nil {
+			err = b.batch.Do(ctx, queue)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
+	}
+	return nil
+}
+
+// prepareState encodes the state newState makes of sig and returns the
+// commands that write it.
+func (b *Backend) prepareState(ctx context.Context, op string, sig *tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) (redisbatch.QueueFunc, error) {
+	if err := b.checkOpen(op); err != nil {
+		return nil, err
+	}
 	if err := checkSig(sig); err != nil {
-		return fmt.Errorf("redisbackend: %s: %w", op, err)
+		return nil, fmt.Errorf("redisbackend: %s: %w", op, err)
 	}
 	state := newState(sig)
 	w, err := b.newStateWrite(state)
 	if err != nil {
-		return fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
+		return nil, fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
 	}
 	var (
 		groupKeys []string
@@ -424,41 +560,26 @@ func (b *Backend) setState(ctx context.Context, op string, sig *tasks.Signature,
 	)
 	if sig.GroupUUID != "" && state.IsCompleted() {
 		if err := validGroup(sig.GroupUUID); err != nil {
-			return fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
+			return nil, fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
 		}
 		doneJSON, err := json.Marshal(state)
 		if err != nil {
-			return fmt.Errorf("redisbackend: %s of task %s: encode state: %w", op, sig.UUID, err)
+			return nil, fmt.Errorf("redisbackend: %s of task %s: encode state: %w", op, sig.UUID, err)
 		}
 		if err := b.loadScripts(ctx); err != nil {
-			return fmt.Errorf("redisbackend: %s of task %s: load scripts: %w", op, sig.UUID, err)
+			return nil, fmt.Errorf("redisbackend: %s of task %s: load scripts: %w", op, sig.UUID, err)
 		}
 		groupKeys = b.keys.group(sig.GroupUUID).all()
 		groupArgs = []interface{}{sig.UUID, doneJSON, sig.GroupTaskCount, formatTime(state.CreatedAt),
 			b.expireIn.Milliseconds(), b.groupTTL.Milliseconds()}
 	}
-	run := func() error {
-		pipe := b.client.Pipeline()
-		b.queueState(ctx, pipe, w)
+	return func(pipe goredis.Pipeliner) []goredis.Cmder {
+		cmds := b.queueState(ctx, pipe, w)
 		if groupKeys != nil {
-			groupDoneScript.EvalSha(ctx, pipe, groupKeys, groupArgs...)
+			cmds = append(cmds, groupDoneScript.EvalSha(ctx, pipe, groupKeys, groupArgs...))
 		}
-		_, err := pipe.Exec(ctx)
-		return err
-	}
-	err = run()
-	if isNoScript(err) {
-		// Redis lost the script (SCRIPT FLUSH, a restart, a failover):
-		// load it and write again; every write of the pipeline is
-		// idempotent.
-		if err = groupDoneScript.Load(ctx, b.client).Err(); err == nil {
-			err = run()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
-	}
-	return nil
+		return cmds
+	}, nil
 }
 
 // loadScripts loads the scripts run inside pipelines (where EVALSHA cannot

@@ -182,19 +182,40 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 		{"pending 1000", func() error { return b.SetStatePending(ctx, many(1000)...) }, 1, 3000},
 		{"pending 2500", func() error { return b.SetStatePending(ctx, many(2500)...) }, 3, 7500},
 		{"received", func() error { return b.SetStateReceived(ctx, sig) }, 1, 3},
-		{"started", func() error { return b.SetStateStarted(ctx, sig) }, 1, 3},
+		// STARTED is queued without waiting; the read after it, through
+		// the same ordered batcher, sees it (the read itself is the 4th
+		// command; both may share one round trip).
+		{"started, then read", func() error {
+			if err := b.SetStateStarted(ctx, sig); err != nil {
+				return err
+			}
+			st, err := b.GetState(ctx, sig.UUID)
+			if err == nil && st.State != tasks.StateStarted {
+				err = fmt.Errorf("read after SetStateStarted saw %s", st.State)
+			}
+			return err
+		}, -1, 4},
 		{"retry", func() error { return b.SetStateRetry(ctx, sig) }, 1, 3},
 		{"success", func() error {
 			return b.SetStateSuccess(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(1)}})
 		}, 1, 3},
 		{"failure", func() error { return b.SetStateFailure(ctx, sig, "no") }, 1, 3},
-		{"started group member", func() error { return b.SetStateStarted(ctx, members[0]) }, 1, 3},
+		{"started group member, then read", func() error {
+			if err := b.SetStateStarted(ctx, members[0]); err != nil {
+				return err
+			}
+			_, err := b.GetState(ctx, members[0].UUID)
+			return err
+		}, -1, 4},
 		{"success group member", func() error { return b.SetStateSuccess(ctx, members[0], nil) }, 1, 4},
 		{"failure group member", func() error { return b.SetStateFailure(ctx, members[1], "no") }, 1, 4},
 	} {
 		log.take()
 		must(t, tc.name, tc.write())
 		n, cmds := log.take()
+		if tc.roundTrips < 0 && n >= 1 && n <= 2 {
+			n = tc.roundTrips // one or two: the queued write may go alone
+		}
 		if n != tc.roundTrips || len(cmds) != tc.cmds {
 			t.Errorf("%s: %d round trips, %d commands %v; want %d round trips, %d commands", tc.name, n, len(cmds), firstNames(cmds, 8), tc.roundTrips, tc.cmds)
 		}
@@ -229,7 +250,14 @@ func TestStateKeysExpire(t *testing.T) {
 	}{
 		{"pending", func() error { return b.SetStatePending(ctx, sig) }},
 		{"received", func() error { return b.SetStateReceived(ctx, sig) }},
-		{"started", func() error { return b.SetStateStarted(ctx, sig) }},
+		{"started", func() error {
+			// Queued without waiting; a read through the backend follows it.
+			if err := b.SetStateStarted(ctx, sig); err != nil {
+				return err
+			}
+			_, err := b.GetState(ctx, sig.UUID)
+			return err
+		}},
 		{"retry", func() error { return b.SetStateRetry(ctx, sig) }},
 		{"success", func() error { return b.SetStateSuccess(ctx, sig, nil) }},
 		{"failure", func() error { return b.SetStateFailure(ctx, sig, "no") }},

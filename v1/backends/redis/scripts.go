@@ -48,9 +48,3 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 		return false, fmt.Errorf("redisbackend: trigger chord of group %s by task %s: unexpected script status %d", groupUUID, memberUUID, code)
 	}
 }
-
-// isNoScript reports whether err says that Redis does not have a script
-// (its cache was flushed, or a failover promoted a node that never loaded it).
-func isNoScript(err error) bool {
-	return goredis.HasErrorPrefix(err, "NOSCRIPT")
-}

@@ -94,4 +94,3 @@ func BenchmarkFetchAck(b *testing.B) { benchFetchAck(b, 1) }
 // BenchmarkFetchAckBatch10 takes ten tasks per fetch, as a worker with
 // free slots and a backlog does.
 func BenchmarkFetchAckBatch10(b *testing.B) { benchFetchAck(b, 10) }
-

@@ -14,6 +14,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/redisbatch"
+
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -24,11 +26,13 @@ var errNoQueue = iface.ErrNoQueue
 // Broker is the Redis broker. See the package documentation for the
 // protocol.
 type Broker struct {
-	client goredis.UniversalClient
-	owned  bool // Close closes the client
-	cnf    *config.Config
-	keys   *keys
-	log    *slog.Logger
+	client   goredis.UniversalClient
+	owned    bool // Close closes the client
+	batch    *redisbatch.Batcher
+	ownBatch bool // Close closes batch
+	cnf      *config.Config
+	keys     *keys
+	log      *slog.Logger
 	// cluster is set when the client is a Redis Cluster client: blocking
 	// on several queues' wake-up lists then takes one call per queue.
 	cluster bool
@@ -51,6 +55,10 @@ type Params struct {
 	Client goredis.UniversalClient
 	// OwnsClient makes Close close Client.
 	OwnsClient bool
+	// Batcher, when set, sends publishes and acknowledgements in pipelines
+	// shared with other users of Client (the backend on the same Redis);
+	// otherwise the broker makes one of its own.
+	Batcher *redisbatch.Batcher
 	// Config must have been through WithDefaults.
 	Config *config.Config
 }
@@ -65,9 +73,15 @@ func New(p Params) *Broker {
 	}
 	_, cluster := p.Client.(*goredis.ClusterClient)
 	ctx, cancel := context.WithCancel(context.Background())
+	batch, ownBatch := p.Batcher, false
+	if batch == nil {
+		batch, ownBatch = redisbatch.New(p.Client), true
+	}
 	return &Broker{
 		client:     p.Client,
 		owned:      p.OwnsClient,
+		batch:      batch,
+		ownBatch:   ownBatch,
 		cnf:        p.Config,
 		keys:       &keys{prefix: p.Config.Redis.KeyPrefix},
 		log:        log.With(slog.String("component", "redisbroker")),
@@ -81,6 +95,10 @@ func New(p Params) *Broker {
 
 // Client returns the broker's Redis client.
 func (b *Broker) Client() goredis.UniversalClient { return b.client }
+
+// Batcher returns the batcher the broker sends publishes and
+// acknowledgements through.
+func (b *Broker) Batcher() *redisbatch.Batcher { return b.batch }
 
 func (b *Broker) isClosed() bool {
 	b.mu.Lock()
@@ -107,6 +125,14 @@ func msOf(t time.Time) int64 {
 // Publish adds tasks to their queues: one script per queue, all or nothing
 // within a queue.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
+	return b.PublishWith(ctx, nil, sigs...)
+}
+
+// PublishWith is Publish, with the commands of before sent first in the same
+// pipeline (Server.SendTask sends the PENDING state so, in one round trip).
+// An error of before's commands is returned, and the tasks are published
+// anyway.
+func (b *Broker) PublishWith(ctx context.Context, before redisbatch.QueueFunc, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -137,8 +163,16 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 			return err
 		}
 		qk := b.keys.queue(q)
+		keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
 		args := append([]interface{}{qk.task}, byQueue[q]...)
-		res, err := enqueueScript.Run(ctx, b.client, []string{qk.pending, qk.scheduled, qk.archived, qk.notify}, args...).Slice()
+		var res []interface{}
+		var err error
+		if before != nil {
+			res, err = b.publishAfter(ctx, before, keys, args)
+			before = nil
+		} else {
+			res, err = b.batch.RunScript(ctx, enqueueScript, keys, args...).Slice()
+		}
 		if err != nil {
 			return fmt.Errorf("redisbroker: publish to queue %s: %w", q, err)
 		}
@@ -148,6 +182,30 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 		}
 	}
 	return nil
+}
+
+// publishAfter runs before's commands and the enqueue script in one
+// pipeline.
+func (b *Broker) publishAfter(ctx context.Context, before redisbatch.QueueFunc, keys []string, args []interface{}) ([]interface{}, error) {
+	var n int
+	cmds, err := b.batch.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+		cmds := before(p)
+		n = len(cmds)
+		return append(cmds, enqueueScript.EvalSha(ctx, p, keys, args...))
+	}).Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cmds[:n] {
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("before publishing: %w", err)
+		}
+	}
+	cmd := cmds[n].(*goredis.Cmd)
+	if redisbatch.IsNoScript(cmd.Err()) {
+		cmd = enqueueScript.Run(ctx, b.client, keys, args...)
+	}
+	return cmd.Slice()
 }
 
 // registerQueue adds q to the set of queues once per process.
@@ -431,9 +489,35 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	}
 	qk := b.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	err := runStatus(ctx, b.client, ackScript, id, []string{qk.task + id, qk.lease, qk.completed},
-		id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds())
-	return settled(d, err)
+	code, err := b.batch.RunScript(ctx, ackScript, []string{qk.task + id, qk.lease, qk.completed},
+		id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds()).Int64()
+	if err != nil {
+		return fmt.Errorf("redisbroker: acknowledge task %s: %w", id, err)
+	}
+	return settled(d, statusError(code, id))
+}
+
+// AckWithState settles a task that is done and writes its result state in
+// the same script, only if the caller holds the lease: a worker that lost
+// its lease writes nothing. The state key must be reachable from the
+// queue's script, which holds on a single Redis server, not on a cluster.
+func (b *Broker) AckWithState(ctx context.Context, d *iface.Delivery, w *redisbatch.HashWrite) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	if b.cluster {
+		return fmt.Errorf("redisbroker: AckWithState on Redis Cluster: the state key is in another slot")
+	}
+	qk := b.keys.queue(d.Queue)
+	id := d.Signature.UUID
+	args := make([]interface{}, 0, 5+len(w.Fields))
+	args = append(args, id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds(), w.TTL.Milliseconds(), w.CreatedAt)
+	args = append(args, w.Fields...)
+	code, err := b.batch.RunScript(ctx, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, w.Key}, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("redisbroker: acknowledge task %s: %w", id, err)
+	}
+	return settled(d, statusError(code, id))
 }
 
 // Retry schedules the task to run again at at.
@@ -532,6 +616,9 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
+	if b.ownBatch {
+		b.batch.Close()
+	}
 	if b.owned {
 		return b.client.Close()
 	}

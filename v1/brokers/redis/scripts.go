@@ -28,6 +28,7 @@ var (
 	dequeueScript         = loadScript("dequeue")
 	extendScript          = loadScript("extend")
 	ackScript             = loadScript("ack")
+	ackSuccessScript      = loadScript("ack_success")
 	retryScript           = loadScript("retry")
 	archiveScript         = loadScript("archive")
 	requeueScript         = loadScript("requeue")

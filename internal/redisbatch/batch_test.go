@@ -1,0 +1,120 @@
+package redisbatch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(redistest.RunMain(m))
+}
+
+// countingHook counts pipelines and commands sent.
+type countingHook struct{ pipelines, cmds atomic.Int64 }
+
+func (h *countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error { h.cmds.Add(1); return next(ctx, cmd) }
+}
+func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.pipelines.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestConcurrentCallersShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	hook := &countingHook{}
+	client.AddHook(hook)
+	prefix := srv.Prefix(t)
+	b := New(client)
+	defer b.Close()
+	ctx := context.Background()
+	const callers = 200
+	var wg sync.WaitGroup
+	for i := 0; i < callers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			key := fmt.Sprintf("%sk%d", prefix, i)
+			err := b.Do(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+				return []goredis.Cmder{p.Set(ctx, key, i, 0), p.Incr(ctx, key)}
+			})
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < callers; i++ {
+		if v, err := client.Get(ctx, fmt.Sprintf("%sk%d", prefix, i)).Int(); err != nil || v != i+1 {
+			t.Fatalf("key %d = %d, %v; want %d", i, v, err, i+1)
+		}
+	}
+	if n := hook.pipelines.Load(); n >= callers {
+		t.Fatalf("%d pipelines for %d concurrent callers: no batching", n, callers)
+	}
+}
+
+func TestErrorsReachTheirCaller(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	b := New(client)
+	defer b.Close()
+	ctx := context.Background()
+	client.Set(ctx, prefix+"str", "x", 0)
+	good := b.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+		return []goredis.Cmder{p.Set(ctx, prefix+"ok", 1, 0)}
+	})
+	bad := b.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+		return []goredis.Cmder{p.Incr(ctx, prefix+"str")} // not an integer
+	})
+	if err := good.Err(ctx); err != nil {
+		t.Fatalf("good caller got %v", err)
+	}
+	if err := bad.Err(ctx); err == nil {
+		t.Fatal("bad caller got no error")
+	}
+}
+
+func TestRunScriptReloadsAfterFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	b := New(client)
+	defer b.Close()
+	ctx := context.Background()
+	script := goredis.NewScript(`return redis.call("INCR", KEYS[1])`)
+	if n, err := b.RunScript(ctx, script, []string{"k"}).Int(); err != nil || n != 1 {
+		t.Fatalf("first run: %d, %v", n, err)
+	}
+	client.ScriptFlush(ctx)
+	if n, err := b.RunScript(ctx, script, []string{"k"}).Int(); err != nil || n != 2 {
+		t.Fatalf("after SCRIPT FLUSH: %d, %v", n, err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	b := New(srv.Client(t))
+	b.Close()
+	b.Close()
+	if err := b.Do(context.Background(), func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != ErrClosed {
+		t.Fatalf("Do after Close: %v", err)
+	}
+}
