@@ -123,3 +123,41 @@ func benchEndToEnd(b *testing.B, cnf *config.Config, concurrency int, started fu
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
+
+// BenchmarkSendGroup10000 is the bulk path: a group of 10,000 tasks sent
+// with one SendGroup (states and tasks in batches of 1,000).
+func BenchmarkSendGroup10000(b *testing.B) {
+	srv := redistest.Start(b)
+	cnf := redisConfig(srv.URL(), "bench:")
+	cnf.NoUnixSignals = true
+	cnf.Logger = slog.New(slog.DiscardHandler)
+	s, err := machinist.NewServer(cnf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	const size = 10000
+	rdb := srv.Client(b)
+	before := readRedisStats(b, rdb)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		sigs := make([]*tasks.Signature, size)
+		for j := range sigs {
+			sigs[j] = &tasks.Signature{Name: "noop", Args: []tasks.Arg{{Type: "int64", Value: j}}}
+		}
+		group, err := tasks.NewGroup(sigs...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := s.SendGroupWithContext(ctx, group, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "tasks/s")
+	after := readRedisStats(b, rdb)
+	b.ReportMetric(float64(after.calls-before.calls)/float64(b.N*size), "redis-cmds/task")
+	b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N*size), "redis-cpu-µs/task")
+}

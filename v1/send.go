@@ -179,10 +179,21 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 	if err := backend.InitGroup(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
-	if err := backend.SetStatePending(ctx, group.Tasks...); err != nil {
+	publish := s.publish
+	if pub, pend, ok := oneTrip(s.GetBroker(), backend); ok {
+		// Each batch's states and tasks in one round trip.
+		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
+			queuePending, err := pend.QueuePending(ctx, sigs...)
+			if err != nil {
+				return fmt.Errorf("set state pending: %w", err)
+			}
+			s.runPrePublish(sigs...)
+			return pub.PublishWith(ctx, queuePending, sigs...)
+		}
+	} else if err := backend.SetStatePending(ctx, group.Tasks...); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: set state pending: %w", group.GroupUUID, err)
 	}
-	if err := s.publishBatches(ctx, group.Tasks, sendConcurrency); err != nil {
+	if err := publishBatches(ctx, group.Tasks, sendConcurrency, publish); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
 	}
 	results := make([]*result.AsyncResult, len(group.Tasks))
@@ -192,8 +203,9 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 	return results, nil
 }
 
-// publishBatches publishes sigs in batches, at most concurrency at a time.
-func (s *Server) publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency int) error {
+// publishBatches publishes sigs with publish in batches, at most
+// concurrency at a time.
+func publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency int, publish func(context.Context, ...*tasks.Signature) error) error {
 	var batches [][]*tasks.Signature
 	for start := 0; start < len(sigs); start += groupPublishBatch {
 		batches = append(batches, sigs[start:min(start+groupPublishBatch, len(sigs))])
@@ -210,7 +222,7 @@ func (s *Server) publishBatches(ctx context.Context, sigs []*tasks.Signature, co
 			var err error
 			for batch := range work {
 				if err == nil {
-					if err = s.publish(ctx, batch...); err != nil {
+					if err = publish(ctx, batch...); err != nil {
 						cancel()
 					}
 				}

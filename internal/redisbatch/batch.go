@@ -4,8 +4,11 @@
 // load many tasks' writes cost one round trip, and an idle caller is sent at
 // once, with no added delay.
 //
-// Commands of one Batcher run in the order they were queued: on a single
-// Redis the pipelines go out one after the other, each in order on one
+// A Batcher has several lanes, each sending one pipeline at a time, so that
+// encoding the next pipeline overlaps with Redis running the last. Every
+// call names a key (a task's UUID), and the calls with the same key go
+// through the same lane, in the order they were made: on a single Redis a
+// lane's pipelines go out one after the other, each in order on one
 // connection. (On Redis Cluster a pipeline is split by node, so only
 // commands for the same node keep their order.)
 package redisbatch
@@ -33,14 +36,17 @@ const execTimeout = 30 * time.Second
 // can report their errors.
 type QueueFunc func(p goredis.Pipeliner) []goredis.Cmder
 
+// Lanes is how many pipelines a Batcher keeps in flight.
+const Lanes = 4
+
 // Batcher sends queued commands in pipelines. Safe for concurrent use.
 type Batcher struct {
 	client goredis.UniversalClient
-	ops    chan *op
+	lanes  [Lanes]chan *op
 
 	mu     sync.RWMutex
 	closed bool
-	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 type op struct {
@@ -52,9 +58,23 @@ type op struct {
 
 // New starts a Batcher on client. Close stops it; the client is not closed.
 func New(client goredis.UniversalClient) *Batcher {
-	b := &Batcher{client: client, ops: make(chan *op, maxBatch), done: make(chan struct{})}
-	go b.run()
+	b := &Batcher{client: client}
+	for i := range b.lanes {
+		b.lanes[i] = make(chan *op, maxBatch)
+		b.wg.Add(1)
+		go b.run(b.lanes[i])
+	}
 	return b
+}
+
+// lane returns the lane of key (FNV-1a).
+func (b *Batcher) lane(key string) chan *op {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return b.lanes[h%Lanes]
 }
 
 // Client returns the client the Batcher sends on.
@@ -66,8 +86,9 @@ type Pending struct {
 	err error
 }
 
-// Submit queues fn's commands for the next pipeline without waiting.
-func (b *Batcher) Submit(ctx context.Context, fn QueueFunc) *Pending {
+// Submit queues fn's commands for the next pipeline of key's lane without
+// waiting.
+func (b *Batcher) Submit(ctx context.Context, key string, fn QueueFunc) *Pending {
 	o := &op{queue: fn, done: make(chan struct{})}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -75,7 +96,7 @@ func (b *Batcher) Submit(ctx context.Context, fn QueueFunc) *Pending {
 		return &Pending{err: ErrClosed}
 	}
 	select {
-	case b.ops <- o:
+	case b.lane(key) <- o:
 		return &Pending{o: o}
 	case <-ctx.Done():
 		return &Pending{err: ctx.Err()}
@@ -114,22 +135,22 @@ func (p *Pending) Err(ctx context.Context) error {
 // Go queues fn's commands without waiting for them; after, when not nil,
 // is called with them once they have run (on the goroutine that sends, so
 // it must be quick). It reports false when the batcher is closed.
-func (b *Batcher) Go(fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
+func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
 	o := &op{queue: fn, done: make(chan struct{}), after: after}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
 		return false
 	}
-	b.ops <- o
+	b.lane(key) <- o
 	return true
 }
 
 // Do queues fn's commands, waits until they have run, and returns the
 // first error among them (goredis.Nil included). When ctx ends first, Do
 // returns ctx's error, but the commands still run.
-func (b *Batcher) Do(ctx context.Context, fn QueueFunc) error {
-	return b.Submit(ctx, fn).Err(ctx)
+func (b *Batcher) Do(ctx context.Context, key string, fn QueueFunc) error {
+	return b.Submit(ctx, key, fn).Err(ctx)
 }
 
 // Close sends what is queued and stops. Safe to call more than once.
@@ -140,16 +161,18 @@ func (b *Batcher) Close() {
 		return
 	}
 	b.closed = true
-	close(b.ops)
+	for _, l := range b.lanes {
+		close(l)
+	}
 	b.mu.Unlock()
-	<-b.done
+	b.wg.Wait()
 }
 
-func (b *Batcher) run() {
-	defer close(b.done)
+func (b *Batcher) run(ops chan *op) {
+	defer b.wg.Done()
 	batch := make([]*op, 0, maxBatch)
 	for {
-		o, ok := <-b.ops
+		o, ok := <-ops
 		if !ok {
 			return
 		}
@@ -161,7 +184,7 @@ func (b *Batcher) run() {
 	drain:
 		for len(batch) < maxBatch {
 			select {
-			case o, ok := <-b.ops:
+			case o, ok := <-ops:
 				if !ok {
 					break drain
 				}
@@ -209,8 +232,8 @@ func IsNoScript(err error) bool {
 
 // RunScript runs script through the batcher with EVALSHA and, when Redis
 // does not have it, once more directly (EVAL, which also loads it).
-func (b *Batcher) RunScript(ctx context.Context, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
-	cmds, err := b.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
+	cmds, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
 		return []goredis.Cmder{script.EvalSha(ctx, p, keys, args...)}
 	}).Wait(ctx)
 	if err != nil {

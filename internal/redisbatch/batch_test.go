@@ -49,7 +49,7 @@ func TestConcurrentCallersShareRoundTrips(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			key := fmt.Sprintf("%sk%d", prefix, i)
-			err := b.Do(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+			err := b.Do(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
 				return []goredis.Cmder{p.Set(ctx, key, i, 0), p.Incr(ctx, key)}
 			})
 			if err != nil {
@@ -77,10 +77,10 @@ func TestErrorsReachTheirCaller(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	client.Set(ctx, prefix+"str", "x", 0)
-	good := b.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+	good := b.Submit(ctx, "good", func(p goredis.Pipeliner) []goredis.Cmder {
 		return []goredis.Cmder{p.Set(ctx, prefix+"ok", 1, 0)}
 	})
-	bad := b.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+	bad := b.Submit(ctx, "bad", func(p goredis.Pipeliner) []goredis.Cmder {
 		return []goredis.Cmder{p.Incr(ctx, prefix+"str")} // not an integer
 	})
 	if err := good.Err(ctx); err != nil {
@@ -99,11 +99,11 @@ func TestRunScriptReloadsAfterFlush(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	script := goredis.NewScript(`return redis.call("INCR", KEYS[1])`)
-	if n, err := b.RunScript(ctx, script, []string{"k"}).Int(); err != nil || n != 1 {
+	if n, err := b.RunScript(ctx, "k", script, []string{"k"}).Int(); err != nil || n != 1 {
 		t.Fatalf("first run: %d, %v", n, err)
 	}
 	client.ScriptFlush(ctx)
-	if n, err := b.RunScript(ctx, script, []string{"k"}).Int(); err != nil || n != 2 {
+	if n, err := b.RunScript(ctx, "k", script, []string{"k"}).Int(); err != nil || n != 2 {
 		t.Fatalf("after SCRIPT FLUSH: %d, %v", n, err)
 	}
 }
@@ -114,7 +114,53 @@ func TestClosed(t *testing.T) {
 	b := New(srv.Client(t))
 	b.Close()
 	b.Close()
-	if err := b.Do(context.Background(), func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != ErrClosed {
+	if err := b.Do(context.Background(), "k", func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != ErrClosed {
 		t.Fatalf("Do after Close: %v", err)
+	}
+}
+
+// Calls with the same key run in the order they were made, even when they
+// do not wait for each other.
+func TestSameKeyKeepsOrder(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	b := New(client)
+	defer b.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for k := 0; k < 20; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			key := fmt.Sprintf("%slist%d", prefix, k)
+			for i := 0; i < 50; i++ {
+				i := i
+				b.Go(key, func(p goredis.Pipeliner) []goredis.Cmder {
+					return []goredis.Cmder{p.RPush(ctx, key, i)}
+				}, nil)
+			}
+		}(k)
+	}
+	wg.Wait()
+	for k := 0; k < 20; k++ {
+		key := fmt.Sprintf("%slist%d", prefix, k)
+		// A read through the same key's lane follows the writes.
+		var got []string
+		cmds, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
+			return []goredis.Cmder{p.LRange(ctx, key, 0, -1)}
+		}).Wait(ctx)
+		if err == nil {
+			got, err = cmds[0].(*goredis.StringSliceCmd).Result()
+		}
+		if err != nil || len(got) != 50 {
+			t.Fatalf("%s: %d values, %v", key, len(got), err)
+		}
+		for i, v := range got {
+			if v != fmt.Sprint(i) {
+				t.Fatalf("%s[%d] = %s: out of order", key, i, v)
+			}
+		}
 	}
 }

@@ -262,7 +262,7 @@ func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature)
 	}
 	for start := 0; start < len(writes); start += pendingChunk {
 		chunk := writes[start:min(start+pendingChunk, len(writes))]
-		err := b.batch.Do(ctx, func(pipe goredis.Pipeliner) []goredis.Cmder {
+		err := b.batch.Do(ctx, chunk[0].state.TaskUUID, func(pipe goredis.Pipeliner) []goredis.Cmder {
 			var cmds []goredis.Cmder
 			for _, w := range chunk {
 				cmds = append(cmds, b.queueState(ctx, pipe, w)...)
@@ -294,7 +294,7 @@ func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) err
 	if err != nil {
 		return err
 	}
-	sent := b.batch.Go(queue, func(cmds []goredis.Cmder) {
+	sent := b.batch.Go(sig.UUID, queue, func(cmds []goredis.Cmder) {
 		for _, c := range cmds {
 			if err := c.Err(); err != nil {
 				b.log.Warn("writing task state failed", slog.String("task_id", sig.UUID), slog.String("state", tasks.StateStarted), slog.Any("error", err))
@@ -365,9 +365,9 @@ func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskSta
 	if err := b.checkOpen("get state"); err != nil {
 		return nil, err
 	}
-	// Through the batcher: it sends after this backend's queued writes,
-	// so a read follows every write this backend made before it.
-	cmds, err := b.batch.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+	// Through the task's lane of the batcher: it sends after this
+	// backend's queued writes of the task, so a read follows them.
+	cmds, err := b.batch.Submit(ctx, taskUUID, func(p goredis.Pipeliner) []goredis.Cmder {
 		return []goredis.Cmder{p.HGetAll(ctx, b.keys.state(taskUUID))}
 	}).Wait(ctx)
 	var fields map[string]string
@@ -481,6 +481,14 @@ func (b *Backend) newStateWrite(state *tasks.TaskState) (*stateWrite, error) {
 // has none, and the TTL.
 func (b *Backend) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) []goredis.Cmder {
 	key := b.keys.state(w.state.TaskUUID)
+	if w.state.State == tasks.StatePending {
+		// Sending the task: this write makes the state, created_at too.
+		return []goredis.Cmder{
+			pipe.HSet(ctx, key, "state", w.state.State, "name", w.state.TaskName, "results", w.results,
+				"error", w.state.Error, "created_at", formatTime(w.state.CreatedAt)),
+			pipe.PExpire(ctx, key, b.expireIn),
+		}
+	}
 	return []goredis.Cmder{
 		pipe.HSet(ctx, key, "state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error),
 		pipe.HSetNX(ctx, key, "created_at", formatTime(w.state.CreatedAt)),
@@ -525,13 +533,13 @@ func (b *Backend) setState(ctx context.Context, op string, sig *tasks.Signature,
 	if err != nil {
 		return err
 	}
-	err = b.batch.Do(ctx, queue)
+	err = b.batch.Do(ctx, sig.UUID, queue)
 	if redisbatch.IsNoScript(err) {
 		// Redis lost the script (SCRIPT FLUSH, a restart, a failover):
 		// load it and write again; every write of the pipeline is
 		// idempotent.
 		if err = groupDoneScript.Load(ctx, b.client).Err(); err == nil {
-			err = b.batch.Do(ctx, queue)
+			err = b.batch.Do(ctx, sig.UUID, queue)
 		}
 	}
 	if err != nil {

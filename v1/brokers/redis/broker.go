@@ -167,11 +167,12 @@ func (b *Broker) PublishWith(ctx context.Context, before redisbatch.QueueFunc, s
 		args := append([]interface{}{qk.task}, byQueue[q]...)
 		var res []interface{}
 		var err error
+		lane := byQueue[q][0].(string) // the first task's id
 		if before != nil {
-			res, err = b.publishAfter(ctx, before, keys, args)
+			res, err = b.publishAfter(ctx, lane, before, keys, args)
 			before = nil
 		} else {
-			res, err = b.batch.RunScript(ctx, enqueueScript, keys, args...).Slice()
+			res, err = b.batch.RunScript(ctx, lane, enqueueScript, keys, args...).Slice()
 		}
 		if err != nil {
 			return fmt.Errorf("redisbroker: publish to queue %s: %w", q, err)
@@ -186,9 +187,9 @@ func (b *Broker) PublishWith(ctx context.Context, before redisbatch.QueueFunc, s
 
 // publishAfter runs before's commands and the enqueue script in one
 // pipeline.
-func (b *Broker) publishAfter(ctx context.Context, before redisbatch.QueueFunc, keys []string, args []interface{}) ([]interface{}, error) {
+func (b *Broker) publishAfter(ctx context.Context, lane string, before redisbatch.QueueFunc, keys []string, args []interface{}) ([]interface{}, error) {
 	var n int
-	cmds, err := b.batch.Submit(ctx, func(p goredis.Pipeliner) []goredis.Cmder {
+	cmds, err := b.batch.Submit(ctx, lane, func(p goredis.Pipeliner) []goredis.Cmder {
 		cmds := before(p)
 		n = len(cmds)
 		return append(cmds, enqueueScript.EvalSha(ctx, p, keys, args...))
@@ -489,7 +490,7 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	}
 	qk := b.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	code, err := b.batch.RunScript(ctx, ackScript, []string{qk.task + id, qk.lease, qk.completed},
+	code, err := b.batch.RunScript(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed},
 		id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds()).Int64()
 	if err != nil {
 		return fmt.Errorf("redisbroker: acknowledge task %s: %w", id, err)
@@ -513,7 +514,7 @@ func (b *Broker) AckWithState(ctx context.Context, d *iface.Delivery, w *redisba
 	args := make([]interface{}, 0, 5+len(w.Fields))
 	args = append(args, id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds(), w.TTL.Milliseconds(), w.CreatedAt)
 	args = append(args, w.Fields...)
-	code, err := b.batch.RunScript(ctx, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, w.Key}, args...).Int64()
+	code, err := b.batch.RunScript(ctx, id, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, w.Key}, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("redisbroker: acknowledge task %s: %w", id, err)
 	}

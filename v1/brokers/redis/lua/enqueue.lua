@@ -13,7 +13,7 @@
 -- Complexity: O(N log M) for N tasks and M scheduled tasks.
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local seen = {}
+local seen, archived = {}, {}
 for i = 2, #ARGV, 3 do
 	local id = ARGV[i]
 	local state = redis.call("HGET", ARGV[1] .. id, "state")
@@ -21,12 +21,13 @@ for i = 2, #ARGV, 3 do
 		return {1, id}
 	end
 	seen[id] = true
+	archived[id] = state == "archived"
 end
 local ready = 0
 for i = 2, #ARGV, 3 do
 	local id, msg, eta = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
 	local key = ARGV[1] .. id
-	if redis.call("EXISTS", key) == 1 then
+	if archived[id] then
 		redis.call("ZREM", KEYS[3], id)
 		redis.call("DEL", key)
 	end

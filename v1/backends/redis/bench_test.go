@@ -1,0 +1,39 @@
+package redisbackend_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/b6192125/machinist/internal/redistest"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// BenchmarkChordMemberCompletion is what a chord member costs the backend
+// when it succeeds: its SUCCESS state recorded in the group, then the check
+// whether the group is complete. The cost per member must not grow with the
+// group, so it runs for groups of 100 and 10,000.
+func BenchmarkChordMemberCompletion(b *testing.B) {
+	for _, size := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("group=%d", size), func(b *testing.B) {
+			srv := redistest.Start(b)
+			be := redisbackend.New(redisbackend.Params{Client: srv.Client(b), Config: &config.Config{}})
+			b.Cleanup(func() { be.Close() })
+			ctx := context.Background()
+			results := []*tasks.TaskResult{{Type: "int64", Value: int64(1)}}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				group := fmt.Sprintf("group_%d", i/size)
+				sig := &tasks.Signature{UUID: fmt.Sprintf("task_%d", i), Name: "add", GroupUUID: group, GroupTaskCount: size}
+				if err := be.SetStateSuccess(ctx, sig, results); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := be.GroupCompleted(ctx, group, size); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
