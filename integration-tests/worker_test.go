@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -481,6 +482,68 @@ func TestWeightedQueuesDoNotStarve(t *testing.T) {
 		}
 		if heavyInFirst40 < 18 {
 			t.Fatalf("only %d of the first 40 tasks were heavy, want about 30", heavyInFirst40)
+		}
+	})
+}
+
+func TestUnstorableResultFailsOnce(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		var runs atomic.Int32
+		s.RegisterTask("nan", func() (float64, error) {
+			runs.Add(1)
+			return math.NaN(), nil
+		})
+		launch(t, s.NewWorker("w", 1))
+		ctx := testCtx(t)
+		r, err := s.SendTaskWithContext(ctx, sig("nan"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.GetWithContext(ctx, poll)
+		if err == nil || !strings.Contains(err.Error(), "task results cannot be stored") {
+			t.Fatalf("got %v, want a failure saying the results cannot be stored", err)
+		}
+		waitFor(t, "the task in the archive", func() bool {
+			archived, err := s.GetBroker().ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+			return err == nil && len(archived) == 1
+		})
+		if n := runs.Load(); n != 1 {
+			t.Fatalf("the task ran %d times, want once", n)
+		}
+	})
+}
+
+func TestPeriodicTicksAreTasksOfTheirOwn(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		s.RegisterTask("tick", func(ctx context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[tasks.SignatureFromContext(ctx).UUID] = true
+			return nil
+		})
+		// A signature with a UUID set (tasks.NewSignature sets one): every
+		// tick must still be a task of its own.
+		tick, err := tasks.NewSignature("tick", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RegisterPeriodicTask("@every 1s", "ticks", tick); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, s.NewWorker("w", 1))
+		waitFor(t, "two ticks with distinct UUIDs", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) >= 2
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[tick.UUID] {
+			t.Fatal("a tick reused the registered signature's UUID")
 		}
 	})
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// RegisterPeriodicTask sends a copy of signature on the cron schedule spec
+// RegisterPeriodicTask sends a copy of signature, with a UUID of its own, on
+// the cron schedule spec
 // (five fields, or descriptors such as "@every 1m", as machinery's). Every
 // process that registers the same name and spec shares each tick: the
 // broker's Claim lets exactly one of them send it.
@@ -21,7 +22,7 @@ func (s *Server) RegisterPeriodicTask(spec, name string, signature *tasks.Signat
 		return fmt.Errorf("machinist: periodic task %q: %w", name, err)
 	}
 	return s.scheduler.add(spec, name, func(ctx context.Context) error {
-		_, err := s.SendTaskWithContext(ctx, tasks.CopySignature(signature))
+		_, err := s.SendTaskWithContext(ctx, freshCopies(signature)[0])
 		return err
 	})
 }
@@ -29,11 +30,11 @@ func (s *Server) RegisterPeriodicTask(spec, name string, signature *tasks.Signat
 // RegisterPeriodicChain sends a chain of copies of signatures on the
 // schedule spec; see RegisterPeriodicTask.
 func (s *Server) RegisterPeriodicChain(spec, name string, signatures ...*tasks.Signature) error {
-	if _, err := tasks.NewChain(tasks.CopySignatures(signatures...)...); err != nil {
+	if _, err := tasks.NewChain(freshCopies(signatures...)...); err != nil {
 		return fmt.Errorf("machinist: periodic chain %q: %w", name, err)
 	}
 	return s.scheduler.add(spec, name, func(ctx context.Context) error {
-		chain, err := tasks.NewChain(tasks.CopySignatures(signatures...)...)
+		chain, err := tasks.NewChain(freshCopies(signatures...)...)
 		if err != nil {
 			return err
 		}
@@ -45,11 +46,11 @@ func (s *Server) RegisterPeriodicChain(spec, name string, signatures ...*tasks.S
 // RegisterPeriodicGroup sends a group of copies of signatures on the
 // schedule spec; see RegisterPeriodicTask.
 func (s *Server) RegisterPeriodicGroup(spec, name string, sendConcurrency int, signatures ...*tasks.Signature) error {
-	if _, err := tasks.NewGroup(tasks.CopySignatures(signatures...)...); err != nil {
+	if _, err := tasks.NewGroup(freshCopies(signatures...)...); err != nil {
 		return fmt.Errorf("machinist: periodic group %q: %w", name, err)
 	}
 	return s.scheduler.add(spec, name, func(ctx context.Context) error {
-		group, err := tasks.NewGroup(tasks.CopySignatures(signatures...)...)
+		group, err := tasks.NewGroup(freshCopies(signatures...)...)
 		if err != nil {
 			return err
 		}
@@ -62,11 +63,11 @@ func (s *Server) RegisterPeriodicGroup(spec, name string, sendConcurrency int, s
 // on the schedule spec; see RegisterPeriodicTask.
 func (s *Server) RegisterPeriodicChord(spec, name string, sendConcurrency int, callback *tasks.Signature, signatures ...*tasks.Signature) error {
 	build := func() (*tasks.Chord, error) {
-		group, err := tasks.NewGroup(tasks.CopySignatures(signatures...)...)
+		group, err := tasks.NewGroup(freshCopies(signatures...)...)
 		if err != nil {
 			return nil, err
 		}
-		return tasks.NewChord(group, tasks.CopySignature(callback))
+		return tasks.NewChord(group, freshCopies(callback)[0])
 	}
 	if _, err := build(); err != nil {
 		return fmt.Errorf("machinist: periodic chord %q: %w", name, err)
@@ -79,6 +80,28 @@ func (s *Server) RegisterPeriodicChord(spec, name string, sendConcurrency int, c
 		_, err = s.SendChordWithContext(ctx, chord, sendConcurrency)
 		return err
 	})
+}
+
+// freshCopies copies sigs for one tick: each tick is a task (or workflow)
+// of its own, so the copies and their callbacks lose their UUIDs and get new
+// ones when sent.
+func freshCopies(sigs ...*tasks.Signature) []*tasks.Signature {
+	out := tasks.CopySignatures(sigs...)
+	for _, s := range out {
+		clearUUIDs(s, 0)
+	}
+	return out
+}
+
+func clearUUIDs(s *tasks.Signature, depth int) {
+	if s == nil || depth > 1000 {
+		return
+	}
+	s.UUID, s.GroupUUID, s.GroupTaskCount = "", "", 0
+	for _, cb := range append(append([]*tasks.Signature(nil), s.OnSuccess...), s.OnError...) {
+		clearUUIDs(cb, depth+1)
+	}
+	clearUUIDs(s.ChordCallback, depth+1)
 }
 
 // scheduler fires periodic entries. Its goroutine starts with the first

@@ -79,8 +79,8 @@ func oneTrip(broker brokeriface.Broker, backend backendiface.Backend) (pipelined
 	if !ok1 || !ok2 || pub.Batcher() != pend.Batcher() {
 		return nil, nil, false
 	}
-	if _, cluster := pub.Batcher().Client().(*goredis.ClusterClient); cluster {
-		return nil, nil, false
+	if _, single := pub.Batcher().Client().(*goredis.Client); !single {
+		return nil, nil, false // a cluster or a ring spreads keys over nodes
 	}
 	return pub, pend, true
 }
@@ -96,7 +96,9 @@ func (s *Server) runPrePublish(sigs ...*tasks.Signature) {
 	}
 }
 
-// prepare fills in what a signature needs to travel.
+// prepare fills in what a signature needs to travel. Its callbacks get
+// their UUIDs now, inside the message, so that a task that runs again after
+// losing its worker sends the same callbacks, which are then recognised.
 func (s *Server) prepare(sig *tasks.Signature) {
 	if sig.UUID == "" {
 		sig.UUID = "task_" + uuid.NewString()
@@ -106,6 +108,29 @@ func (s *Server) prepare(sig *tasks.Signature) {
 	}
 	if sig.Headers == nil {
 		sig.Headers = tasks.Headers{}
+	}
+	nameCallbacks(sig, 0)
+}
+
+// nameCallbacks gives every callback nested in sig a UUID, down to a depth
+// that only a cyclic signature reaches.
+func nameCallbacks(sig *tasks.Signature, depth int) {
+	if depth > 1000 {
+		return
+	}
+	for _, cbs := range [][]*tasks.Signature{sig.OnSuccess, sig.OnError} {
+		for _, cb := range cbs {
+			if cb == nil {
+				continue
+			}
+			if cb.UUID == "" {
+				cb.UUID = "task_" + uuid.NewString()
+			}
+			nameCallbacks(cb, depth+1)
+		}
+	}
+	if cb := sig.ChordCallback; cb != nil && cb.UUID == "" {
+		cb.UUID = "chord_" + uuid.NewString()
 	}
 }
 

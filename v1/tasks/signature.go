@@ -104,13 +104,35 @@ func NewSignature(name string, args []Arg) (*Signature, error) {
 }
 
 // Validate reports what makes the signature impossible to send: nil, or
-// without a name.
+// without a name, itself or one of its callbacks.
 func (s *Signature) Validate() error {
+	return s.validate(0)
+}
+
+func (s *Signature) validate(depth int) error {
 	if s == nil {
 		return ErrNilSignature
 	}
 	if s.Name == "" {
 		return fmt.Errorf("%w (UUID %q)", ErrEmptyTaskName, s.UUID)
+	}
+	if depth > 1000 {
+		return fmt.Errorf("tasks: callbacks of signature %q nest deeper than 1000 (a cycle?)", s.Name)
+	}
+	for _, list := range []struct {
+		name string
+		sigs []*Signature
+	}{{"OnSuccess", s.OnSuccess}, {"OnError", s.OnError}} {
+		for i, cb := range list.sigs {
+			if err := cb.validate(depth + 1); err != nil {
+				return fmt.Errorf("%s[%d] of %q: %w", list.name, i, s.Name, err)
+			}
+		}
+	}
+	if s.ChordCallback != nil {
+		if err := s.ChordCallback.validate(depth + 1); err != nil {
+			return fmt.Errorf("ChordCallback of %q: %w", s.Name, err)
+		}
 	}
 	return nil
 }

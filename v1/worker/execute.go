@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,9 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, 
 	task, err := tasks.NewWithContext(ctx, fn, sig)
 	if err != nil {
 		return nil, err, true
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err, false // lease lost or worker stopped before the start
 	}
 	if err := w.p.Backend.SetStateStarted(ctx, sig); err != nil {
 		log.Warn("writing state STARTED failed", slog.Any("error", err))
@@ -97,12 +101,19 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	// On one Redis server the result is written by the acknowledgement's
 	// own script (one round trip, fenced by the lease); otherwise first.
 	var resultWrite *redisbatch.HashWrite
+	var err error
 	if d != nil && sig.GroupUUID == "" && w.oneTrip != nil {
-		var err error
-		if resultWrite, err = w.oneTrip.backend.SuccessWrite(sig, results); err != nil {
-			return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
+		resultWrite, err = w.oneTrip.backend.SuccessWrite(sig, results)
+	} else {
+		err = w.p.Backend.SetStateSuccess(ctx, sig, results)
+	}
+	if err != nil {
+		if unstorable(err) {
+			// Running it again cannot help: fail it once, with the reason.
+			msg := fmt.Sprintf("task results cannot be stored: %v", err)
+			w.reportError(errors.New(msg))
+			return w.fail(ctx, sig, d, msg, log)
 		}
-	} else if err := w.p.Backend.SetStateSuccess(ctx, sig, results); err != nil {
 		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
 	var errs []error
@@ -111,12 +122,12 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		if !sig.Immutable && !next.Immutable {
 			next.Args = append(next.Args, resultArgs(results)...)
 		}
-		if err := w.p.SendFunc(ctx, next); err != nil {
+		if err := w.sendCallback(ctx, d, next); err != nil {
 			errs = append(errs, fmt.Errorf("worker: send OnSuccess task %s of task %s: %w", next.UUID, sig.UUID, err))
 		}
 	}
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {
-		if err := w.completeChordMember(ctx, sig); err != nil {
+		if err := w.completeChordMember(ctx, sig, d); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -169,15 +180,15 @@ func newOneTripSettle(broker brokers.Broker, backend backends.Backend) *oneTripS
 	if !ok1 || !ok2 || ra.Batcher() != sw.Batcher() {
 		return nil
 	}
-	if _, cluster := ra.Batcher().Client().(*goredis.ClusterClient); cluster {
-		return nil
+	if _, single := ra.Batcher().Client().(*goredis.Client); !single {
+		return nil // a cluster or a ring spreads keys over nodes
 	}
 	return &oneTripSettle{broker: ra, backend: sw}
 }
 
 // completeChordMember sends the chord callback when sig's success completes
 // its group and this member wins the election.
-func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature) error {
+func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery) error {
 	done, err := w.p.Backend.GroupCompleted(ctx, sig.GroupUUID, sig.GroupTaskCount)
 	if err != nil {
 		return fmt.Errorf("worker: check group %s: %w", sig.GroupUUID, err)
@@ -201,13 +212,13 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature) 
 		if st.IsFailure() {
 			// A member failed, and its own election came after ours (the
 			// group completed in between): the error path is ours to run.
-			return w.failChord(ctx, sig, st.TaskUUID, st.TaskName, st.Error)
+			return w.failChord(ctx, sig, d, st.TaskUUID, st.TaskName, st.Error)
 		}
 		if !callback.Immutable {
 			callback.Args = append(callback.Args, resultArgs(st.Results)...)
 		}
 	}
-	if err := w.p.SendFunc(ctx, callback); err != nil {
+	if err := w.sendCallback(ctx, d, callback); err != nil {
 		return fmt.Errorf("worker: send chord callback %s of group %s: %w", callback.UUID, sig.GroupUUID, err)
 	}
 	return nil
@@ -240,14 +251,14 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
 	var errs []error
-	errs = append(errs, w.sendErrorCallbacks(ctx, sig.OnError, msg)...)
+	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {
 		won, err := w.p.Backend.TriggerChord(ctx, sig.GroupUUID, sig.UUID)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err))
 		case won:
-			if err := w.failChord(ctx, sig, sig.UUID, sig.Name, msg); err != nil {
+			if err := w.failChord(ctx, sig, d, sig.UUID, sig.Name, msg); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -266,27 +277,53 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 // failChord runs a chord's error path, once per group (its caller won the
 // election): the callback's state becomes FAILURE naming the member that
 // failed, and the callback's OnError signatures are sent with its error.
-func (w *Worker) failChord(ctx context.Context, member *tasks.Signature, failedUUID, failedName, msg string) error {
+func (w *Worker) failChord(ctx context.Context, member *tasks.Signature, d *brokers.Delivery, failedUUID, failedName, msg string) error {
 	cb := member.ChordCallback
 	cbMsg := fmt.Sprintf("chord member %s (%s) failed: %s", failedUUID, failedName, msg)
 	var errs []error
 	if err := w.p.Backend.SetStateFailure(ctx, cb, cbMsg); err != nil {
 		errs = append(errs, fmt.Errorf("worker: write state FAILURE of chord callback %s: %w", cb.UUID, err))
 	}
-	errs = append(errs, w.sendErrorCallbacks(ctx, cb.OnError, msg)...)
+	errs = append(errs, w.sendErrorCallbacks(ctx, d, cb.OnError, msg)...)
 	return errors.Join(errs...)
 }
 
-func (w *Worker) sendErrorCallbacks(ctx context.Context, callbacks []*tasks.Signature, msg string) []error {
+func (w *Worker) sendErrorCallbacks(ctx context.Context, d *brokers.Delivery, callbacks []*tasks.Signature, msg string) []error {
 	var errs []error
 	for _, cb := range callbacks {
 		cb = tasks.CopySignature(cb)
 		cb.Args = append([]tasks.Arg{{Type: "string", Value: msg}}, cb.Args...)
-		if err := w.p.SendFunc(ctx, cb); err != nil {
+		if err := w.sendCallback(ctx, d, cb); err != nil {
 			errs = append(errs, fmt.Errorf("worker: send OnError task %s: %w", cb.UUID, err))
 		}
 	}
 	return errs
+}
+
+// sendCallback sends cb with SendFunc. A task that runs again after a
+// recovery may have sent its callbacks already, and they may have run and
+// been forgotten by the broker: such a task first reads cb's state and
+// leaves alone a callback that has started or finished.
+func (w *Worker) sendCallback(ctx context.Context, d *brokers.Delivery, cb *tasks.Signature) error {
+	if d != nil && d.Recovered > 0 && cb.UUID != "" {
+		st, err := w.p.Backend.GetState(ctx, cb.UUID)
+		switch {
+		case err == nil && st.State != tasks.StatePending:
+			return nil // sent by the earlier run, and under way or done
+		case err != nil && !errors.Is(err, backends.ErrStateNotFound):
+			return fmt.Errorf("worker: read state of callback %s: %w", cb.UUID, err)
+		}
+	}
+	return w.p.SendFunc(ctx, cb)
+}
+
+// unstorable reports whether err says a task's results cannot be encoded
+// (a NaN, a channel, a function...): no retry will change that.
+func unstorable(err error) bool {
+	var value *json.UnsupportedValueError
+	var typ *json.UnsupportedTypeError
+	var marshaler *json.MarshalerError
+	return errors.As(err, &value) || errors.As(err, &typ) || errors.As(err, &marshaler)
 }
 
 // resultArgs turns results into args for the next task.

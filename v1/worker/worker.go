@@ -32,6 +32,8 @@ type Params struct {
 	// retried task when there is no broker delivery) the way
 	// Server.SendTask does. It should treat brokers.ErrDuplicateTask as
 	// success: a callback sent again after a recovery is already queued.
+	// (A task that runs again after a recovery first checks each
+	// callback's state and does not send one that has already started.)
 	SendFunc func(ctx context.Context, sig *tasks.Signature) error
 
 	ConsumerTag string

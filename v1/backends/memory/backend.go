@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sync"
@@ -197,6 +198,11 @@ func (b *Backend) SetStateRetry(ctx context.Context, sig *tasks.Signature) error
 // SetStateSuccess writes the SUCCESS state of sig with a copy of results and,
 // when sig belongs to a group, records it in the group.
 func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
+	// Results must be storable as the Redis backend stores them, so that a
+	// program tested here behaves the same there.
+	if _, err := json.Marshal(results); err != nil {
+		return fmt.Errorf("memory backend: set state success of task %s: encode results: %w", sig.UUID, err)
+	}
 	return b.setState("set state success", sig, func(sig *tasks.Signature) *tasks.TaskState {
 		return tasks.NewSuccessTaskState(sig, copyResults(results))
 	})

@@ -258,31 +258,59 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 	defer cancel()
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
+	woken := "" // the queue whose wake-up token the last wait took
 	for {
 		if err := b.checkOpen(); err != nil {
+			b.resignal(woken)
 			return nil, err
 		}
 		var out []*iface.Delivery
+		visited := map[string]bool{}
+		var fetchErr error
 		for _, q := range queues {
 			ds, err := b.dequeue(ctx, q, max-len(out))
 			if err != nil {
-				if len(out) > 0 {
-					return out, nil
-				}
-				return nil, b.fetchError(ctx, err)
+				fetchErr = err
+				break
 			}
+			visited[q] = true
 			out = append(out, ds...)
 			if len(out) == max {
 				break
 			}
 		}
+		if woken != "" && !visited[woken] {
+			// The token was for a queue this fetch did not serve: pass it on
+			// to another idle worker.
+			b.resignal(woken)
+		}
+		if fetchErr != nil && len(out) == 0 {
+			return nil, b.fetchError(ctx, fetchErr)
+		}
 		if len(out) > 0 {
 			return out, nil
 		}
-		if err := b.wait(ctx, queues); err != nil {
+		var err error
+		if woken, err = b.wait(ctx, queues); err != nil {
 			return nil, b.fetchError(ctx, err)
 		}
 	}
+}
+
+// resignal leaves a wake-up token on queue's notify list (at most one),
+// for a token taken but not used. It is best effort: without it an idle
+// worker still looks within NormalTasksPollPeriod.
+func (b *Broker) resignal(queue string) {
+	if queue == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	notify := b.keys.queue(queue).notify
+	pipe := b.client.Pipeline()
+	pipe.LPush(ctx, notify, "1")
+	pipe.LTrim(ctx, notify, 0, 0)
+	_, _ = pipe.Exec(ctx)
 }
 
 // fetchError says why a Fetch stopped: the broker closed, the caller's
@@ -351,81 +379,118 @@ func (b *Broker) dequeue(ctx context.Context, q string, n int) ([]*iface.Deliver
 // because go-redis does not interrupt a blocking command when ctx ends.
 func (b *Broker) blockTimeout(ctx context.Context) time.Duration {
 	timeout := time.Duration(b.cnf.Redis.NormalTasksPollPeriod) * time.Millisecond
-	read := 3 * time.Second // go-redis's default
-	if s := b.cnf.Redis.ReadTimeout; s > 0 {
-		read = time.Duration(s) * time.Second
+	if read := b.readTimeout(); read > 0 {
+		timeout = min(timeout, read/2)
 	}
-	timeout = min(timeout, read/2)
 	if deadline, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(deadline))
 	}
 	return max(timeout, 10*time.Millisecond)
 }
 
+// readTimeout is the client's own read timeout (the client may have been
+// made by the caller, not from the config); 0 means none.
+func (b *Broker) readTimeout() time.Duration {
+	var read time.Duration
+	switch c := b.client.(type) {
+	case *goredis.Client:
+		read = c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		read = c.Options().ReadTimeout
+	case *goredis.Ring:
+		read = c.Options().ReadTimeout
+	default:
+		return 3 * time.Second
+	}
+	switch {
+	case read == 0:
+		return 3 * time.Second // go-redis's default
+	case read < 0:
+		return 0 // no timeout
+	}
+	return read
+}
+
 // blpop pops a wake-up token from one of keys, blocking up to timeout
 // (BLPOP with a fractional timeout, which go-redis's BLPop rounds to whole
-// seconds). It returns goredis.Nil when the time ran out.
-func (b *Broker) blpop(ctx context.Context, timeout time.Duration, keys ...string) error {
+// seconds). It returns the key the token came from, or goredis.Nil when the
+// time ran out.
+func (b *Broker) blpop(ctx context.Context, timeout time.Duration, keys ...string) (string, error) {
 	args := make([]interface{}, 0, len(keys)+2)
 	args = append(args, "blpop")
 	for _, k := range keys {
 		args = append(args, k)
 	}
 	args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
-	return b.client.Do(ctx, args...).Err()
+	res, err := b.client.Do(ctx, args...).StringSlice()
+	if err != nil {
+		return "", err
+	}
+	return res[0], nil
 }
 
 // wait blocks until a wake-up token arrives on one of the queues' notify
-// lists, or for at most blockTimeout.
-func (b *Broker) wait(ctx context.Context, queues []string) error {
+// lists, or for at most blockTimeout. It returns the queue whose token it
+// took, or "" when the time ran out.
+func (b *Broker) wait(ctx context.Context, queues []string) (string, error) {
 	timeout := b.blockTimeout(ctx)
+	byNotify := make(map[string]string, len(queues))
+	for _, q := range queues {
+		byNotify[b.keys.queue(q).notify] = q
+	}
 	if !b.cluster || len(queues) == 1 {
 		notify := make([]string, len(queues))
 		for i, q := range queues {
 			notify[i] = b.keys.queue(q).notify
 		}
-		err := b.blpop(ctx, timeout, notify...)
-		if err == nil || errors.Is(err, goredis.Nil) {
-			return nil
+		key, err := b.blpop(ctx, timeout, notify...)
+		switch {
+		case err == nil:
+			return byNotify[key], nil
+		case errors.Is(err, goredis.Nil):
+			return "", nil
+		case ctx.Err() != nil:
+			return "", ctx.Err()
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("redisbroker: wait for tasks: %w", err)
+		return "", fmt.Errorf("redisbroker: wait for tasks: %w", err)
 	}
 	// Redis Cluster: the queues live in different slots, so wait on each in
-	// parallel and take the first token; tokens taken by the others after
-	// that are passed back for other workers.
-	woke := make(chan error, len(queues))
-	var first atomic.Bool
+	// parallel and take the first token; a token taken once wait has
+	// returned is passed back for other workers.
+	type wake struct {
+		queue string
+		err   error
+	}
+	woke := make(chan wake, len(queues))
+	var settled atomic.Bool
+	defer settled.Store(true)
 	for _, q := range queues {
 		notify := b.keys.queue(q).notify
 		go func() {
-			err := b.blpop(ctx, timeout, notify)
+			_, err := b.blpop(ctx, timeout, notify)
 			switch {
 			case errors.Is(err, goredis.Nil):
 				err = errTimeout
-			case err == nil && !first.CompareAndSwap(false, true):
-				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				b.client.LPush(pctx, notify, "1")
-				cancel()
+			case err == nil && !settled.CompareAndSwap(false, true):
+				b.resignal(byNotify[notify])
+				return
 			}
-			woke <- err
+			woke <- wake{queue: byNotify[notify], err: err}
 		}()
 	}
 	for range queues {
-		err := <-woke
-		if err == nil {
-			return nil
+		w := <-woke
+		if w.err == nil {
+			return w.queue, nil
 		}
-		if err != errTimeout {
+		if w.err != errTimeout {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return "", ctx.Err()
 			}
-			return fmt.Errorf("redisbroker: wait for tasks: %w", err)
+			return "", fmt.Errorf("redisbroker: wait for tasks: %w", w.err)
 		}
 	}
-	return nil
+	return "", nil
 }
 
 var errTimeout = errors.New("timeout")

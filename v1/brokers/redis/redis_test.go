@@ -196,3 +196,63 @@ func TestPublishWhileRedisIsDownReturnsAWrappedError(t *testing.T) {
 		t.Fatalf("Publish with Redis down: %v, want a wrapped error", err)
 	}
 }
+
+// A worker on queues [A, B] may be woken by B's token and then fill its
+// only slot from A; B's token must then be put back for a worker waiting
+// on B, instead of that worker sleeping until its poll period runs out.
+func TestWakeUpTokenIsPassedOnWhenNotUsed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	prefix := strings.TrimSuffix(srv.Prefix(t), ":")
+	cnf := (&config.Config{Redis: &config.RedisConfig{NormalTasksPollPeriod: 20000}}).WithDefaults()
+	b := newBroker(t, client, prefix+":", cnf)
+	ctx := ctxFor(t)
+
+	type got struct {
+		ds  []*iface.Delivery
+		err error
+	}
+	fetched := make(chan got, 1)
+	go func() { ds, err := b.Fetch(ctx, []string{"A", "B"}, 1); fetched <- got{ds, err} }()
+	waitBlocked := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, err := client.Info(ctx, "clients").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(info, fmt.Sprintf("blocked_clients:%d\r", n)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("want %d blocked clients", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitBlocked(1)
+	// A task appears in A without a wake-up token (as when another
+	// worker took it), then B gets a token.
+	sig, _ := tasks.NewSignature("job", nil)
+	sig.RoutingKey = "A"
+	msg, _ := tasks.EncodeSignature(sig)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(client.HSet(ctx, prefix+":{A}:t:"+sig.UUID, "msg", msg, "state", "pending").Err())
+	must(client.RPush(ctx, prefix+":{A}:pending", sig.UUID).Err())
+	must(client.LPush(ctx, prefix+":{B}:notify", "1").Err())
+
+	g := <-fetched
+	if g.err != nil || len(g.ds) != 1 || g.ds[0].Signature.UUID != sig.UUID {
+		t.Fatalf("fetch: %v, %v; want A's task", g.ds, g.err)
+	}
+	if n, err := client.LLen(ctx, prefix+":{B}:notify").Result(); err != nil || n != 1 {
+		t.Fatalf("B's wake-up tokens after the fetch: %d, %v; want the token put back", n, err)
+	}
+}

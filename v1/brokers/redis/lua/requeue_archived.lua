@@ -1,4 +1,5 @@
--- requeue_archived: move archived tasks back to pending.
+-- requeue_archived: move archived tasks back to pending, with their count
+-- of recoveries reset (an operator decided to give them another chance).
 --
 -- KEYS[1] archived zset   KEYS[2] pending list   KEYS[3] notify list
 -- ARGV[1] task hash key prefix
@@ -19,7 +20,7 @@ for _, id in ipairs(ids) do
 	if redis.call("ZREM", KEYS[1], id) == 1 then
 		local key = ARGV[1] .. id
 		if redis.call("EXISTS", key) == 1 then
-			redis.call("HSET", key, "state", "pending")
+			redis.call("HSET", key, "state", "pending", "recovered", 0)
 			redis.call("RPUSH", KEYS[2], id)
 			moved = moved + 1
 		end
