@@ -13,7 +13,7 @@
 // Beyond what iface.Broker documents, the suite fixes these choices: a
 // signature needs a UUID, and a RoutingKey (else ErrNoQueue); Fetch with a
 // ctx that has already ended takes nothing even when tasks are pending; a
-// task whose lease ran out goes to the tail of pending with Recovered+1,
+// task whose lease ran out goes to the head of pending with Recovered+1,
 // and is archived once it would exceed MaxRecoveries, with a reason that
 // names recoveries and the limit; Requeue(d1, d2) puts d1 first at the head;
 // ExtendLeases marks the lease of a settled or recovered delivery lost; an
@@ -607,9 +607,10 @@ func testRequeueToHead(t *testing.T, s *suite) {
 }
 
 // testLeaseExpiryRecovers checks that a task whose lease ran out goes back
-// to the tail of pending (losing a worker is not the task's fault, and it
-// must not starve the others), never before the lease ended, with
-// Recovered counted, and that only its new holder can settle it.
+// to the head of pending (it is the oldest work in the queue, and it runs
+// again at once rather than behind everything sent since; one that keeps
+// killing its worker is stopped by MaxRecoveries), never before the lease
+// ended, with Recovered counted, and that only its new holder can settle it.
 func testLeaseExpiryRecovers(t *testing.T, s *suite) {
 	b := s.broker(t)
 	ctx := context.Background()
@@ -630,16 +631,16 @@ func testLeaseExpiryRecovers(t *testing.T, s *suite) {
 	}
 	waitDone(t, stale.Lease, "unrenewed lease")
 	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 2})
-	wantOrder(t, "pending after recovery (recovered task at the tail)", infoUUIDs(list(t, b, q, iface.StatusPending)),
-		[]string{other.UUID, sig.UUID})
-	if in := list(t, b, q, iface.StatusPending)[1]; in.Recovered != 1 || in.Retried != 0 {
+	wantOrder(t, "pending after recovery (recovered task at the head)", infoUUIDs(list(t, b, q, iface.StatusPending)),
+		[]string{sig.UUID, other.UUID})
+	if in := list(t, b, q, iface.StatusPending)[0]; in.Recovered != 1 || in.Retried != 0 {
 		t.Fatalf("recovered task listed with Recovered %d Retried %d, want 1 0", in.Recovered, in.Retried)
 	}
 	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
 
 	ds := fetch(t, b, []string{q}, 2)
-	wantOrder(t, "fetch after recovery", deliveryUUIDs(ds), []string{other.UUID, sig.UUID})
-	fresh := ds[1]
+	wantOrder(t, "fetch after recovery", deliveryUUIDs(ds), []string{sig.UUID, other.UUID})
+	fresh := ds[0]
 	if fresh.Recovered != 1 || fresh.Retried != 0 {
 		t.Fatalf("recovered delivery: Recovered %d Retried %d, want 1 0", fresh.Recovered, fresh.Retried)
 	}

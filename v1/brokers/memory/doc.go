@@ -51,7 +51,7 @@
 //     error wrapping iface.ErrLeaseLost and its lease is marked lost.
 //     Success releases the delivery's lease.
 //  4. The recoverer, every RecoverInterval, returns each active task whose E
-//     has passed to the tail of pending with Recovered+1 (losing a worker
+//     has passed to the head of pending with Recovered+1 (losing a worker
 //     is not a failure of the task, and is not counted in Retried), and
 //     logs it with the attributes task_id and queue. A task already
 //     recovered MaxRecoveries times is archived instead, with a reason

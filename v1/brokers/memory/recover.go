@@ -36,10 +36,10 @@ type recovery struct {
 }
 
 // recoverExpired handles every active task whose lease ended at or before
-// now. A task that may still be recovered goes to the tail of its pending
+// now. A task that may still be recovered goes to the head of its pending
 // list with Recovered+1: losing a worker is not a failure of the task, and
-// the tail keeps a task that kills its workers from starving the others.
-// One that has been recovered MaxRecoveries times is archived instead.
+// it is the oldest work in the queue. A task that kills its workers is
+// stopped by MaxRecoveries: one recovered that many times is archived.
 func (b *Broker) recoverExpired(now time.Time) {
 	b.mu.Lock()
 	if b.closed {
@@ -71,7 +71,7 @@ func (b *Broker) recoverExpired(now time.Time) {
 		}
 		t.recovered++
 		t.status = iface.StatusPending
-		q.pending.pushBack(t)
+		q.pending.pushFront(t) // the oldest work in the queue
 		woken = true
 		done = append(done, recovery{uuid: t.uuid, queue: q.name, recovered: t.recovered})
 	}

@@ -49,7 +49,7 @@
 //     ArchiveMaxSize; requeue puts it back at the head of pending.
 //  4. A recoverer in each worker process runs every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
-//     tail of pending with recovered+1, or, past MaxRecoveries, to the
+//     head of pending with recovered+1, or, past MaxRecoveries, to the
 //     archive with that reason. A recovery is not a failure of the task's
 //     code: RetryCount is untouched.
 //

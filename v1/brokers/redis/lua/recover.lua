@@ -1,5 +1,5 @@
--- recover: return tasks whose lease expired to pending, or archive those
--- recovered too often. The old lease token is removed, so the worker that
+-- recover: return tasks whose lease expired to the head of pending (they
+-- are the oldest work in the queue), or archive those recovered too often. The old lease token is removed, so the worker that
 -- held it can no longer settle the task.
 --
 -- KEYS[1] lease zset   KEYS[2] pending list   KEYS[3] archived zset
@@ -29,7 +29,7 @@ for _, id in ipairs(ids) do
 			table.insert(archived, id)
 		else
 			redis.call("HSET", key, "state", "pending")
-			redis.call("RPUSH", KEYS[2], id)
+			redis.call("LPUSH", KEYS[2], id)
 			table.insert(recovered, id)
 		end
 	end
