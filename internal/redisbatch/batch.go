@@ -1,8 +1,9 @@
 // Package redisbatch sends the Redis commands of concurrent callers in
-// shared pipelines: a group commit. A caller queues its commands and waits;
-// one goroutine sends everything queued so far as one pipeline, so under
-// load many tasks' writes cost one round trip, and an idle caller is sent at
-// once, with no added delay.
+// shared pipelines: a group commit by flat combining. A caller that finds
+// its lane idle sends its own commands at once, on its own goroutine, and
+// then whatever other callers queued meanwhile; a caller that finds the lane
+// busy queues its commands and waits. So an idle caller pays one round trip
+// and nothing more, and under load many tasks' writes share one.
 //
 // A Batcher has several lanes, each sending one pipeline at a time, so that
 // encoding the next pipeline overlaps with Redis running the last. Every
@@ -16,8 +17,8 @@ package redisbatch
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -42,11 +43,16 @@ const Lanes = 4
 // Batcher sends queued commands in pipelines. Safe for concurrent use.
 type Batcher struct {
 	client goredis.UniversalClient
-	lanes  [Lanes]chan *op
+	lanes  [Lanes]lane
+	closed atomic.Bool
+}
 
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup
+// lane is a queue of ops and whether some goroutine is sending them.
+type lane struct {
+	mu      sync.Mutex
+	queue   []*op
+	sending bool
+	idle    *sync.Cond // signalled when sending ends, for Close
 }
 
 type op struct {
@@ -60,21 +66,64 @@ type op struct {
 func New(client goredis.UniversalClient) *Batcher {
 	b := &Batcher{client: client}
 	for i := range b.lanes {
-		b.lanes[i] = make(chan *op, maxBatch)
-		b.wg.Add(1)
-		go b.run(b.lanes[i])
+		b.lanes[i].idle = sync.NewCond(&b.lanes[i].mu)
 	}
 	return b
 }
 
 // lane returns the lane of key (FNV-1a).
-func (b *Batcher) lane(key string) chan *op {
+func (b *Batcher) lane(key string) *lane {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
 		h ^= uint32(key[i])
 		h *= 16777619
 	}
-	return b.lanes[h%Lanes]
+	return &b.lanes[h%Lanes]
+}
+
+// enqueue adds o to l. When l is idle, the caller becomes its sender: with
+// wait it sends now, on its own goroutine (the caller waits anyway);
+// without, a goroutine is started to send.
+func (b *Batcher) enqueue(l *lane, o *op, wait bool) bool {
+	l.mu.Lock()
+	if b.closed.Load() {
+		l.mu.Unlock()
+		return false
+	}
+	l.queue = append(l.queue, o)
+	if l.sending {
+		l.mu.Unlock()
+		return true
+	}
+	l.sending = true
+	l.mu.Unlock()
+	if wait {
+		b.send(l)
+	} else {
+		go b.send(l)
+	}
+	return true
+}
+
+// send sends l's queued ops, a pipeline at a time, until none are left.
+func (b *Batcher) send(l *lane) {
+	for {
+		l.mu.Lock()
+		if len(l.queue) == 0 {
+			l.sending = false
+			l.idle.Broadcast()
+			l.mu.Unlock()
+			return
+		}
+		n := min(len(l.queue), maxBatch)
+		batch := l.queue[:n:n]
+		l.queue = l.queue[n:]
+		if len(l.queue) == 0 {
+			l.queue = nil
+		}
+		l.mu.Unlock()
+		b.exec(batch)
+	}
 }
 
 // Client returns the client the Batcher sends on.
@@ -86,21 +135,18 @@ type Pending struct {
 	err error
 }
 
-// Submit queues fn's commands for the next pipeline of key's lane without
-// waiting.
+// Submit queues fn's commands for the next pipeline of key's lane. When
+// the lane is idle it sends them before returning (the caller is about to
+// wait for them anyway); otherwise the lane's current sender takes them.
 func (b *Batcher) Submit(ctx context.Context, key string, fn QueueFunc) *Pending {
+	if err := ctx.Err(); err != nil {
+		return &Pending{err: err}
+	}
 	o := &op{queue: fn, done: make(chan struct{})}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
+	if !b.enqueue(b.lane(key), o, true) {
 		return &Pending{err: ErrClosed}
 	}
-	select {
-	case b.lane(key) <- o:
-		return &Pending{o: o}
-	case <-ctx.Done():
-		return &Pending{err: ctx.Err()}
-	}
+	return &Pending{o: o}
 }
 
 // Wait waits until the commands have run and returns them, or ctx's error
@@ -136,14 +182,7 @@ func (p *Pending) Err(ctx context.Context) error {
 // is called with them once they have run (on the goroutine that sends, so
 // it must be quick). It reports false when the batcher is closed.
 func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
-	o := &op{queue: fn, done: make(chan struct{}), after: after}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return false
-	}
-	b.lane(key) <- o
-	return true
+	return b.enqueue(b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, false)
 }
 
 // Do queues fn's commands, waits until they have run, and returns the
@@ -153,47 +192,24 @@ func (b *Batcher) Do(ctx context.Context, key string, fn QueueFunc) error {
 	return b.Submit(ctx, key, fn).Err(ctx)
 }
 
-// Close sends what is queued and stops. Safe to call more than once.
+// Close refuses new commands and waits until what was queued has been
+// sent. Safe to call more than once.
 func (b *Batcher) Close() {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return
-	}
-	b.closed = true
-	for _, l := range b.lanes {
-		close(l)
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
-}
-
-func (b *Batcher) run(ops chan *op) {
-	defer b.wg.Done()
-	batch := make([]*op, 0, maxBatch)
-	for {
-		o, ok := <-ops
-		if !ok {
-			return
-		}
-		batch = append(batch[:0], o)
-		// Let goroutines that are about to queue commands do so, so that
-		// they share this round trip; with nothing else runnable this
-		// returns at once.
-		runtime.Gosched()
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case o, ok := <-ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
+	b.closed.Store(true)
+	for i := range b.lanes {
+		l := &b.lanes[i]
+		l.mu.Lock()
+		for l.sending || len(l.queue) > 0 {
+			if !l.sending { // queued before closed was seen: send it here
+				l.sending = true
+				l.mu.Unlock()
+				b.send(l)
+				l.mu.Lock()
+				continue
 			}
+			l.idle.Wait()
 		}
-		b.exec(batch)
+		l.mu.Unlock()
 	}
 }
 

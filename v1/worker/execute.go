@@ -101,10 +101,15 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	// On one Redis server the result is written by the acknowledgement's
 	// own script (one round trip, fenced by the lease); otherwise first.
 	var resultWrite *redisbatch.HashWrite
+	var groupDone bool
 	var err error
-	if d != nil && sig.GroupUUID == "" && w.oneTrip != nil {
+	isChordMember := sig.GroupUUID != "" && sig.ChordCallback != nil
+	switch {
+	case d != nil && sig.GroupUUID == "" && w.oneTrip != nil:
 		resultWrite, err = w.oneTrip.backend.SuccessWrite(sig, results)
-	} else {
+	case isChordMember:
+		groupDone, err = w.p.Backend.CompleteGroupMember(ctx, sig, results)
+	default:
 		err = w.p.Backend.SetStateSuccess(ctx, sig, results)
 	}
 	if err != nil {
@@ -126,7 +131,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 			errs = append(errs, fmt.Errorf("worker: send OnSuccess task %s of task %s: %w", next.UUID, sig.UUID, err))
 		}
 	}
-	if sig.GroupUUID != "" && sig.ChordCallback != nil {
+	if isChordMember && groupDone {
 		if err := w.completeChordMember(ctx, sig, d); err != nil {
 			errs = append(errs, err)
 		}
@@ -186,16 +191,9 @@ func newOneTripSettle(broker brokers.Broker, backend backends.Backend) *oneTripS
 	return &oneTripSettle{broker: ra, backend: sw}
 }
 
-// completeChordMember sends the chord callback when sig's success completes
-// its group and this member wins the election.
+// completeChordMember sends the chord callback, sig's success having
+// completed its group, when this member wins the election.
 func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery) error {
-	done, err := w.p.Backend.GroupCompleted(ctx, sig.GroupUUID, sig.GroupTaskCount)
-	if err != nil {
-		return fmt.Errorf("worker: check group %s: %w", sig.GroupUUID, err)
-	}
-	if !done {
-		return nil
-	}
 	won, err := w.p.Backend.TriggerChord(ctx, sig.GroupUUID, sig.UUID)
 	if err != nil {
 		return fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err)

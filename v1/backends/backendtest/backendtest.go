@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) if
 		{"StateNotFound", testStateNotFound},
 		{"StateExpires", testStateExpires},
 		{"GroupCompleted", testGroupCompleted},
+		{"CompleteGroupMember", testCompleteGroupMember},
 		{"GroupTaskStatesOrder", testGroupTaskStatesOrder},
 		{"TriggerChordOnce", testTriggerChordOnce},
 		{"ImplicitGroup", testImplicitGroup},
@@ -275,6 +276,44 @@ func testStateExpires(t *testing.T, s *suite) {
 	}
 	if since := time.Since(written); since < 900*time.Millisecond {
 		t.Fatalf("state gone %s after its write, before ResultsExpireIn (1s)", since)
+	}
+}
+
+// testCompleteGroupMember checks that the member whose success completes
+// its group is told so by the write itself, that the others are not, that
+// a member finishing again after completion is told true again, and that
+// the state and the group bookkeeping are those SetStateSuccess writes.
+func testCompleteGroupMember(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	ctx := context.Background()
+	groupUUID, sigs := newGroup(3)
+	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	complete := func(sig *tasks.Signature, v int64) bool {
+		t.Helper()
+		done, err := b.CompleteGroupMember(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: v}})
+		must(t, "CompleteGroupMember", err)
+		return done
+	}
+	if complete(sigs[2], 3) || complete(sigs[0], 1) {
+		t.Fatal("CompleteGroupMember reported the group complete with a member unfinished")
+	}
+	if !complete(sigs[1], 2) {
+		t.Fatal("CompleteGroupMember of the last member did not report the group complete")
+	}
+	if !complete(sigs[0], 1) {
+		t.Fatal("a member finishing again after completion was not told the group is complete")
+	}
+	st, err := b.GetState(ctx, sigs[1].UUID)
+	must(t, "GetState", err)
+	if st.State != tasks.StateSuccess || len(st.Results) != 1 {
+		t.Fatalf("state after CompleteGroupMember: %s with %d results; want SUCCESS with 1", st.State, len(st.Results))
+	}
+	states, err := b.GroupTaskStates(ctx, groupUUID, 3)
+	must(t, "GroupTaskStates", err)
+	for i, st := range states {
+		if st.TaskUUID != sigs[i].UUID || !st.IsSuccess() {
+			t.Fatalf("group state %d: %s %s; want %s SUCCESS", i, st.TaskUUID, st.State, sigs[i].UUID)
+		}
 	}
 }
 

@@ -208,6 +208,15 @@ func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, res
 	})
 }
 
+// CompleteGroupMember writes the SUCCESS state of sig, a group member, and
+// reports whether its group is complete after the write.
+func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error) {
+	if err := b.SetStateSuccess(ctx, sig, results); err != nil {
+		return false, err
+	}
+	return b.GroupCompleted(ctx, sig.GroupUUID, sig.GroupTaskCount)
+}
+
 // SetStateFailure writes the FAILURE state of sig with errMsg and, when sig
 // belongs to a group, records it in the group.
 func (b *Backend) SetStateFailure(ctx context.Context, sig *tasks.Signature, errMsg string) error {

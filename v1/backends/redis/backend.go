@@ -529,23 +529,63 @@ func (b *Backend) Batcher() *redisbatch.Batcher { return b.batch }
 // setState writes the state newState makes of sig in one pipeline, with a
 // final state of a group member recorded in its group by group_done.
 func (b *Backend) setState(ctx context.Context, op string, sig *tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) error {
+	_, err := b.writeState(ctx, op, sig, newState)
+	return err
+}
+
+// writeState writes the state newState makes of sig and returns the
+// commands, their results in them.
+func (b *Backend) writeState(ctx context.Context, op string, sig *tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) ([]goredis.Cmder, error) {
 	queue, err := b.prepareState(ctx, op, sig, newState)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = b.batch.Do(ctx, sig.UUID, queue)
+	run := func() ([]goredis.Cmder, error) {
+		cmds, err := b.batch.Submit(ctx, sig.UUID, queue).Wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return nil, err
+			}
+		}
+		return cmds, nil
+	}
+	cmds, err := run()
 	if redisbatch.IsNoScript(err) {
 		// Redis lost the script (SCRIPT FLUSH, a restart, a failover):
 		// load it and write again; every write of the pipeline is
 		// idempotent.
 		if err = groupDoneScript.Load(ctx, b.client).Err(); err == nil {
-			err = b.batch.Do(ctx, sig.UUID, queue)
+			cmds, err = run()
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
+		return nil, fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
 	}
-	return nil
+	return cmds, nil
+}
+
+// CompleteGroupMember writes the SUCCESS state of sig, a group member, and
+// reports whether its group is complete, from what the write itself
+// returns: no second round trip.
+func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error) {
+	const op = "set state success"
+	if sig == nil || sig.GroupUUID == "" {
+		return false, fmt.Errorf("redisbackend: CompleteGroupMember of a task that is not a group member")
+	}
+	cmds, err := b.writeState(ctx, op, sig, func(sig *tasks.Signature) *tasks.TaskState {
+		return tasks.NewSuccessTaskState(sig, results)
+	})
+	if err != nil {
+		return false, err
+	}
+	done, err := cmds[len(cmds)-1].(*goredis.Cmd).Int64() // group_done: members finished
+	if err != nil {
+		return false, fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
+	}
+	return done >= int64(sig.GroupTaskCount), nil
 }
 
 // prepareState encodes the state newState makes of sig and returns the
