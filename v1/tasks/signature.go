@@ -60,29 +60,30 @@ func (h Headers) ForeachKey(handler func(key, val string) error) error {
 
 // Signature describes one task invocation: which registered function to run,
 // with which arguments, where, when, and what to do after it. It travels as
-// JSON with the Go field names as keys, exactly as machinery's does, so the
-// two can read each other's messages.
+// JSON with the Go field names as keys, as machinery's does, so the two can
+// read each other's messages; fields left empty are not written (machinery
+// writes every field), which keeps messages small.
 type Signature struct {
-	UUID           string
-	Name           string
-	RoutingKey     string // the queue; empty means the config's DefaultQueue
-	ETA            *time.Time
-	GroupUUID      string
-	GroupTaskCount int
-	Args           []Arg
-	Headers        Headers
-	Priority       uint8 // accepted for compatibility; queues, not messages, carry priority here
-	Immutable      bool  // when true, the results of the previous chain member are not appended to Args
-	RetryCount     int   // how many more times a failing task is retried
-	RetryTimeout   int   // seconds before the next retry; advanced along the Fibonacci sequence on each retry
-	OnSuccess      []*Signature
-	OnError        []*Signature
-	ChordCallback  *Signature
+	UUID           string       `json:",omitempty"`
+	Name           string       `json:",omitempty"`
+	RoutingKey     string       `json:",omitempty"` // the queue; empty means the config's DefaultQueue
+	ETA            *time.Time   `json:",omitempty"`
+	GroupUUID      string       `json:",omitempty"`
+	GroupTaskCount int          `json:",omitempty"`
+	Args           []Arg        `json:",omitempty"`
+	Headers        Headers      `json:",omitempty"`
+	Priority       uint8        `json:",omitempty"` // accepted for compatibility; queues, not messages, carry priority here
+	Immutable      bool         `json:",omitempty"` // when true, the results of the previous chain member are not appended to Args
+	RetryCount     int          `json:",omitempty"` // how many more times a failing task is retried
+	RetryTimeout   int          `json:",omitempty"` // seconds before the next retry; advanced along the Fibonacci sequence on each retry
+	OnSuccess      []*Signature `json:",omitempty"`
+	OnError        []*Signature `json:",omitempty"`
+	ChordCallback  *Signature   `json:",omitempty"`
 
-	BrokerMessageGroupId        string // accepted for compatibility (SQS FIFO); unused
-	SQSReceiptHandle            string // accepted for compatibility (SQS); unused
-	StopTaskDeletionOnError     bool   // accepted for compatibility; a failed task is always archived
-	IgnoreWhenTaskNotRegistered bool   // drop the task, instead of returning it for other workers, when its name is not registered
+	BrokerMessageGroupId        string `json:",omitempty"` // accepted for compatibility (SQS FIFO); unused
+	SQSReceiptHandle            string `json:",omitempty"` // accepted for compatibility (SQS); unused
+	StopTaskDeletionOnError     bool   `json:",omitempty"` // accepted for compatibility; a failed task is always archived
+	IgnoreWhenTaskNotRegistered bool   `json:",omitempty"` // drop the task, instead of returning it for other workers, when its name is not registered
 
 	// Timeout bounds one run of the task: its context carries a deadline this
 	// far after the start. Zero means no deadline. machinist extension;
