@@ -47,18 +47,45 @@ func (r *ChainAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Du
 }
 
 // GetWithContext is Get that gives up with ctx's error when ctx ends.
+//
+// Each round reads the last task first: a chain moves on only after a
+// success, so once the last task succeeded the chain did, and one read
+// answers. Otherwise it reads, in order, the tasks not yet known to have
+// succeeded, to report the first failure.
 func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
-	var results []reflect.Value
-	for _, ar := range r.asyncResults {
-		var err error
-		if results, err = ar.GetWithContext(ctx, sleepDuration); err != nil {
-			return nil, err
+	if sleepDuration <= 0 {
+		sleepDuration = defaultSleep
+	}
+	last := r.asyncResults[len(r.asyncResults)-1]
+	next := 0 // the first task not yet known to have succeeded
+	var ticker *time.Ticker
+	for {
+		results, err := last.TouchWithContext(ctx)
+		if err != nil || results != nil {
+			return results, err
+		}
+		for ; next < len(r.asyncResults)-1; next++ {
+			results, err := r.asyncResults[next].TouchWithContext(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if results == nil {
+				break // not done yet
+			}
+		}
+		if ticker == nil {
+			ticker = time.NewTicker(sleepDuration)
+			defer ticker.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ticker.C:
 		}
 	}
-	return results, nil
 }
 
 // ChordAsyncResult is the handle of a sent chord.
@@ -108,14 +135,28 @@ func (r *ChordAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Du
 }
 
 // GetWithContext is Get that gives up with ctx's error when ctx ends.
+//
+// It waits on the callback alone: the callback runs only once every member
+// has succeeded, so its success says the group's, and polling costs one
+// read however large the group. When the callback failed, the members are
+// read to report a member's failure (as machinery reports it) before the
+// callback's own.
 func (r *ChordAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
+	results, err := r.chordAsyncResult.GetWithContext(ctx, sleepDuration)
+	var taskErr *TaskError
+	if err == nil || !errors.As(err, &taskErr) {
+		return results, err
+	}
 	for _, ar := range r.groupAsyncResults {
-		if _, err := ar.GetWithContext(ctx, sleepDuration); err != nil {
-			return nil, err
+		if _, merr := ar.TouchWithContext(ctx); merr != nil {
+			var memberErr *TaskError
+			if errors.As(merr, &memberErr) {
+				return nil, merr
+			}
 		}
 	}
-	return r.chordAsyncResult.GetWithContext(ctx, sleepDuration)
+	return nil, err
 }

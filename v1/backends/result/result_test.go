@@ -1,0 +1,111 @@
+package result
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/backends/memory"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// countingBackend counts GetState calls.
+type countingBackend struct {
+	iface.Backend
+	reads atomic.Int64
+}
+
+func (c *countingBackend) GetState(ctx context.Context, uuid string) (*tasks.TaskState, error) {
+	c.reads.Add(1)
+	return c.Backend.GetState(ctx, uuid)
+}
+
+func newBackend(t *testing.T) *countingBackend {
+	b := memory.New((&config.Config{}).WithDefaults())
+	t.Cleanup(func() { b.Close() })
+	return &countingBackend{Backend: b}
+}
+
+func sigs(n int) []*tasks.Signature {
+	out := make([]*tasks.Signature, n)
+	for i := range out {
+		out[i], _ = tasks.NewSignature("t", nil)
+	}
+	return out
+}
+
+func TestChordGetReadsOnlyTheCallbackWhenItSucceeded(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := context.Background()
+	members, cb := sigs(100), sigs(1)[0]
+	for _, m := range members {
+		b.SetStateSuccess(ctx, m, nil)
+	}
+	b.SetStateSuccess(ctx, cb, []*tasks.TaskResult{{Type: "int64", Value: int64(7)}})
+	r := NewChordAsyncResult(members, cb, b)
+	out, err := r.GetWithContext(ctx, time.Millisecond)
+	if err != nil || len(out) != 1 || out[0].Int() != 7 {
+		t.Fatalf("Get: %v, %v", out, err)
+	}
+	if n := b.reads.Load(); n != 1 {
+		t.Fatalf("%d state reads for a chord of 100, want 1", n)
+	}
+}
+
+func TestChordGetReportsTheMemberFailure(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := context.Background()
+	members, cb := sigs(3), sigs(1)[0]
+	b.SetStateSuccess(ctx, members[0], nil)
+	b.SetStateFailure(ctx, members[1], "member broke")
+	b.SetStateFailure(ctx, cb, "chord member failed: member broke")
+	_, err := NewChordAsyncResult(members, cb, b).GetWithContext(ctx, time.Millisecond)
+	var te *TaskError
+	if !errors.As(err, &te) || te.Message != "member broke" || te.TaskUUID != members[1].UUID {
+		t.Fatalf("Get: %v, want the member's error", err)
+	}
+}
+
+func TestChainGetReadsTheLastTaskFirst(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := context.Background()
+	chain := sigs(10)
+	for _, s := range chain {
+		b.SetStateSuccess(ctx, s, []*tasks.TaskResult{{Type: "string", Value: s.UUID}})
+	}
+	out, err := NewChainAsyncResult(chain, b).GetWithContext(ctx, time.Millisecond)
+	if err != nil || len(out) != 1 || out[0].String() != chain[9].UUID {
+		t.Fatalf("Get: %v, %v; want the last task's result", out, err)
+	}
+	if n := b.reads.Load(); n != 1 {
+		t.Fatalf("%d state reads for a finished chain of 10, want 1", n)
+	}
+	// A failure in the middle is reported while the last task waits.
+	broken := sigs(3)
+	b.SetStateSuccess(ctx, broken[0], nil)
+	b.SetStateFailure(ctx, broken[1], "middle failed")
+	b.SetStatePending(ctx, broken[2])
+	_, err = NewChainAsyncResult(broken, b).GetWithContext(ctx, time.Millisecond)
+	if err == nil || err.Error() != "middle failed" {
+		t.Fatalf("Get of a broken chain: %v", err)
+	}
+}
+
+func TestGetOfAMissingStateEnds(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	_, err := NewAsyncResult(&tasks.Signature{UUID: "task_none", Name: "x"}, b).GetWithContext(context.Background(), time.Millisecond)
+	if !errors.Is(err, ErrStateNotFound) {
+		t.Fatalf("Get: %v, want ErrStateNotFound", err)
+	}
+	if _, err := NewAsyncResult(&tasks.Signature{UUID: "u"}, nil).Get(time.Millisecond); !errors.Is(err, ErrBackendNotConfigured) {
+		t.Fatalf("Get without a backend: %v", err)
+	}
+}
