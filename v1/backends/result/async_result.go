@@ -116,28 +116,35 @@ func (r *AsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, error) 
 // GetWithTimeout is Get that gives up with ErrTimeoutReached after
 // timeoutDuration.
 func (r *AsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Duration) ([]reflect.Value, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeoutDuration)
+	return withTimeout(timeoutDuration, sleepDuration, r.GetWithContext)
+}
+
+// withTimeout runs get with a context that ends after timeout, reporting
+// that end as ErrTimeoutReached.
+func withTimeout(timeout, sleep time.Duration, get func(context.Context, time.Duration) ([]reflect.Value, error)) ([]reflect.Value, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	results, err := r.GetWithContext(ctx, sleepDuration)
+	results, err := get(ctx, sleep)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, ErrTimeoutReached
 	}
 	return results, err
 }
 
-// GetWithContext is Get that gives up with ctx's error when ctx ends.
-func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
-	if sleepDuration <= 0 {
-		sleepDuration = defaultSleep
+// poll calls touch until it reports done (results or an error), waiting
+// sleep between calls, or until ctx ends.
+func poll(ctx context.Context, sleep time.Duration, touch func() ([]reflect.Value, error)) ([]reflect.Value, error) {
+	if sleep <= 0 {
+		sleep = defaultSleep
 	}
 	var ticker *time.Ticker
 	for {
-		results, err := r.TouchWithContext(ctx)
+		results, err := touch()
 		if err != nil || results != nil {
 			return results, err
 		}
 		if ticker == nil {
-			ticker = time.NewTicker(sleepDuration)
+			ticker = time.NewTicker(sleep)
 			defer ticker.Stop()
 		}
 		select {
@@ -146,6 +153,11 @@ func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Dur
 		case <-ticker.C:
 		}
 	}
+}
+
+// GetWithContext is Get that gives up with ctx's error when ctx ends.
+func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
+	return poll(ctx, sleepDuration, func() ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
 }
 
 // GetState returns the last state read, refreshing it unless it is final.

@@ -37,13 +37,7 @@ func (r *ChainAsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, er
 // GetWithTimeout is Get that gives up with ErrTimeoutReached after
 // timeoutDuration.
 func (r *ChainAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Duration) ([]reflect.Value, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeoutDuration)
-	defer cancel()
-	results, err := r.GetWithContext(ctx, sleepDuration)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, ErrTimeoutReached
-	}
-	return results, err
+	return withTimeout(timeoutDuration, sleepDuration, r.GetWithContext)
 }
 
 // GetWithContext is Get that gives up with ctx's error when ctx ends.
@@ -56,13 +50,9 @@ func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration tim
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
-	if sleepDuration <= 0 {
-		sleepDuration = defaultSleep
-	}
 	last := r.asyncResults[len(r.asyncResults)-1]
 	next := 0 // the first task not yet known to have succeeded
-	var ticker *time.Ticker
-	for {
+	return poll(ctx, sleepDuration, func() ([]reflect.Value, error) {
 		results, err := last.TouchWithContext(ctx)
 		if err != nil || results != nil {
 			return results, err
@@ -76,16 +66,8 @@ func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration tim
 				break // not done yet
 			}
 		}
-		if ticker == nil {
-			ticker = time.NewTicker(sleepDuration)
-			defer ticker.Stop()
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-ticker.C:
-		}
-	}
+		return nil, nil
+	})
 }
 
 // ChordAsyncResult is the handle of a sent chord.
@@ -125,13 +107,7 @@ func (r *ChordAsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, er
 // timeoutDuration. Unlike machinery's, it reports members' and the
 // callback's errors.
 func (r *ChordAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Duration) ([]reflect.Value, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeoutDuration)
-	defer cancel()
-	results, err := r.GetWithContext(ctx, sleepDuration)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, ErrTimeoutReached
-	}
-	return results, err
+	return withTimeout(timeoutDuration, sleepDuration, r.GetWithContext)
 }
 
 // GetWithContext is Get that gives up with ctx's error when ctx ends.
