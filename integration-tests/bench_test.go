@@ -161,3 +161,25 @@ func BenchmarkSendGroup10000(b *testing.B) {
 	b.ReportMetric(float64(after.calls-before.calls)/float64(b.N*size), "redis-cmds/task")
 	b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N*size), "redis-cpu-µs/task")
 }
+
+// BenchmarkSendTask sends tasks one at a time from one goroutine, results
+// stored (the PENDING state and the task in one round trip).
+func BenchmarkSendTask(b *testing.B) {
+	srv := redistest.Start(b)
+	cnf := redisConfig(srv.URL(), "bench:")
+	cnf.NoUnixSignals = true
+	cnf.Logger = slog.New(slog.DiscardHandler)
+	s, err := machinist.NewServer(cnf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "noop"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
