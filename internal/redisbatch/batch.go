@@ -233,10 +233,9 @@ func (b *Batcher) exec(batch []*op) {
 // backend to the broker so that a task's result and its acknowledgement can
 // go in one script.
 type HashWrite struct {
-	Key       string
-	Fields    []interface{} // field, value pairs
-	CreatedAt string        // set as created_at only if the hash has none
-	TTL       time.Duration
+	Key    string
+	Fields []interface{} // field, value pairs
+	TTL    time.Duration
 }
 
 // IsNoScript reports whether err says Redis does not have a script (after

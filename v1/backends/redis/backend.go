@@ -328,10 +328,9 @@ func (b *Backend) SuccessWrite(sig *tasks.Signature, results []*tasks.TaskResult
 		return nil, fmt.Errorf("redisbackend: %s of task %s: %w", op, sig.UUID, err)
 	}
 	return &redisbatch.HashWrite{
-		Key:       b.keys.state(sig.UUID),
-		Fields:    []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error},
-		CreatedAt: formatTime(w.state.CreatedAt),
-		TTL:       b.expireIn,
+		Key:    b.keys.state(sig.UUID),
+		Fields: []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error},
+		TTL:    b.expireIn,
 	}, nil
 }
 

@@ -576,8 +576,8 @@ func (b *Broker) AckWithState(ctx context.Context, d *iface.Delivery, w *redisba
 	}
 	qk := b.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	args := make([]interface{}, 0, 5+len(w.Fields))
-	args = append(args, id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds(), w.TTL.Milliseconds(), w.CreatedAt)
+	args := make([]interface{}, 0, 4+len(w.Fields))
+	args = append(args, id, d.Lease.Token(), b.cnf.CompletedRetention.Milliseconds(), w.TTL.Milliseconds())
 	args = append(args, w.Fields...)
 	code, err := b.batch.RunScript(ctx, id, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, w.Key}, args...).Int64()
 	if err != nil {

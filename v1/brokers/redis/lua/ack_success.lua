@@ -9,8 +9,8 @@
 -- ARGV[2] fencing token
 -- ARGV[3] completed retention in ms (0: forget the task at once)
 -- ARGV[4] state TTL in ms
--- ARGV[5] created_at, set only if the state has none
--- ARGV[6..] state field, value pairs
+-- ARGV[5..] state field, value pairs (created_at is left as the PENDING
+--           write set it)
 --
 -- Returns: 0 done; 2 the caller does not hold the lease (nothing written).
 -- Complexity: O(log L), plus O(log C) with retention.
@@ -18,11 +18,10 @@ if redis.call("HGET", KEYS[1], "lease") ~= ARGV[2] then
 	return 2
 end
 local fields = {}
-for i = 6, #ARGV do
+for i = 5, #ARGV do
 	table.insert(fields, ARGV[i])
 end
 redis.call("HSET", KEYS[4], unpack(fields))
-redis.call("HSETNX", KEYS[4], "created_at", ARGV[5])
 redis.call("PEXPIRE", KEYS[4], ARGV[4])
 redis.call("ZREM", KEYS[2], ARGV[1])
 local keep = tonumber(ARGV[3])
