@@ -5,10 +5,10 @@ GO       ?= go
 PKGS     ?= ./...
 TESTFLAGS ?=
 
-.PHONY: help test vet fmt lint bench quickstart fuzz
+.PHONY: help test vet fmt lint bench bench-go quickstart fuzz
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 test: ## go vet, then every test with -race (installs redis-server if missing)
 	@bash scripts/ensure-redis.sh
@@ -25,8 +25,11 @@ lint: ## gofmt check and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
-bench: ## go test benchmarks of the hot paths
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+bench: ## the comparison with asynq and machinery (bench/, ~13 min; results in bench/results/)
+	cd bench && $(GO) run . -reps 3 -json results/latest.jsonl -md results/latest.md
+
+bench-go: ## go test benchmarks of the hot paths (compare runs with benchstat)
+	$(GO) test -run '^$$' -bench . -benchmem ./v1/... ./internal/... ./integration-tests/
 
 fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzReflectValue -fuzztime 30s ./v1/tasks

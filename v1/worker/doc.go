@@ -14,8 +14,10 @@
 // and is cancelled when the task's lease is lost or the worker is stopped
 // hard.
 //
-// The states written are STARTED, then SUCCESS, RETRY or FAILURE (RECEIVED,
-// which STARTED would replace microseconds later, is skipped).
+// The states written are STARTED, once a task has run for StartedAfter (1
+// ms), then SUCCESS, RETRY or FAILURE. A shorter task goes from PENDING
+// straight to its outcome, and RECEIVED is never written: either would be
+// replaced at once, and skipping them saves Redis work on every short task.
 // A task that returns an error is retried when it returned a
 // tasks.Retriable error (found with errors.As, so wrapping is fine) or has
 // RetryCount left (then after RetryTimeout seconds, advanced along the

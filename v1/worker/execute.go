@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -34,8 +35,9 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
 }
 
-// run writes STARTED, then calls the task function. permanent reports an
-// error that retrying cannot fix: the arguments do not fit.
+// run calls the task function, with STARTED written once it has run for
+// StartedAfter. permanent reports an error that retrying cannot fix: the
+// arguments do not fit.
 //
 // RECEIVED is not written: STARTED would replace it microseconds later, and
 // skipping it saves a write per task. (SetStateReceived remains in the
@@ -53,9 +55,7 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, 
 	if err := ctx.Err(); err != nil {
 		return nil, err, false // lease lost or worker stopped before the start
 	}
-	if err := w.p.Backend.SetStateStarted(ctx, sig); err != nil {
-		log.Warn("writing state STARTED failed", slog.Any("error", err))
-	}
+	defer w.markStarted(ctx, sig, log)()
 	if w.p.PreTaskFunc != nil {
 		w.p.PreTaskFunc(sig)
 	}
@@ -74,6 +74,37 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, 
 		log.Debug("task succeeded", slog.Duration("duration", time.Since(start)))
 	}
 	return results, err, false
+}
+
+// StartedAfter is how long a task runs before its state becomes STARTED. A
+// task that ends sooner goes from PENDING straight to its outcome: its
+// STARTED would be overwritten at once, and skipping it saves a round trip
+// and three Redis commands per short task.
+const StartedAfter = time.Millisecond
+
+// markStarted arranges for STARTED to be written if the task is still
+// running after StartedAfter, and returns the function to call when it
+// returns: after that, STARTED is never written, so it cannot land after
+// the task's outcome.
+func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, log *slog.Logger) (finished func()) {
+	var mu sync.Mutex
+	done := false
+	timer := time.AfterFunc(StartedAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done || ctx.Err() != nil {
+			return
+		}
+		if err := w.p.Backend.SetStateStarted(ctx, sig); err != nil {
+			log.Warn("writing state STARTED failed", slog.Any("error", err))
+		}
+	})
+	return func() {
+		timer.Stop()
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	}
 }
 
 // settle records the outcome of a run: success, retry or failure. d is nil

@@ -7,13 +7,17 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	backendmem "github.com/b6192125/machinist/v1/backends/memory"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	brokermem "github.com/b6192125/machinist/v1/brokers/memory"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -296,9 +300,11 @@ func TestAbortCancelsAndRequeuesRunningTasks(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("pending tasks = %v, want %v", got, want)
 	}
+	// Abandoned tasks are not settled: no final state (STARTED only if
+	// they ran StartedAfter before the abort).
 	for _, s := range sigs {
-		if st := h.state(s.UUID); st != tasks.StateStarted {
-			t.Errorf("state of %s = %q, want %q", s.UUID, st, tasks.StateStarted)
+		if st := h.state(s.UUID); st != tasks.StateStarted && st != tasks.StatePending {
+			t.Errorf("state of %s = %q, want STARTED or PENDING (not settled)", s.UUID, st)
 		}
 	}
 	if c := h.spy.counts(); c.requeued != 2 || c.acks+c.retries+c.archives != 0 {
@@ -881,4 +887,46 @@ func TestBackoff(t *testing.T) {
 	if d := b.next(); d != 50*time.Millisecond {
 		t.Errorf("after reset, next = %s, want 50ms", d)
 	}
+}
+
+// STARTED is written for a task that runs StartedAfter or longer, and never
+// for one that ends sooner (its outcome follows at once).
+func TestStartedOnlyForTasksThatRunAWhile(t *testing.T) {
+	t.Parallel()
+	cnf := (&config.Config{}).WithDefaults()
+	broker := brokermem.New(cnf)
+	backend := &startedSpy{Backend: backendmem.New(cnf)}
+	t.Cleanup(func() { broker.Close(); backend.Close() })
+	w := New(Params{Broker: broker, Backend: backend, Config: cnf, SendFunc: func(context.Context, *tasks.Signature) error { return nil }})
+	ctx := context.Background()
+	quick := &tasks.Signature{UUID: "task_quick", Name: "quick"}
+	if _, err, _ := w.run(ctx, quick, func() error { return nil }, w.log); err != nil {
+		t.Fatal(err)
+	}
+	slow := &tasks.Signature{UUID: "task_slow", Name: "slow"}
+	if _, err, _ := w.run(ctx, slow, func() error { time.Sleep(20 * StartedAfter); return nil }, w.log); err != nil {
+		t.Fatal(err)
+	}
+	if got := backend.started(); len(got) != 1 || got[0] != "task_slow" {
+		t.Fatalf("STARTED written for %v, want only task_slow", got)
+	}
+}
+
+type startedSpy struct {
+	backends.Backend
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *startedSpy) SetStateStarted(ctx context.Context, sig *tasks.Signature) error {
+	s.mu.Lock()
+	s.ids = append(s.ids, sig.UUID)
+	s.mu.Unlock()
+	return s.Backend.SetStateStarted(ctx, sig)
+}
+
+func (s *startedSpy) started() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...)
 }
