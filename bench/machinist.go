@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// machinistDriver runs machinist with its defaults: the Redis broker and
+// the Redis result backend on the same URL (results stored), leases of 10 s.
+type machinistDriver struct {
+	server *machinist.Server
+}
+
+var _ Driver = (*machinistDriver)(nil)
+
+func (d *machinistDriver) Name() string { return "machinist" }
+
+func (d *machinistDriver) Open(ctx context.Context, addr string, h Handlers) error {
+	s, err := machinist.NewServer(&config.Config{
+		Broker:        "redis://" + addr,
+		NoUnixSignals: true, // this program handles Ctrl-C itself
+		Logger:        slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return err
+	}
+	for name, fn := range h {
+		var taskFunc interface{}
+		if name == taskNoop {
+			taskFunc = func() error { _, err := fn(nil); return err }
+		} else {
+			taskFunc = func(args ...int64) (int64, error) { return fn(args) }
+		}
+		if err := s.RegisterTask(name, taskFunc); err != nil {
+			s.Close()
+			return err
+		}
+	}
+	d.server = s
+	return nil
+}
+
+func (d *machinistDriver) Close() {
+	if d.server != nil {
+		d.server.Close()
+	}
+}
+
+func machinistSignature(t Task) *tasks.Signature {
+	sig := &tasks.Signature{Name: t.Name}
+	for _, a := range t.Args {
+		sig.Args = append(sig.Args, tasks.Arg{Type: "int64", Value: a})
+	}
+	if !t.ETA.IsZero() {
+		eta := t.ETA
+		sig.ETA = &eta
+	}
+	return sig
+}
+
+func (d *machinistDriver) Send(ctx context.Context, t Task) error {
+	_, err := d.server.SendTaskWithContext(ctx, machinistSignature(t))
+	return err
+}
+
+// SendBulk sends ts as one group: the group is recorded, the states are
+// written in one call and the tasks published in batches of 1000.
+func (d *machinistDriver) SendBulk(ctx context.Context, ts []Task) error {
+	sigs := make([]*tasks.Signature, len(ts))
+	for i, t := range ts {
+		sigs[i] = machinistSignature(t)
+	}
+	group, err := tasks.NewGroup(sigs...)
+	if err != nil {
+		return err
+	}
+	_, err = d.server.SendGroupWithContext(ctx, group, 0)
+	return err
+}
+
+func (d *machinistDriver) StartWorker(concurrency int) (func(), error) {
+	w := d.server.NewWorker("bench", concurrency)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	return func() {
+		w.Quit()
+		<-errs
+	}, nil
+}
+
+func (d *machinistDriver) Chord(ctx context.Context, members [][]int64) (int64, error) {
+	sigs := make([]*tasks.Signature, len(members))
+	for i, args := range members {
+		sigs[i] = machinistSignature(Task{Name: taskAdd, Args: args})
+	}
+	group, err := tasks.NewGroup(sigs...)
+	if err != nil {
+		return 0, err
+	}
+	chord, err := tasks.NewChord(group, &tasks.Signature{Name: taskSum})
+	if err != nil {
+		return 0, err
+	}
+	res, err := d.server.SendChordWithContext(ctx, chord, 0)
+	if err != nil {
+		return 0, err
+	}
+	return machinistInt(res.GetWithContext(ctx, resultPoll))
+}
+
+func (d *machinistDriver) Chain(ctx context.Context, steps [][]int64) (int64, error) {
+	sigs := make([]*tasks.Signature, len(steps))
+	for i, args := range steps {
+		sigs[i] = machinistSignature(Task{Name: taskAdd, Args: args})
+	}
+	chain, err := tasks.NewChain(sigs...)
+	if err != nil {
+		return 0, err
+	}
+	res, err := d.server.SendChainWithContext(ctx, chain)
+	if err != nil {
+		return 0, err
+	}
+	return machinistInt(res.GetWithContext(ctx, resultPoll))
+}
+
+func (d *machinistDriver) Outstanding(ctx context.Context) (int, error) {
+	qi, err := d.server.GetBroker().QueueInfo(ctx, config.DefaultQueueName)
+	if err != nil {
+		return 0, err
+	}
+	return qi.Pending + qi.Active + qi.Scheduled + qi.Retry, nil
+}
+
+// resultPoll is the sleep between result polls for the libraries whose
+// AsyncResult.Get polls (machinist and machinery), the same for both.
+const resultPoll = 5 * time.Millisecond
+
+func machinistInt(vals []reflect.Value, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	if len(vals) != 1 {
+		return 0, fmt.Errorf("want one result, got %d", len(vals))
+	}
+	return vals[0].Int(), nil
+}

@@ -1,0 +1,13 @@
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setChildAttrs puts a child in its own process group, so that a Ctrl-C at
+// the terminal reaches only this program (which then stops its children
+// itself), and has the kernel kill the child if this program dies first.
+func setChildAttrs(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// redisServer is the redis-server this program starts for itself.
+type redisServer struct {
+	addr   string
+	port   int
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	client *goredis.Client
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startRedis starts redis-server on a free 127.0.0.1 port with persistence
+// off, and waits until it answers PING.
+func startRedis(ctx context.Context) (*redisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New("redis-server not found in PATH: install it (apt-get install redis-server, brew install redis)")
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "machinist-bench-redis-")
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(bin,
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"),
+			"--daemonize", "no", "--protected-mode", "yes",
+		)
+		setChildAttrs(cmd)
+		if err := cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("start redis-server: %w", err)
+		}
+		rs := &redisServer{addr: fmt.Sprintf("127.0.0.1:%d", port), port: port, dir: dir, cmd: cmd, exited: make(chan struct{})}
+		go func() { cmd.Wait(); close(rs.exited) }()
+		rs.client = goredis.NewClient(&goredis.Options{Addr: rs.addr, PoolSize: 4})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			lastErr = rs.client.Ping(pctx).Err()
+			cancel()
+			if lastErr == nil {
+				return rs, nil
+			}
+			select {
+			case <-rs.exited:
+			case <-ctx.Done():
+				rs.stop()
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+				if time.Now().Before(deadline) {
+					continue
+				}
+			}
+			break
+		}
+		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		lastErr = fmt.Errorf("redis-server on port %d did not start: %v\n%s", port, lastErr, log)
+		rs.stop()
+	}
+	return nil, lastErr
+}
+
+// stop kills redis-server and removes its directory. Safe to call twice.
+func (r *redisServer) stop() {
+	if r == nil || r.cmd == nil {
+		return
+	}
+	if r.client != nil {
+		r.client.Close()
+	}
+	r.cmd.Process.Kill()
+	select {
+	case <-r.exited:
+	case <-time.After(5 * time.Second):
+	}
+	os.RemoveAll(r.dir)
+	r.cmd = nil
+}
+
+// reset empties the server and its statistics: FLUSHALL and CONFIG RESETSTAT.
+func (r *redisServer) reset(ctx context.Context) error {
+	if err := r.client.FlushAll(ctx).Err(); err != nil {
+		return fmt.Errorf("FLUSHALL: %w", err)
+	}
+	return r.resetStat(ctx)
+}
+
+func (r *redisServer) resetStat(ctx context.Context) error {
+	if err := r.client.ConfigResetStat(ctx).Err(); err != nil {
+		return fmt.Errorf("CONFIG RESETSTAT: %w", err)
+	}
+	return nil
+}
+
+// info is a snapshot of the INFO figures the cost workload uses.
+type info struct {
+	calls      int64   // sum of commandstats calls, since the last RESETSTAT
+	cpuSeconds float64 // used_cpu_sys + used_cpu_user, since the start
+	usedMemory int64   // used_memory
+	version    string
+}
+
+var cmdstatCalls = regexp.MustCompile(`^cmdstat_([^:]+):calls=(\d+)`)
+
+func (r *redisServer) info(ctx context.Context) (info, error) {
+	s, err := r.client.Info(ctx, "commandstats", "cpu", "memory", "server").Result()
+	if err != nil {
+		return info{}, fmt.Errorf("INFO: %w", err)
+	}
+	var in info
+	var sys, user float64
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := cmdstatCalls.FindStringSubmatch(line); m != nil {
+			// INFO and CONFIG are the benchmark's own.
+			if m[1] == "info" || m[1] == "config|resetstat" || m[1] == "config" {
+				continue
+			}
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			in.calls += n
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "used_cpu_sys":
+			sys, _ = strconv.ParseFloat(v, 64)
+		case "used_cpu_user":
+			user, _ = strconv.ParseFloat(v, 64)
+		case "used_memory":
+			in.usedMemory, _ = strconv.ParseInt(v, 10, 64)
+		case "redis_version":
+			in.version = v
+		}
+	}
+	in.cpuSeconds = sys + user
+	return in, nil
+}
