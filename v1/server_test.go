@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
+
+func TestMain(m *testing.M) {
+	os.Exit(redistest.RunMain(m))
+}
 
 func newServer(t *testing.T, cnf *config.Config) *machinist.Server {
 	t.Helper()
@@ -153,5 +160,44 @@ func TestEagerRunsInsideSendTask(t *testing.T) {
 	out, err := r.Touch()
 	if err != nil || len(out) != 1 || out[0].Int() != 42 {
 		t.Fatalf("Touch: %v, %v", out, err)
+	}
+}
+
+func TestNewServerWithRedisClient(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	s, err := machinist.NewServerWithRedisClient(&config.Config{
+		Logger:        slog.New(slog.DiscardHandler),
+		NoUnixSignals: true,
+		Redis:         &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")},
+	}, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RegisterTask("double", func(n int64) (int64, error) { return 2 * n, nil })
+	w := s.NewWorker("w", 2)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "double", Args: []tasks.Arg{{Type: "int64", Value: 21}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.GetWithContext(ctx, time.Millisecond)
+	if err != nil || len(out) != 1 || out[0].Int() != 42 {
+		t.Fatalf("Get: %v, %v", out, err)
+	}
+	w.Quit()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The caller's client stays open.
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the caller's client after Close: %v", err)
 	}
 }

@@ -1,0 +1,131 @@
+package machinist_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"time"
+
+	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/backends/result"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// machineryProgram uses every name of machinery v1's API that DESIGN.md's
+// compatibility contract lists, with machinery's signatures, the way a
+// machinery program does. It is compiled with the tests, so a change that
+// breaks the contract fails the build; it is not run.
+func machineryProgram() error {
+	cnf, err := config.NewFromYaml("config.yml", false)
+	if err != nil {
+		if cnf, err = config.NewFromEnvironment(); err != nil {
+			return err
+		}
+	}
+	cnf = &config.Config{
+		Broker:          "redis://localhost:6379",
+		DefaultQueue:    "machinery_tasks",
+		ResultBackend:   "redis://localhost:6379",
+		ResultsExpireIn: config.DefaultResultsExpireIn,
+		AMQP:            &config.AMQPConfig{Exchange: "machinery_exchange", ExchangeType: "direct", BindingKey: "machinery_task"},
+		Redis:           &config.RedisConfig{MaxIdle: 3, IdleTimeout: 240, ReadTimeout: 15, WriteTimeout: 15, ConnectTimeout: 15, NormalTasksPollPeriod: 1000, DelayedTasksPollPeriod: 500},
+		NoUnixSignals:   true,
+	}
+	server, err := machinist.NewServer(cnf)
+	if err != nil {
+		return err
+	}
+	if err := server.RegisterTasks(map[string]interface{}{"add": func(args ...int64) (int64, error) { return 0, nil }}); err != nil {
+		return err
+	}
+	if err := server.RegisterTask("multiply", func(ctx context.Context, a, b int64) (int64, error) { return a * b, nil }); err != nil {
+		return err
+	}
+	_ = server.IsTaskRegistered("add")
+	_, _ = server.GetRegisteredTask("add")
+	_ = server.GetRegisteredTaskNames()
+	server.SetBroker(server.GetBroker())
+	server.SetBackend(server.GetBackend())
+	server.SetConfig(server.GetConfig())
+	server.SetPreTaskHandler(func(*tasks.Signature) {})
+
+	sig, err := tasks.NewSignature("add", []tasks.Arg{{Name: "a", Type: "int64", Value: 1}})
+	if err != nil {
+		return err
+	}
+	sig.Headers = tasks.Headers{}
+	sig.Headers.Set("k", "v")
+	_ = sig.Headers.ForeachKey(func(k, v string) error { return nil })
+	var asyncResult *result.AsyncResult
+	if asyncResult, err = server.SendTask(sig); err != nil {
+		return err
+	}
+	if asyncResult, err = server.SendTaskWithContext(context.Background(), tasks.CopySignature(sig)); err != nil {
+		return err
+	}
+	var values []reflect.Value
+	values, err = asyncResult.Get(time.Millisecond)
+	values, err = asyncResult.GetWithTimeout(time.Second, time.Millisecond)
+	values, err = asyncResult.Touch()
+	var state *tasks.TaskState = asyncResult.GetState()
+	_ = state.IsCompleted() || state.IsSuccess() || state.IsFailure()
+	_ = []string{tasks.StatePending, tasks.StateReceived, tasks.StateStarted, tasks.StateRetry, tasks.StateSuccess, tasks.StateFailure}
+	_ = tasks.HumanReadableResults(values)
+
+	chain, _ := tasks.NewChain(tasks.CopySignatures(sig, sig)...)
+	var chainResult *result.ChainAsyncResult
+	chainResult, err = server.SendChain(chain)
+	chainResult, err = server.SendChainWithContext(context.Background(), chain)
+	values, err = chainResult.Get(time.Millisecond)
+	values, err = chainResult.GetWithTimeout(time.Second, time.Millisecond)
+
+	group, _ := tasks.NewGroup(tasks.CopySignatures(sig, sig)...)
+	_ = group.GetUUIDs()
+	var groupResults []*result.AsyncResult
+	groupResults, err = server.SendGroup(group, 10)
+	groupResults, err = server.SendGroupWithContext(context.Background(), group, 10)
+	_ = groupResults
+	chord, _ := tasks.NewChord(group, tasks.CopySignature(sig))
+	var chordResult *result.ChordAsyncResult
+	chordResult, err = server.SendChord(chord, 10)
+	chordResult, err = server.SendChordWithContext(context.Background(), chord, 10)
+	values, err = chordResult.Get(time.Millisecond)
+	values, err = chordResult.GetWithTimeout(time.Second, time.Millisecond)
+
+	_ = server.RegisterPeriodicTask("*/5 * * * *", "periodic-task", sig)
+	_ = server.RegisterPeriodicChain("*/5 * * * *", "periodic-chain", sig, sig)
+	_ = server.RegisterPeriodicGroup("*/5 * * * *", "periodic-group", 10, sig, sig)
+	_ = server.RegisterPeriodicChord("*/5 * * * *", "periodic-chord", 10, sig, sig, sig)
+
+	worker := server.NewWorker("machinery_worker", 0)
+	worker = server.NewCustomQueueWorker("machinery_worker", 10, "custom")
+	_, _, _ = worker.ConsumerTag, worker.Concurrency, worker.Queue
+	worker.SetErrorHandler(func(err error) {})
+	worker.SetPreTaskHandler(func(*tasks.Signature) {})
+	worker.SetPostTaskHandler(func(*tasks.Signature) {})
+	worker.SetPreConsumeHandler(func(*machinist.Worker) bool { return true })
+	_ = worker.Process(sig)
+	errorsChan := make(chan error, 1)
+	worker.LaunchAsync(errorsChan)
+	worker.Quit()
+	if err := worker.Launch(); errors.Is(err, machinist.ErrWorkerQuitGracefully) || errors.Is(err, machinist.ErrWorkerQuitAbruptly) {
+		return err
+	}
+
+	_ = tasks.ValidateTask(func() error { return nil })
+	_, _ = tasks.ReflectValue("int64", int64(1))
+	_, _ = tasks.ReflectTaskResults([]*tasks.TaskResult{{Type: "int64", Value: int64(1)}})
+	var retry tasks.Retriable = tasks.NewErrRetryTaskLater("later", time.Second)
+	_ = retry.RetryIn()
+	var _ tasks.ErrRetryTaskLater
+	var _ error = tasks.ErrUnsupportedType{}
+	_ = tasks.ErrTaskPanicked
+	_ = tasks.SignatureFromContext(context.Background())
+	_ = result.ErrBackendNotConfigured
+	_ = result.ErrTimeoutReached
+	_ = values
+	return err
+}
+
+var _ = machineryProgram
