@@ -246,34 +246,23 @@ func (b *Backend) TriggerChord(ctx context.Context, groupUUID, memberUUID string
 // SetStatePending writes the PENDING state of every signature: one
 // pipeline per 1000 signatures.
 func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature) error {
-	if err := b.checkOpen("set state pending"); err != nil {
-		return err
-	}
-	writes := make([]*stateWrite, len(sigs))
-	for i, sig := range sigs {
-		if err := checkSig(sig); err != nil {
-			return fmt.Errorf("redisbackend: set state pending: signature %d: %w", i, err)
-		}
-		w, err := b.newStateWrite(tasks.NewPendingTaskState(sig))
+	// Every signature is checked and encoded before anything is written.
+	var queues []redisbatch.QueueFunc
+	for start := 0; start < len(sigs); start += pendingChunk {
+		queue, err := b.pendingQueue(ctx, start, sigs[start:min(start+pendingChunk, len(sigs))])
 		if err != nil {
-			return fmt.Errorf("redisbackend: set state pending of task %s: %w", sig.UUID, err)
+			return err
 		}
-		writes[i] = w
+		queues = append(queues, queue)
 	}
-	for start := 0; start < len(writes); start += pendingChunk {
-		chunk := writes[start:min(start+pendingChunk, len(writes))]
-		err := b.batch.Do(ctx, chunk[0].state.TaskUUID, func(pipe goredis.Pipeliner) []goredis.Cmder {
-			var cmds []goredis.Cmder
-			for _, w := range chunk {
-				cmds = append(cmds, b.queueState(ctx, pipe, w)...)
-			}
-			return cmds
-		})
-		if err != nil {
+	for i, queue := range queues {
+		first := sigs[i*pendingChunk]
+		if err := b.batch.Do(ctx, first.UUID, queue); err != nil {
 			if len(sigs) == 1 {
-				return fmt.Errorf("redisbackend: set state pending of task %s: %w", sigs[0].UUID, err)
+				return fmt.Errorf("redisbackend: set state pending of task %s: %w", first.UUID, err)
 			}
-			return fmt.Errorf("redisbackend: set state pending of %d tasks (from task %s): %w", len(chunk), chunk[0].state.TaskUUID, err)
+			n := min(pendingChunk, len(sigs)-i*pendingChunk)
+			return fmt.Errorf("redisbackend: set state pending of %d tasks (from task %s): %w", n, first.UUID, err)
 		}
 	}
 	return nil
@@ -499,13 +488,20 @@ func (b *Backend) queueState(ctx context.Context, pipe goredis.Pipeliner, w *sta
 // for a caller that sends them in one pipeline with its own (Server.SendTask
 // with the broker on the same Redis: state and task in one round trip).
 func (b *Backend) QueuePending(ctx context.Context, sigs ...*tasks.Signature) (redisbatch.QueueFunc, error) {
+	return b.pendingQueue(ctx, 0, sigs)
+}
+
+// pendingQueue checks and encodes the PENDING states of sigs, the first of
+// which is signature number offset of the caller's, and returns the commands
+// that write them.
+func (b *Backend) pendingQueue(ctx context.Context, offset int, sigs []*tasks.Signature) (redisbatch.QueueFunc, error) {
 	if err := b.checkOpen("set state pending"); err != nil {
 		return nil, err
 	}
 	writes := make([]*stateWrite, len(sigs))
 	for i, sig := range sigs {
 		if err := checkSig(sig); err != nil {
-			return nil, fmt.Errorf("redisbackend: set state pending: signature %d: %w", i, err)
+			return nil, fmt.Errorf("redisbackend: set state pending: signature %d: %w", offset+i, err)
 		}
 		w, err := b.newStateWrite(tasks.NewPendingTaskState(sig))
 		if err != nil {

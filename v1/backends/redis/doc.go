@@ -15,11 +15,11 @@
 //	<prefix>:{<groupUUID>}:done     hash: member UUID → JSON TaskState
 //	<prefix>:{<groupUUID>}:order    list: member UUIDs in the order they first finished
 //
-// A task's state hash holds its latest state: state (PENDING, RECEIVED,
-// STARTED, RETRY, SUCCESS, FAILURE), name, results (the JSON of its
-// []*TaskResult, "null" for none), error, and created_at (RFC 3339, UTC),
-// which is written only if the hash has none, so it keeps the time of the
-// first write: when the task was sent.
+// A task's state hash holds its latest state: state (PENDING, STARTED,
+// RETRY, SUCCESS, FAILURE; machinist's worker writes no RECEIVED), name,
+// results (the JSON of its []*TaskResult, "null" for none), error, and
+// created_at (RFC 3339, UTC): set by the PENDING write, or by the first
+// write when there was none, so it is when the task was sent.
 //
 // A group's keys share the hash tag {groupUUID}, so they live in one Redis
 // Cluster slot and one Lua script can read and write them all; a group UUID
@@ -34,15 +34,28 @@
 //
 // # Writes
 //
-// Each SetState* call is one round trip: a pipeline (not MULTI) of HSET of
-// every field, HSETNX of created_at and PEXPIRE. SetStatePending writes any
-// number of signatures the same way, 1000 per pipeline. SetStateSuccess and
-// SetStateFailure of a signature with a GroupUUID add, to the same pipeline,
-// the script lua/group_done.lua, which records the member's final state in
-// the done hash (a member that finishes again replaces its state and counts
-// once), creates the group with count GroupTaskCount if InitGroup was not
-// called, and sets the group's expiry. The scripts are loaded once per
-// backend before they are used in a pipeline, and again if Redis lost them.
+// Writes go through a redisbatch.Batcher (shared with the broker when both
+// are on one Redis), so the writes of concurrent tasks share round trips,
+// and the writes of one task go out in the order they were made. Each
+// SetState* call is one round trip: HSET of every field (with created_at for
+// PENDING) and PEXPIRE, plus HSETNX of created_at for the other states.
+// SetStatePending checks and encodes every signature first, then writes
+// 1000 per pipeline. SetStateStarted queues its write and returns without
+// waiting; GetState goes through the same task's lane of the batcher, so
+// this backend's reads follow its writes. SetStateSuccess, SetStateFailure
+// and CompleteGroupMember of a signature with a GroupUUID add, to the same
+// pipeline, the script lua/group_done.lua, which records the member's final
+// state in the done hash (a member that finishes again replaces its state
+// and counts once), creates the group with count GroupTaskCount if
+// InitGroup was not called, sets the group's expiry, and returns how many
+// members have finished, from which CompleteGroupMember answers whether the
+// group is complete. The scripts are loaded once per backend before they
+// are used in a pipeline, and again if Redis lost them.
+//
+// QueuePending and SuccessWrite hand a write to the Server and the worker
+// instead of sending it: on a single Redis server a task's PENDING state
+// goes in the pipeline that publishes it, and its SUCCESS state in the
+// broker's acknowledgement script (redisbroker.AckWithState).
 //
 // Results are stored as JSON. GetState decodes them with UseNumber, so a
 // value comes back as JSON gives it: numbers as json.Number, slices as
