@@ -32,17 +32,6 @@ func (h Headers) Get(key string) string {
 	return s
 }
 
-// Keys lists the keys that hold string values.
-func (h Headers) Keys() []string {
-	keys := make([]string, 0, len(h))
-	for k, v := range h {
-		if _, ok := v.(string); ok {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
 // ForeachKey calls handler for every key whose value is a string, stopping at
 // the first error, which it returns.
 func (h Headers) ForeachKey(handler func(key, val string) error) error {

@@ -248,13 +248,7 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 			w.mu.Unlock()
 		}()
 		defer cancel()
-		go func() {
-			select {
-			case <-d.Lease.Done():
-				cancel()
-			case <-r.done:
-			}
-		}()
+		defer context.AfterFunc(d.Lease.Context(), cancel)() // a lost lease stops the task
 		w.handle(ctx, r)
 	}()
 }

@@ -1,6 +1,7 @@
 package iface
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -18,19 +19,21 @@ import (
 // moment the broker stops believing it.
 type Lease struct {
 	token string
+	ctx   context.Context // ends when the lease is lost
+	lose  context.CancelFunc
 
 	mu        sync.Mutex
 	expiresAt time.Time
 	timer     *time.Timer
 	lost      bool
 	released  bool
-	done      chan struct{}
 }
 
 // NewLease returns a lease with the fencing token token that ends at
 // expiresAt unless extended.
 func NewLease(token string, expiresAt time.Time) *Lease {
-	l := &Lease{token: token, expiresAt: expiresAt, done: make(chan struct{})}
+	ctx, lose := context.WithCancel(context.Background())
+	l := &Lease{token: token, ctx: ctx, lose: lose, expiresAt: expiresAt}
 	l.mu.Lock() // expire may run before AfterFunc returns
 	defer l.mu.Unlock()
 	l.timer = time.AfterFunc(time.Until(expiresAt), l.expire)
@@ -49,7 +52,12 @@ func (l *Lease) ExpiresAt() time.Time {
 }
 
 // Done is closed when the lease is lost.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Context returns a context that ends when the lease is lost, for
+// context.AfterFunc: a task's context is cancelled with its lease without a
+// goroutine waiting on Done.
+func (l *Lease) Context() context.Context { return l.ctx }
 
 // Valid reports whether the lease has not been lost. A released lease stays
 // valid: releasing means the task was settled while the lease was held.
@@ -106,5 +114,5 @@ func (l *Lease) loseLocked() {
 	}
 	l.lost = true
 	l.timer.Stop()
-	close(l.done)
+	l.lose()
 }

@@ -93,9 +93,6 @@ func New(p Params) *Broker {
 	}
 }
 
-// Client returns the broker's Redis client.
-func (b *Broker) Client() goredis.UniversalClient { return b.client }
-
 // Batcher returns the batcher the broker sends publishes and
 // acknowledgements through.
 func (b *Broker) Batcher() *redisbatch.Batcher { return b.batch }
@@ -265,7 +262,7 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 			return nil, err
 		}
 		var out []*iface.Delivery
-		visited := map[string]bool{}
+		servedWoken := false // whether the queue whose token we took was tried
 		var fetchErr error
 		for _, q := range queues {
 			ds, err := b.dequeue(ctx, q, max-len(out))
@@ -273,13 +270,13 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 				fetchErr = err
 				break
 			}
-			visited[q] = true
+			servedWoken = servedWoken || q == woken
 			out = append(out, ds...)
 			if len(out) == max {
 				break
 			}
 		}
-		if woken != "" && !visited[woken] {
+		if woken != "" && !servedWoken {
 			// The token was for a queue this fetch did not serve: pass it on
 			// to another idle worker.
 			b.resignal(woken)
@@ -331,10 +328,9 @@ func (b *Broker) dequeue(ctx context.Context, q string, n int) ([]*iface.Deliver
 	lease := b.cnf.LeaseDuration
 	args := make([]interface{}, 0, 3+n)
 	args = append(args, qk.task, n, lease.Milliseconds())
-	tokens := make([]string, n)
-	for i := range tokens {
-		tokens[i] = newToken()
-		args = append(args, tokens[i])
+	base := newToken() // one random read per fetch; the index makes each token unique
+	for i := 0; i < n; i++ {
+		args = append(args, base+strconv.Itoa(i))
 	}
 	start := time.Now()
 	res, err := dequeueScript.Run(ctx, b.client, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args...).Slice()
