@@ -24,21 +24,42 @@ import (
 func BenchmarkEndToEnd(b *testing.B) {
 	for _, concurrency := range []int{10, 100} {
 		b.Run(fmt.Sprintf("redis/concurrency=%d", concurrency), func(b *testing.B) {
-			srv := redistest.Start(b)
-			cnf := redisConfig(srv.URL(), "bench:")
-			cnf.NoUnixSignals = true
-			cnf.Logger = slog.New(slog.DiscardHandler)
-			rdb := srv.Client(b)
+			cnf, rdb := benchRedis(b)
 			var before redisStats
 			benchEndToEnd(b, cnf, concurrency, func() { before = readRedisStats(b, rdb) })
-			after := readRedisStats(b, rdb)
-			b.ReportMetric(float64(after.calls-before.calls)/float64(b.N), "redis-cmds/task")
-			b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N), "redis-cpu-µs/task")
+			reportRedisCost(b, rdb, before, b.N)
 		})
 	}
 	b.Run("memory/concurrency=10", func(b *testing.B) {
 		benchEndToEnd(b, &config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)}, 10, nil)
 	})
+}
+
+// benchRedis starts a Redis of the benchmark's own and returns a config of
+// broker and backend on it, and a client for reading its statistics.
+func benchRedis(b *testing.B) (*config.Config, *goredis.Client) {
+	srv := redistest.Start(b)
+	cnf := redisConfig(srv.URL(), "bench:")
+	cnf.NoUnixSignals = true
+	cnf.Logger = slog.New(slog.DiscardHandler)
+	return cnf, srv.Client(b)
+}
+
+// benchServer returns a Server on cnf, closed when the benchmark ends.
+func benchServer(b *testing.B, cnf *config.Config) *machinist.Server {
+	s, err := machinist.NewServer(cnf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// reportRedisCost reports Redis commands and CPU per task since before.
+func reportRedisCost(b *testing.B, rdb *goredis.Client, before redisStats, tasks int) {
+	after := readRedisStats(b, rdb)
+	b.ReportMetric(float64(after.calls-before.calls)/float64(tasks), "redis-cmds/task")
+	b.ReportMetric((after.cpu-before.cpu)*1e6/float64(tasks), "redis-cpu-µs/task")
 }
 
 // redisStats are the counters of INFO that the benchmark reports per task.
@@ -72,11 +93,7 @@ func readRedisStats(b *testing.B, rdb *goredis.Client) redisStats {
 // benchEndToEnd sends b.N no-op tasks, calls started (when not nil) just
 // before the timed part, and runs them on a worker.
 func benchEndToEnd(b *testing.B, cnf *config.Config, concurrency int, started func()) {
-	s, err := machinist.NewServer(cnf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	s := benchServer(b, cnf)
 	var calls atomic.Int64
 	done := make(chan struct{})
 	n := int64(b.N)
@@ -127,18 +144,10 @@ func benchEndToEnd(b *testing.B, cnf *config.Config, concurrency int, started fu
 // BenchmarkSendGroup10000 is the bulk path: a group of 10,000 tasks sent
 // with one SendGroup (states and tasks in batches of 1,000).
 func BenchmarkSendGroup10000(b *testing.B) {
-	srv := redistest.Start(b)
-	cnf := redisConfig(srv.URL(), "bench:")
-	cnf.NoUnixSignals = true
-	cnf.Logger = slog.New(slog.DiscardHandler)
-	s, err := machinist.NewServer(cnf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	cnf, rdb := benchRedis(b)
+	s := benchServer(b, cnf)
 	ctx := context.Background()
 	const size = 10000
-	rdb := srv.Client(b)
 	before := readRedisStats(b, rdb)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -157,23 +166,14 @@ func BenchmarkSendGroup10000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "tasks/s")
-	after := readRedisStats(b, rdb)
-	b.ReportMetric(float64(after.calls-before.calls)/float64(b.N*size), "redis-cmds/task")
-	b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N*size), "redis-cpu-µs/task")
+	reportRedisCost(b, rdb, before, b.N*size)
 }
 
 // BenchmarkSendTask sends tasks one at a time from one goroutine, results
 // stored (the PENDING state and the task in one round trip).
 func BenchmarkSendTask(b *testing.B) {
-	srv := redistest.Start(b)
-	cnf := redisConfig(srv.URL(), "bench:")
-	cnf.NoUnixSignals = true
-	cnf.Logger = slog.New(slog.DiscardHandler)
-	s, err := machinist.NewServer(cnf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	cnf, _ := benchRedis(b)
+	s := benchServer(b, cnf)
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

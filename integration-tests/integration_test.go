@@ -113,7 +113,7 @@ func TestOnSuccessGetsResults(t *testing.T) {
 func TestSendChain(t *testing.T) {
 	forEachPair(t, func(t *testing.T, p pair) {
 		e := newEnv(t, p)
-		chain, err := tasks.NewChain(
+		got, err := e.runChain(
 			sig("add", int64Arg(1), int64Arg(1)),
 			sig("add", int64Arg(5), int64Arg(5)),
 			sig("multiply", int64Arg(4)),
@@ -121,16 +121,7 @@ func TestSendChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := e.ctx()
-		res, err := e.server.SendChainWithContext(ctx, chain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := res.GetWithContext(ctx, poll)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := values(out); !reflect.DeepEqual(got, []interface{}{int64(48)}) {
+		if !reflect.DeepEqual(got, []interface{}{int64(48)}) {
 			t.Fatalf("chain result %v, want 48", got)
 		}
 	})
@@ -141,20 +132,11 @@ func TestChainImmutable(t *testing.T) {
 		e := newEnv(t, p)
 		last := sig("add", int64Arg(7))
 		last.Immutable = true
-		chain, err := tasks.NewChain(sig("add", int64Arg(1), int64Arg(1)), last)
+		got, err := e.runChain(sig("add", int64Arg(1), int64Arg(1)), last)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := e.ctx()
-		res, err := e.server.SendChainWithContext(ctx, chain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := res.GetWithContext(ctx, poll)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := values(out); !reflect.DeepEqual(got, []interface{}{int64(7)}) {
+		if !reflect.DeepEqual(got, []interface{}{int64(7)}) {
 			t.Fatalf("immutable member got %v, want 7 (no result appended)", got)
 		}
 	})
@@ -163,16 +145,7 @@ func TestChainImmutable(t *testing.T) {
 func TestChainStopsAtFailure(t *testing.T) {
 	forEachPair(t, func(t *testing.T, p pair) {
 		e := newEnv(t, p)
-		chain, err := tasks.NewChain(sig("fail", strArg("first fails")), sig("record", strArg("never")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := e.ctx()
-		res, err := e.server.SendChainWithContext(ctx, chain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := res.GetWithContext(ctx, poll); err == nil || err.Error() != "first fails" {
+		if _, err := e.runChain(sig("fail", strArg("first fails")), sig("record", strArg("never"))); err == nil || err.Error() != "first fails" {
 			t.Fatalf("chain error %v, want first fails", err)
 		}
 		if n := len(e.calls.times("never")); n != 0 {

@@ -255,13 +255,29 @@ func sig(name string, args ...tasks.Arg) *tasks.Signature {
 	return &tasks.Signature{Name: name, Args: args}
 }
 
-// send sends a task and waits for its results.
+// run sends a task and waits for its results.
 func (e *env) run(s *tasks.Signature) ([]interface{}, error) {
 	e.t.Helper()
 	ctx := e.ctx()
 	res, err := e.server.SendTaskWithContext(ctx, s)
 	if err != nil {
 		e.t.Fatalf("SendTask %s: %v", s.Name, err)
+	}
+	out, err := res.GetWithContext(ctx, poll)
+	return values(out), err
+}
+
+// runChain sends sigs as a chain and waits for its result.
+func (e *env) runChain(sigs ...*tasks.Signature) ([]interface{}, error) {
+	e.t.Helper()
+	chain, err := tasks.NewChain(sigs...)
+	if err != nil {
+		e.t.Fatalf("NewChain: %v", err)
+	}
+	ctx := e.ctx()
+	res, err := e.server.SendChainWithContext(ctx, chain)
+	if err != nil {
+		e.t.Fatalf("SendChain: %v", err)
 	}
 	out, err := res.GetWithContext(ctx, poll)
 	return values(out), err
@@ -278,11 +294,5 @@ func values(vs []reflect.Value) []interface{} {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(poll)
-	}
+	pollUntil(t, waitTimeout, poll, what, cond)
 }

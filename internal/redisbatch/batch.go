@@ -150,7 +150,7 @@ func (b *Batcher) Submit(ctx context.Context, key string, fn QueueFunc) *Pending
 }
 
 // Wait waits until the commands have run and returns them, or ctx's error
-// when ctx ends first (the commands still run).
+// when ctx ends first (queued commands still run).
 func (p *Pending) Wait(ctx context.Context) ([]goredis.Cmder, error) {
 	if p.err != nil {
 		return nil, p.err
@@ -186,8 +186,9 @@ func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder))
 }
 
 // Do queues fn's commands, waits until they have run, and returns the
-// first error among them (goredis.Nil included). When ctx ends first, Do
-// returns ctx's error, but the commands still run.
+// first error among them (goredis.Nil included). A ctx already ended
+// queues nothing; one that ends while Do waits makes it return ctx's
+// error, and the commands still run.
 func (b *Batcher) Do(ctx context.Context, key string, fn QueueFunc) error {
 	return b.Submit(ctx, key, fn).Err(ctx)
 }

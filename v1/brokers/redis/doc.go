@@ -63,9 +63,12 @@
 // # Guarantees
 //
 // At least once: a task is removed only by the acknowledgement of the worker
-// that holds its lease, after the worker has written its results and sent
-// its callbacks. A task id is unique within its queue while the task is
-// held: publishing it again fails with ErrDuplicateTask, which is how a
-// callback sent a second time after a recovery is recognised. A message
-// that cannot be decoded is archived with the decoding error.
+// that holds its lease, after the worker has sent its callbacks and written
+// its result (on a single server, in the acknowledgement's own script). A
+// task id is unique within its queue while the task is held: publishing it
+// again fails with ErrDuplicateTask. A task that runs again after a
+// recovery may send its callbacks again: one still queued is refused so,
+// and the worker does not send one whose state shows it has started or
+// finished. A message that cannot be decoded is archived with the decoding
+// error.
 package redisbroker
