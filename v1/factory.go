@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/b6192125/machinist/internal/redisbatch"
-	"github.com/b6192125/machinist/internal/redisconn"
 	"strings"
 	"sync"
 
+	"github.com/b6192125/machinist/internal/rdb"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
@@ -30,18 +29,18 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 	case u == "eager":
 		return eager.New(), nil
 	case u == "memory://":
-		return memorybroker.New(cnf), nil
+		return memorybroker.New(memorybroker.OptionsFrom(cnf)), nil
 	case strings.HasPrefix(u, "memory://"):
 		b, release := sharedBrokers.get(strings.TrimPrefix(u, "memory://"), func() io.Closer {
-			return memorybroker.New(cnf)
+			return memorybroker.New(memorybroker.OptionsFrom(cnf))
 		})
 		return &sharedBroker{Broker: b.(brokeriface.Broker), release: release}, nil
-	case redisconn.IsURL(u):
-		c, err := redisconn.NewClient(u, cnf)
+	case rdb.IsURL(u):
+		b, err := redisbroker.Dial(u, cnf)
 		if err != nil {
 			return nil, fmt.Errorf("machinist: Broker: %w", err)
 		}
-		return redisbroker.New(redisbroker.Params{Client: c, OwnsClient: true, Config: cnf}), nil
+		return b, nil
 	default:
 		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(u), errUnsupported)
 	}
@@ -53,29 +52,24 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 	switch u := cnf.ResultBackend; {
 	case u == "eager", u == "memory://":
-		return memorybackend.New(cnf), nil
+		return memorybackend.New(memorybackend.OptionsFrom(cnf)), nil
 	case strings.HasPrefix(u, "memory://"):
 		b, release := sharedBackends.get(strings.TrimPrefix(u, "memory://"), func() io.Closer {
-			return memorybackend.New(cnf)
+			return memorybackend.New(memorybackend.OptionsFrom(cnf))
 		})
 		return &sharedBackend{Backend: b.(backendiface.Backend), release: release}, nil
-	case redisconn.IsURL(u):
-		c, err := redisconn.NewClient(u, cnf)
+	case rdb.IsURL(u):
+		b, err := redisbackend.Dial(u, cnf)
 		if err != nil {
 			return nil, fmt.Errorf("machinist: ResultBackend: %w", err)
 		}
-		return redisbackend.New(redisbackend.Params{Client: c, OwnsClient: true, Config: cnf}), nil
+		return b, nil
 	default:
 		return nil, fmt.Errorf("machinist: ResultBackend %q: %w", config.RedactURL(u), errUnsupported)
 	}
 }
 
 var errUnsupported = fmt.Errorf("%w: unsupported URL", config.ErrInvalid)
-
-// closerFunc adapts a func() to io.Closer.
-type closerFunc func()
-
-func (f closerFunc) Close() error { f(); return nil }
 
 // closeAll closes closers last to first and returns their errors.
 func closeAll(closers []io.Closer) error {
@@ -87,23 +81,23 @@ func closeAll(closers []io.Closer) error {
 }
 
 // newBrokerBackend builds the broker and backend cnf names. When both are on
-// the same Redis they share one client; the clients the Server must close
-// are returned in closers.
+// the same Redis URL they share one store (one client, one batcher), and the
+// broker writes task states in the same step as it moves tasks (see
+// brokers/iface.StateBroker); the stores the Server must close are returned
+// in closers.
 func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend backendiface.Backend, closers []io.Closer, err error) {
-	// One client, and one batcher on it, per Redis URL.
-	batchers := map[string]*redisbatch.Batcher{}
-	client := func(u string) (*redisbatch.Batcher, error) {
-		if b, ok := batchers[u]; ok {
-			return b, nil
+	stores := map[string]*rdb.Store{}
+	store := func(u string) (*rdb.Store, error) {
+		if st, ok := stores[u]; ok {
+			return st, nil
 		}
-		c, err := redisconn.NewClient(u, cnf)
+		st, err := rdb.Dial(u, cnf)
 		if err != nil {
 			return nil, err
 		}
-		b := redisbatch.New(c)
-		batchers[u] = b
-		closers = append(closers, c, closerFunc(b.Close)) // closed last to first
-		return b, nil
+		stores[u] = st
+		closers = append(closers, st)
+		return st, nil
 	}
 	defer func() {
 		if err != nil {
@@ -111,22 +105,27 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 			closers = nil
 		}
 	}()
-	if redisconn.IsURL(cnf.Broker) {
-		b, err := client(cnf.Broker)
+	if cnf.Broker == "memory://" && cnf.ResultBackend == "memory://" {
+		// The in-process pair: the broker writes the backend's states.
+		b, be := memorybroker.NewPair(memorybroker.OptionsFrom(cnf))
+		return b, be, nil, nil
+	}
+	if rdb.IsURL(cnf.Broker) {
+		st, err := store(cnf.Broker)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("machinist: Broker: %w", err)
 		}
-		broker = redisbroker.New(redisbroker.Params{Client: b.Client(), Batcher: b, Config: cnf})
+		broker = redisbroker.New(st, redisbroker.OptionsFrom(cnf))
 	} else if broker, err = BrokerFactory(cnf); err != nil {
 		return nil, nil, nil, err
 	}
-	if redisconn.IsURL(cnf.ResultBackend) {
-		b, err := client(cnf.ResultBackend)
+	if rdb.IsURL(cnf.ResultBackend) {
+		st, err := store(cnf.ResultBackend)
 		if err != nil {
 			broker.Close()
 			return nil, nil, nil, fmt.Errorf("machinist: ResultBackend: %w", err)
 		}
-		backend = redisbackend.New(redisbackend.Params{Client: b.Client(), Batcher: b, Config: cnf})
+		backend = redisbackend.New(st, redisbackend.Options{})
 	} else if backend, err = BackendFactory(cnf); err != nil {
 		broker.Close()
 		return nil, nil, nil, err

@@ -6,10 +6,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/internal/redisbatch"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -34,14 +31,10 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	}
 	s.prepare(signature)
 	backend := s.GetBackend()
-	if pub, pend, ok := oneTrip(s.GetBroker(), backend); ok {
-		// State and task in one round trip, in that order.
-		queuePending, err := pend.QueuePending(ctx, signature)
-		if err != nil {
-			return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
-		}
+	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok {
+		// State and task in one step, in that order.
 		s.runPrePublish(signature)
-		if err := pub.PublishWith(ctx, queuePending, signature); err != nil {
+		if err := sb.PublishPending(ctx, signature); err != nil {
 			return nil, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err)
 		}
 		return result.NewAsyncResult(signature, backend), nil
@@ -53,36 +46,6 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 		return nil, err
 	}
 	return result.NewAsyncResult(signature, backend), nil
-}
-
-// pipelinedPublisher is a broker that can send other commands ahead of a
-// publish in the same pipeline (the Redis broker).
-type pipelinedPublisher interface {
-	PublishWith(ctx context.Context, before redisbatch.QueueFunc, sigs ...*tasks.Signature) error
-	Batcher() *redisbatch.Batcher
-}
-
-// pendingQueuer is a backend that can hand over its PENDING writes as
-// pipeline commands (the Redis backend).
-type pendingQueuer interface {
-	QueuePending(ctx context.Context, sigs ...*tasks.Signature) (redisbatch.QueueFunc, error)
-	Batcher() *redisbatch.Batcher
-}
-
-// oneTrip reports whether the PENDING state and the task can go in one
-// pipeline: broker and backend share a batcher on one Redis server. (On a
-// Redis Cluster the two would go to different nodes in parallel, so the
-// state could land after a worker has already started the task.)
-func oneTrip(broker brokeriface.Broker, backend backendiface.Backend) (pipelinedPublisher, pendingQueuer, bool) {
-	pub, ok1 := broker.(pipelinedPublisher)
-	pend, ok2 := backend.(pendingQueuer)
-	if !ok1 || !ok2 || pub.Batcher() != pend.Batcher() {
-		return nil, nil, false
-	}
-	if _, single := pub.Batcher().Client().(*goredis.Client); !single {
-		return nil, nil, false // a cluster or a ring spreads keys over nodes
-	}
-	return pub, pend, true
 }
 
 func (s *Server) runPrePublish(sigs ...*tasks.Signature) {
@@ -205,15 +168,11 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
 	publish := s.publish
-	if pub, pend, ok := oneTrip(s.GetBroker(), backend); ok {
-		// Each batch's states and tasks in one round trip.
+	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok {
+		// Each batch's states and tasks in one step.
 		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
-			queuePending, err := pend.QueuePending(ctx, sigs...)
-			if err != nil {
-				return fmt.Errorf("set state pending: %w", err)
-			}
 			s.runPrePublish(sigs...)
-			return pub.PublishWith(ctx, queuePending, sigs...)
+			return sb.PublishPending(ctx, sigs...)
 		}
 	} else if err := backend.SetStatePending(ctx, group.Tasks...); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: set state pending: %w", group.GroupUUID, err)

@@ -8,10 +8,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/b6192125/machinist/internal/rdb"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/b6192125/machinist/internal/redisbatch"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/eager"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
@@ -58,17 +56,18 @@ func NewServer(cnf *config.Config) (*Server, error) {
 // NewServerWithRedisClient makes a Server whose broker and backend both run
 // on client, an existing go-redis client (standalone, Sentinel or Cluster),
 // whatever cnf's Broker and ResultBackend say. The caller keeps ownership
-// of client: Close does not close it.
-func NewServerWithRedisClient(cnf *config.Config, client goredis.UniversalClient) (*Server, error) {
+// of client: Close does not close it. client is a go-redis v9 client
+// (*redis.Client, *redis.ClusterClient, *redis.Ring, a Sentinel client).
+func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalClient) (*Server, error) {
 	c := cnf.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	batch := redisbatch.New(client)
-	broker := redisbroker.New(redisbroker.Params{Client: client, Batcher: batch, Config: c})
-	backend := redisbackend.New(redisbackend.Params{Client: client, Batcher: batch, Config: c})
+	store := rdb.New(client, rdb.OptionsFrom(c), false)
+	broker := redisbroker.New(store, redisbroker.OptionsFrom(c))
+	backend := redisbackend.New(store, redisbackend.Options{})
 	s := newServer(c, broker, backend)
-	s.closers = []io.Closer{closerFunc(batch.Close)}
+	s.closers = []io.Closer{store}
 	return s, nil
 }
 

@@ -9,9 +9,6 @@ import (
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/b6192125/machinist/internal/redisbatch"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -129,28 +126,27 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 }
 
 func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
-	// On one Redis server the result is written by the acknowledgement's
-	// own script (one round trip, fenced by the lease); otherwise first.
-	var resultWrite *redisbatch.HashWrite
+	// With a broker paired with the backend, the result is written by the
+	// acknowledgement itself (one step, fenced by the lease); otherwise
+	// first.
+	ackWithResult := d != nil && sig.GroupUUID == "" && w.paired != nil
+	isChordMember := sig.GroupUUID != "" && sig.ChordCallback != nil
 	var groupDone bool
 	var err error
-	isChordMember := sig.GroupUUID != "" && sig.ChordCallback != nil
 	switch {
-	case d != nil && sig.GroupUUID == "" && w.oneTrip != nil:
-		resultWrite, err = w.oneTrip.backend.SuccessWrite(sig, results)
+	case ackWithResult:
+		if len(sig.OnSuccess) > 0 {
+			// Results that cannot be stored fail the task before its
+			// callbacks are sent; without callbacks AckSuccess says so.
+			_, err = json.Marshal(results)
+		}
 	case isChordMember:
 		groupDone, err = w.p.Backend.CompleteGroupMember(ctx, sig, results)
 	default:
 		err = w.p.Backend.SetStateSuccess(ctx, sig, results)
 	}
 	if err != nil {
-		if unstorable(err) {
-			// Running it again cannot help: fail it once, with the reason.
-			msg := fmt.Sprintf("task results cannot be stored: %v", err)
-			w.reportError(errors.New(msg))
-			return w.fail(ctx, sig, d, msg, log)
-		}
-		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
+		return w.unstorableOr(ctx, sig, d, err, log)
 	}
 	var errs []error
 	for _, next := range sig.OnSuccess {
@@ -172,54 +168,35 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		// sending what was not sent (what was sent is not sent twice).
 		return err
 	}
-	if d != nil {
-		var err error
-		if resultWrite != nil {
-			err = w.oneTrip.broker.AckWithState(ctx, d, resultWrite)
-		} else {
-			err = w.p.Broker.Ack(ctx, d)
+	if d == nil {
+		log.Debug("task done")
+		return nil
+	}
+	if ackWithResult {
+		err = w.paired.AckSuccess(ctx, d, results)
+		if unstorable(err) {
+			return w.unstorableOr(ctx, sig, d, err, log)
 		}
-		if err != nil {
-			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
-		}
+	} else {
+		err = w.p.Broker.Ack(ctx, d)
+	}
+	if err != nil {
+		return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
 	}
 	log.Debug("task done")
 	return nil
 }
 
-// resultAcker is a broker that can write a task's result with its
-// acknowledgement (the Redis broker on a single server).
-type resultAcker interface {
-	AckWithState(ctx context.Context, d *brokers.Delivery, w *redisbatch.HashWrite) error
-	Batcher() *redisbatch.Batcher
-}
-
-// successWriter is a backend that can hand its SUCCESS write to the broker
-// (the Redis backend).
-type successWriter interface {
-	SuccessWrite(sig *tasks.Signature, results []*tasks.TaskResult) (*redisbatch.HashWrite, error)
-	Batcher() *redisbatch.Batcher
-}
-
-// oneTripSettle pairs a broker and backend on the same Redis server.
-type oneTripSettle struct {
-	broker  resultAcker
-	backend successWriter
-}
-
-// newOneTripSettle returns the pairing when broker and backend share a
-// batcher on one Redis server (on a cluster the state key is in another
-// slot than the queue), or nil.
-func newOneTripSettle(broker brokers.Broker, backend backends.Backend) *oneTripSettle {
-	ra, ok1 := broker.(resultAcker)
-	sw, ok2 := backend.(successWriter)
-	if !ok1 || !ok2 || ra.Batcher() != sw.Batcher() {
-		return nil
+// unstorableOr handles err from writing sig's SUCCESS: results that cannot
+// be stored fail the task once, with the reason (running it again cannot
+// help); any other error is returned.
+func (w *Worker) unstorableOr(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, err error, log *slog.Logger) error {
+	if !unstorable(err) {
+		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
-	if _, single := ra.Batcher().Client().(*goredis.Client); !single {
-		return nil // a cluster or a ring spreads keys over nodes
-	}
-	return &oneTripSettle{broker: ra, backend: sw}
+	msg := fmt.Sprintf("task results cannot be stored: %v", err)
+	w.reportError(errors.New(msg))
+	return w.fail(ctx, sig, d, msg, log)
 }
 
 // completeChordMember sends the chord callback, sig's success having

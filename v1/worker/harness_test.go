@@ -105,8 +105,8 @@ func newHarness(t *testing.T, cnf *config.Config) *harness {
 	t.Helper()
 	cnf.Logger = discardLogger
 	cnf = cnf.WithDefaults()
-	mem := brokermem.New(cnf)
-	be := backendmem.New(cnf)
+	mem := brokermem.New(brokermem.OptionsFrom(cnf))
+	be := backendmem.New(backendmem.OptionsFrom(cnf))
 	t.Cleanup(func() {
 		_ = mem.Close()
 		_ = be.Close()

@@ -28,8 +28,8 @@ func TestRecoveredTaskDoesNotResendCallbacksThatRan(t *testing.T) {
 		{"", true}, // no state at all
 	} {
 		cnf := (&config.Config{}).WithDefaults()
-		broker := memorybroker.New(cnf)
-		backend := memorybackend.New(cnf)
+		broker := memorybroker.New(memorybroker.OptionsFrom(cnf))
+		backend := memorybackend.New(memorybackend.OptionsFrom(cnf))
 		t.Cleanup(func() { broker.Close(); backend.Close() })
 		ctx := context.Background()
 

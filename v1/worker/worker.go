@@ -55,10 +55,10 @@ type Params struct {
 
 // Worker fetches tasks from a broker and runs them. Run it once.
 type Worker struct {
-	p       Params
-	log     *slog.Logger
-	queues  *queueOrder
-	oneTrip *oneTripSettle // nil unless broker and backend share one Redis server
+	p      Params
+	log    *slog.Logger
+	queues *queueOrder
+	paired brokers.StateBroker // the broker, when it writes the backend's states itself
 
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -94,13 +94,14 @@ func New(p Params) *Worker {
 	if log == nil {
 		log = slog.Default()
 	}
+	paired, _ := brokers.Paired(p.Broker, p.Backend)
 	return &Worker{
-		p:       p,
-		queues:  newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
-		oneTrip: newOneTripSettle(p.Broker, p.Backend),
-		log:     log.With(slog.String("worker", p.ConsumerTag)),
-		abort:   make(chan struct{}),
-		active:  make(map[*running]struct{}),
+		p:      p,
+		paired: paired,
+		queues: newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
+		log:    log.With(slog.String("worker", p.ConsumerTag)),
+		abort:  make(chan struct{}),
+		active: make(map[*running]struct{}),
 	}
 }
 

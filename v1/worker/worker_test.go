@@ -894,8 +894,8 @@ func TestBackoff(t *testing.T) {
 func TestStartedOnlyForTasksThatRunAWhile(t *testing.T) {
 	t.Parallel()
 	cnf := (&config.Config{}).WithDefaults()
-	broker := brokermem.New(cnf)
-	backend := &startedSpy{Backend: backendmem.New(cnf)}
+	broker := brokermem.New(brokermem.OptionsFrom(cnf))
+	backend := &startedSpy{Backend: backendmem.New(backendmem.OptionsFrom(cnf))}
 	t.Cleanup(func() { broker.Close(); backend.Close() })
 	w := New(Params{Broker: broker, Backend: backend, Config: cnf, SendFunc: func(context.Context, *tasks.Signature) error { return nil }})
 	ctx := context.Background()

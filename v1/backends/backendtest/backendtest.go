@@ -4,7 +4,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
-//			b := memory.New(cnf)
+//			b := memory.New(memory.OptionsFrom(cnf))
 //			t.Cleanup(func() { b.Close() })
 //			return b
 //		})

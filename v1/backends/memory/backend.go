@@ -46,13 +46,26 @@ type group struct {
 	expiresAt time.Time                   // zero while members are unfinished
 }
 
-// New returns a backend that keeps states ResultsExpireIn seconds after
-// each write. cnf has been through WithDefaults (New applies the defaults
-// again, so a nil cnf works too). It starts no goroutine.
-func New(cnf *config.Config) *Backend {
-	cnf = cnf.WithDefaults()
+// Options configures a Backend.
+type Options struct {
+	// ResultsExpireIn is how long a state is kept after its last write.
+	// Zero means the default of Config.ResultsExpireIn (3600 s).
+	ResultsExpireIn time.Duration
+}
+
+// OptionsFrom returns the options cnf sets (with its defaults applied).
+func OptionsFrom(cnf *config.Config) Options {
+	return Options{ResultsExpireIn: time.Duration(cnf.WithDefaults().ResultsExpireIn) * time.Second}
+}
+
+// New returns a backend that keeps states ResultsExpireIn after each write.
+// It starts no goroutine.
+func New(opts Options) *Backend {
+	if opts.ResultsExpireIn <= 0 {
+		opts = OptionsFrom(nil)
+	}
 	return &Backend{
-		expireIn:  time.Duration(cnf.ResultsExpireIn) * time.Second,
+		expireIn:  opts.ResultsExpireIn,
 		states:    make(map[string]*stateEntry),
 		groups:    make(map[string]*group),
 		lastSweep: time.Now(),

@@ -2,7 +2,7 @@
 // behind "memory://" (and "eager"). It has the semantics of the Redis
 // backend and passes the same conformance suite (backends/backendtest).
 //
-//	be := memory.New(cnf.WithDefaults())
+//	be := memory.New(memory.OptionsFrom(cnf.WithDefaults()))
 //	defer be.Close()
 //
 // # States

@@ -12,7 +12,7 @@ import (
 // A chord's bookkeeping: members record their final states as they finish,
 // the one that completes the group is elected to send the callback.
 func Example() {
-	be := memory.New((&config.Config{}).WithDefaults())
+	be := memory.New(memory.OptionsFrom((&config.Config{}).WithDefaults()))
 	defer be.Close()
 	ctx := context.Background()
 

@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // Expired states and completed groups that nobody reads are deleted by the
 // next write once a minute has passed since the last sweep.
 func TestWriteSweepsExpiredEntries(t *testing.T) {
-	b := New(&config.Config{ResultsExpireIn: 1})
+	b := New(Options{ResultsExpireIn: time.Second})
 	ctx := context.Background()
 	old := &tasks.Signature{UUID: "task_old", Name: "n", GroupUUID: "group_old", GroupTaskCount: 1}
 	if err := b.SetStateSuccess(ctx, old, nil); err != nil {

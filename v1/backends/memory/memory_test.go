@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
-		b := memory.New(cnf)
+		b := memory.New(memory.OptionsFrom(cnf))
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	})
@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 // round trip turns an int64 into a float64.
 func TestResultValuesKeptAsTheyAre(t *testing.T) {
 	t.Parallel()
-	b := memory.New(nil)
+	b := memory.New(memory.OptionsFrom(nil))
 	defer b.Close()
 	ctx := context.Background()
 	sig := &tasks.Signature{UUID: "task_1", Name: "n"}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -20,7 +19,7 @@ func BenchmarkChordMemberCompletion(b *testing.B) {
 	for _, size := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("group=%d", size), func(b *testing.B) {
 			srv := redistest.Start(b)
-			be := redisbackend.New(redisbackend.Params{Client: srv.Client(b), Config: &config.Config{}})
+			be := newBackend(srv.Client(b), &config.Config{}, false)
 			b.Cleanup(func() { be.Close() })
 			ctx := context.Background()
 			results := []*tasks.TaskResult{{Type: "int64", Value: int64(1)}}

@@ -2,8 +2,11 @@
 // results, and the bookkeeping of groups and chords. It has the semantics of
 // the in-process backend (backends/memory) and passes the same conformance
 // suite (backends/backendtest), on a standalone Redis and on Redis Cluster.
+// It is a thin adapter over the Redis store in internal/rdb, which owns every
+// key and script; NewServer builds it with the broker on one store when both
+// are on the same Redis.
 //
-//	be := redisbackend.New(redisbackend.Params{Client: rdb, Config: cnf})
+//	be, err := redisbackend.Dial("redis://localhost:6379", cnf.WithDefaults())
 //	defer be.Close()
 //
 // # Keys
@@ -34,7 +37,7 @@
 //
 // # Writes
 //
-// Writes go through a redisbatch.Batcher (shared with the broker when both
+// Writes go through the store's batcher (shared with the broker when both
 // are on one Redis), so the writes of concurrent tasks share round trips,
 // and the writes of one task go out in the order they were made. Each
 // SetState* call is one round trip: HSET of every field (with created_at for
@@ -44,7 +47,7 @@
 // waiting; GetState goes through the same task's lane of the batcher, so
 // this backend's reads follow its writes. SetStateSuccess, SetStateFailure
 // and CompleteGroupMember of a signature with a GroupUUID add, to the same
-// pipeline, the script lua/group_done.lua, which records the member's final
+// pipeline, the script group_done.lua, which records the member's final
 // state in the done hash (a member that finishes again replaces its state
 // and counts once), creates the group with count GroupTaskCount if
 // InitGroup was not called, sets the group's expiry, and returns how many
@@ -52,10 +55,10 @@
 // group is complete. The scripts are loaded once per backend before they
 // are used in a pipeline, and again if Redis lost them.
 //
-// QueuePending and SuccessWrite hand a write to the Server and the worker
-// instead of sending it: on a single Redis server a task's PENDING state
-// goes in the pipeline that publishes it, and its SUCCESS state in the
-// broker's acknowledgement script (redisbroker.AckWithState).
+// On a single Redis server, a broker on the same store writes some states
+// itself (brokers/iface.StateBroker): a task's PENDING state goes in the
+// pipeline that publishes it, and its SUCCESS state in the acknowledgement
+// script, fenced by the task's lease.
 //
 // Results are stored as JSON. GetState decodes them with UseNumber, so a
 // value comes back as JSON gives it: numbers as json.Number, slices as
@@ -86,7 +89,7 @@
 // state carrying only the UUID for members not finished. It does not read
 // the members' own states, which may have expired or been purged.
 //
-// TriggerChord runs lua/trigger_chord.lua: if the group hash has no trig it
+// TriggerChord runs trigger_chord.lua: if the group hash has no trig it
 // sets it to the asking member and answers true; if trig is that member it
 // answers true again (a member that died before sending the callback sends
 // it when it runs again); otherwise false. So exactly one member per group

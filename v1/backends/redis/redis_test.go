@@ -44,11 +44,7 @@ func TestConformanceStandalone(t *testing.T) {
 	srv := redistest.Shared(t)
 	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(srv.Prefix(t))
-		b := redisbackend.New(redisbackend.Params{
-			Client:     goredis.NewClient(&goredis.Options{Addr: srv.Addr()}),
-			OwnsClient: true,
-			Config:     cnf,
-		})
+		b := newBackend(goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), cnf, true)
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	})
@@ -59,7 +55,7 @@ func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(cluster.Prefix(t))
-		b := redisbackend.New(redisbackend.Params{Client: cluster.Client(t), Config: cnf})
+		b := newBackend(cluster.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	})
@@ -115,7 +111,7 @@ func standalone(t *testing.T, cnf config.Config) (*redisbackend.Backend, *goredi
 	prefix := keyPrefix(srv.Prefix(t))
 	cnf.Redis = &config.RedisConfig{KeyPrefix: prefix}
 	rdb := srv.Client(t)
-	b := redisbackend.New(redisbackend.Params{Client: rdb, Config: &cnf})
+	b := newBackend(rdb, &cnf, false)
 	t.Cleanup(func() { _ = b.Close() })
 	return b, rdb, prefix
 }
@@ -154,7 +150,7 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 	rdb := srv.Client(t)
 	log := &commandLog{}
 	rdb.AddHook(log)
-	b := redisbackend.New(redisbackend.Params{Client: rdb, Config: &config.Config{Redis: &config.RedisConfig{KeyPrefix: prefix}}})
+	b := newBackend(rdb, &config.Config{Redis: &config.RedisConfig{KeyPrefix: prefix}}, false)
 	defer b.Close()
 	ctx := context.Background()
 
@@ -353,7 +349,7 @@ func TestGroupCompletedReadsNoMemberState(t *testing.T) {
 	rdb := srv.Client(t)
 	log := &commandLog{}
 	rdb.AddHook(log)
-	b := redisbackend.New(redisbackend.Params{Client: rdb, Config: &config.Config{Redis: &config.RedisConfig{KeyPrefix: prefix}}})
+	b := newBackend(rdb, &config.Config{Redis: &config.RedisConfig{KeyPrefix: prefix}}, false)
 	defer b.Close()
 	ctx := context.Background()
 
@@ -409,11 +405,8 @@ func TestTriggerChordOnceOnCluster(t *testing.T) {
 	ctx := context.Background()
 	backends := make([]*redisbackend.Backend, processes)
 	for i := range backends {
-		backends[i] = redisbackend.New(redisbackend.Params{
-			Client:     goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()}),
-			OwnsClient: true,
-			Config:     &config.Config{Redis: &config.RedisConfig{KeyPrefix: prefix}},
-		})
+		backends[i] = newBackend(goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()}),
+			&config.Config{Redis: &config.RedisConfig{KeyPrefix: prefix}}, true)
 		defer backends[i].Close()
 	}
 	groupUUID, sigs := newGroup(members)
@@ -532,7 +525,7 @@ func TestGroupRecordSurvivesScriptFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t) // SCRIPT FLUSH reaches beyond a test's keys
 	rdb := srv.Client(t)
-	b := redisbackend.New(redisbackend.Params{Client: rdb, Config: &config.Config{}})
+	b := newBackend(rdb, &config.Config{}, false)
 	defer b.Close()
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(2)
@@ -579,7 +572,7 @@ func TestCloseOwnsClient(t *testing.T) {
 	ctx := context.Background()
 	for _, owns := range []bool{true, false} {
 		rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-		b := redisbackend.New(redisbackend.Params{Client: rdb, OwnsClient: owns})
+		b := newBackend(rdb, nil, owns)
 		must(t, "Close", b.Close())
 		must(t, "second Close", b.Close())
 		err := rdb.Ping(ctx).Err()

@@ -25,7 +25,7 @@ func (c *countingBackend) GetState(ctx context.Context, uuid string) (*tasks.Tas
 }
 
 func newBackend(t *testing.T) *countingBackend {
-	b := memory.New((&config.Config{}).WithDefaults())
+	b := memory.New(memory.OptionsFrom((&config.Config{}).WithDefaults()))
 	t.Cleanup(func() { b.Close() })
 	return &countingBackend{Backend: b}
 }

@@ -4,7 +4,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
-//			b := memory.New(cnf)
+//			b := memory.New(memory.OptionsFrom(cnf))
 //			t.Cleanup(func() { b.Close() })
 //			return b
 //		})

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -27,6 +29,7 @@ type Broker struct {
 	archiveMaxAge   time.Duration
 	defaultQueue    string
 	logger          *slog.Logger
+	backend         *memorybackend.Backend // the paired backend, from NewPair
 
 	// stopRecoverer ends the recoverer goroutine; recovererDone is closed
 	// when it has returned.
@@ -77,23 +80,58 @@ type task struct {
 	recovered    int
 }
 
-// New returns a broker configured by cnf, which the caller has passed
-// through WithDefaults (New applies the defaults again, so a nil or partial
-// cnf works too). It starts the recoverer goroutine; Close stops it.
-func New(cnf *config.Config) *Broker {
+// Options configures a Broker. Fields left zero take the defaults of the
+// Config fields of the same names (see package config).
+type Options struct {
+	DefaultQueue    string
+	LeaseDuration   time.Duration
+	RecoverInterval time.Duration
+	// MaxRecoveries: negative means never archive for lost leases; zero
+	// takes the default, as in Config.
+	MaxRecoveries  int
+	ArchiveMaxSize int
+	ArchiveMaxAge  time.Duration
+	// ResultsExpireIn is the state TTL of the backend NewPair makes.
+	ResultsExpireIn time.Duration
+	// Logger receives the broker's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// OptionsFrom returns the options cnf sets (with its defaults applied).
+func OptionsFrom(cnf *config.Config) Options {
 	cnf = cnf.WithDefaults()
-	logger := cnf.Logger
-	if logger == nil {
-		logger = slog.Default()
+	return Options{
+		DefaultQueue:    cnf.DefaultQueue,
+		LeaseDuration:   cnf.LeaseDuration,
+		RecoverInterval: cnf.RecoverInterval,
+		MaxRecoveries:   cnf.MaxRecoveries,
+		ArchiveMaxSize:  cnf.ArchiveMaxSize,
+		ArchiveMaxAge:   cnf.ArchiveMaxAge,
+		ResultsExpireIn: time.Duration(cnf.ResultsExpireIn) * time.Second,
+		Logger:          cnf.Logger,
 	}
+}
+
+// New returns a broker configured by opts. It starts the recoverer
+// goroutine; Close stops it.
+func New(opts Options) *Broker {
+	d := OptionsFrom(nil)
+	opts.DefaultQueue = cmp.Or(opts.DefaultQueue, d.DefaultQueue)
+	opts.LeaseDuration = cmp.Or(opts.LeaseDuration, d.LeaseDuration)
+	opts.RecoverInterval = cmp.Or(opts.RecoverInterval, d.RecoverInterval)
+	opts.MaxRecoveries = cmp.Or(opts.MaxRecoveries, d.MaxRecoveries)
+	opts.ArchiveMaxSize = cmp.Or(opts.ArchiveMaxSize, d.ArchiveMaxSize)
+	opts.ArchiveMaxAge = cmp.Or(opts.ArchiveMaxAge, d.ArchiveMaxAge)
+	opts.ResultsExpireIn = cmp.Or(opts.ResultsExpireIn, d.ResultsExpireIn)
+	logger := cmp.Or(opts.Logger, slog.Default())
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		leaseDuration:   cnf.LeaseDuration,
-		recoverInterval: cnf.RecoverInterval,
-		maxRecoveries:   cnf.MaxRecoveries,
-		archiveMaxSize:  cnf.ArchiveMaxSize,
-		archiveMaxAge:   cnf.ArchiveMaxAge,
-		defaultQueue:    cnf.DefaultQueue,
+		leaseDuration:   opts.LeaseDuration,
+		recoverInterval: opts.RecoverInterval,
+		maxRecoveries:   opts.MaxRecoveries,
+		archiveMaxSize:  opts.ArchiveMaxSize,
+		archiveMaxAge:   opts.ArchiveMaxAge,
+		defaultQueue:    opts.DefaultQueue,
 		logger:          logger,
 		stopRecoverer:   cancel,
 		recovererDone:   make(chan struct{}),
@@ -259,6 +297,22 @@ func (b *Broker) ExtendLeases(ctx context.Context, deliveries ...*iface.Delivery
 		if d.Lease.Extend(expiresAt) {
 			t.leaseExpiresAt = expiresAt
 		}
+	}
+	return nil
+}
+
+// holdsLocked returns nil when d holds the lease of an active task, and
+// otherwise an error wrapping ErrLeaseLost after marking d's lease lost.
+func (b *Broker) holdsLocked(op string, d *iface.Delivery) error {
+	if b.closed {
+		return errClosed(op)
+	}
+	if d == nil || d.Lease == nil {
+		return fmt.Errorf("memory broker: %s: delivery without a lease", op)
+	}
+	if b.leases[d.Lease.Token()] == nil {
+		d.Lease.Lose()
+		return fmt.Errorf("memory broker: %s task %s: %w", op, d.Signature.UUID, iface.ErrLeaseLost)
 	}
 	return nil
 }

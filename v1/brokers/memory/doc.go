@@ -4,7 +4,7 @@
 // conformance suite (brokers/brokertest), so a program that works on it
 // works on Redis.
 //
-//	b := memory.New(cnf.WithDefaults())
+//	b := memory.New(memory.OptionsFrom(cnf.WithDefaults()))
 //	defer b.Close()
 //
 // # What a queue holds

@@ -14,7 +14,7 @@ import (
 // settle the task.
 func Example() {
 	cnf := (&config.Config{LeaseDuration: 30 * time.Second}).WithDefaults()
-	b := memory.New(cnf)
+	b := memory.New(memory.OptionsFrom(cnf))
 	defer b.Close()
 	ctx := context.Background()
 
@@ -52,7 +52,7 @@ func Example() {
 // A task that fails is archived with its reason, and can be re-queued from
 // the archive.
 func Example_archive() {
-	b := memory.New((&config.Config{}).WithDefaults())
+	b := memory.New(memory.OptionsFrom((&config.Config{}).WithDefaults()))
 	defer b.Close()
 	ctx := context.Background()
 

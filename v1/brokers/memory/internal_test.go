@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -16,7 +15,7 @@ import (
 // wait for leases to run out.
 func TestNegativeMaxRecoveriesNeverArchives(t *testing.T) {
 	t.Parallel()
-	b := New(&config.Config{MaxRecoveries: -1, RecoverInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	b := New(Options{MaxRecoveries: -1, RecoverInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	defer b.Close()
 	ctx := context.Background()
 	if err := b.Publish(ctx, &tasks.Signature{UUID: "task_immortal", Name: "n", RoutingKey: "q"}); err != nil {
@@ -112,7 +111,7 @@ func (h *recordingHandler) attrs() map[string]string {
 func TestRecoveryIsLogged(t *testing.T) {
 	t.Parallel()
 	h := &recordingHandler{}
-	b := New(&config.Config{RecoverInterval: time.Hour, Logger: slog.New(h)})
+	b := New(Options{RecoverInterval: time.Hour, Logger: slog.New(h)})
 	defer b.Close()
 	ctx := context.Background()
 	if err := b.Publish(ctx, &tasks.Signature{UUID: "task_logged", Name: "n", RoutingKey: "q"}); err != nil {

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
 		cnf.Logger = slog.New(slog.DiscardHandler)
-		b := memory.New(cnf)
+		b := memory.New(memory.OptionsFrom(cnf))
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	})
@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 
 func newBroker(t *testing.T, cnf *config.Config) *memory.Broker {
 	t.Helper()
-	b := memory.New(cnf.WithDefaults())
+	b := memory.New(memory.OptionsFrom(cnf.WithDefaults()))
 	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
@@ -70,7 +70,7 @@ func v1(args []tasks.Arg) []string { return args[1].Value.([]string) }
 
 func TestNilConfig(t *testing.T) {
 	t.Parallel()
-	b := memory.New(nil)
+	b := memory.New(memory.OptionsFrom(nil))
 	defer b.Close()
 	if err := b.Publish(context.Background(), &tasks.Signature{UUID: "task_x", Name: "n", RoutingKey: config.DefaultQueueName}); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func benchBroker(b *testing.B) *redisbroker.Broker {
 	srv := redistest.Start(b)
 	cnf := (&config.Config{}).WithDefaults()
 	cnf.Redis.KeyPrefix = "bench"
-	br := redisbroker.New(redisbroker.Params{Client: srv.Client(b), Config: cnf})
+	br := newBrokerOn(srv.Client(b), cnf)
 	b.Cleanup(func() { br.Close() })
 	return br
 }

@@ -2,9 +2,12 @@
 // leases, so a worker that dies loses nothing, and every transition is one
 // Lua script, so no crash leaves a task half-moved.
 //
+// The broker is a thin adapter over the Redis store in internal/rdb, the
+// one package that owns every key and script (internal/rdb/lua/).
+//
 // Select it with a "redis://" or "rediss://" Broker URL; a comma-separated
 // list of addresses, or Redis.ClusterMode, selects Redis Cluster. Every key
-// of a queue carries the hash tag {queue} (see keys.go for the layout), so
+// of a queue carries the hash tag {queue} (internal/rdb/keys.go has the layout), so
 // a queue lives in one cluster slot and every script runs on one node.
 //
 // # A task's life

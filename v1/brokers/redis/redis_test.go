@@ -30,7 +30,7 @@ func newBroker(t *testing.T, client goredis.UniversalClient, prefix string, cnf 
 		cnf = (&config.Config{}).WithDefaults()
 	}
 	cnf.Redis.KeyPrefix = strings.TrimSuffix(prefix, ":")
-	b := redisbroker.New(redisbroker.Params{Client: client, Config: cnf})
+	b := newBrokerOn(client, cnf)
 	t.Cleanup(func() { b.Close() })
 	return b
 }

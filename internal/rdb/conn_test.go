@@ -1,4 +1,4 @@
-package redisconn
+package rdb
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package redisbatch
+package rdb
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestConcurrentCallersShareRoundTrips(t *testing.T) {
 	hook := &countingHook{}
 	client.AddHook(hook)
 	prefix := srv.Prefix(t)
-	b := New(client)
+	b := NewBatcher(client)
 	defer b.Close()
 	ctx := context.Background()
 	const callers = 200
@@ -73,7 +73,7 @@ func TestErrorsReachTheirCaller(t *testing.T) {
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
 	prefix := srv.Prefix(t)
-	b := New(client)
+	b := NewBatcher(client)
 	defer b.Close()
 	ctx := context.Background()
 	client.Set(ctx, prefix+"str", "x", 0)
@@ -95,7 +95,7 @@ func TestRunScriptReloadsAfterFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	b := New(client)
+	b := NewBatcher(client)
 	defer b.Close()
 	ctx := context.Background()
 	script := goredis.NewScript(`return redis.call("INCR", KEYS[1])`)
@@ -111,10 +111,10 @@ func TestRunScriptReloadsAfterFlush(t *testing.T) {
 func TestClosed(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	b := New(srv.Client(t))
+	b := NewBatcher(srv.Client(t))
 	b.Close()
 	b.Close()
-	if err := b.Do(context.Background(), "k", func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != ErrClosed {
+	if err := b.Do(context.Background(), "k", func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != errBatcherClosed {
 		t.Fatalf("Do after Close: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestSameKeyKeepsOrder(t *testing.T) {
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
 	prefix := srv.Prefix(t)
-	b := New(client)
+	b := NewBatcher(client)
 	defer b.Close()
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -1,8 +1,9 @@
-// Package redisconn turns machinist's Redis URLs and RedisConfig into a
+// NewClient and Parse turn machinist's Redis URLs and RedisConfig into a
 // go-redis client: standalone, Redis Cluster (several addresses or
 // ClusterMode), Sentinel (MasterName), and TLS for "rediss://". Errors and
 // the String form of a URL never show credentials.
-package redisconn
+
+package rdb
 
 import (
 	"crypto/tls"
@@ -21,7 +22,7 @@ import (
 )
 
 // ErrURL is wrapped by every error about a Redis URL.
-var ErrURL = errors.New("redisconn: invalid Redis URL")
+var ErrURL = errors.New("rdb: invalid Redis URL")
 
 // Target is a parsed Redis URL.
 type Target struct {
@@ -147,7 +148,7 @@ func tlsConfig(t Target, cnf *config.Config) (*tls.Config, error) {
 	if f := cnf.Redis.CACertFile; f != "" {
 		pem, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("redisconn: Redis.CACertFile: %w", err)
+			return nil, fmt.Errorf("rdb: Redis.CACertFile: %w", err)
 		}
 		if tc.RootCAs == nil {
 			if tc.RootCAs, err = x509.SystemCertPool(); err != nil {
@@ -155,7 +156,7 @@ func tlsConfig(t Target, cnf *config.Config) (*tls.Config, error) {
 			}
 		}
 		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redisconn: Redis.CACertFile %s: no PEM certificate in it", f)
+			return nil, fmt.Errorf("rdb: Redis.CACertFile %s: no PEM certificate in it", f)
 		}
 	}
 	if tc.ServerName == "" && len(t.Addrs) == 1 {

@@ -1,4 +1,4 @@
-// Package redisbatch sends the Redis commands of concurrent callers in
+// Batcher sends the Redis commands of concurrent callers in
 // shared pipelines: a group commit by flat combining. A caller that finds
 // its lane idle sends its own commands at once, on its own goroutine, and
 // then whatever other callers queued meanwhile; a caller that finds the lane
@@ -12,7 +12,8 @@
 // lane's pipelines go out one after the other, each in order on one
 // connection. (On Redis Cluster a pipeline is split by node, so only
 // commands for the same node keep their order.)
-package redisbatch
+
+package rdb
 
 import (
 	"context"
@@ -24,8 +25,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// ErrClosed is returned by Do after Close.
-var ErrClosed = errors.New("redisbatch: closed")
+// errBatcherClosed is returned by Do after Close.
+var errBatcherClosed = errors.New("rdb: batcher closed")
 
 // maxBatch bounds the callers one pipeline carries.
 const maxBatch = 1024
@@ -62,8 +63,8 @@ type op struct {
 	after func(cmds []goredis.Cmder) // run by the sender once the commands ran
 }
 
-// New starts a Batcher on client. Close stops it; the client is not closed.
-func New(client goredis.UniversalClient) *Batcher {
+// NewBatcher starts a Batcher on client. Close stops it; the client is not closed.
+func NewBatcher(client goredis.UniversalClient) *Batcher {
 	b := &Batcher{client: client}
 	for i := range b.lanes {
 		b.lanes[i].idle = sync.NewCond(&b.lanes[i].mu)
@@ -144,7 +145,7 @@ func (b *Batcher) Submit(ctx context.Context, key string, fn QueueFunc) *Pending
 	}
 	o := &op{queue: fn, done: make(chan struct{})}
 	if !b.enqueue(b.lane(key), o, true) {
-		return &Pending{err: ErrClosed}
+		return &Pending{err: errBatcherClosed}
 	}
 	return &Pending{o: o}
 }
@@ -228,15 +229,6 @@ func (b *Batcher) exec(batch []*op) {
 		}
 		close(o.done)
 	}
-}
-
-// HashWrite is a write of a hash with a TTL, handed from the result
-// backend to the broker so that a task's result and its acknowledgement can
-// go in one script.
-type HashWrite struct {
-	Key    string
-	Fields []interface{} // field, value pairs
-	TTL    time.Duration
 }
 
 // IsNoScript reports whether err says Redis does not have a script (after

@@ -1,0 +1,198 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Queues lists the queues tasks were ever published to.
+func (s *Store) Queues(ctx context.Context) ([]string, error) {
+	qs, err := s.client.SMembers(ctx, s.keys.queues()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	sort.Strings(qs)
+	return qs, nil
+}
+
+// QueueInfo returns the sizes of queue, read in one pipeline.
+func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	qk := s.keys.queue(queue)
+	pipe := s.client.Pipeline()
+	pending := pipe.LLen(ctx, qk.pending)
+	active := pipe.ZCard(ctx, qk.lease)
+	scheduled := pipe.ZCard(ctx, qk.scheduled)
+	retry := pipe.ZCard(ctx, qk.retry)
+	archived := pipe.ZCard(ctx, qk.archived)
+	paused := pipe.Exists(ctx, qk.paused)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue info %s: %w", queue, err)
+	}
+	return &brokers.QueueInfo{
+		Queue:     queue,
+		Paused:    paused.Val() == 1,
+		Pending:   int(pending.Val()),
+		Active:    int(active.Val()),
+		Scheduled: int(scheduled.Val()),
+		Retry:     int(retry.Val()),
+		Archived:  int(archived.Val()),
+	}, nil
+}
+
+// ListTasks lists tasks of queue with status.
+func (s *Store) ListTasks(ctx context.Context, queue string, status brokers.TaskStatus, offset, limit int) ([]*brokers.TaskInfo, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	qk := s.keys.queue(queue)
+	start, stop := int64(offset), int64(offset+limit-1)
+	if limit < 1 {
+		stop = -1 // everything from offset on
+	}
+	var ids []string
+	var err error
+	switch status {
+	case brokers.StatusPending:
+		ids, err = s.client.LRange(ctx, qk.pending, start, stop).Result()
+	case brokers.StatusActive:
+		ids, err = s.client.ZRange(ctx, qk.lease, start, stop).Result()
+	case brokers.StatusScheduled:
+		ids, err = s.client.ZRange(ctx, qk.scheduled, start, stop).Result()
+	case brokers.StatusRetry:
+		ids, err = s.client.ZRange(ctx, qk.retry, start, stop).Result()
+	case brokers.StatusArchived:
+		ids, err = s.client.ZRevRange(ctx, qk.archived, start, stop).Result()
+	default:
+		return nil, fmt.Errorf("list tasks: unknown status %q", status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s tasks of %s: %w", status, queue, err)
+	}
+	return s.taskInfos(ctx, queue, status, ids)
+}
+
+// taskInfos reads the hashes of ids in one pipeline.
+func (s *Store) taskInfos(ctx context.Context, queue string, status brokers.TaskStatus, ids []string) ([]*brokers.TaskInfo, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	qk := s.keys.queue(queue)
+	pipe := s.client.Pipeline()
+	cmds := make([]*goredis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, qk.task+id, "msg", "retried", "recovered", "error", "failed_at", "process_at")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("read tasks of %s: %w", queue, err)
+	}
+	out := make([]*brokers.TaskInfo, 0, len(ids))
+	for i, id := range ids {
+		vals := cmds[i].Val()
+		msg, _ := vals[0].(string)
+		if msg == "" {
+			continue // settled between the two reads
+		}
+		info := &brokers.TaskInfo{Queue: queue, Status: status}
+		sig, err := tasks.DecodeSignature([]byte(msg))
+		if err != nil {
+			sig = &tasks.Signature{UUID: id, RoutingKey: queue}
+			info.LastError = err.Error()
+		}
+		sig.UUID = id
+		info.Signature = sig
+		info.Retried = atoi(vals[1])
+		info.Recovered = atoi(vals[2])
+		if e, ok := vals[3].(string); ok {
+			info.LastError = e
+		}
+		if ms := atoi(vals[4]); ms > 0 {
+			info.LastFailedAt = time.UnixMilli(int64(ms))
+		}
+		if ms := atoi(vals[5]); ms > 0 {
+			info.NextProcessAt = time.UnixMilli(int64(ms))
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func atoi(v interface{}) int {
+	s, _ := v.(string)
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// RequeueArchived moves archived tasks back to pending.
+func (s *Store) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
+	if err := ValidQueue(queue); err != nil {
+		return 0, err
+	}
+	qk := s.keys.queue(queue)
+	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
+	n, err := requeueArchivedScript.Run(ctx, s.client, []string{qk.archived, qk.pending, qk.notify}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("requeue archived tasks of %s: %w", queue, err)
+	}
+	return n, nil
+}
+
+// DeleteArchived deletes archived tasks.
+func (s *Store) DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
+	if err := ValidQueue(queue); err != nil {
+		return 0, err
+	}
+	qk := s.keys.queue(queue)
+	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
+	n, err := deleteArchivedScript.Run(ctx, s.client, []string{qk.archived}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("delete archived tasks of %s: %w", queue, err)
+	}
+	return n, nil
+}
+
+func stringsToArgs(ss []string) []interface{} {
+	out := make([]interface{}, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// PauseQueue stops Fetch from taking tasks of queue.
+func (s *Store) PauseQueue(ctx context.Context, queue string) error {
+	if err := ValidQueue(queue); err != nil {
+		return err
+	}
+	if err := s.client.Set(ctx, s.keys.queue(queue).paused, time.Now().Unix(), 0).Err(); err != nil {
+		return fmt.Errorf("pause queue %s: %w", queue, err)
+	}
+	return nil
+}
+
+// ResumeQueue undoes PauseQueue and wakes an idle worker.
+func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
+	if err := ValidQueue(queue); err != nil {
+		return err
+	}
+	qk := s.keys.queue(queue)
+	pipe := s.client.TxPipeline()
+	pipe.Del(ctx, qk.paused)
+	pipe.LPush(ctx, qk.notify, "1")
+	pipe.LTrim(ctx, qk.notify, 0, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("resume queue %s: %w", queue, err)
+	}
+	return nil
+}

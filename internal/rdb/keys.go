@@ -1,0 +1,100 @@
+package rdb
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// keys builds every Redis key machinist uses; nothing else in the module
+// spells one. Keys of one queue share the hash tag {queue}, and keys of one
+// group the hash tag {group}, so each queue and each group lives in one
+// Redis Cluster slot and every script touches one slot.
+//
+//	<prefix>:queues                 set of queue names
+//	<prefix>:{<queue>}:pending      list of task ids, head runs first
+//	<prefix>:{<queue>}:lease        zset of active task ids by lease expiry (ms)
+//	<prefix>:{<queue>}:scheduled    zset of task ids by ETA (ms)
+//	<prefix>:{<queue>}:retry        zset of task ids by retry time (ms)
+//	<prefix>:{<queue>}:archived     zset of dead letters by archive time (ms)
+//	<prefix>:{<queue>}:completed    zset of completed task ids by expiry (ms)
+//	<prefix>:{<queue>}:paused       exists while the queue is paused
+//	<prefix>:{<queue>}:notify       list of wake-up tokens for idle workers
+//	<prefix>:{<queue>}:t:<task id>  hash: msg, state, lease, retried,
+//	                                recovered, error, failed_at, process_at
+//	<prefix>:state:<task id>        hash: state, name, results, error, created_at
+//	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
+//	<prefix>:{<group>}:done         hash: member id → JSON TaskState
+//	<prefix>:{<group>}:order        list: member ids in the order they first finished
+//	<prefix>:claim:<name>           string held while a Claim lasts
+type keys struct {
+	prefix string
+	cache  sync.Map // queue name → *queueKeys
+}
+
+// queueKeys are the keys of one queue.
+type queueKeys struct {
+	pending, lease, scheduled, retry, archived, completed, paused, notify string
+	// task is the prefix of the task hashes: task + id.
+	task string
+}
+
+// groupKeys are the keys of one group.
+type groupKeys struct {
+	meta  string // the group hash
+	done  string // final states of finished members
+	order string // finished members, in the order they first finished
+}
+
+func (k *keys) queues() string { return k.prefix + ":queues" }
+
+func (k *keys) claim(name string) string { return k.prefix + ":claim:" + name }
+
+func (k *keys) state(taskUUID string) string { return k.prefix + ":state:" + taskUUID }
+
+func (k *keys) queue(name string) *queueKeys {
+	if qk, ok := k.cache.Load(name); ok {
+		return qk.(*queueKeys)
+	}
+	base := k.prefix + ":{" + name + "}:"
+	qk := &queueKeys{
+		pending:   base + "pending",
+		lease:     base + "lease",
+		scheduled: base + "scheduled",
+		retry:     base + "retry",
+		archived:  base + "archived",
+		completed: base + "completed",
+		paused:    base + "paused",
+		notify:    base + "notify",
+		task:      base + "t:",
+	}
+	k.cache.Store(name, qk)
+	return qk
+}
+
+func (k *keys) group(groupUUID string) groupKeys {
+	base := k.prefix + ":{" + groupUUID + "}:"
+	return groupKeys{meta: base + "group", done: base + "done", order: base + "order"}
+}
+
+// all returns the group's keys in the order the scripts take them.
+func (g groupKeys) all() []string { return []string{g.meta, g.done, g.order} }
+
+// ValidQueue reports why a queue name cannot be used, or nil.
+func ValidQueue(name string) error {
+	if name == "" {
+		return ErrNoQueue
+	}
+	if strings.ContainsAny(name, "{}") {
+		return fmt.Errorf("rdb: queue %q: names must not contain braces (they form the Redis Cluster hash tag)", name)
+	}
+	return nil
+}
+
+// validGroup reports why groupUUID cannot name a group's keys, or nil.
+func validGroup(groupUUID string) error {
+	if strings.ContainsAny(groupUUID, "{}") {
+		return fmt.Errorf("rdb: group %q: UUID must not contain braces (they form the Redis Cluster hash tag)", groupUUID)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// forwardBatch and recoverBatch bound the work of one script call.
+const (
+	forwardBatch = 1000
+	recoverBatch = 100
+)
+
+// Forward moves due scheduled and retry tasks of queue q to pending, up to
+// a batch, and trims the completed tasks past their retention. It reports
+// whether more are due now (another batch), and when the earliest task
+// still waiting is due (zero: none).
+func (s *Store) Forward(ctx context.Context, q string) (more bool, next time.Time, err error) {
+	qk := s.keys.queue(q)
+	res, err := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify}, qk.task, forwardBatch).Int64Slice()
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
+	}
+	if s.opts.CompletedRetention > 0 {
+		if err := s.client.ZRemRangeByScore(ctx, qk.completed, "-inf", fmt.Sprint(time.Now().UnixMilli())).Err(); err != nil {
+			return false, time.Time{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
+		}
+	}
+	if res[1] >= 0 {
+		next = time.UnixMilli(res[1])
+	}
+	return res[0] >= forwardBatch, next, nil
+}
+
+// Recover returns tasks of queue q whose lease expired to the head of
+// pending, or archives those recovered more than MaxRecoveries times, up to
+// a batch. It returns the ids of both, and whether a full batch was done
+// (call again).
+func (s *Store) Recover(ctx context.Context, q string) (recovered, archived []string, more bool, err error) {
+	qk := s.keys.queue(q)
+	res, err := recoverScript.Run(ctx, s.client, []string{qk.lease, qk.pending, qk.archived, qk.notify},
+		qk.task, recoverBatch, s.opts.MaxRecoveries, "lease expired: the worker running the task died, hung or lost Redis").StringSlice()
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("recover expired leases of queue %s: %w", q, err)
+	}
+	into := &recovered
+	for _, id := range res {
+		if id == "|" {
+			into = &archived
+			continue
+		}
+		*into = append(*into, id)
+	}
+	return recovered, archived, len(res)-1 >= recoverBatch, nil
+}

@@ -1,0 +1,492 @@
+package rdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// ErrNoQueue is returned when an operation is given no queue name.
+var ErrNoQueue = brokers.ErrNoQueue
+
+// Publish adds sigs to their queues: one enqueue script per queue, all or
+// nothing within a queue. With pending, the PENDING state of every
+// signature is written first: on a single server in the same pipeline as
+// the first queue's script (one round trip), elsewhere in a round trip of
+// its own before it, so a worker never finishes a task before its PENDING
+// state lands.
+func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) error {
+	byQueue := make(map[string][]interface{})
+	var order []string
+	for _, sig := range sigs {
+		if err := ValidQueue(sig.RoutingKey); err != nil {
+			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
+		}
+		if sig.UUID == "" {
+			return fmt.Errorf("publish task %q: signature has no UUID", sig.Name)
+		}
+		msg, err := tasks.EncodeSignature(sig)
+		if err != nil {
+			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
+		}
+		var eta int64
+		if sig.ETA != nil {
+			eta = msOf(*sig.ETA)
+		}
+		if _, ok := byQueue[sig.RoutingKey]; !ok {
+			order = append(order, sig.RoutingKey)
+		}
+		byQueue[sig.RoutingKey] = append(byQueue[sig.RoutingKey], sig.UUID, msg, eta)
+	}
+	var before QueueFunc
+	if pending {
+		states, err := s.pendingWrites(ctx, sigs)
+		if err != nil {
+			return err
+		}
+		if !s.oneNode {
+			if err := s.batch.Do(ctx, sigs[0].UUID, states); err != nil {
+				return fmt.Errorf("set state pending: %w", err)
+			}
+		} else {
+			before = states
+		}
+	}
+	for _, q := range order {
+		if err := s.registerQueue(ctx, q); err != nil {
+			return err
+		}
+		qk := s.keys.queue(q)
+		keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
+		args := append([]interface{}{qk.task}, byQueue[q]...)
+		var res []interface{}
+		var err error
+		lane := byQueue[q][0].(string) // the first task's id
+		if before != nil {
+			res, err = s.publishAfter(ctx, lane, before, keys, args)
+			before = nil
+		} else {
+			res, err = s.batch.RunScript(ctx, lane, enqueueScript, keys, args...).Slice()
+		}
+		if err != nil {
+			return fmt.Errorf("publish to queue %s: %w", q, err)
+		}
+		if code, _ := res[0].(int64); code != statusOK {
+			id, _ := res[1].(string)
+			return statusError(code, id)
+		}
+	}
+	return nil
+}
+
+// publishAfter runs before's commands and the enqueue script in one
+// pipeline.
+func (s *Store) publishAfter(ctx context.Context, lane string, before QueueFunc, keys []string, args []interface{}) ([]interface{}, error) {
+	var n int
+	cmds, err := s.batch.Submit(ctx, lane, func(p goredis.Pipeliner) []goredis.Cmder {
+		cmds := before(p)
+		n = len(cmds)
+		return append(cmds, enqueueScript.EvalSha(ctx, p, keys, args...))
+	}).Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cmds[:n] {
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("set state pending: %w", err)
+		}
+	}
+	cmd := cmds[n].(*goredis.Cmd)
+	if IsNoScript(cmd.Err()) {
+		cmd = enqueueScript.Run(ctx, s.client, keys, args...)
+	}
+	return cmd.Slice()
+}
+
+// registerQueue adds q to the set of queues once per process.
+func (s *Store) registerQueue(ctx context.Context, q string) error {
+	s.mu.Lock()
+	known := s.knownQueue[q]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	if err := s.client.SAdd(ctx, s.keys.queues(), q).Err(); err != nil {
+		return fmt.Errorf("register queue %s: %w", q, err)
+	}
+	s.mu.Lock()
+	s.knownQueue[q] = true
+	s.mu.Unlock()
+	return nil
+}
+
+func newToken() string {
+	var buf [12]byte
+	_, _ = rand.Read(buf[:])
+	return hex.EncodeToString(buf[:])
+}
+
+// Dequeue takes up to n pending tasks of queue q under fresh leases. A
+// message that cannot be decoded is archived with the decoding error and
+// not returned.
+func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delivery, error) {
+	qk := s.keys.queue(q)
+	lease := s.opts.LeaseDuration
+	args := make([]interface{}, 0, 3+n)
+	args = append(args, qk.task, n, lease.Milliseconds())
+	base := newToken() // one random read per fetch; the index makes each token unique
+	for i := 0; i < n; i++ {
+		args = append(args, base+strconv.Itoa(i))
+	}
+	start := time.Now()
+	res, err := dequeueScript.Run(ctx, s.client, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
+	}
+	// The local expiry is counted from before the call, so the worker
+	// gives the lease up no later than Redis does.
+	localExpiry := start.Add(lease)
+	var out []*brokers.Delivery
+	for i := 1; i+4 < len(res); i += 5 {
+		id, _ := res[i].(string)
+		msg, _ := res[i+1].(string)
+		retried, _ := strconv.Atoi(fmt.Sprint(res[i+2]))
+		recovered, _ := strconv.Atoi(fmt.Sprint(res[i+3]))
+		token, _ := res[i+4].(string)
+		d := &brokers.Delivery{
+			Queue:     q,
+			Lease:     brokers.NewLease(token, localExpiry),
+			Retried:   retried,
+			Recovered: recovered,
+		}
+		sig, err := tasks.DecodeSignature([]byte(msg))
+		if err != nil {
+			d.Signature = &tasks.Signature{UUID: id, RoutingKey: q}
+			reason := fmt.Sprintf("cannot decode task message: %v", err)
+			s.log.Error("archiving task that cannot be decoded", slog.String("task_id", id), slog.String("queue", q), slog.Any("error", err))
+			if aerr := s.Archive(ctx, d, reason); aerr != nil {
+				s.log.Error("archiving undecodable task failed", slog.String("task_id", id), slog.Any("error", aerr))
+			}
+			continue
+		}
+		sig.UUID = id
+		d.Signature = sig
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Resignal leaves a wake-up token on queue's notify list (at most one), for
+// a token taken but not used. It is best effort: without it an idle worker
+// still looks within BlockTimeout.
+func (s *Store) Resignal(queue string) {
+	if queue == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	notify := s.keys.queue(queue).notify
+	pipe := s.client.Pipeline()
+	pipe.LPush(ctx, notify, "1")
+	pipe.LTrim(ctx, notify, 0, 0)
+	_, _ = pipe.Exec(ctx)
+}
+
+// blockTimeout is how long one BLPOP may block: BlockTimeout, but less than
+// the client's read timeout and no later than ctx's deadline, because
+// go-redis does not interrupt a blocking command when ctx ends.
+func (s *Store) blockTimeout(ctx context.Context) time.Duration {
+	timeout := s.opts.BlockTimeout
+	if read := s.readTimeout(); read > 0 {
+		timeout = min(timeout, read/2)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline))
+	}
+	return max(timeout, 10*time.Millisecond)
+}
+
+// readTimeout is the client's own read timeout (the client may have been
+// made by the caller, not from the config); 0 means none.
+func (s *Store) readTimeout() time.Duration {
+	var read time.Duration
+	switch c := s.client.(type) {
+	case *goredis.Client:
+		read = c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		read = c.Options().ReadTimeout
+	case *goredis.Ring:
+		read = c.Options().ReadTimeout
+	default:
+		return 3 * time.Second
+	}
+	switch {
+	case read == 0:
+		return 3 * time.Second // go-redis's default
+	case read < 0:
+		return 0 // no timeout
+	}
+	return read
+}
+
+// blpop pops a wake-up token from one of keys, blocking up to timeout
+// (BLPOP with a fractional timeout, which go-redis's BLPop rounds to whole
+// seconds). It returns the key the token came from, or goredis.Nil when the
+// time ran out.
+func (s *Store) blpop(ctx context.Context, timeout time.Duration, keys ...string) (string, error) {
+	args := make([]interface{}, 0, len(keys)+2)
+	args = append(args, "blpop")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
+	res, err := s.client.Do(ctx, args...).StringSlice()
+	if err != nil {
+		return "", err
+	}
+	return res[0], nil
+}
+
+// Wait blocks until a wake-up token arrives on one of the queues' notify
+// lists, or for at most BlockTimeout. It returns the queue whose token it
+// took, or "" when the time ran out.
+func (s *Store) Wait(ctx context.Context, queues []string) (string, error) {
+	timeout := s.blockTimeout(ctx)
+	byNotify := make(map[string]string, len(queues))
+	for _, q := range queues {
+		byNotify[s.keys.queue(q).notify] = q
+	}
+	if !s.cluster || len(queues) == 1 {
+		notify := make([]string, len(queues))
+		for i, q := range queues {
+			notify[i] = s.keys.queue(q).notify
+		}
+		key, err := s.blpop(ctx, timeout, notify...)
+		switch {
+		case err == nil:
+			return byNotify[key], nil
+		case errors.Is(err, goredis.Nil):
+			return "", nil
+		case ctx.Err() != nil:
+			return "", ctx.Err()
+		}
+		return "", fmt.Errorf("wait for tasks: %w", err)
+	}
+	// Redis Cluster: the queues live in different slots, so wait on each in
+	// parallel and take the first token; a token taken once Wait has
+	// returned is passed back for other workers.
+	type wake struct {
+		queue string
+		err   error
+	}
+	woke := make(chan wake, len(queues))
+	var settled atomic.Bool
+	defer settled.Store(true)
+	for _, q := range queues {
+		notify := s.keys.queue(q).notify
+		go func() {
+			_, err := s.blpop(ctx, timeout, notify)
+			switch {
+			case errors.Is(err, goredis.Nil):
+				err = errTimeout
+			case err == nil && !settled.CompareAndSwap(false, true):
+				s.Resignal(byNotify[notify])
+				return
+			}
+			woke <- wake{queue: byNotify[notify], err: err}
+		}()
+	}
+	for range queues {
+		w := <-woke
+		if w.err == nil {
+			return w.queue, nil
+		}
+		if w.err != errTimeout {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", fmt.Errorf("wait for tasks: %w", w.err)
+		}
+	}
+	return "", nil
+}
+
+var errTimeout = errors.New("timeout")
+
+// ExtendLeases renews the leases of ds, one script per queue, marking lost
+// those Redis no longer grants.
+func (s *Store) ExtendLeases(ctx context.Context, ds []*brokers.Delivery) error {
+	byQueue := make(map[string][]*brokers.Delivery)
+	for _, d := range ds {
+		if d.Lease.Valid() { // a lease lost here is not renewed there either
+			byQueue[d.Queue] = append(byQueue[d.Queue], d)
+		}
+	}
+	var errs []error
+	for q, group := range byQueue {
+		qk := s.keys.queue(q)
+		args := make([]interface{}, 0, 2+2*len(group))
+		args = append(args, qk.task, s.opts.LeaseDuration.Milliseconds())
+		for _, d := range group {
+			args = append(args, d.Signature.UUID, d.Lease.Token())
+		}
+		start := time.Now()
+		res, err := extendScript.Run(ctx, s.client, []string{qk.lease}, args...).Slice()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("extend leases in queue %s: %w", q, err))
+			continue
+		}
+		lost := make(map[string]bool, len(res)-1)
+		for _, id := range res[1:] {
+			s, _ := id.(string)
+			lost[s] = true
+		}
+		for _, d := range group {
+			if lost[d.Signature.UUID] {
+				d.Lease.Lose()
+			} else {
+				d.Lease.Extend(start.Add(s.opts.LeaseDuration))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settled finishes a settling call: the lease is released on success and
+// marked lost when Redis refused it.
+func settled(d *brokers.Delivery, err error) error {
+	switch {
+	case err == nil:
+		d.Lease.Release()
+	case errors.Is(err, brokers.ErrLeaseLost):
+		d.Lease.Lose()
+	}
+	return err
+}
+
+// Ack forgets a task that is done, or keeps it for CompletedRetention, if
+// the caller holds its lease.
+func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
+	qk := s.keys.queue(d.Queue)
+	id := d.Signature.UUID
+	code, err := s.batch.RunScript(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed},
+		id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds()).Int64()
+	if err != nil {
+		return fmt.Errorf("acknowledge task %s: %w", id, err)
+	}
+	return settled(d, statusError(code, id))
+}
+
+// AckSuccess writes the SUCCESS state of d's task, which is no group
+// member, with results, and acknowledges the task, in one script and only
+// if the caller holds the lease: a worker that lost its lease writes
+// nothing. Only on a single server (OneNode), where the state key may be
+// touched by the queue's script.
+func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*tasks.TaskResult) error {
+	id := d.Signature.UUID
+	if !s.oneNode {
+		return fmt.Errorf("acknowledge task %s with its result: the state key is on another node", id)
+	}
+	if d.Signature.GroupUUID != "" {
+		return fmt.Errorf("acknowledge task %s with its result: a group member's result is recorded in its group", id)
+	}
+	w, err := encodeState(tasks.NewSuccessTaskState(d.Signature, results))
+	if err != nil {
+		return fmt.Errorf("set state success of task %s: %w", id, err)
+	}
+	qk := s.keys.queue(d.Queue)
+	args := make([]interface{}, 0, 12)
+	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds())
+	args = append(args, w.fields()...)
+	code, err := s.batch.RunScript(ctx, id, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, s.keys.state(id)}, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("acknowledge task %s: %w", id, err)
+	}
+	return settled(d, statusError(code, id))
+}
+
+// Retry schedules d's task to run again at at, storing its signature as it
+// is now and errMsg as its last error, if the caller holds its lease.
+func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, errMsg string) error {
+	qk := s.keys.queue(d.Queue)
+	id := d.Signature.UUID
+	msg, err := tasks.EncodeSignature(d.Signature)
+	if err != nil {
+		return fmt.Errorf("retry task %s: %w", id, err)
+	}
+	err = s.runStatus(ctx, retryScript, id, []string{qk.task + id, qk.lease, qk.retry, qk.pending, qk.notify},
+		id, d.Lease.Token(), msg, msOf(at), errMsg)
+	return settled(d, err)
+}
+
+// Archive keeps d's task as a dead letter with reason, if the caller holds
+// its lease.
+func (s *Store) Archive(ctx context.Context, d *brokers.Delivery, reason string) error {
+	qk := s.keys.queue(d.Queue)
+	id := d.Signature.UUID
+	err := s.runStatus(ctx, archiveScript, id, []string{qk.task + id, qk.lease, qk.archived},
+		id, d.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task)
+	return settled(d, err)
+}
+
+// Requeue puts unfinished tasks back at the head of their queues, those
+// whose lease the caller holds; the others are reported with ErrLeaseLost.
+func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
+	byQueue := make(map[string][]*brokers.Delivery)
+	var order []string
+	for _, d := range ds {
+		if _, ok := byQueue[d.Queue]; !ok {
+			order = append(order, d.Queue)
+		}
+		byQueue[d.Queue] = append(byQueue[d.Queue], d)
+	}
+	var errs []error
+	for _, q := range order {
+		group := byQueue[q]
+		qk := s.keys.queue(q)
+		args := make([]interface{}, 0, 1+2*len(group))
+		args = append(args, qk.task)
+		for _, d := range group {
+			args = append(args, d.Signature.UUID, d.Lease.Token())
+		}
+		res, err := requeueScript.Run(ctx, s.client, []string{qk.pending, qk.lease, qk.notify}, args...).Slice()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("requeue to queue %s: %w", q, err))
+			continue
+		}
+		lost := make(map[string]bool, len(res))
+		for _, id := range res {
+			s, _ := id.(string)
+			lost[s] = true
+		}
+		for _, d := range group {
+			if lost[d.Signature.UUID] {
+				d.Lease.Lose()
+				errs = append(errs, fmt.Errorf("requeue task %s: %w", d.Signature.UUID, brokers.ErrLeaseLost))
+			} else {
+				d.Lease.Release()
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Claim reports whether the caller is the first to claim name within ttl.
+func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	ok, err := s.client.SetNX(ctx, s.keys.claim(name), "1", ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("claim %s: %w", name, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,105 @@
+package rdb
+
+import (
+	"context"
+	"embed"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+func loadScript(name string) *goredis.Script {
+	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(fmt.Sprintf("rdb: missing embedded script %s: %v", name, err))
+	}
+	return goredis.NewScript(string(src))
+}
+
+// The scripts, one per atomic transition. Each file opens with its KEYS,
+// ARGV and return contract.
+var (
+	// A task's life in its queue.
+	enqueueScript    = loadScript("enqueue")
+	dequeueScript    = loadScript("dequeue")
+	extendScript     = loadScript("extend")
+	ackScript        = loadScript("ack")
+	ackSuccessScript = loadScript("ack_success")
+	retryScript      = loadScript("retry")
+	archiveScript    = loadScript("archive")
+	requeueScript    = loadScript("requeue")
+
+	// Maintenance.
+	forwardScript = loadScript("forward")
+	recoverScript = loadScript("recover")
+
+	// Inspection.
+	requeueArchivedScript = loadScript("requeue_archived")
+	deleteArchivedScript  = loadScript("delete_archived")
+
+	// A group's bookkeeping.
+	groupDoneScript    = loadScript("group_done")
+	initGroupScript    = loadScript("init_group")
+	triggerChordScript = loadScript("trigger_chord")
+)
+
+// pipelined are the scripts sent inside pipelines, where EVALSHA cannot
+// fall back to EVAL: Store loads them before their first use.
+var pipelined = []*goredis.Script{enqueueScript, groupDoneScript}
+
+// Status codes the task scripts return.
+const (
+	statusOK        = 0
+	statusDuplicate = 1
+	statusLeaseLost = 2
+)
+
+// statusError maps a task script's status code to an error for task id.
+func statusError(code int64, id string) error {
+	switch code {
+	case statusOK:
+		return nil
+	case statusDuplicate:
+		return fmt.Errorf("task %s: %w", id, brokers.ErrDuplicateTask)
+	case statusLeaseLost:
+		return fmt.Errorf("task %s: %w", id, brokers.ErrLeaseLost)
+	default:
+		return fmt.Errorf("task %s: unexpected script status %d", id, code)
+	}
+}
+
+// Status codes trigger_chord returns.
+const (
+	chordLost     = 0
+	chordElected  = 1
+	chordNotFound = 2
+)
+
+// chordResult maps trigger_chord's status code to TriggerChord's answer.
+func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
+	switch code {
+	case chordElected:
+		return true, nil
+	case chordLost:
+		return false, nil
+	case chordNotFound:
+		return false, fmt.Errorf("trigger chord of group %s: %w", groupUUID, backends.ErrGroupNotFound)
+	default:
+		return false, fmt.Errorf("trigger chord of group %s by task %s: unexpected script status %d", groupUUID, memberUUID, code)
+	}
+}
+
+// runStatus runs a task script directly and maps its status code.
+func (s *Store) runStatus(ctx context.Context, script *goredis.Script, id string, keys []string, args ...interface{}) error {
+	code, err := script.Run(ctx, s.client, keys, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
+	return statusError(code, id)
+}

@@ -1,0 +1,270 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// pendingChunk is how many signatures WritePending writes per pipeline.
+const pendingChunk = 1000
+
+// stateWrite is a task state encoded for its hash. Every writer of a state
+// hash (the pipelines below and ack_success.lua) takes its fields from
+// here.
+type stateWrite struct {
+	state   *tasks.TaskState
+	results string // JSON of state.Results; "null" for none
+}
+
+func encodeState(state *tasks.TaskState) (*stateWrite, error) {
+	results, err := json.Marshal(state.Results)
+	if err != nil {
+		return nil, fmt.Errorf("encode results: %w", err)
+	}
+	return &stateWrite{state: state, results: string(results)}, nil
+}
+
+// fields are the hash fields every write sets, so that a new state leaves
+// nothing of an older one; created_at is not among them (see queue).
+func (w *stateWrite) fields() []interface{} {
+	return []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error}
+}
+
+// queue adds the writes of w to pipe: its fields, created_at (set by the
+// PENDING write that sends a task, kept by later writes), and the TTL.
+func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) []goredis.Cmder {
+	key := s.keys.state(w.state.TaskUUID)
+	created := formatTime(w.state.CreatedAt)
+	if w.state.State == tasks.StatePending {
+		return []goredis.Cmder{
+			pipe.HSet(ctx, key, append(w.fields(), "created_at", created)...),
+			pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
+		}
+	}
+	return []goredis.Cmder{
+		pipe.HSet(ctx, key, w.fields()...),
+		pipe.HSetNX(ctx, key, "created_at", created),
+		pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
+	}
+}
+
+func checkSig(sig *tasks.Signature) error {
+	if sig == nil {
+		return tasks.ErrNilSignature
+	}
+	if sig.UUID == "" {
+		return fmt.Errorf("signature %q has no UUID", sig.Name)
+	}
+	return nil
+}
+
+// pendingWrites checks and encodes the PENDING states of sigs and returns
+// the commands that write them.
+func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature) (QueueFunc, error) {
+	writes := make([]*stateWrite, len(sigs))
+	for i, sig := range sigs {
+		if err := checkSig(sig); err != nil {
+			return nil, fmt.Errorf("set state pending: signature %d: %w", i, err)
+		}
+		w, err := encodeState(tasks.NewPendingTaskState(sig))
+		if err != nil {
+			return nil, fmt.Errorf("set state pending of task %s: %w", sig.UUID, err)
+		}
+		writes[i] = w
+	}
+	return func(pipe goredis.Pipeliner) []goredis.Cmder {
+		var cmds []goredis.Cmder
+		for _, w := range writes {
+			cmds = append(cmds, s.queueState(ctx, pipe, w)...)
+		}
+		return cmds
+	}, nil
+}
+
+// WritePending writes the PENDING state of every signature: one pipeline
+// per 1000 signatures, every signature checked before anything is written.
+func (s *Store) WritePending(ctx context.Context, sigs []*tasks.Signature) error {
+	var chunks []QueueFunc
+	for start := 0; start < len(sigs); start += pendingChunk {
+		chunk := sigs[start:min(start+pendingChunk, len(sigs))]
+		writes, err := s.pendingWrites(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		chunks = append(chunks, writes)
+	}
+	for i, writes := range chunks {
+		first := sigs[i*pendingChunk]
+		if err := s.batch.Do(ctx, first.UUID, writes); err != nil {
+			if len(sigs) == 1 {
+				return fmt.Errorf("set state pending of task %s: %w", first.UUID, err)
+			}
+			n := min(pendingChunk, len(sigs)-i*pendingChunk)
+			return fmt.Errorf("set state pending of %d tasks (from task %s): %w", n, first.UUID, err)
+		}
+	}
+	return nil
+}
+
+// WriteState writes state, the state of sig, in one pipeline; a final
+// state of a group member is recorded in its group by the same pipeline.
+// It returns how many members of sig's group have finished (0 for a task
+// that is no group member, or a state that is not final).
+func (s *Store) WriteState(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (int64, error) {
+	write, err := s.stateWrites(ctx, sig, state)
+	if err != nil {
+		return 0, err
+	}
+	run := func() ([]goredis.Cmder, error) {
+		cmds, err := s.batch.Submit(ctx, sig.UUID, write).Wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return nil, err
+			}
+		}
+		return cmds, nil
+	}
+	cmds, err := run()
+	if IsNoScript(err) {
+		// Redis lost the script: load it and write again; every write of
+		// the pipeline is idempotent.
+		if err = s.reloadScripts(ctx); err == nil {
+			cmds, err = run()
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("set state %s of task %s: %w", strings.ToLower(state.State), sig.UUID, err)
+	}
+	if last, ok := cmds[len(cmds)-1].(*goredis.Cmd); ok { // group_done: members finished
+		return last.Int64()
+	}
+	return 0, nil
+}
+
+// WriteStateAsync queues the write of state, a state of sig that is not
+// final, and returns without waiting for it. The store's writes of a task
+// land in the order they were made, so a later final state is never
+// overwritten by it; a failed write is logged.
+func (s *Store) WriteStateAsync(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error {
+	write, err := s.stateWrites(ctx, sig, state)
+	if err != nil {
+		return err
+	}
+	sent := s.batch.Go(sig.UUID, write, func(cmds []goredis.Cmder) {
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				s.log.Warn("writing task state failed", slog.String("task_id", sig.UUID), slog.String("state", state.State), slog.Any("error", err))
+				return
+			}
+		}
+	})
+	if !sent {
+		return fmt.Errorf("set state %s of task %s: %w", strings.ToLower(state.State), sig.UUID, backends.ErrClosed)
+	}
+	return nil
+}
+
+// stateWrites encodes state and returns the commands that write it, with
+// group_done for the final state of a group member.
+func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (QueueFunc, error) {
+	op := "set state " + strings.ToLower(state.State)
+	if err := checkSig(sig); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	w, err := encodeState(state)
+	if err != nil {
+		return nil, fmt.Errorf("%s of task %s: %w", op, sig.UUID, err)
+	}
+	var (
+		groupKeys []string
+		groupArgs []interface{}
+	)
+	if sig.GroupUUID != "" && state.IsCompleted() {
+		if err := validGroup(sig.GroupUUID); err != nil {
+			return nil, fmt.Errorf("%s of task %s: %w", op, sig.UUID, err)
+		}
+		doneJSON, err := json.Marshal(state)
+		if err != nil {
+			return nil, fmt.Errorf("%s of task %s: encode state: %w", op, sig.UUID, err)
+		}
+		if err := s.loadScripts(ctx); err != nil {
+			return nil, fmt.Errorf("%s of task %s: %w", op, sig.UUID, err)
+		}
+		groupKeys = s.keys.group(sig.GroupUUID).all()
+		groupArgs = []interface{}{sig.UUID, doneJSON, sig.GroupTaskCount, formatTime(state.CreatedAt),
+			s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}
+	}
+	return func(pipe goredis.Pipeliner) []goredis.Cmder {
+		cmds := s.queueState(ctx, pipe, w)
+		if groupKeys != nil {
+			cmds = append(cmds, groupDoneScript.EvalSha(ctx, pipe, groupKeys, groupArgs...))
+		}
+		return cmds
+	}, nil
+}
+
+// GetState returns the task's state, or an error wrapping ErrStateNotFound
+// when there is none. It goes through the task's lane of the batcher, after
+// the store's queued writes of the task, so a read follows them. Result
+// values come back as JSON decodes them with UseNumber.
+func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
+	cmds, err := s.batch.Submit(ctx, taskUUID, func(p goredis.Pipeliner) []goredis.Cmder {
+		return []goredis.Cmder{p.HGetAll(ctx, s.keys.state(taskUUID))}
+	}).Wait(ctx)
+	var fields map[string]string
+	if err == nil {
+		fields, err = cmds[0].(*goredis.MapStringStringCmd).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get state of task %s: %w", taskUUID, err)
+	}
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("task %s: %w", taskUUID, backends.ErrStateNotFound)
+	}
+	st := &tasks.TaskState{
+		TaskUUID: taskUUID,
+		TaskName: fields["name"],
+		State:    fields["state"],
+		Error:    fields["error"],
+	}
+	if raw := fields["results"]; raw != "" {
+		if err := decodeJSON(raw, &st.Results); err != nil {
+			return nil, fmt.Errorf("task %s: decode results: %w", taskUUID, err)
+		}
+	}
+	if raw := fields["created_at"]; raw != "" {
+		if st.CreatedAt, err = time.Parse(time.RFC3339Nano, raw); err != nil {
+			return nil, fmt.Errorf("task %s: decode created_at: %w", taskUUID, err)
+		}
+	}
+	return st, nil
+}
+
+// PurgeState deletes the task's state; a missing state is not an error.
+func (s *Store) PurgeState(ctx context.Context, taskUUID string) error {
+	if err := s.client.Del(ctx, s.keys.state(taskUUID)).Err(); err != nil {
+		return fmt.Errorf("purge state of task %s: %w", taskUUID, err)
+	}
+	return nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// decodeJSON decodes raw into v, numbers as json.Number.
+func decodeJSON(raw string, v interface{}) error {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
+}

@@ -1,0 +1,178 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/v1/config"
+)
+
+// UniversalClient is a go-redis v9 client: *redis.Client, *redis.ClusterClient,
+// *redis.Ring, or a Sentinel client.
+type UniversalClient = goredis.UniversalClient
+
+// GroupSafetyTTL is the least time a group's bookkeeping lives after its
+// last write while members are unfinished: the TTL of a running group is
+// the longer of this and ResultsExpireIn. Completed groups expire
+// ResultsExpireIn after their last write.
+const GroupSafetyTTL = 30 * 24 * time.Hour
+
+// Options are the settings of the Redis protocol. OptionsFrom reads them
+// from a Config.
+type Options struct {
+	// KeyPrefix starts every key.
+	KeyPrefix string
+	// ResultsExpireIn is how long task states and completed groups live
+	// after their last write.
+	ResultsExpireIn time.Duration
+	// LeaseDuration is how long a task is held by the worker that took it
+	// unless the lease is renewed.
+	LeaseDuration time.Duration
+	// CompletedRetention is how long an acknowledged task is kept; 0
+	// forgets it at once.
+	CompletedRetention time.Duration
+	// ArchiveMaxAge and ArchiveMaxSize bound the dead letters of a queue.
+	ArchiveMaxAge  time.Duration
+	ArchiveMaxSize int
+	// MaxRecoveries is how many times a task may come back from an expired
+	// lease before it is archived; negative means never.
+	MaxRecoveries int
+	// BlockTimeout is the longest an idle Fetch blocks in one call.
+	BlockTimeout time.Duration
+	// Logger receives what the store logs (undecodable tasks). Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// OptionsFrom returns the options cnf sets; cnf must have been through
+// WithDefaults.
+func OptionsFrom(cnf *config.Config) Options {
+	return Options{
+		KeyPrefix:          cnf.Redis.KeyPrefix,
+		ResultsExpireIn:    time.Duration(cnf.ResultsExpireIn) * time.Second,
+		LeaseDuration:      cnf.LeaseDuration,
+		CompletedRetention: cnf.CompletedRetention,
+		ArchiveMaxAge:      cnf.ArchiveMaxAge,
+		ArchiveMaxSize:     cnf.ArchiveMaxSize,
+		MaxRecoveries:      cnf.MaxRecoveries,
+		BlockTimeout:       time.Duration(cnf.Redis.NormalTasksPollPeriod) * time.Millisecond,
+		Logger:             cnf.Logger,
+	}
+}
+
+// Store is machinist's data in one Redis (a server, a Sentinel group or a
+// Cluster): queues, tasks, states and groups. Every method is safe for
+// concurrent use. A broker and a backend on the same Redis share one Store,
+// and so one connection pool and one batcher.
+type Store struct {
+	client  goredis.UniversalClient
+	owned   bool // Close closes client
+	batch   *Batcher
+	keys    *keys
+	opts    Options
+	log     *slog.Logger
+	cluster bool // keys of different slots live on different nodes
+	oneNode bool // a single server: one script may touch any keys
+
+	mu            sync.Mutex
+	knownQueue    map[string]bool // queues added to the queues set
+	scriptsLoaded bool            // the pipelined scripts are loaded
+	closed        bool
+}
+
+// New returns a store on client. With owns, Close closes client.
+func New(client UniversalClient, opts Options, owns bool) *Store {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	_, cluster := client.(*goredis.ClusterClient)
+	_, oneNode := client.(*goredis.Client)
+	return &Store{
+		client:     client,
+		owned:      owns,
+		batch:      NewBatcher(client),
+		keys:       &keys{prefix: opts.KeyPrefix},
+		opts:       opts,
+		log:        opts.Logger,
+		cluster:    cluster,
+		oneNode:    oneNode,
+		knownQueue: make(map[string]bool),
+	}
+}
+
+// Dial returns a store on a client of its own for rawURL ("redis://",
+// "rediss://", several addresses for a Cluster), configured by cnf, which
+// must have been through WithDefaults.
+func Dial(rawURL string, cnf *config.Config) (*Store, error) {
+	c, err := NewClient(rawURL, cnf)
+	if err != nil {
+		return nil, err
+	}
+	return New(c, OptionsFrom(cnf), true), nil
+}
+
+// OneNode reports whether the store is a single Redis server, where one
+// script may touch keys of any queue, group or task: a task's result can
+// then be written by the script that acknowledges it.
+func (s *Store) OneNode() bool { return s.oneNode }
+
+// Close sends what the batcher holds, then closes the client when the
+// store owns it. Safe to call more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.batch.Close()
+	if s.owned {
+		if err := s.client.Close(); err != nil {
+			return fmt.Errorf("close Redis client: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadScripts loads the scripts sent inside pipelines (where EVALSHA cannot
+// fall back to EVAL) once per store; a Cluster client loads them on every
+// master.
+func (s *Store) loadScripts(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scriptsLoaded {
+		return nil
+	}
+	for _, script := range pipelined {
+		if err := script.Load(ctx, s.client).Err(); err != nil {
+			return fmt.Errorf("load scripts: %w", err)
+		}
+	}
+	s.scriptsLoaded = true
+	return nil
+}
+
+// reloadScripts loads the pipelined scripts again after Redis said it lost
+// them (a restart, a failover, SCRIPT FLUSH).
+func (s *Store) reloadScripts(ctx context.Context) error {
+	s.mu.Lock()
+	s.scriptsLoaded = false
+	s.mu.Unlock()
+	return s.loadScripts(ctx)
+}
+
+// msOf returns t in ms since the epoch, rounded up: a task never becomes due
+// before its time.
+func msOf(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
+}

@@ -1,0 +1,42 @@
+package iface
+
+import (
+	"context"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// StateBroker is a broker built together with its result backend on one
+// store (the memory pair, or a Redis broker and backend on one Redis
+// server), so that it writes task states in the same step as it moves the
+// tasks. The Server and Worker use it when PairedWith says so, and fall
+// back to the Backend's writes otherwise.
+type StateBroker interface {
+	Broker
+
+	// PairedWith reports whether backend reads the states this broker
+	// writes, so that the methods below stand in for backend's writes.
+	PairedWith(backend backends.Backend) bool
+
+	// PublishPending publishes sigs as Publish does and writes their
+	// PENDING states first, in one step: a worker never finishes a task
+	// before its PENDING state lands.
+	PublishPending(ctx context.Context, sigs ...*tasks.Signature) error
+
+	// AckSuccess writes the SUCCESS state of d's task with results and
+	// acknowledges the task, in one step, only while the caller holds d's
+	// lease: a worker that lost its lease writes nothing (ErrLeaseLost).
+	// d's task must not be a group member, whose result is recorded in its
+	// group's bookkeeping.
+	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult) error
+}
+
+// Paired returns broker as a StateBroker when it is paired with backend.
+func Paired(broker Broker, backend backends.Backend) (StateBroker, bool) {
+	sb, ok := broker.(StateBroker)
+	if !ok || !sb.PairedWith(backend) {
+		return nil, false
+	}
+	return sb, true
+}

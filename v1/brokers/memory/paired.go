@@ -1,0 +1,65 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+var _ iface.StateBroker = (*Broker)(nil)
+
+// NewPair returns a broker and the result backend it writes task states to
+// in the same step as it moves tasks (see iface.StateBroker), both
+// configured by opts. Close each.
+func NewPair(opts Options) (*Broker, *memorybackend.Backend) {
+	backend := memorybackend.New(memorybackend.Options{ResultsExpireIn: opts.ResultsExpireIn})
+	b := New(opts)
+	b.backend = backend
+	return b, backend
+}
+
+// PairedWith reports whether backend is the one NewPair made with b.
+func (b *Broker) PairedWith(backend backends.Backend) bool {
+	mb, ok := backend.(*memorybackend.Backend)
+	return ok && b.backend != nil && mb == b.backend
+}
+
+// PublishPending writes the PENDING states of sigs, then publishes them.
+func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
+	if b.backend == nil {
+		return fmt.Errorf("memory broker: publish pending: no paired backend")
+	}
+	if err := b.backend.SetStatePending(ctx, sigs...); err != nil {
+		return err
+	}
+	return b.Publish(ctx, sigs...)
+}
+
+// AckSuccess writes the SUCCESS state of d's task and forgets the task,
+// under the broker's lock and only while d's lease holds: a worker that
+// lost its lease writes nothing. Results that cannot be stored are an
+// error, and the task stays leased.
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult) error {
+	if b.backend == nil {
+		return fmt.Errorf("memory broker: ack success: no paired backend")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.holdsLocked("ack", d); err != nil {
+		return err
+	}
+	if err := b.backend.SetStateSuccess(ctx, d.Signature, results); err != nil {
+		return err
+	}
+	t, err := b.settleLocked("ack", d)
+	if err != nil {
+		return err
+	}
+	delete(b.held, t.uuid)
+	d.Lease.Release()
+	return nil
+}
