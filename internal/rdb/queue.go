@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -158,12 +160,13 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 	// gives the lease up no later than Redis does.
 	localExpiry := start.Add(lease)
 	var out []*brokers.Delivery
-	for i := 1; i+4 < len(res); i += 5 {
+	for i := 1; i+5 < len(res); i += 6 {
 		id, _ := res[i].(string)
 		msg, _ := res[i+1].(string)
 		retried, _ := strconv.Atoi(fmt.Sprint(res[i+2]))
 		recovered, _ := strconv.Atoi(fmt.Sprint(res[i+3]))
 		token, _ := res[i+4].(string)
+		outcome, _ := res[i+5].(string)
 		d := &brokers.Delivery{
 			Queue:     q,
 			Lease:     brokers.NewLease(token, localExpiry),
@@ -171,6 +174,12 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 			Recovered: recovered,
 		}
 		sig, err := tasks.DecodeSignature([]byte(msg))
+		if err == nil && outcome != "" {
+			d.Outcome = new(tasks.TaskState)
+			if derr := decodeJSON(outcome, d.Outcome); derr != nil {
+				err = fmt.Errorf("decode committed outcome: %w", derr)
+			}
+		}
 		if err != nil {
 			d.Signature = &tasks.Signature{UUID: id, RoutingKey: q}
 			reason := fmt.Sprintf("cannot decode task message: %v", err)
@@ -406,14 +415,84 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 		return fmt.Errorf("set state success of task %s: %w", id, err)
 	}
 	qk := s.keys.queue(d.Queue)
-	args := make([]interface{}, 0, 12)
-	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds())
+	args := make([]interface{}, 0, 13)
+	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
+		formatTime(w.state.CreatedAt))
 	args = append(args, w.fields()...)
 	code, err := s.batch.RunScript(ctx, id, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, s.keys.state(id)}, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
 	return settled(d, statusError(code, id))
+}
+
+// Commit records outcome, the final state of d's task, in the task, only
+// while the caller holds d's lease (else an error wrapping ErrLeaseLost,
+// and nothing is written). A worker that takes the task after this finds
+// the outcome in its delivery and finishes it instead of running it.
+func (s *Store) Commit(ctx context.Context, d *brokers.Delivery, outcome *tasks.TaskState) error {
+	_, err := s.commit(ctx, d, outcome, true, false)
+	return err
+}
+
+// WriteState writes state, a state of d's task, only while the caller holds
+// d's lease; with record, it is also recorded as the task's outcome (see
+// Commit). A final state of a group member is recorded in its group, and
+// how many members have finished is returned. On a single server only
+// (OneNode), where the state and group keys may be touched by the queue's
+// script.
+func (s *Store) WriteState(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, record bool) (int64, error) {
+	if !s.oneNode {
+		return 0, fmt.Errorf("set state %s of task %s under its lease: the state key is on another node", strings.ToLower(state.State), d.Signature.UUID)
+	}
+	return s.commit(ctx, d, state, record, true)
+}
+
+// commit runs commit.lua for d: the outcome recorded (with record), and the
+// state written (with write), a group member's final state recorded in its
+// group.
+func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, record, write bool) (int64, error) {
+	sig := d.Signature
+	id := sig.UUID
+	op := "commit " + strings.ToLower(state.State)
+	w, err := encodeState(state)
+	if err != nil {
+		return 0, fmt.Errorf("%s of task %s: %w", op, id, err)
+	}
+	member := write && sig.GroupUUID != "" && state.IsCompleted()
+	var outcome string
+	if record || member {
+		raw, err := json.Marshal(state)
+		if err != nil {
+			return 0, fmt.Errorf("%s of task %s: encode state: %w", op, id, err)
+		}
+		outcome = string(raw)
+	}
+	qk := s.keys.queue(d.Queue)
+	keys := []string{qk.task + id, qk.lease}
+	args := []interface{}{id, d.Lease.Token(), outcome, s.opts.ResultsExpireIn.Milliseconds(), formatTime(state.CreatedAt),
+		sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}
+	if write {
+		keys = append(keys, s.keys.state(id))
+		args = append(args, w.fields()...)
+	}
+	if member {
+		if err := validGroup(sig.GroupUUID); err != nil {
+			return 0, fmt.Errorf("%s of task %s: %w", op, id, err)
+		}
+		keys = append(keys, s.keys.group(sig.GroupUUID).all()...)
+	}
+	res, err := s.batch.RunScript(ctx, id, commitScript, keys, args...).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("%s of task %s: %w", op, id, err)
+	}
+	if err := statusError(res[0], id); err != nil {
+		if errors.Is(err, brokers.ErrLeaseLost) {
+			d.Lease.Lose()
+		}
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return res[1], nil
 }
 
 // Retry schedules d's task to run again at at, storing its signature as it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -11,15 +12,31 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
-//go:embed lua/*.lua
+//go:embed lua/*.lua lua/lib/*.lua
 var luaFiles embed.FS
+
+// luaLib is the Lua every script starts with: the local functions of
+// lua/lib (now_ms, holds, write_state, record_member), so that the fence
+// check and the group record are written once.
+var luaLib = func() string {
+	var b strings.Builder
+	for _, name := range []string{"now", "fence", "state", "group"} {
+		src, err := luaFiles.ReadFile("lua/lib/" + name + ".lua")
+		if err != nil {
+			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", name, err))
+		}
+		b.Write(src)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}()
 
 func loadScript(name string) *goredis.Script {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(fmt.Sprintf("rdb: missing embedded script %s: %v", name, err))
 	}
-	return goredis.NewScript(string(src))
+	return goredis.NewScript(luaLib + string(src))
 }
 
 // The scripts, one per atomic transition. Each file opens with its KEYS,
@@ -34,6 +51,7 @@ var (
 	retryScript      = loadScript("retry")
 	archiveScript    = loadScript("archive")
 	requeueScript    = loadScript("requeue")
+	commitScript     = loadScript("commit")
 
 	// Maintenance.
 	forwardScript = loadScript("forward")

@@ -115,11 +115,12 @@ func (s *Store) WritePending(ctx context.Context, sigs []*tasks.Signature) error
 	return nil
 }
 
-// WriteState writes state, the state of sig, in one pipeline; a final
+// SetState writes state, the state of sig, in one pipeline, with no lease
+// check (the Backend's SetState* methods); a final
 // state of a group member is recorded in its group by the same pipeline.
 // It returns how many members of sig's group have finished (0 for a task
 // that is no group member, or a state that is not final).
-func (s *Store) WriteState(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (int64, error) {
+func (s *Store) SetState(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (int64, error) {
 	write, err := s.stateWrites(ctx, sig, state)
 	if err != nil {
 		return 0, err
@@ -153,11 +154,11 @@ func (s *Store) WriteState(ctx context.Context, sig *tasks.Signature, state *tas
 	return 0, nil
 }
 
-// WriteStateAsync queues the write of state, a state of sig that is not
+// SetStateAsync queues the write of state, a state of sig that is not
 // final, and returns without waiting for it. The store's writes of a task
 // land in the order they were made, so a later final state is never
 // overwritten by it; a failed write is logged.
-func (s *Store) WriteStateAsync(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error {
+func (s *Store) SetStateAsync(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error {
 	write, err := s.stateWrites(ctx, sig, state)
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 		}
 		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
 	}
-	results, runErr, permanent := w.run(ctx, sig, fn, log)
+	results, runErr, permanent := w.run(ctx, sig, nil, fn, log)
 	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
 }
 
@@ -39,7 +39,7 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 // RECEIVED is not written: STARTED would replace it microseconds later, and
 // skipping it saves a write per task. (SetStateReceived remains in the
 // Backend interface for compatibility.)
-func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
+func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, fn interface{}, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
 	if sig.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, sig.Timeout)
@@ -52,7 +52,7 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, fn interface{}, 
 	if err := ctx.Err(); err != nil {
 		return nil, err, false // lease lost or worker stopped before the start
 	}
-	defer w.markStarted(ctx, sig, log)()
+	defer w.markStarted(ctx, sig, d, log)()
 	if w.p.PreTaskFunc != nil {
 		w.p.PreTaskFunc(sig)
 	}
@@ -83,7 +83,11 @@ const StartedAfter = time.Millisecond
 // running after StartedAfter, and returns the function to call when it
 // returns: after that, STARTED is never written, so it cannot land after
 // the task's outcome.
-func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, log *slog.Logger) (finished func()) {
+//
+// With a delivery and a broker paired with the backend, the write is made
+// under the task's lease; otherwise it is made only while the lease is
+// valid by the clock.
+func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) (finished func()) {
 	var mu sync.Mutex
 	done := false
 	timer := time.AfterFunc(StartedAfter, func() {
@@ -92,7 +96,16 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, log *slo
 		if done || ctx.Err() != nil {
 			return
 		}
-		if err := w.p.Backend.SetStateStarted(ctx, sig); err != nil {
+		var err error
+		switch {
+		case d != nil && w.paired != nil:
+			_, err = w.paired.WriteState(ctx, d, tasks.NewStartedTaskState(sig), false)
+		case d != nil && !d.Lease.Valid():
+			return
+		default:
+			err = w.p.Backend.SetStateStarted(ctx, sig)
+		}
+		if err != nil {
 			log.Warn("writing state STARTED failed", slog.Any("error", err))
 		}
 	})
@@ -126,28 +139,34 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 }
 
 func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
-	// With a broker paired with the backend, the result is written by the
-	// acknowledgement itself (one step, fenced by the lease); otherwise
-	// first.
-	ackWithResult := d != nil && sig.GroupUUID == "" && w.paired != nil
-	isChordMember := sig.GroupUUID != "" && sig.ChordCallback != nil
-	var groupDone bool
-	var err error
-	switch {
-	case ackWithResult:
-		if len(sig.OnSuccess) > 0 {
-			// Results that cannot be stored fail the task before its
-			// callbacks are sent; without callbacks AckSuccess says so.
-			_, err = json.Marshal(results)
+	if d != nil && w.paired != nil && sig.GroupUUID == "" && len(sig.OnSuccess) == 0 {
+		// Nothing follows the result: one step writes it and settles the
+		// task, under its lease.
+		err := w.paired.AckSuccess(ctx, d, results)
+		if unstorable(err) {
+			return w.failUnstorable(ctx, sig, d, err, log)
 		}
-	case isChordMember:
-		groupDone, err = w.p.Backend.CompleteGroupMember(ctx, sig, results)
-	default:
-		err = w.p.Backend.SetStateSuccess(ctx, sig, results)
+		if err != nil {
+			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
+		}
+		log.Debug("task done")
+		return nil
+	}
+	groupDone, err := w.record(ctx, sig, d, tasks.NewSuccessTaskState(sig, results))
+	if unstorable(err) {
+		return w.failUnstorable(ctx, sig, d, err, log)
 	}
 	if err != nil {
-		return w.unstorableOr(ctx, sig, d, err, log)
+		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
+	return w.afterSuccess(ctx, sig, d, results, groupDone, log)
+}
+
+// afterSuccess does what follows sig's recorded success: it sends the
+// OnSuccess callbacks with the results, the chord callback when sig
+// completed its group (groupDone) and wins the election, and acknowledges
+// the task.
+func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, groupDone bool, log *slog.Logger) error {
 	var errs []error
 	for _, next := range sig.OnSuccess {
 		next = tasks.CopySignature(next)
@@ -158,45 +177,93 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 			errs = append(errs, fmt.Errorf("worker: send OnSuccess task %s of task %s: %w", next.UUID, sig.UUID, err))
 		}
 	}
-	if isChordMember && groupDone {
+	if sig.GroupUUID != "" && sig.ChordCallback != nil && groupDone {
 		if err := w.completeChordMember(ctx, sig, d); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		// Not acknowledged: the task's lease runs out and it runs again,
-		// sending what was not sent (what was sent is not sent twice).
+		// Not acknowledged: when the lease runs out, the worker that takes
+		// the task finds its committed outcome and sends what was not sent
+		// (what was sent is not sent twice).
 		return err
 	}
-	if d == nil {
-		log.Debug("task done")
-		return nil
-	}
-	if ackWithResult {
-		err = w.paired.AckSuccess(ctx, d, results)
-		if unstorable(err) {
-			return w.unstorableOr(ctx, sig, d, err, log)
+	if d != nil {
+		if err := w.p.Broker.Ack(ctx, d); err != nil {
+			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
 		}
-	} else {
-		err = w.p.Broker.Ack(ctx, d)
-	}
-	if err != nil {
-		return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
 	}
 	log.Debug("task done")
 	return nil
 }
 
-// unstorableOr handles err from writing sig's SUCCESS: results that cannot
-// be stored fail the task once, with the reason (running it again cannot
-// help); any other error is returned.
-func (w *Worker) unstorableOr(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, err error, log *slog.Logger) error {
-	if !unstorable(err) {
-		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
-	}
+// failUnstorable fails sig, whose results cannot be stored (a NaN, a
+// channel, a function...): running it again cannot help, so it fails once,
+// with the reason.
+func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, err error, log *slog.Logger) error {
 	msg := fmt.Sprintf("task results cannot be stored: %v", err)
 	w.reportError(errors.New(msg))
 	return w.fail(ctx, sig, d, msg, log)
+}
+
+// record makes state, the final state of sig, the outcome of its delivery d
+// and writes it, recording a group member in its group; it reports whether
+// sig's group completed with it. With a delivery, the outcome is committed
+// under d's lease before anything is written (in the same step, where the
+// broker is paired with the backend), so a worker that lost its lease
+// writes nothing. Without one (Process), the state is written as it is.
+func (w *Worker) record(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState) (bool, error) {
+	if d != nil && w.paired != nil {
+		return w.paired.WriteState(ctx, d, state, true)
+	}
+	if d != nil {
+		if err := w.p.Broker.Commit(ctx, d, state); err != nil {
+			return false, err
+		}
+	}
+	return w.writeState(ctx, sig, state)
+}
+
+// writeState writes state through the backend.
+func (w *Worker) writeState(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (bool, error) {
+	switch state.State {
+	case tasks.StateSuccess:
+		if sig.GroupUUID != "" && sig.ChordCallback != nil {
+			return w.p.Backend.CompleteGroupMember(ctx, sig, state.Results)
+		}
+		return false, w.p.Backend.SetStateSuccess(ctx, sig, state.Results)
+	case tasks.StateFailure:
+		return false, w.p.Backend.SetStateFailure(ctx, sig, state.Error)
+	default:
+		return false, fmt.Errorf("worker: record state %s of task %s: not a final state", state.State, sig.UUID)
+	}
+}
+
+// finishCommitted finishes a delivery whose outcome an earlier holder
+// committed and then stopped (it died, hung or lost Redis while writing the
+// state, sending callbacks or electing the chord's callback): the task is
+// not run again; its state is written again (the same write, now under this
+// delivery's lease) and what follows it is done.
+func (w *Worker) finishCommitted(ctx context.Context, d *brokers.Delivery, log *slog.Logger) error {
+	sig, out := d.Signature, d.Outcome
+	log.Info("finishing a task whose outcome an earlier worker committed", slog.String("state", out.State))
+	var groupDone bool
+	var err error
+	switch {
+	case w.paired != nil:
+		groupDone, err = w.paired.WriteState(ctx, d, out, false)
+	case !d.Lease.Valid():
+		return fmt.Errorf("worker: finish task %s: %w", sig.UUID, brokers.ErrLeaseLost)
+	default:
+		groupDone, err = w.writeState(ctx, sig, out)
+	}
+	if err != nil {
+		return fmt.Errorf("worker: write state %s of task %s: %w", out.State, sig.UUID, err)
+	}
+	if out.State == tasks.StateSuccess {
+		return w.afterSuccess(ctx, sig, d, out.Results, groupDone, log)
+	}
+	return w.afterFailure(ctx, sig, d, out.Error)
 }
 
 // completeChordMember sends the chord callback, sig's success having
@@ -231,7 +298,16 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 }
 
 func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, in time.Duration, cause error, log *slog.Logger) error {
-	if err := w.p.Backend.SetStateRetry(ctx, sig); err != nil {
+	var err error
+	switch {
+	case d != nil && w.paired != nil:
+		_, err = w.paired.WriteState(ctx, d, tasks.NewRetryTaskState(sig), false)
+	case d != nil && !d.Lease.Valid():
+		err = brokers.ErrLeaseLost
+	default:
+		err = w.p.Backend.SetStateRetry(ctx, sig)
+	}
+	if err != nil {
 		return fmt.Errorf("worker: write state RETRY of task %s: %w", sig.UUID, err)
 	}
 	at := time.Now().Add(in)
@@ -253,9 +329,16 @@ func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Del
 // callbacks, the chord's error callbacks, and the archive.
 func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string, log *slog.Logger) error {
 	log.Error("task failed", slog.String("error", msg))
-	if err := w.p.Backend.SetStateFailure(ctx, sig, msg); err != nil {
+	if _, err := w.record(ctx, sig, d, tasks.NewFailureTaskState(sig, msg)); err != nil {
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
+	return w.afterFailure(ctx, sig, d, msg)
+}
+
+// afterFailure does what follows sig's recorded failure with msg: it sends
+// the OnError callbacks, runs the chord's error path when sig wins its
+// election, and archives the task.
+func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string) error {
 	var errs []error
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {

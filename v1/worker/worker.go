@@ -260,6 +260,19 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	sig := d.Signature
 	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name), slog.String("queue", d.Queue))
 
+	if d.Outcome != nil {
+		if !r.claim(ownerSettling) || !d.Lease.Valid() {
+			return
+		}
+		sctx, cancel := detach(ctx)
+		defer cancel()
+		if err := w.finishCommitted(sctx, d, log); err != nil {
+			w.reportError(err)
+			log.Error("finishing task failed", slog.Any("error", err))
+		}
+		return
+	}
+
 	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
 	if err != nil {
 		if !r.claim(ownerSettling) || !d.Lease.Valid() {
@@ -271,7 +284,7 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 		return
 	}
 
-	results, runErr, permanent := w.run(ctx, sig, fn, log)
+	results, runErr, permanent := w.run(ctx, sig, d, fn, log)
 
 	if !r.claim(ownerSettling) {
 		log.Warn("task finished after the worker gave it up; its outcome is not recorded")

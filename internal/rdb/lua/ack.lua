@@ -5,18 +5,17 @@
 -- ARGV[2] fencing token
 -- ARGV[3] completed retention in ms (0: forget the task at once)
 --
--- Returns: 0 done; 2 the caller does not hold the lease.
+-- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
 -- Complexity: O(log L), plus O(log C) with retention.
-if redis.call("HGET", KEYS[1], "lease") ~= ARGV[2] then
+local now = now_ms()
+if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
 	return 2
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
 local keep = tonumber(ARGV[3])
 if keep > 0 then
-	local t = redis.call("TIME")
-	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 	redis.call("HSET", KEYS[1], "state", "completed")
-	redis.call("HDEL", KEYS[1], "lease")
+	redis.call("HDEL", KEYS[1], "lease", "outcome")
 	redis.call("PEXPIRE", KEYS[1], keep)
 	redis.call("ZADD", KEYS[3], now + keep, ARGV[1])
 else

@@ -9,15 +9,14 @@
 -- ARGV[5] maximum number of dead letters
 -- ARGV[6] task hash key prefix
 --
--- Returns: 0 done; 2 the caller does not hold the lease.
+-- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
 -- Complexity: O(log L + log A), plus O(T) for T dead letters trimmed.
-if redis.call("HGET", KEYS[1], "lease") ~= ARGV[2] then
+local now = now_ms()
+if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
 	return 2
 end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("HDEL", KEYS[1], "lease", "process_at")
+redis.call("HDEL", KEYS[1], "lease", "process_at", "outcome")
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now)
 redis.call("ZADD", KEYS[3], now, ARGV[1])
 local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[4]))

@@ -7,13 +7,13 @@
 -- ARGV[3] lease duration in ms
 -- ARGV[4..] N fencing tokens, one per task taken
 --
--- Returns: {expiry_ms, id1, msg1, retried1, recovered1, token1, id2, ...}; just
+-- Returns: {expiry_ms, id1, msg1, retried1, recovered1, token1, outcome1,
+-- id2, ...} (outcome: what an earlier holder committed, "" for none); just
 -- {expiry_ms} when the queue is paused or empty. The lease expiry is the
 -- server's time plus the duration. When tasks remain pending, a wake-up
 -- token is left for the next idle worker.
 -- Complexity: O(N log L) for L leased tasks.
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local expiry = now + tonumber(ARGV[3])
 local out = {expiry}
 if redis.call("EXISTS", KEYS[2]) == 1 then
@@ -27,7 +27,7 @@ for i = 1, n do
 	end
 	local key = ARGV[1] .. id
 	local token = ARGV[3 + i]
-	local fields = redis.call("HMGET", key, "msg", "retried", "recovered")
+	local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome")
 	if fields[1] then
 		redis.call("HSET", key, "state", "active", "lease", token)
 		redis.call("ZADD", KEYS[3], expiry, id)
@@ -36,6 +36,7 @@ for i = 1, n do
 		table.insert(out, fields[2] or "0")
 		table.insert(out, fields[3] or "0")
 		table.insert(out, token)
+		table.insert(out, fields[4] or "")
 	end
 	-- An id without a hash was deleted while pending: skip it.
 end

@@ -11,8 +11,7 @@
 -- or appears twice in ARGV; then nothing was written. A task whose id is
 -- archived replaces it.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks.
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local seen, archived = {}, {}
 for i = 2, #ARGV, 3 do
 	local id = ARGV[i]

@@ -6,16 +6,15 @@
 -- ARGV[3..] pairs: task id, fencing token
 --
 -- Returns: {expiry_ms, lost_id1, lost_id2, ...}: the new expiry, and the ids
--- whose lease the caller no longer holds (recovered and possibly leased to
--- another worker, or settled).
+-- whose lease the caller no longer holds (expired, recovered and possibly
+-- leased to another worker, or settled; lib/fence.lua).
 -- Complexity: O(N log L).
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local expiry = now + tonumber(ARGV[2])
 local out = {expiry}
 for i = 3, #ARGV, 2 do
 	local id, token = ARGV[i], ARGV[i + 1]
-	if redis.call("HGET", ARGV[1] .. id, "lease") == token then
+	if holds(ARGV[1] .. id, KEYS[1], id, token, now) then
 		redis.call("ZADD", KEYS[1], "XX", expiry, id)
 	else
 		table.insert(out, id)

@@ -8,8 +8,7 @@
 -- Returns: {moved, next_ms}: how many moved, and when the earliest task
 -- still waiting is due (-1: none).
 -- Complexity: O(N log S) for N tasks moved.
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local moved = 0
 for z = 1, 2 do
 	local ids = redis.call("ZRANGEBYSCORE", KEYS[z], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))

@@ -11,8 +11,7 @@
 --
 -- Returns: {recovered_id1, ..., "|", archived_id1, ...}.
 -- Complexity: O(N log L).
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
 local max = tonumber(ARGV[3])
 local recovered, archived = {}, {}

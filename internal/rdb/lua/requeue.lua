@@ -8,13 +8,14 @@
 -- Returns: {lost_id1, ...}, the ids whose lease the caller did not hold
 -- (left alone).
 -- Complexity: O(N log L).
+local now = now_ms()
 local lost = {}
 local moved = 0
 -- Walk backwards so that the tasks keep their order at the head.
 for i = #ARGV - 1, 2, -2 do
 	local id, token = ARGV[i], ARGV[i + 1]
 	local key = ARGV[1] .. id
-	if redis.call("HGET", key, "lease") == token then
+	if holds(key, KEYS[2], id, token, now) then
 		redis.call("ZREM", KEYS[2], id)
 		redis.call("HDEL", key, "lease")
 		redis.call("HSET", key, "state", "pending")

@@ -9,15 +9,14 @@
 --         pending at once)
 -- ARGV[5] error message
 --
--- Returns: 0 done; 2 the caller does not hold the lease.
+-- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
 -- Complexity: O(log L + log R).
-if redis.call("HGET", KEYS[1], "lease") ~= ARGV[2] then
+local now = now_ms()
+if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
 	return 2
 end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("HDEL", KEYS[1], "lease")
+redis.call("HDEL", KEYS[1], "lease", "outcome")
 redis.call("HSET", KEYS[1], "msg", ARGV[3], "error", ARGV[5], "failed_at", now)
 redis.call("HINCRBY", KEYS[1], "retried", 1)
 if tonumber(ARGV[4]) > now then

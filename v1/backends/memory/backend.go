@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -211,11 +212,6 @@ func (b *Backend) SetStateRetry(ctx context.Context, sig *tasks.Signature) error
 // SetStateSuccess writes the SUCCESS state of sig with a copy of results and,
 // when sig belongs to a group, records it in the group.
 func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
-	// Results must be storable as the Redis backend stores them, so that a
-	// program tested here behaves the same there.
-	if _, err := json.Marshal(results); err != nil {
-		return fmt.Errorf("memory backend: set state success of task %s: encode results: %w", sig.UUID, err)
-	}
 	return b.setState("set state success", sig, func(sig *tasks.Signature) *tasks.TaskState {
 		return tasks.NewSuccessTaskState(sig, copyResults(results))
 	})
@@ -241,20 +237,37 @@ func (b *Backend) SetStateFailure(ctx context.Context, sig *tasks.Signature, err
 // setState writes the state newState makes of sig, and records a final
 // state of a group member in its group.
 func (b *Backend) setState(op string, sig *tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) error {
+	_, err := b.WriteState(sig, newState(sig))
+	return err
+}
+
+// WriteState writes state, a state of sig, and records a final state of a
+// group member in its group; it returns how many members of the group have
+// finished (0 for a task that is no group member, or a state that is not
+// final). It is how the broker paired with this backend (brokers/memory's
+// NewPair) writes states under a task's lease.
+func (b *Backend) WriteState(sig *tasks.Signature, state *tasks.TaskState) (int, error) {
+	op := "set state " + strings.ToLower(state.State)
 	if err := checkSig(sig); err != nil {
-		return fmt.Errorf("memory backend: %s: %w", op, err)
+		return 0, fmt.Errorf("memory backend: %s: %w", op, err)
 	}
-	state := newState(sig)
+	if state.State == tasks.StateSuccess {
+		// Results must be storable as the Redis backend stores them, so
+		// that a program tested here behaves the same there.
+		if _, err := json.Marshal(state.Results); err != nil {
+			return 0, fmt.Errorf("memory backend: %s of task %s: encode results: %w", op, sig.UUID, err)
+		}
+	}
 	now, err := b.beginWrite(op)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer b.mu.Unlock()
 	b.putLocked(state, now)
-	if sig.GroupUUID != "" && state.IsCompleted() {
-		b.recordLocked(sig, state, now)
+	if sig.GroupUUID == "" || !state.IsCompleted() {
+		return 0, nil
 	}
-	return nil
+	return len(b.recordLocked(sig, state, now).finished), nil
 }
 
 // GetState returns a copy of the task's state, or an error wrapping
@@ -372,7 +385,7 @@ func (b *Backend) groupLocked(groupUUID string, now time.Time) *group {
 // recordLocked records the final state of the group member sig, creating
 // the group (expecting sig.GroupTaskCount members) when InitGroup was not
 // called.
-func (b *Backend) recordLocked(sig *tasks.Signature, state *tasks.TaskState, now time.Time) {
+func (b *Backend) recordLocked(sig *tasks.Signature, state *tasks.TaskState, now time.Time) *group {
 	g := b.groupLocked(sig.GroupUUID, now)
 	if g == nil {
 		g = newGroup()
@@ -385,6 +398,7 @@ func (b *Backend) recordLocked(sig *tasks.Signature, state *tasks.TaskState, now
 	}
 	g.finished[sig.UUID] = copyState(state)
 	b.touchLocked(g, now)
+	return g
 }
 
 // touchLocked notes a write to g: a group whose members have all finished

@@ -126,7 +126,7 @@ func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) err
 	if sig == nil {
 		return wrap(fmt.Errorf("set state started: %w", tasks.ErrNilSignature))
 	}
-	return wrap(b.store.WriteStateAsync(ctx, sig, tasks.NewStartedTaskState(sig)))
+	return wrap(b.store.SetStateAsync(ctx, sig, tasks.NewStartedTaskState(sig)))
 }
 
 // SetStateRetry writes the RETRY state of sig.
@@ -153,7 +153,7 @@ func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature,
 	if sig == nil || sig.GroupUUID == "" {
 		return false, fmt.Errorf("redisbackend: CompleteGroupMember of a task that is not a group member")
 	}
-	done, err := b.store.WriteState(ctx, sig, tasks.NewSuccessTaskState(sig, results))
+	done, err := b.store.SetState(ctx, sig, tasks.NewSuccessTaskState(sig, results))
 	if err != nil {
 		return false, wrap(err)
 	}
@@ -176,7 +176,7 @@ func (b *Backend) setState(ctx context.Context, op string, sig *tasks.Signature,
 	if sig == nil {
 		return wrap(fmt.Errorf("%s: %w", op, tasks.ErrNilSignature))
 	}
-	_, err := b.store.WriteState(ctx, sig, newState(sig))
+	_, err := b.store.SetState(ctx, sig, newState(sig))
 	return wrap(err)
 }
 

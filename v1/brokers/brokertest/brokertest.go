@@ -15,7 +15,8 @@
 // ctx that has already ended takes nothing even when tasks are pending; a
 // task whose lease ran out goes to the head of pending with Recovered+1,
 // and is archived once it would exceed MaxRecoveries, with a reason that
-// names recoveries and the limit; Requeue(d1, d2) puts d1 first at the head;
+// names recoveries and the limit; a lease past its expiry is refused even
+// before the recoverer takes the task back; Requeue(d1, d2) puts d1 first at the head;
 // ExtendLeases marks the lease of a settled or recovered delivery lost; an
 // archived task is deleted from the archive when its UUID is published
 // again; a closed broker fails blocked and later calls with ErrClosed.
@@ -78,6 +79,8 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) ifa
 		{"ListTasksPaging", testListTasksPaging},
 		{"PendingAndDelayedTasks", testPendingAndDelayedTasks},
 		{"Close", testClose},
+		{"ExpiredLeaseRefusedBeforeRecovery", testExpiredLeaseRefusedBeforeRecovery},
+		{"CommitTravelsToNextHolder", testCommitTravelsToNextHolder},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -164,3 +164,8 @@ func (b *Broker) Close() error {
 	b.once.Do(func() { close(b.closed) })
 	return nil
 }
+
+// Commit fails: the eager broker hands out no deliveries.
+func (b *Broker) Commit(ctx context.Context, d *iface.Delivery, outcome *tasks.TaskState) error {
+	return notHeld(d)
+}

@@ -4,9 +4,11 @@
 // A broker keeps, per queue, tasks that are pending (ready to run), scheduled
 // (waiting for their ETA), waiting for a retry, active (leased to a worker)
 // and archived (dead letters). The worker loop is: Fetch takes tasks under a
-// lease; ExtendLeases renews the leases while they run; then exactly one of
-// Ack, Retry, Archive or Requeue settles each task, and succeeds only if the
-// caller still holds its lease. A task whose lease runs out is returned to
+// lease; ExtendLeases renews the leases while they run; Commit records a
+// task's final outcome before the worker writes anything that others see;
+// then exactly one of Ack, Retry, Archive or Requeue settles each task. Each
+// of these succeeds only while the caller holds the lease: the broker
+// checks the lease's fencing token and its expiry. A task whose lease runs out is returned to
 // pending by the broker's recoverer (see Config.MaxRecoveries), so a worker
 // that dies loses nothing.
 //
@@ -47,6 +49,17 @@ type Broker interface {
 	// the broker no longer grants has its Lease marked lost; that is not an
 	// error. An error means the renewal could not be made at all.
 	ExtendLeases(ctx context.Context, deliveries ...*Delivery) error
+
+	// Commit records outcome, the final state (SUCCESS or FAILURE) of d's
+	// task, in the task, only while the caller holds d's lease; otherwise it
+	// fails with ErrLeaseLost and writes nothing. A committed task does not
+	// run again: if its lease ends before it is settled (its worker died
+	// while writing the state, sending callbacks or electing a chord's
+	// callback), the worker that takes it next finds outcome in
+	// Delivery.Outcome and finishes that work instead. The worker commits
+	// before any write that other parts of the system see, so a worker that
+	// lost its lease changes nothing.
+	Commit(ctx context.Context, d *Delivery, outcome *tasks.TaskState) error
 
 	// Ack settles a task that is done: the broker forgets it (or keeps it
 	// for the completed retention, where configured).
@@ -98,6 +111,9 @@ type Delivery struct {
 	Retried int
 	// Recovered counts the times the task came back because its lease ran out.
 	Recovered int
+	// Outcome is what an earlier holder of the task committed (see
+	// Broker.Commit), or nil: the task is not to be run, only finished.
+	Outcome *tasks.TaskState
 }
 
 // TaskStatus says where in a queue a task is.

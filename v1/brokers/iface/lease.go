@@ -59,11 +59,17 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 // goroutine waiting on Done.
 func (l *Lease) Context() context.Context { return l.ctx }
 
-// Valid reports whether the lease has not been lost. A released lease stays
-// valid: releasing means the task was settled while the lease was held.
+// Valid reports whether the lease is held: not lost, and its expiry not
+// reached by the clock (a lease whose expiry passed is lost at that moment,
+// even if the timer that marks it has not fired yet, as when the process
+// was paused). A released lease stays valid: releasing means the task was
+// settled while the lease was held.
 func (l *Lease) Valid() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.lost && !l.released && !time.Now().Before(l.expiresAt) {
+		l.loseLocked()
+	}
 	return !l.lost
 }
 

@@ -30,6 +30,14 @@ type StateBroker interface {
 	// d's task must not be a group member, whose result is recorded in its
 	// group's bookkeeping.
 	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult) error
+
+	// WriteState writes state, a state of d's task, in one step and only
+	// while the caller holds d's lease (else ErrLeaseLost, and nothing is
+	// written); with commit it also records state as the task's outcome,
+	// as Commit does. A final state of a group member is recorded in its
+	// group's bookkeeping in the same step, and groupDone reports whether
+	// the group has completed with it.
+	WriteState(ctx context.Context, d *Delivery, state *tasks.TaskState, commit bool) (groupDone bool, err error)
 }
 
 // Paired returns broker as a StateBroker when it is paired with backend.

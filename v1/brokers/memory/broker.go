@@ -73,6 +73,8 @@ type task struct {
 	token          string    // active: the fencing token of its lease
 	leaseExpiresAt time.Time // active: when the lease ends unless extended
 
+	outcome *tasks.TaskState // what a holder committed (Commit), or nil
+
 	lastError    string
 	lastFailedAt time.Time
 	archivedAt   time.Time
@@ -265,6 +267,7 @@ func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
 				Lease:     iface.NewLease(t.token, t.leaseExpiresAt),
 				Retried:   t.retried,
 				Recovered: t.recovered,
+				Outcome:   copyState(t.outcome),
 			})
 		}
 		if len(out) == max {
@@ -289,7 +292,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, deliveries ...*iface.Delivery
 		if d == nil || d.Lease == nil {
 			continue
 		}
-		t := b.leases[d.Lease.Token()]
+		t := b.heldLocked(d)
 		if t == nil {
 			d.Lease.Lose()
 			continue
@@ -310,11 +313,42 @@ func (b *Broker) holdsLocked(op string, d *iface.Delivery) error {
 	if d == nil || d.Lease == nil {
 		return fmt.Errorf("memory broker: %s: delivery without a lease", op)
 	}
-	if b.leases[d.Lease.Token()] == nil {
+	if b.heldLocked(d) == nil {
 		d.Lease.Lose()
 		return fmt.Errorf("memory broker: %s task %s: %w", op, d.Signature.UUID, iface.ErrLeaseLost)
 	}
 	return nil
+}
+
+// heldLocked returns the active task whose lease d holds: d's token, and
+// the lease not expired (even if the recoverer has not taken it back yet).
+func (b *Broker) heldLocked(d *iface.Delivery) *task {
+	t := b.leases[d.Lease.Token()]
+	if t == nil || !time.Now().Before(t.leaseExpiresAt) {
+		return nil
+	}
+	return t
+}
+
+// Commit records outcome in d's task, only while d holds its lease.
+func (b *Broker) Commit(ctx context.Context, d *iface.Delivery, outcome *tasks.TaskState) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.holdsLocked("commit", d); err != nil {
+		return err
+	}
+	b.heldLocked(d).outcome = copyState(outcome)
+	return nil
+}
+
+// copyState returns a copy of s (its results shared: they are not changed),
+// or nil.
+func copyState(s *tasks.TaskState) *tasks.TaskState {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	return &c
 }
 
 // settleLocked returns the active task that d holds the lease of, or an
@@ -326,7 +360,7 @@ func (b *Broker) settleLocked(op string, d *iface.Delivery) (*task, error) {
 	if d == nil || d.Lease == nil {
 		return nil, fmt.Errorf("memory broker: %s: delivery without a lease", op)
 	}
-	t := b.leases[d.Lease.Token()]
+	t := b.heldLocked(d)
 	if t == nil {
 		d.Lease.Lose()
 		uuid := ""
@@ -371,6 +405,7 @@ func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, err
 	}
 	t.lastError, t.lastFailedAt = errMsg, now
 	t.retried++
+	t.outcome = nil
 	q := b.queues[t.queue]
 	if at.After(now) {
 		b.scheduleLocked(q, t, iface.StatusRetry, at)
@@ -531,6 +566,7 @@ func (b *Broker) due(t *task, gen uint64) {
 // queue's archive, and trims the archive.
 func (b *Broker) archiveLocked(t *task, reason string, now time.Time) {
 	delete(b.held, t.uuid)
+	t.outcome = nil
 	t.status = iface.StatusArchived
 	t.lastError, t.lastFailedAt, t.archivedAt = reason, now, now
 	q := b.queues[t.queue]

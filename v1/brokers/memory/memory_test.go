@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/brokers/memory"
@@ -79,4 +80,13 @@ func TestNilConfig(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].UUID != "task_x" {
 		t.Fatalf(`GetPendingTasks("") = %v, %v; want task_x from the default queue`, got, err)
 	}
+}
+
+func TestConformancePaired(t *testing.T) {
+	t.Parallel()
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend) {
+		b, be := memory.NewPair(memory.OptionsFrom(cnf))
+		t.Cleanup(func() { _ = b.Close(); _ = be.Close() })
+		return b, be
+	})
 }

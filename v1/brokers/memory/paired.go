@@ -63,3 +63,26 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 	d.Lease.Release()
 	return nil
 }
+
+// WriteState writes state to the paired backend (recording a group
+// member's final state in its group) and, with commit, records it as the
+// task's outcome, under the broker's lock and only while d's lease holds.
+func (b *Broker) WriteState(ctx context.Context, d *iface.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
+	if b.backend == nil {
+		return false, fmt.Errorf("memory broker: write state: no paired backend")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.holdsLocked("write state", d); err != nil {
+		return false, err
+	}
+	finished, err := b.backend.WriteState(d.Signature, state)
+	if err != nil {
+		return false, err
+	}
+	if commit {
+		b.heldLocked(d).outcome = copyState(state)
+	}
+	sig := d.Signature
+	return sig.GroupUUID != "" && finished >= sig.GroupTaskCount, nil
+}

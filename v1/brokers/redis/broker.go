@@ -300,3 +300,24 @@ func (b *Broker) Close() error {
 	}
 	return nil
 }
+
+// Commit records the task's outcome, only if the caller holds the lease.
+func (b *Broker) Commit(ctx context.Context, d *iface.Delivery, outcome *tasks.TaskState) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.Commit(ctx, d, outcome))
+}
+
+// WriteState writes a state of the task (and records it as its outcome with
+// commit) in one script, only if the caller holds the lease.
+func (b *Broker) WriteState(ctx context.Context, d *iface.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
+	if err := b.checkOpen(); err != nil {
+		return false, err
+	}
+	finished, err := b.store.WriteState(ctx, d, state, commit)
+	if err != nil {
+		return false, wrap(err)
+	}
+	return d.Signature.GroupUUID != "" && finished >= int64(d.Signature.GroupTaskCount), nil
+}

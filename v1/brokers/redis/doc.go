@@ -42,15 +42,30 @@
 //     each id whose lease field still holds the worker's token, and reports
 //     the others as lost. A worker that cannot reach Redis keeps its lease
 //     only until the local expiry.
-//  3. Ack, retry, archive and requeue each check the token first, in the
-//     same script that moves the task: a worker whose lease was taken over
-//     (the fencing token no longer matches) changes nothing and is told
-//     ErrLeaseLost. Ack deletes the hash (or keeps it for
+//  3. Every write a worker makes about a task checks its lease first, in
+//     the same script (internal/rdb/lua/lib/fence.lua): the hash's lease
+//     field must hold the worker's token and the lease zset's score must be
+//     in the future by Redis's clock, so a worker whose lease was taken
+//     over, or merely ran out while the worker was paused and before the
+//     recoverer came, changes nothing and is told ErrLeaseLost.
+//  4. Before a worker writes anything others see about a finished task
+//     (its state, its group's record, callbacks, a chord's election), it
+//     commits the outcome (SUCCESS or FAILURE, with results or error) into
+//     the task's hash under its lease. On a single server the same script
+//     also writes the state and the group record (commit.lua); on Redis
+//     Cluster those keys are in other slots, and the worker writes them
+//     after the commit succeeded. A worker that loses its lease after
+//     committing, before settling, leaves the outcome behind: the worker
+//     that takes the task next does not run it, but writes the committed
+//     state again and sends what follows it. A task whose only follow-up
+//     is its result is acknowledged with the result in one script
+//     (ack_success.lua) on a single server.
+//  5. Ack, retry, archive and requeue settle the task. Ack deletes the hash (or keeps it for
 //     CompletedRetention); retry moves the id to the retry zset with the
 //     updated message; archive moves it to the archived zset with the
 //     reason, trimming dead letters older than ArchiveMaxAge or beyond
 //     ArchiveMaxSize; requeue puts it back at the head of pending.
-//  4. A recoverer in each worker process runs every RecoverInterval: ids
+//  6. A recoverer in each worker process runs every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the
 //     archive with that reason. A recovery is not a failure of the task's
@@ -67,7 +82,8 @@
 //
 // At least once: a task is removed only by the acknowledgement of the worker
 // that holds its lease, after the worker has sent its callbacks and written
-// its result (on a single server, in the acknowledgement's own script). A
+// its result; a task whose outcome was committed is finished, not run
+// again. A
 // task id is unique within its queue while the task is held: publishing it
 // again fails with ErrDuplicateTask. A task that runs again after a
 // recovery may send its callbacks again: one still queued is refused so,

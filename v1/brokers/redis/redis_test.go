@@ -11,7 +11,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
@@ -255,4 +258,20 @@ func TestWakeUpTokenIsPassedOnWhenNotUsed(t *testing.T) {
 	if n, err := client.LLen(ctx, prefix+":{B}:notify").Result(); err != nil || n != 1 {
 		t.Fatalf("B's wake-up tokens after the fetch: %d, %v; want the token put back", n, err)
 	}
+}
+
+// On one server the broker writes the backend's states under the task's
+// lease.
+func TestConformancePairedStandalone(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend) {
+		cnf.Redis.KeyPrefix = strings.TrimSuffix(srv.Prefix(t), ":")
+		store := rdb.New(client, rdb.OptionsFrom(cnf), false)
+		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
+		be := redisbackend.New(store, redisbackend.Options{})
+		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
+		return b, be
+	})
 }

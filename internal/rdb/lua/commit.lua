@@ -1,0 +1,34 @@
+-- commit: while the caller holds a task's lease, record its outcome in the
+-- task, write its state, and record a group member's final state in its
+-- group; all of it or, for a caller whose lease is gone, nothing.
+--
+-- KEYS[1] task hash   KEYS[2] lease zset
+-- KEYS[3] the task's state hash (optional: on a single server only)
+-- KEYS[4] group hash   KEYS[5] done hash   KEYS[6] order list (optional: a
+--         group member's final state)
+-- ARGV[1] task id
+-- ARGV[2] fencing token
+-- ARGV[3] the outcome to record in the task (JSON TaskState); "" for none
+-- ARGV[4] state TTL in ms
+-- ARGV[5] created_at (RFC 3339), for a state or group that has none
+-- ARGV[6] the group's task count
+-- ARGV[7] TTL of a completed group in ms   ARGV[8] TTL of an unfinished one
+-- ARGV[9..] state field, value pairs (with KEYS[3])
+--
+-- Returns: {0, finished}: done, and how many members of the group have
+-- finished (0 without a group); {2}: the caller does not hold the lease.
+-- Complexity: O(log L).
+if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now_ms()) then
+	return {2}
+end
+if ARGV[3] ~= "" then
+	redis.call("HSET", KEYS[1], "outcome", ARGV[3])
+end
+local finished = 0
+if #KEYS >= 3 then
+	write_state(KEYS[3], ARGV[4], ARGV[5], 9)
+end
+if #KEYS >= 6 then
+	finished = record_member(KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3], ARGV[6], ARGV[5], ARGV[7], ARGV[8])
+end
+return {0, finished}

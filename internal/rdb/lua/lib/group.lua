@@ -1,0 +1,22 @@
+-- record_member records the final state of a group member in its group's
+-- bookkeeping (group hash, done hash, order list), creating it when
+-- InitGroup was not called, and sets how long the group's keys live. A
+-- member that finishes again (it ran again) replaces its state and keeps
+-- its place in the order list, so it counts once. It returns how many
+-- members have finished.
+local function record_member(meta, done, order, id, state, count, created_at, ttl_done, ttl_running)
+	if redis.call("HSET", done, id, state) == 1 then
+		redis.call("RPUSH", order, id)
+	end
+	redis.call("HSETNX", meta, "count", count)
+	redis.call("HSETNX", meta, "created_at", created_at)
+	local finished = redis.call("HLEN", done)
+	local ttl = ttl_running
+	if finished >= tonumber(redis.call("HGET", meta, "count")) then
+		ttl = ttl_done
+	end
+	redis.call("PEXPIRE", meta, ttl)
+	redis.call("PEXPIRE", done, ttl)
+	redis.call("PEXPIRE", order, ttl)
+	return finished
+end

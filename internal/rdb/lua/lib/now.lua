@@ -1,0 +1,5 @@
+-- now_ms returns the server's time in ms since the epoch.
+local function now_ms()
+	local t = redis.call("TIME")
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end

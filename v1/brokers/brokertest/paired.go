@@ -1,0 +1,145 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// ExercisePaired runs the conformance suite of brokers paired with their
+// result backend (iface.StateBroker): the memory pair, and the Redis broker
+// and backend on one server. newPair returns a broker and the backend it is
+// paired with, configured by cnf (through WithDefaults), closed by newPair's
+// own t.Cleanup.
+//
+// What it fixes: every write a worker makes under a task's lease (its
+// SUCCESS with the acknowledgement, a committed SUCCESS or FAILURE, a
+// group member's record in its group, RETRY, STARTED) is refused whole once
+// the lease is gone, and made whole while it is held.
+func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend)) {
+	t.Helper()
+	t.Run("StaleHolderWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		testStaleHolderWritesNothing(t, newPair)
+	})
+}
+
+func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend)) {
+	cnf := (&config.Config{
+		DefaultQueue:    queueName(t, "default"),
+		LeaseDuration:   time.Second,
+		RecoverInterval: 50 * time.Millisecond,
+	}).WithDefaults()
+	b, be := newPair(t, cnf)
+	if !b.PairedWith(be) {
+		t.Fatal("PairedWith(its own backend) = false")
+	}
+	ctx := context.Background()
+	q := queueName(t, "q")
+	plain := newSig(q, "add")
+	groupUUID := "group_" + uuid.NewString()
+	member, other := newSig(q, "part"), newSig(q, "part")
+	for _, m := range []*tasks.Signature{member, other} {
+		m.GroupUUID, m.GroupTaskCount = groupUUID, 2
+		m.ChordCallback = &tasks.Signature{UUID: "chord_" + uuid.NewString(), Name: "sum", RoutingKey: q}
+	}
+	must(t, "InitGroup", be.InitGroup(ctx, groupUUID, []string{member.UUID, other.UUID}))
+	must(t, "PublishPending", b.PublishPending(ctx, plain, member))
+	wantState(t, be, plain.UUID, tasks.StatePending)
+
+	stale := fetch(t, b, []string{q}, 2)
+	for _, d := range stale {
+		waitDone(t, d.Lease, "unrenewed lease")
+	}
+	eventually(t, "both tasks recovered", func() bool { return queueInfo(t, b, q).Pending == 2 })
+	fresh := fetch(t, b, []string{q}, 2)
+	byUUID := func(ds []*iface.Delivery, id string) *iface.Delivery {
+		for _, d := range ds {
+			if d.Signature.UUID == id {
+				return d
+			}
+		}
+		t.Fatalf("no delivery of task %s", id)
+		return nil
+	}
+	stalePlain, staleMember := byUUID(stale, plain.UUID), byUUID(stale, member.UUID)
+
+	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
+	wantLeaseLost(t, "stale AckSuccess", b.AckSuccess(ctx, stalePlain, results), stalePlain)
+	for _, w := range []struct {
+		what   string
+		state  *tasks.TaskState
+		commit bool
+	}{
+		{"committed SUCCESS", tasks.NewSuccessTaskState(plain, results), true},
+		{"committed FAILURE", tasks.NewFailureTaskState(plain, "boom"), true},
+		{"RETRY", tasks.NewRetryTaskState(plain), false},
+		{"STARTED", tasks.NewStartedTaskState(plain), false},
+	} {
+		_, err := b.WriteState(ctx, stalePlain, w.state, w.commit)
+		wantLeaseLost(t, "stale holder's "+w.what, err, stalePlain)
+	}
+	_, err := b.WriteState(ctx, staleMember, tasks.NewSuccessTaskState(member, results), true)
+	wantLeaseLost(t, "stale chord member's SUCCESS", err, staleMember)
+	_, err = b.WriteState(ctx, staleMember, tasks.NewFailureTaskState(member, "boom"), true)
+	wantLeaseLost(t, "stale chord member's FAILURE", err, staleMember)
+
+	wantState(t, be, plain.UUID, tasks.StatePending)
+	wantState(t, be, member.UUID, tasks.StatePending)
+	if done, err := be.GroupCompleted(ctx, groupUUID, 1); err != nil || done {
+		t.Fatalf("GroupCompleted(1 member) after the stale writes: %t, %v; want false (nothing recorded)", done, err)
+	}
+	for _, d := range fresh {
+		if d.Outcome != nil {
+			t.Fatalf("delivery of %s after the stale writes carries Outcome %+v, want none", d.Signature.UUID, d.Outcome)
+		}
+	}
+
+	// The holders' writes land whole.
+	freshPlain, freshMember := byUUID(fresh, plain.UUID), byUUID(fresh, member.UUID)
+	groupDone, err := b.WriteState(ctx, freshMember, tasks.NewSuccessTaskState(member, results), true)
+	if err != nil || groupDone {
+		t.Fatalf("holder's chord member SUCCESS: groupDone %t, %v; want false (1 of 2), nil", groupDone, err)
+	}
+	wantState(t, be, member.UUID, tasks.StateSuccess)
+	states, err := be.GroupTaskStates(ctx, groupUUID, 2)
+	if err != nil || len(states) != 2 || states[0].State != tasks.StateSuccess || states[1].State != tasks.StatePending {
+		t.Fatalf("GroupTaskStates after the holder's write: %v, %v; want [SUCCESS PENDING]", describeStates(states), err)
+	}
+	must(t, "holder's AckSuccess", b.AckSuccess(ctx, freshPlain, results))
+	st := wantState(t, be, plain.UUID, tasks.StateSuccess)
+	if len(st.Results) != 1 || fmt.Sprint(st.Results[0].Value) != "7" {
+		t.Fatalf("holder's result: %+v, want int64 7", st.Results)
+	}
+	ack(t, b, freshMember)
+	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+// wantState checks the state of task id and returns it.
+func wantState(t *testing.T, be backends.Backend, id, want string) *tasks.TaskState {
+	t.Helper()
+	st, err := be.GetState(context.Background(), id)
+	if err != nil {
+		t.Fatalf("GetState(%s): %v", id, err)
+	}
+	if st.State != want {
+		t.Fatalf("state of %s = %s, want %s", id, st.State, want)
+	}
+	return st
+}
+
+func describeStates(states []*tasks.TaskState) []string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = st.State
+	}
+	return out
+}
