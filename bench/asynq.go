@@ -106,3 +106,28 @@ func (d *asynqDriver) Outstanding(ctx context.Context) (int, error) {
 	}
 	return qi.Pending + qi.Active + qi.Scheduled + qi.Retry, nil
 }
+
+// asynqIdleWorker starts the idle workload's server: asynq.NewServer at
+// addr with Queues (weight 1 each), concurrency idleConcurrency, the other
+// settings their defaults. fetching is called once the server has started
+// (its processor then fetches at once). failed never receives: asynq does
+// not say when its server stops by itself.
+func asynqIdleWorker(addr string, queues []string, fetching func()) (stop func(), failed <-chan error, err error) {
+	weights := make(map[string]int, len(queues))
+	for _, q := range queues {
+		weights[q] = 1
+	}
+	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: addr}, asynq.Config{
+		Concurrency: idleConcurrency,
+		Queues:      weights,
+		Logger:      nopLogger{},
+		LogLevel:    asynq.FatalLevel,
+	})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(taskNoop, func(context.Context, *asynq.Task) error { return nil })
+	if err := srv.Start(mux); err != nil {
+		return nil, nil, fmt.Errorf("start asynq server: %w", err)
+	}
+	fetching()
+	return srv.Shutdown, nil, nil
+}

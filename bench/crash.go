@@ -101,13 +101,21 @@ type child struct {
 // startWorkerProcess starts this program as lib's worker process and waits
 // until it says it is ready.
 func startWorkerProcess(ctx context.Context, lib, addr string) (*child, error) {
+	return startChild(ctx, lib+" worker process",
+		envWorkerLib+"="+lib, envWorkerRedis+"="+addr, envWorkerConc+"="+strconv.Itoa(crashConcurrency))
+}
+
+// startChild starts this program again with env added to its environment
+// (the variables that make it a worker process) and waits until it prints
+// "ready". The child is in children until it exits, and dies with this
+// program; what names it in errors.
+func startChild(ctx context.Context, what string, env ...string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(),
-		envWorkerLib+"="+lib, envWorkerRedis+"="+addr, envWorkerConc+"="+strconv.Itoa(crashConcurrency))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -151,10 +159,10 @@ func startWorkerProcess(ctx context.Context, lib, addr string) (*child, error) {
 			return c, nil
 		}
 		c.kill()
-		return nil, fmt.Errorf("%s worker process exited before it was ready", lib)
+		return nil, fmt.Errorf("%s exited before it was ready", what)
 	case <-time.After(30 * time.Second):
 		c.kill()
-		return nil, fmt.Errorf("%s worker process not ready in 30 s", lib)
+		return nil, fmt.Errorf("%s not ready in 30 s", what)
 	case <-ctx.Done():
 		c.kill()
 		return nil, ctx.Err()

@@ -152,3 +152,41 @@ func machinistInt(vals []reflect.Value, err error) (int64, error) {
 	}
 	return vals[0].Int(), nil
 }
+
+// machinistIdleWorker starts the idle workload's server: the Redis broker
+// and result backend at addr, the other settings their defaults, and one
+// worker of concurrency idleConcurrency on queues (weight 1 each). fetching
+// is called before every fetch. stop quits the worker and closes the
+// server; failed receives why the worker stopped if it stops by itself.
+func machinistIdleWorker(addr string, queues []string, fetching func()) (stop func(), failed <-chan error, err error) {
+	url := "redis://" + addr
+	s, err := machinist.NewServer(&config.Config{
+		Broker:        url,
+		ResultBackend: url,
+		NoUnixSignals: true, // the worker process handles SIGTERM itself
+		Logger:        slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("machinist server: %w", err)
+	}
+	if err := s.RegisterTask(taskNoop, func() error { return nil }); err != nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("register %s: %w", taskNoop, err)
+	}
+	weights := make(map[string]int, len(queues))
+	for _, q := range queues {
+		weights[q] = 1
+	}
+	w := s.NewQueuesWorker("bench-idle", idleConcurrency, weights, false)
+	w.SetPreConsumeHandler(func(*machinist.Worker) bool {
+		fetching()
+		return true
+	})
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	return func() {
+		w.Quit()
+		<-errs
+		s.Close()
+	}, errs, nil
+}

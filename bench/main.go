@@ -23,9 +23,17 @@ import (
 
 // allWorkloads in the order they run (redis-benchmark last, so that its
 // 200,000 keys and 50 connections never precede a library's run).
-var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "crash", "ceiling"}
+var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "crash", "idle", "ceiling"}
 
 func main() {
+	if lib := os.Getenv(envIdleWorker); lib != "" {
+		queues, _ := strconv.Atoi(os.Getenv(envIdleQueues))
+		if err := idleWorkerMain(lib, os.Getenv(envWorkerRedis), queues); err != nil {
+			fmt.Fprintln(os.Stderr, "idle worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if lib := os.Getenv(envWorkerLib); lib != "" {
 		conc, _ := strconv.Atoi(os.Getenv(envWorkerConc))
 		if err := workerMain(lib, os.Getenv(envWorkerRedis), conc); err != nil {
@@ -45,6 +53,8 @@ func run() int {
 	retries := flag.Int("retries", 2, "times to repeat a run during which other processes took 5% or more of the CPUs")
 	jsonPath := flag.String("json", "", "also write the JSON lines to this file")
 	mdPath := flag.String("md", "", "also write the Markdown report to this file")
+	idleProcs := flag.Int("idle-procs", 10, "idle workload: worker processes")
+	idleQueues := flag.Int("idle-queues", 10, "idle workload: queues each worker consumes")
 	flag.Parse()
 
 	workloads, err := pick("-only", *only, allWorkloads)
@@ -59,6 +69,10 @@ func run() int {
 	}
 	if *reps < 1 || *n < 1 {
 		fmt.Fprintln(os.Stderr, "-reps and -n must be at least 1")
+		return 2
+	}
+	if *idleProcs < 1 || *idleQueues < 1 {
+		fmt.Fprintln(os.Stderr, "-idle-procs and -idle-queues must be at least 1")
 		return 2
 	}
 
@@ -105,8 +119,10 @@ func run() int {
 	rep := newReporter(outs...)
 	b := &bench{
 		redis: rs, rep: rep, n: *n, log: os.Stderr,
-		wantE2E:  slices.Contains(workloads, "e2e"),
-		wantCost: slices.Contains(workloads, "cost"),
+		wantE2E:   slices.Contains(workloads, "e2e"),
+		wantCost:  slices.Contains(workloads, "cost"),
+		retries:   *retries,
+		idleProcs: *idleProcs, idleQueues: *idleQueues,
 	}
 	in, _ := rs.info(ctx)
 	version := libraryVersion() // now, close to when go run built it
@@ -137,6 +153,16 @@ func run() int {
 			case "crash":
 				fmt.Fprintf(os.Stderr, "crash rep %d (%s side by side)\n", r, strings.Join(libs, ", "))
 				b.crash(ctx, libs, r)
+			case "idle":
+				// Not through runQuietly: the worker processes are this
+				// program's own; idle measures what else ran in its window.
+				for _, lib := range libs {
+					if ctx.Err() != nil {
+						break
+					}
+					fmt.Fprintf(os.Stderr, "idle %s rep %d (%d processes × %d queues)\n", lib, r, *idleProcs, *idleQueues)
+					b.idle(ctx, lib, r)
+				}
 			default:
 				for _, lib := range libs {
 					if ctx.Err() != nil {

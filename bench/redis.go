@@ -174,3 +174,54 @@ func (r *redisServer) info(ctx context.Context) (info, error) {
 	in.cpuSeconds = sys + user
 	return in, nil
 }
+
+// counters is a snapshot of the cumulative INFO figures the idle workload
+// takes the difference of; nothing is reset.
+type counters struct {
+	calls      map[string]int64 // commandstats calls by command, the benchmark's own INFO and CONFIG left out
+	own        int64            // commandstats calls of the benchmark's own INFO and CONFIG
+	processed  int64            // total_commands_processed
+	cpuSeconds float64          // used_cpu_sys + used_cpu_user
+}
+
+// ownCommand reports whether a commandstats entry is the benchmark's own
+// (INFO, CONFIG RESETSTAT) rather than a library's.
+func ownCommand(name string) bool {
+	return name == "info" || name == "config" || strings.HasPrefix(name, "config|")
+}
+
+func (r *redisServer) counters(ctx context.Context) (counters, error) {
+	s, err := r.client.Info(ctx, "commandstats", "stats", "cpu").Result()
+	if err != nil {
+		return counters{}, fmt.Errorf("INFO: %w", err)
+	}
+	c := counters{calls: map[string]int64{}}
+	var sys, user float64
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := cmdstatCalls.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			if ownCommand(m[1]) {
+				c.own += n
+			} else {
+				c.calls[m[1]] = n
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "total_commands_processed":
+			c.processed, _ = strconv.ParseInt(v, 10, 64)
+		case "used_cpu_sys":
+			sys, _ = strconv.ParseFloat(v, 64)
+		case "used_cpu_user":
+			user, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	c.cpuSeconds = sys + user
+	return c, nil
+}

@@ -25,6 +25,9 @@ type bench struct {
 	log      io.Writer // progress
 	wantCost bool      // the cost figures are taken from the e2e run at concurrency 100
 	wantE2E  bool
+	retries  int // times to repeat a measurement other processes disturbed
+
+	idleProcs, idleQueues int // the idle workload's worker processes and queues each
 }
 
 // add records one repetition's result.
