@@ -199,7 +199,7 @@ func TestGracefulShutdownRequeuesUnfinished(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
 		s := bareServer(t, p, func(c *config.Config) { c.ShutdownTimeout = 50 * time.Millisecond })
 		started := make(chan struct{}, 1)
-		var cancelled atomic.Bool
+		cancelled := make(chan struct{})
 		var runs atomic.Int32
 		s.RegisterTask("long", func(ctx context.Context) (string, error) {
 			if runs.Add(1) > 1 {
@@ -207,7 +207,7 @@ func TestGracefulShutdownRequeuesUnfinished(t *testing.T) {
 			}
 			started <- struct{}{}
 			<-ctx.Done()
-			cancelled.Store(true)
+			close(cancelled)
 			return "", ctx.Err()
 		})
 		ctx := testCtx(t)
@@ -220,7 +220,11 @@ func TestGracefulShutdownRequeuesUnfinished(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("graceful stop: %v", err)
 		}
-		if !cancelled.Load() {
+		// Quit returns once the task is cancelled and requeued; the task's
+		// goroutine sees the cancellation in its own time.
+		select {
+		case <-cancelled:
+		case <-time.After(10 * time.Second):
 			t.Fatal("the unfinished task's context was not cancelled after ShutdownTimeout")
 		}
 		pending, err := s.GetBroker().GetPendingTasks("")

@@ -20,6 +20,8 @@ import (
 //	<prefix>:{<queue>}:completed    zset of completed task ids by expiry (ms)
 //	<prefix>:{<queue>}:paused       exists while the queue is paused
 //	<prefix>:{<queue>}:notify       list of wake-up tokens for idle workers
+//	<prefix>:{<queue>}:maintainer   string: the id of the process that runs
+//	                                the queue's forwarder and recoverer
 //	<prefix>:{<queue>}:t:<task id>  hash: msg, state, lease, retried,
 //	                                recovered, error, failed_at, process_at
 //	<prefix>:state:<task id>        hash: state, name, results, error, created_at
@@ -34,7 +36,7 @@ type keys struct {
 
 // queueKeys are the keys of one queue.
 type queueKeys struct {
-	pending, lease, scheduled, retry, archived, completed, paused, notify string
+	pending, lease, scheduled, retry, archived, completed, paused, notify, maintainer string
 	// task is the prefix of the task hashes: task + id.
 	task string
 }
@@ -58,15 +60,16 @@ func (k *keys) queue(name string) *queueKeys {
 	}
 	base := k.prefix + ":{" + name + "}:"
 	qk := &queueKeys{
-		pending:   base + "pending",
-		lease:     base + "lease",
-		scheduled: base + "scheduled",
-		retry:     base + "retry",
-		archived:  base + "archived",
-		completed: base + "completed",
-		paused:    base + "paused",
-		notify:    base + "notify",
-		task:      base + "t:",
+		pending:    base + "pending",
+		lease:      base + "lease",
+		scheduled:  base + "scheduled",
+		retry:      base + "retry",
+		archived:   base + "archived",
+		completed:  base + "completed",
+		paused:     base + "paused",
+		notify:     base + "notify",
+		maintainer: base + "maintainer",
+		task:       base + "t:",
 	}
 	k.cache.Store(name, qk)
 	return qk

@@ -54,3 +54,23 @@ func (s *Store) Recover(ctx context.Context, q string) (recovered, archived []st
 	}
 	return recovered, archived, len(res)-1 >= recoverBatch, nil
 }
+
+// Elect makes holder the maintainer of queue q for term, or renews its
+// term, and reports whether holder is the maintainer: the one process that
+// runs q's forwarder and recoverer, so that the maintenance of a queue
+// costs the same however many processes consume it.
+func (s *Store) Elect(ctx context.Context, q, holder string, term time.Duration) (bool, error) {
+	won, err := electScript.Run(ctx, s.client, []string{s.keys.queue(q).maintainer}, holder, term.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("elect the maintainer of queue %s: %w", q, err)
+	}
+	return won == 1, nil
+}
+
+// Resign ends holder's term as the maintainer of queue q, if it has it.
+func (s *Store) Resign(ctx context.Context, q, holder string) error {
+	if err := resignScript.Run(ctx, s.client, []string{s.keys.queue(q).maintainer}, holder).Err(); err != nil {
+		return fmt.Errorf("resign as the maintainer of queue %s: %w", q, err)
+	}
+	return nil
+}

@@ -56,6 +56,8 @@ var (
 	// Maintenance.
 	forwardScript = loadScript("forward")
 	recoverScript = loadScript("recover")
+	electScript   = loadScript("elect")
+	resignScript  = loadScript("resign")
 
 	// Inspection.
 	requeueArchivedScript = loadScript("requeue_archived")

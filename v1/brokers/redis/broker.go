@@ -25,6 +25,7 @@ type Broker struct {
 	ownsStore bool
 	opts      Options
 	log       *slog.Logger
+	id        string // this broker's name in maintainer elections
 
 	mu         sync.Mutex
 	maintained map[string]bool // queues with a forwarder and recoverer
@@ -67,7 +68,9 @@ func OptionsFrom(cnf *config.Config) Options {
 
 // New returns a broker on store. Its background work (promoting due tasks,
 // recovering expired leases) starts for a queue the first time a worker
-// fetches from it, so a process that only sends tasks runs none.
+// fetches from it, so a process that only sends tasks runs none, and runs
+// only while the broker is the queue's elected maintainer (see
+// maintenance.go).
 func New(store *rdb.Store, opts Options) *Broker {
 	log := opts.Logger
 	if log == nil {
@@ -79,6 +82,7 @@ func New(store *rdb.Store, opts Options) *Broker {
 		ownsStore:  opts.OwnsStore,
 		opts:       opts,
 		log:        log.With(slog.String("component", "redisbroker")),
+		id:         newID(),
 		maintained: make(map[string]bool),
 		ctx:        ctx,
 		cancel:     cancel,

@@ -275,3 +275,73 @@ func TestConformancePairedStandalone(t *testing.T) {
 		return b, be
 	})
 }
+
+// One broker among those fetching from a queue maintains it, term after
+// term; when it dies holding its term, another takes over once the term
+// ends, and due tasks are still promoted.
+func TestOneElectedMaintainerPerQueue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	ctx := ctxFor(t)
+	const q = "elected"
+	key := prefix + "{" + q + "}:maintainer"
+	for i := 0; i < 3; i++ {
+		b := newBroker(t, client, prefix, nil)
+		go func() { _, _ = b.Fetch(ctx, []string{q}, 1) }() // fetching starts the queue's maintenance
+	}
+	waitFor(t, "a maintainer elected", func() bool { return client.Exists(ctx, key).Val() == 1 })
+	first := client.Get(ctx, key).Val()
+
+	// Two renewals of the term (its TTL goes back up) by the same holder:
+	// the others stood for election meanwhile and lost.
+	renewals, last := 0, client.PTTL(ctx, key).Val()
+	waitFor(t, "the maintainer's term renewed twice", func() bool {
+		if got := client.Get(ctx, key).Val(); got != first {
+			t.Fatalf("maintainer changed from %q to %q while it was alive", first, got)
+		}
+		ttl := client.PTTL(ctx, key).Val()
+		if ttl > last {
+			renewals++
+		}
+		last = ttl
+		return renewals >= 2
+	})
+
+	// A maintainer that dies keeps its term until it ends; then a live
+	// broker takes over and promotes a due task.
+	if err := client.Set(ctx, key, "a-dead-process", 500*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := tasks.NewSignature("job", nil)
+	eta := time.Now().Add(100 * time.Millisecond)
+	sig.ETA = &eta
+	sig.RoutingKey = q
+	b := newBroker(t, client, prefix, nil) // only publishes
+	if err := b.Publish(ctx, sig); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a live broker elected after the dead one's term", func() bool {
+		got := client.Get(ctx, key).Val()
+		return got != "" && got != "a-dead-process"
+	})
+	waitFor(t, "the scheduled task promoted by the new maintainer", func() bool {
+		info, err := b.QueueInfo(ctx, q)
+		return err == nil && info.Scheduled == 0 && info.Pending+info.Active == 1
+	})
+}
+
+// waitFor polls cond every 10 ms until it holds, failing after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
