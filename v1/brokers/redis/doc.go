@@ -14,10 +14,22 @@
 //
 // Publish writes the task's hash and appends its id to the queue's pending
 // list, or, when it has an ETA in the future, adds it to the scheduled zset.
-// A forwarder in each worker process moves due scheduled and retry tasks to
+// The queue's maintainer (below) moves due scheduled and retry tasks to
 // pending in batches: it runs every Redis.DelayedTasksPollPeriod (20 ms by
 // default), or sooner when the next task is due sooner, so a delayed task
 // starts within milliseconds of its time and never before it.
+//
+// # One maintainer per queue
+//
+// The processes that fetch from a queue elect one of them its maintainer
+// (elect.lua): the key <prefix>:{queue}:maintainer holds the winner's id
+// for a term of 3 seconds, renewed at each election, every second. Only
+// the maintainer runs the queue's forwarder and recoverer, so an idle
+// system's load on Redis grows with its queues, not with processes ×
+// queues. A maintainer that closes resigns; one that dies keeps its term
+// until it ends, so another process takes over within about 4 seconds.
+// Two maintainers for a moment (a paused one waking) do no harm: both
+// scripts are atomic and idempotent.
 //
 // # Prompt delivery without polling
 //
@@ -65,7 +77,7 @@
 //     updated message; archive moves it to the archived zset with the
 //     reason, trimming dead letters older than ArchiveMaxAge or beyond
 //     ArchiveMaxSize; requeue puts it back at the head of pending.
-//  6. A recoverer in each worker process runs every RecoverInterval: ids
+//  6. The queue's maintainer runs the recoverer every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the
 //     archive with that reason. A recovery is not a failure of the task's
