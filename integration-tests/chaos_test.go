@@ -290,7 +290,7 @@ func TestKill9WorkerLosesNothing(t *testing.T) {
 
 	// What the dead worker held: nothing changes that until the recoverer
 	// of the fresh worker below runs.
-	active, err := server.GetBroker().ListTasks(ctx, cnf.DefaultQueue, brokeriface.StatusActive, 0, total)
+	active, err := server.GetBroker().(brokeriface.Inspector).ListTasks(ctx, cnf.DefaultQueue, brokeriface.StatusActive, 0, total)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -389,7 +389,7 @@ func TestBadArgumentsFailOnceAndAreArchived(t *testing.T) {
 			}
 			// FAILURE is written before the task is settled in the archive.
 			waitFor(t, fmt.Sprintf("%s%v archived with its error", tc.sig.Name, tc.sig.Args), func() bool {
-				archived, err := e.server.GetBroker().ListTasks(e.ctx(), config.DefaultQueueName, brokeriface.StatusArchived, 0, 100)
+				archived, err := e.server.GetBroker().(brokeriface.Inspector).ListTasks(e.ctx(), config.DefaultQueueName, brokeriface.StatusArchived, 0, 100)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -266,7 +266,7 @@ func TestUnregisteredTaskFailsOnceWithReason(t *testing.T) {
 		}
 		// FAILURE is written before the task is settled in the archive.
 		waitFor(t, "the task in the archive", func() bool {
-			archived, err := s.GetBroker().ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+			archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
 			return err == nil && len(archived) == 1 && archived[0].Signature.UUID == r.Signature.UUID
 		})
 		// Handed back with a delay, not in a hot loop.
@@ -297,7 +297,7 @@ func TestUnregisteredTaskIgnored(t *testing.T) {
 		}
 		// noop's acknowledgement follows its SUCCESS state.
 		waitFor(t, "an empty queue (the ignored task dropped, not kept)", func() bool {
-			info, err := s.GetBroker().QueueInfo(ctx, config.DefaultQueueName)
+			info, err := s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, config.DefaultQueueName)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -509,7 +509,7 @@ func TestUnstorableResultFailsOnce(t *testing.T) {
 			t.Fatalf("got %v, want a failure saying the results cannot be stored", err)
 		}
 		waitFor(t, "the task in the archive", func() bool {
-			archived, err := s.GetBroker().ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+			archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
 			return err == nil && len(archived) == 1
 		})
 		if n := runs.Load(); n != 1 {

@@ -12,7 +12,6 @@ import (
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
-	"github.com/b6192125/machinist/v1/brokers/eager"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	memorybroker "github.com/b6192125/machinist/v1/brokers/memory"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
@@ -21,20 +20,22 @@ import (
 
 // BrokerFactory returns the broker cnf.Broker names, on a Redis connection
 // of its own for a Redis URL (NewServer shares one between broker and
-// backend instead). cnf must have been through WithDefaults. "memory://NAME" returns the process's shared broker of
-// that name: every Server naming it sees the same tasks; it is closed when
-// the last of them is closed.
+// backend instead). cnf must have been through WithDefaults.
+// "memory://NAME" returns the process's shared broker of that name: every
+// Server naming it sees the same tasks; it is closed when the last of them
+// is closed. "eager" returns an idle in-process broker: eager is a mode of
+// the Server that Config.Broker selects (see NewServer), not a broker.
 func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 	switch u := cnf.Broker; {
-	case u == "eager":
-		return eager.New(), nil
-	case u == "memory://":
+	case u == "eager", u == "memory://":
+		// Eager is a mode of the Server (see NewServer); its broker is an
+		// idle in-process one.
 		return memorybroker.New(memorybroker.OptionsFrom(cnf)), nil
 	case strings.HasPrefix(u, "memory://"):
 		b, release := sharedBrokers.get(strings.TrimPrefix(u, "memory://"), func() io.Closer {
 			return memorybroker.New(memorybroker.OptionsFrom(cnf))
 		})
-		return &sharedBroker{Broker: b.(brokeriface.Broker), release: release}, nil
+		return &sharedBroker{Broker: b.(*memorybroker.Broker), release: release}, nil
 	case rdb.IsURL(u):
 		b, err := redisbroker.Dial(u, cnf)
 		if err != nil {
@@ -57,7 +58,7 @@ func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 		b, release := sharedBackends.get(strings.TrimPrefix(u, "memory://"), func() io.Closer {
 			return memorybackend.New(memorybackend.OptionsFrom(cnf))
 		})
-		return &sharedBackend{Backend: b.(backendiface.Backend), release: release}, nil
+		return &sharedBackend{Backend: b.(*memorybackend.Backend), release: release}, nil
 	case rdb.IsURL(u):
 		b, err := redisbackend.Dial(u, cnf)
 		if err != nil {
@@ -105,7 +106,8 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 			closers = nil
 		}
 	}()
-	if cnf.Broker == "memory://" && cnf.ResultBackend == "memory://" {
+	inProcess := func(u string) bool { return u == "memory://" || u == "eager" }
+	if inProcess(cnf.Broker) && inProcess(cnf.ResultBackend) {
 		// The in-process pair: the broker writes the backend's states.
 		b, be := memorybroker.NewPair(memorybroker.OptionsFrom(cnf))
 		return b, be, nil, nil
@@ -183,7 +185,7 @@ func (r *registry) get(name string, newItem func() io.Closer) (io.Closer, func()
 
 // sharedBroker is one Server's reference to a named in-process broker.
 type sharedBroker struct {
-	brokeriface.Broker
+	*memorybroker.Broker
 	release func() error
 }
 
@@ -192,7 +194,7 @@ func (s *sharedBroker) Close() error { return s.release() }
 
 // sharedBackend is one Server's reference to a named in-process backend.
 type sharedBackend struct {
-	backendiface.Backend
+	*memorybackend.Backend
 	release func() error
 }
 

@@ -204,7 +204,7 @@ func (sc *scheduler) fireOnce(ctx context.Context, e *periodicEntry, tick, next 
 	log := sc.server.log.With(slog.String("periodic", e.name), slog.String("spec", e.spec), slog.Time("tick", tick))
 	key := fmt.Sprintf("periodic:%s:%s:%d", e.name, e.spec, tick.Unix())
 	ttl := max(next.Sub(tick), time.Second)
-	won, err := sc.server.GetBroker().Claim(ctx, key, ttl)
+	won, err := sc.server.claim(ctx, key, ttl)
 	if err != nil {
 		log.Error("claiming periodic tick failed", slog.Any("error", err))
 		return

@@ -31,7 +31,7 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	}
 	s.prepare(signature)
 	backend := s.GetBackend()
-	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok {
+	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		// State and task in one step, in that order.
 		s.runPrePublish(signature)
 		if err := sb.PublishPending(ctx, signature); err != nil {
@@ -97,10 +97,15 @@ func nameCallbacks(sig *tasks.Signature, depth int) {
 	}
 }
 
-// publish runs the pre-publish handler and publishes sigs.
+// publish runs the pre-publish handler and publishes sigs, or, in eager
+// mode, runs them.
 func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	s.runPrePublish(sigs...)
-	if err := s.GetBroker().Publish(ctx, sigs...); err != nil {
+	publish := s.GetBroker().Publish
+	if s.eager != nil {
+		publish = s.runEagerly
+	}
+	if err := publish(ctx, sigs...); err != nil {
 		if len(sigs) == 1 {
 			return fmt.Errorf("machinist: send task %s (%s): publish: %w", sigs[0].UUID, sigs[0].Name, err)
 		}
@@ -168,7 +173,7 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
 	publish := s.publish
-	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok {
+	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		// Each batch's states and tasks in one step.
 		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
 			s.runPrePublish(sigs...)

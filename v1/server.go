@@ -1,21 +1,23 @@
 package machinist
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/b6192125/machinist/internal/rdb"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
-	"github.com/b6192125/machinist/v1/brokers/eager"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
+	"github.com/b6192125/machinist/v1/worker"
 )
 
 // Server is the entry point: it holds the registered tasks, the broker and
@@ -31,6 +33,7 @@ type Server struct {
 	log             *slog.Logger
 
 	scheduler *scheduler
+	eager     *worker.Worker // runs every task inside Send* in eager mode (see eager.go); nil otherwise
 	closers   []io.Closer // Redis clients the Server made
 	closeOnce sync.Once
 	closeErr  error
@@ -92,8 +95,8 @@ func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface
 		log:             log,
 	}
 	s.scheduler = newScheduler(s)
-	if eb, ok := broker.(*eager.Broker); ok {
-		eb.AssignProcessor(s.NewWorker("eager", 1).engine().Process)
+	if c.Broker == "eager" {
+		s.eager = s.NewWorker("eager", 1).engine()
 	}
 	return s
 }
@@ -251,4 +254,15 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(s.GetBroker().Close(), s.GetBackend().Close(), closeAll(s.closers))
 	})
 	return s.closeErr
+}
+
+// claim reports whether this process is the first to claim key in the last
+// ttl, through the broker's Claimer; a broker without one (a user's own)
+// grants every claim, so each process fires its own ticks.
+func (s *Server) claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	c, ok := s.GetBroker().(brokeriface.Claimer)
+	if !ok {
+		return true, nil
+	}
+	return c.Claim(ctx, key, ttl)
 }

@@ -189,7 +189,7 @@ func waitAcked(t *testing.T, b brokers.Broker, queue string) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		info, err := b.QueueInfo(context.Background(), queue)
+		info, err := b.(brokers.Inspector).QueueInfo(context.Background(), queue)
 		if err == nil && info.Pending+info.Active == 0 {
 			return
 		}

@@ -3,14 +3,16 @@
 // memory and Redis brokers are held to the same semantics.
 //
 //	func TestConformance(t *testing.T) {
-//		brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+//		brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
 //			b := memory.New(memory.OptionsFrom(cnf))
 //			t.Cleanup(func() { b.Close() })
 //			return b
 //		})
 //	}
 //
-// Beyond what iface.Broker documents, the suite fixes these choices: a
+// The suite holds a broker to iface.Broker and to the optional interfaces
+// Inspector, Pauser and Claimer, which both shipped brokers implement.
+// Beyond what they document, the suite fixes these choices: a
 // signature needs a UUID, and a RoutingKey (else ErrNoQueue); Fetch with a
 // ctx that has already ended takes nothing even when tasks are pending; a
 // task whose lease ran out goes to the head of pending with Recovered+1,
@@ -47,7 +49,7 @@ import (
 // to the run, so the brokers may share one store (one Redis); newBroker must
 // therefore register its own teardown with t.Cleanup rather than defer it in
 // the calling test.
-func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) iface.Broker) {
+func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Broker) {
 	t.Helper()
 	s := &suite{newBroker: newBroker}
 	for _, tc := range []struct {
@@ -541,7 +543,7 @@ func testArchive(t *testing.T, s *suite) {
 }
 
 // archiveAll publishes sigs and archives them one by one, at distinct times.
-func archiveAll(t *testing.T, b iface.Broker, q string, sigs []*tasks.Signature) {
+func archiveAll(t *testing.T, b Broker, q string, sigs []*tasks.Signature) {
 	t.Helper()
 	publish(t, b, sigs...)
 	var last time.Time

@@ -24,14 +24,23 @@ const (
 )
 
 // suite carries the implementation under test into every subtest.
+// Broker is what the suite exercises: the core seam and the optional
+// interfaces both shipped brokers implement.
+type Broker interface {
+	iface.Broker
+	iface.Inspector
+	iface.Pauser
+	iface.Claimer
+}
+
 type suite struct {
-	newBroker func(t *testing.T, cnf *config.Config) iface.Broker
+	newBroker func(t *testing.T, cnf *config.Config) Broker
 }
 
 // broker returns a fresh broker configured with short durations (lease 1s,
 // recovery every 50ms, a per-test default queue), changed by opts. It is
 // closed when the test ends.
-func (s *suite) broker(t *testing.T, opts ...func(*config.Config)) iface.Broker {
+func (s *suite) broker(t *testing.T, opts ...func(*config.Config)) Broker {
 	t.Helper()
 	cnf := &config.Config{
 		DefaultQueue:    queueName(t, "default"),
@@ -70,7 +79,7 @@ func newSigs(queue, name string, n int) []*tasks.Signature {
 	return out
 }
 
-func publish(t *testing.T, b iface.Broker, sigs ...*tasks.Signature) {
+func publish(t *testing.T, b Broker, sigs ...*tasks.Signature) {
 	t.Helper()
 	if err := b.Publish(context.Background(), sigs...); err != nil {
 		t.Fatalf("Publish: %v", err)
@@ -79,7 +88,7 @@ func publish(t *testing.T, b iface.Broker, sigs ...*tasks.Signature) {
 
 // fetch takes up to n tasks from queues, failing the test when none comes
 // within waitLong.
-func fetch(t *testing.T, b iface.Broker, queues []string, n int) []*iface.Delivery {
+func fetch(t *testing.T, b Broker, queues []string, n int) []*iface.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
@@ -99,13 +108,13 @@ func fetch(t *testing.T, b iface.Broker, queues []string, n int) []*iface.Delive
 }
 
 // fetchOne takes one task from queue.
-func fetchOne(t *testing.T, b iface.Broker, queue string) *iface.Delivery {
+func fetchOne(t *testing.T, b Broker, queue string) *iface.Delivery {
 	t.Helper()
 	return fetch(t, b, []string{queue}, 1)[0]
 }
 
 // fetchNone checks that Fetch finds nothing in queues for waitShort.
-func fetchNone(t *testing.T, b iface.Broker, queues ...string) {
+func fetchNone(t *testing.T, b Broker, queues ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
 	defer cancel()
@@ -125,7 +134,7 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-func ack(t *testing.T, b iface.Broker, ds ...*iface.Delivery) {
+func ack(t *testing.T, b Broker, ds ...*iface.Delivery) {
 	t.Helper()
 	for _, d := range ds {
 		if err := b.Ack(context.Background(), d); err != nil {
@@ -182,7 +191,7 @@ func waitUntil(ts time.Time) {
 	}
 }
 
-func list(t *testing.T, b iface.Broker, queue string, status iface.TaskStatus) []*iface.TaskInfo {
+func list(t *testing.T, b Broker, queue string, status iface.TaskStatus) []*iface.TaskInfo {
 	t.Helper()
 	infos, err := b.ListTasks(context.Background(), queue, status, 0, 0)
 	if err != nil {
@@ -191,7 +200,7 @@ func list(t *testing.T, b iface.Broker, queue string, status iface.TaskStatus) [
 	return infos
 }
 
-func queueInfo(t *testing.T, b iface.Broker, queue string) iface.QueueInfo {
+func queueInfo(t *testing.T, b Broker, queue string) iface.QueueInfo {
 	t.Helper()
 	info, err := b.QueueInfo(context.Background(), queue)
 	if err != nil {
@@ -203,7 +212,7 @@ func queueInfo(t *testing.T, b iface.Broker, queue string) iface.QueueInfo {
 	return *info
 }
 
-func wantSizes(t *testing.T, b iface.Broker, queue string, want iface.QueueInfo) {
+func wantSizes(t *testing.T, b Broker, queue string, want iface.QueueInfo) {
 	t.Helper()
 	want.Queue = queue
 	if got := queueInfo(t, b, queue); got != want {

@@ -14,6 +14,12 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
+// PairedBroker is what ExercisePaired exercises.
+type PairedBroker interface {
+	Broker
+	iface.StateBroker
+}
+
 // ExercisePaired runs the conformance suite of brokers paired with their
 // result backend (iface.StateBroker): the memory pair, and the Redis broker
 // and backend on one server. newPair returns a broker and the backend it is
@@ -24,7 +30,7 @@ import (
 // SUCCESS with the acknowledgement, a committed SUCCESS or FAILURE, a
 // group member's record in its group, RETRY, STARTED) is refused whole once
 // the lease is gone, and made whole while it is held.
-func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend)) {
+func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
 	t.Helper()
 	t.Run("StaleHolderWritesNothing", func(t *testing.T) {
 		t.Parallel()
@@ -32,7 +38,7 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 	})
 }
 
-func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend)) {
+func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
 	cnf := (&config.Config{
 		DefaultQueue:    queueName(t, "default"),
 		LeaseDuration:   time.Second,

@@ -23,8 +23,13 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Broker stores tasks and hands them to workers under leases. Every method
-// is safe for concurrent use.
+// Broker stores tasks and hands them to workers under leases: the seam
+// the Server and Worker run on, kept to what they need. What a broker may
+// offer besides is in interfaces of its own: Inspector (listing and
+// managing what it holds), Pauser (pausing queues), Claimer (periodic
+// ticks once across processes) and StateBroker (writing the result
+// backend's states in the same step as moving tasks). Every method is safe
+// for concurrent use.
 type Broker interface {
 	// Publish adds tasks to the queues named by their RoutingKey, which
 	// must be set. A task whose ETA is in the future is scheduled and
@@ -79,13 +84,6 @@ type Broker interface {
 	// running at shutdown: they go back to the head of their pending list,
 	// and nothing is counted against them.
 	Requeue(ctx context.Context, ds ...*Delivery) error
-
-	// Claim reports whether the caller is the first to claim key in the
-	// last ttl. Periodic tasks use it so that one tick fires once across
-	// every process sharing the broker.
-	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
-
-	Inspector
 
 	// GetPendingTasks lists the pending tasks of queue (the config's default
 	// queue when empty), as machinery's does.
@@ -154,6 +152,24 @@ type QueueInfo struct {
 	Archived  int
 }
 
+// Claimer is a broker that can grant a claim once across every process
+// sharing it.
+type Claimer interface {
+	// Claim reports whether the caller is the first to claim key in the
+	// last ttl. Periodic tasks use it so that one tick fires once across
+	// every process sharing the broker.
+	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+}
+
+// Pauser is a broker whose queues can be paused.
+type Pauser interface {
+	// PauseQueue stops Fetch from taking tasks of queue until ResumeQueue.
+	// Tasks keep being published to it.
+	PauseQueue(ctx context.Context, queue string) error
+	// ResumeQueue undoes PauseQueue.
+	ResumeQueue(ctx context.Context, queue string) error
+}
+
 // Inspector lists and manages what a broker holds; the CLI and dashboard are
 // built on it.
 type Inspector interface {
@@ -172,9 +188,4 @@ type Inspector interface {
 	// DeleteArchived deletes the archived tasks with the given UUIDs (all
 	// when none are given) and returns how many it deleted.
 	DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error)
-	// PauseQueue stops Fetch from taking tasks of queue until ResumeQueue.
-	// Tasks keep being published to it.
-	PauseQueue(ctx context.Context, queue string) error
-	// ResumeQueue undoes PauseQueue.
-	ResumeQueue(ctx context.Context, queue string) error
 }

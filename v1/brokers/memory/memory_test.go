@@ -9,7 +9,6 @@ import (
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
-	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/brokers/memory"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -20,7 +19,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
-	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
 		cnf.Logger = slog.New(slog.DiscardHandler)
 		b := memory.New(memory.OptionsFrom(cnf))
 		t.Cleanup(func() { _ = b.Close() })
@@ -84,7 +83,7 @@ func TestNilConfig(t *testing.T) {
 
 func TestConformancePaired(t *testing.T) {
 	t.Parallel()
-	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend) {
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		b, be := memory.NewPair(memory.OptionsFrom(cnf))
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close() })
 		return b, be

@@ -42,7 +42,7 @@ func TestConformanceStandalone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
 		return newBroker(t, client, srv.Prefix(t), cnf)
 	})
 }
@@ -51,7 +51,7 @@ func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
-	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Broker {
+	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
 		return newBroker(t, client, cluster.Prefix(t), cnf)
 	})
 }
@@ -266,7 +266,7 @@ func TestConformancePairedStandalone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (iface.StateBroker, backends.Backend) {
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(srv.Prefix(t), ":")
 		store := rdb.New(client, rdb.OptionsFrom(cnf), false)
 		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
