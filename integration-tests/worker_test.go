@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
@@ -550,4 +551,45 @@ func TestPeriodicTicksAreTasksOfTheirOwn(t *testing.T) {
 			t.Fatal("a tick reused the registered signature's UUID")
 		}
 	})
+}
+
+// A message that cannot be decoded (written by another program) fails
+// once: its state becomes FAILURE with the decoding error (it was left
+// PENDING), it is archived with that reason, and the error handler hears
+// of it.
+func TestUndecodableMessageFailsWithTheReason(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	prefix := strings.TrimSuffix(srv.Prefix(t), ":")
+	s := bareServer(t, pair{config: func(*testing.T) *config.Config { return redisConfig(srv.URL(), prefix) }})
+	ctx := testCtx(t)
+	client := srv.Client(t)
+	queue := config.DefaultQueueName
+	if err := client.HSet(ctx, prefix+":{"+queue+"}:t:task_bad", "msg", "{not json", "state", "pending").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.RPush(ctx, prefix+":{"+queue+"}:pending", "task_bad").Err(); err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan error, 4)
+	w := s.NewWorker("undecodable", 1)
+	w.SetErrorHandler(func(err error) { handled <- err })
+	launch(t, w)
+
+	select {
+	case err := <-handled:
+		if !strings.Contains(err.Error(), "task_bad") || !strings.Contains(err.Error(), "cannot decode") {
+			t.Fatalf("error handler got %v, want the task and the decoding error", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the error handler never heard of the undecodable task")
+	}
+	waitFor(t, "the undecodable task's state to be FAILURE", func() bool {
+		st, err := s.GetBackend().GetState(ctx, "task_bad")
+		return err == nil && st.State == tasks.StateFailure && strings.Contains(st.Error, "cannot decode")
+	})
+	archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, queue, brokeriface.StatusArchived, 0, 10)
+	if err != nil || len(archived) != 1 || archived[0].Signature.UUID != "task_bad" || !strings.Contains(archived[0].LastError, "cannot decode") {
+		t.Fatalf("archived: %+v, %v; want task_bad with the decoding error", archived, err)
+	}
 }

@@ -96,7 +96,7 @@ func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface
 	}
 	s.scheduler = newScheduler(s)
 	if c.Broker == "eager" {
-		s.eager = s.NewWorker("eager", 1).engine()
+		s.eager = s.NewWorker("eager", 1).engine(func(p *worker.Params) { p.RetryInline = true })
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +200,37 @@ func TestNewServerWithRedisClient(t *testing.T) {
 	// The caller's client stays open.
 	if err := client.Ping(ctx).Err(); err != nil {
 		t.Fatalf("the caller's client after Close: %v", err)
+	}
+}
+
+// In eager mode a task that asks to be retried runs again in a loop, not a
+// recursion (machinery's recursed until the stack overflowed): every run
+// sees the same stack depth.
+func TestEagerRetriesLoopNotRecurse(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, &config.Config{Broker: "eager", ResultBackend: "eager"})
+	const runs = 20
+	var depths []int
+	s.RegisterTask("again", func() error {
+		depths = append(depths, runtime.Callers(0, make([]uintptr, 4096)))
+		if len(depths) < runs {
+			return tasks.NewErrRetryTaskLater("not yet", 0)
+		}
+		return nil
+	})
+	r, err := s.SendTask(&tasks.Signature{Name: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r.GetState(); st.State != tasks.StateSuccess {
+		t.Fatalf("state after SendTask: %s, want SUCCESS", st.State)
+	}
+	if len(depths) != runs {
+		t.Fatalf("task ran %d times, want %d", len(depths), runs)
+	}
+	for i, d := range depths {
+		if d != depths[0] {
+			t.Fatalf("run %d at stack depth %d, run 1 at %d: retries recurse", i+1, d, depths[0])
+		}
 	}
 }

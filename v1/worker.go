@@ -133,8 +133,9 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	}()
 }
 
-// engine builds the worker engine from the current settings.
-func (w *Worker) engine() *worker.Worker {
+// engine builds the worker engine from the current settings, changed by
+// opts.
+func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 	s := w.server
 	cnf := s.GetConfig()
 	concurrency := w.Concurrency
@@ -165,6 +166,9 @@ func (w *Worker) engine() *worker.Worker {
 	}
 	if h := w.preConsumeHandler; h != nil {
 		p.PreConsumeFunc = func() bool { return h(w) }
+	}
+	for _, o := range opts {
+		o(&p)
 	}
 	return worker.New(p)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -140,8 +139,7 @@ func newToken() string {
 }
 
 // Dequeue takes up to n pending tasks of queue q under fresh leases. A
-// message that cannot be decoded is archived with the decoding error and
-// not returned.
+// message that cannot be decoded is returned with Delivery.Err set.
 func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delivery, error) {
 	qk := s.keys.queue(q)
 	lease := s.opts.LeaseDuration
@@ -181,12 +179,11 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 			}
 		}
 		if err != nil {
+			// The worker fails it with the reason (FAILURE, archive,
+			// error handler): the id is all that is known of it.
 			d.Signature = &tasks.Signature{UUID: id, RoutingKey: q}
-			reason := fmt.Sprintf("cannot decode task message: %v", err)
-			s.log.Error("archiving task that cannot be decoded", slog.String("task_id", id), slog.String("queue", q), slog.Any("error", err))
-			if aerr := s.Archive(ctx, d, reason); aerr != nil {
-				s.log.Error("archiving undecodable task failed", slog.String("task_id", id), slog.Any("error", aerr))
-			}
+			d.Err = fmt.Errorf("cannot decode task message: %w", err)
+			out = append(out, d)
 			continue
 		}
 		sig.UUID = id

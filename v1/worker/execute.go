@@ -16,8 +16,8 @@ import (
 
 // Process runs sig to the end without a broker delivery, as machinery's
 // Worker.Process does: states are written, callbacks sent, and a retry is
-// sent again with an ETA through SendFunc. The eager broker runs every task
-// this way. It returns an error only when a state or callback could not be
+// sent again with an ETA through SendFunc, or, with RetryInline (eager
+// mode), run again here when it is due: a loop, never a recursion. It returns an error only when a state or callback could not be
 // written.
 func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name))
@@ -28,8 +28,22 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 		}
 		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
 	}
-	results, runErr, permanent := w.run(ctx, sig, nil, fn, log)
-	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
+	for {
+		results, runErr, permanent := w.run(ctx, sig, nil, fn, log)
+		err := w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
+		var again *retryAt
+		if !errors.As(err, &again) {
+			return err
+		}
+		// RetryInline: run it again here, when its retry is due.
+		t := time.NewTimer(time.Until(again.at))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
 
 // run calls the task function, with STARTED written once it has run for
@@ -126,12 +140,12 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 	if !permanent {
 		var retriable tasks.Retriable
 		if errors.As(err, &retriable) {
-			return w.retry(ctx, sig, d, retriable.RetryIn(), err, log)
+			return w.retry(ctx, sig, d, retryDelay(retriable.RetryIn()), err, log)
 		}
 		if sig.RetryCount > 0 {
 			sig.RetryCount--
 			sig.RetryTimeout = fibonacciNext(sig.RetryTimeout)
-			return w.retry(ctx, sig, d, time.Duration(sig.RetryTimeout)*time.Second, err, log)
+			return w.retry(ctx, sig, d, retryDelay(time.Duration(sig.RetryTimeout)*time.Second), err, log)
 		}
 	}
 	w.reportError(err)
@@ -318,12 +332,34 @@ func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Del
 		}
 		return nil
 	}
+	if w.p.RetryInline {
+		return &retryAt{at: at}
+	}
 	sig.ETA = &at
 	if err := w.p.SendFunc(ctx, sig); err != nil {
 		return fmt.Errorf("worker: send retry of task %s: %w", sig.UUID, err)
 	}
 	return nil
 }
+
+// retryAt is what retry returns to Process, with RetryInline, for a task
+// to run again at at.
+type retryAt struct{ at time.Time }
+
+func (r *retryAt) Error() string { return "worker: run again at " + r.at.Format(time.RFC3339Nano) }
+
+// The bounds of the delay before a retry, on every broker. MinRetryDelay
+// keeps a task that asks to be retried at once (ErrRetryTaskLater with no
+// delay) from spinning: it runs at most about 50 times a second.
+// MaxRetryDelay caps what RetryTimeout's Fibonacci sequence or a task's
+// ErrRetryTaskLater asks for, so that no delay overflows a time.Time.
+const (
+	MinRetryDelay = 20 * time.Millisecond
+	MaxRetryDelay = 7 * 24 * time.Hour
+)
+
+// retryDelay clamps d to [MinRetryDelay, MaxRetryDelay].
+func retryDelay(d time.Duration) time.Duration { return min(max(d, MinRetryDelay), MaxRetryDelay) }
 
 // fail records that sig failed for good with msg: FAILURE state, OnError
 // callbacks, the chord's error callbacks, and the archive.
@@ -425,11 +461,16 @@ func resultArgs(results []*tasks.TaskResult) []tasks.Arg {
 }
 
 // fibonacciNext returns the first Fibonacci number greater than n:
-// 0→1→2→3→5→8…, the retry timeouts in seconds.
+// 0→1→2→3→5→8…, the retry timeouts in seconds, up to MaxRetryDelay (at
+// most 40 steps; machinery's loop never ended for a huge n).
 func fibonacciNext(n int) int {
+	limit := int(MaxRetryDelay / time.Second)
+	if n >= limit {
+		return limit
+	}
 	a, b := 1, 1
 	for b <= n {
 		a, b = b, a+b
 	}
-	return b
+	return min(b, limit)
 }

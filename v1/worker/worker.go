@@ -36,6 +36,11 @@ type Params struct {
 	// callback's state and does not send one that has already started.)
 	SendFunc func(ctx context.Context, sig *tasks.Signature) error
 
+	// RetryInline makes Process run a task's retries itself, in a loop,
+	// instead of sending them through SendFunc (eager mode, where sending
+	// would run them inside the retry, one call deeper each time).
+	RetryInline bool
+
 	ConsumerTag string
 	Concurrency int
 	// Queues are the queues to consume, with Weights (default 1 each):
@@ -259,6 +264,19 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	d := r.d
 	sig := d.Signature
 	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name), slog.String("queue", d.Queue))
+
+	if d.Err != nil {
+		if !r.claim(ownerSettling) || !d.Lease.Valid() {
+			return
+		}
+		sctx, cancel := detach(ctx)
+		defer cancel()
+		w.reportError(fmt.Errorf("worker: task %s in queue %s: %w", sig.UUID, d.Queue, d.Err))
+		if err := w.fail(sctx, sig, d, d.Err.Error(), log); err != nil {
+			log.Error("failing undecodable task failed", slog.Any("error", err))
+		}
+		return
+	}
 
 	if d.Outcome != nil {
 		if !r.claim(ownerSettling) || !d.Lease.Valid() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -929,4 +930,55 @@ func (s *startedSpy) started() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.ids...)
+}
+
+// A huge RetryTimeout or ErrRetryTaskLater delay is capped, computed in a
+// few steps (machinery's loop never ended for math.MaxInt), and never
+// overflows; a zero delay is raised to the floor.
+func TestRetryDelayBounds(t *testing.T) {
+	t.Parallel()
+	limit := int(MaxRetryDelay / time.Second)
+	for _, n := range []int{limit - 1, limit, math.MaxInt32, math.MaxInt} {
+		if got := fibonacciNext(n); got != limit {
+			t.Errorf("fibonacciNext(%d) = %d, want the cap %d", n, got, limit)
+		}
+	}
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, MinRetryDelay}, {-time.Hour, MinRetryDelay}, {time.Second, time.Second},
+		{math.MaxInt64, MaxRetryDelay}, {time.Duration(limit) * time.Second * 2, MaxRetryDelay},
+	} {
+		if got := retryDelay(tc.in); got != tc.want {
+			t.Errorf("retryDelay(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A task that asks to be retried at once is retried after MinRetryDelay,
+// on every broker: the worker does not spin on it.
+func TestRetryNowWaitsForTheFloor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{})
+	var runs atomic.Int32
+	h.reg["again"] = func() error {
+		if runs.Add(1) < 3 {
+			return tasks.NewErrRetryTaskLater("not yet", 0)
+		}
+		return nil
+	}
+	sig := newSig("again")
+	h.publish(sig)
+	r := h.start(h.params())
+	waitFor(t, "the task to succeed", func() bool { return h.state(sig.UUID) == tasks.StateSuccess })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	calls := h.spy.retryCalls()
+	if len(calls) != 2 {
+		t.Fatalf("%d retries, want 2", len(calls))
+	}
+	for _, c := range calls {
+		if d := c.at.Sub(c.calledAt); d < MinRetryDelay-time.Millisecond {
+			t.Errorf("retry scheduled %s after it was asked for, want at least MinRetryDelay %s", d, MinRetryDelay)
+		}
+	}
 }

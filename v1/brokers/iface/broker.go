@@ -112,6 +112,11 @@ type Delivery struct {
 	// Outcome is what an earlier holder of the task committed (see
 	// Broker.Commit), or nil: the task is not to be run, only finished.
 	Outcome *tasks.TaskState
+	// Err says why the task's message could not be decoded (another
+	// program wrote it, or a newer version of machinist); Signature then
+	// holds only the UUID and queue, and the worker fails the task with
+	// this reason.
+	Err error
 }
 
 // TaskStatus says where in a queue a task is.

@@ -119,7 +119,7 @@ func TestStaleWorkerCannotAcknowledgeAfterTakeover(t *testing.T) {
 	}
 }
 
-func TestUndecodableMessageIsArchivedWithTheError(t *testing.T) {
+func TestUndecodableMessageIsDeliveredWithTheError(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
@@ -139,12 +139,15 @@ func TestUndecodableMessageIsArchivedWithTheError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ds) != 1 || ds[0].Signature.UUID != good.UUID {
-		t.Fatalf("fetched %d tasks, want only the good one", len(ds))
+	if len(ds) != 2 || ds[0].Signature.UUID != "bad1" || ds[1].Signature.UUID != good.UUID {
+		t.Fatalf("fetched %d tasks, want the bad one and the good one", len(ds))
 	}
-	archived, err := b.ListTasks(ctx, "garbage", iface.StatusArchived, 0, 10)
-	if err != nil || len(archived) != 1 || archived[0].Signature.UUID != "bad1" || !strings.Contains(archived[0].LastError, "cannot decode") {
-		t.Fatalf("archived: %+v, %v", archived, err)
+	bad := ds[0]
+	if bad.Err == nil || !strings.Contains(bad.Err.Error(), "cannot decode") || bad.Signature.RoutingKey != "garbage" {
+		t.Fatalf("undecodable delivery: Err %v, signature %+v; want a decoding error and the queue", bad.Err, bad.Signature)
+	}
+	if ds[1].Err != nil {
+		t.Fatalf("good delivery with Err %v", ds[1].Err)
 	}
 }
 
