@@ -9,6 +9,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -104,29 +106,45 @@ func clearUUIDs(s *tasks.Signature, depth int) {
 	clearUUIDs(s.ChordCallback, depth+1)
 }
 
-// scheduler fires periodic entries. Its goroutine starts with the first
-// entry and stops with Server.Close.
+// scheduler fires periodic entries. It is a service.Service, started by its
+// first entry (a Server has no Start of its own) and stopped by
+// Server.Close through Stop (which waits for the ticks being sent; no entry
+// can be added afterwards). It waits on one timer of its clock, armed for
+// the earliest next tick; an entry added meanwhile re-arms it.
 type scheduler struct {
+	service.Base
 	server *Server
+	// clock times the ticks: clock.Real(); a test sets a clock.Fake
+	// before the first entry.
+	clock clock.Clock
 
 	mu      sync.Mutex
 	entries []*periodicEntry
-	started bool
-	stopped bool
-	changed chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+
+	// changed tells the loop that an entry was added; it closes the
+	// channel it receives once it has armed its timer for the entries.
+	changed chan chan struct{}
+	// exited is closed when the loop stops taking changes, before it waits
+	// for the ticks in flight (one of which may be calling add).
+	exited chan struct{}
 }
 
 type periodicEntry struct {
 	name, spec string
 	schedule   cron.Schedule
-	next       time.Time
+	next       time.Time // guarded by scheduler.mu
 	fire       func(ctx context.Context) error
 }
 
+var _ service.Service = (*scheduler)(nil)
+
 func newScheduler(s *Server) *scheduler {
-	return &scheduler{server: s, changed: make(chan struct{}, 1)}
+	return &scheduler{
+		server:  s,
+		clock:   clock.Real(),
+		changed: make(chan chan struct{}),
+		exited:  make(chan struct{}),
+	}
 }
 
 func (sc *scheduler) add(spec, name string, fire func(ctx context.Context) error) error {
@@ -137,51 +155,82 @@ func (sc *scheduler) add(spec, name string, fire func(ctx context.Context) error
 	if err != nil {
 		return fmt.Errorf("machinist: periodic task %q: spec %q: %w", name, spec, err)
 	}
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.stopped {
+	// The scheduler runs until Server.Close, not for a caller's request:
+	// there is no context to inherit. Start does nothing if it is running,
+	// and fails once Close has stopped it.
+	if err := sc.Start(context.Background()); err != nil {
 		return ErrServerClosed
 	}
+	sc.mu.Lock()
 	sc.entries = append(sc.entries, &periodicEntry{
-		name: name, spec: spec, schedule: schedule, next: schedule.Next(time.Now()), fire: fire,
+		name: name, spec: spec, schedule: schedule, next: schedule.Next(sc.clock.Now()), fire: fire,
 	})
-	if !sc.started {
-		sc.started = true
-		ctx, cancel := context.WithCancel(context.Background())
-		sc.cancel, sc.done = cancel, make(chan struct{})
-		go sc.run(ctx)
-	}
+	sc.mu.Unlock()
+	// Return once the loop has armed its timer for the new entry: the
+	// entry's first tick cannot be missed, and a test can move its clock
+	// as soon as add returns.
+	armed := make(chan struct{})
 	select {
-	case sc.changed <- struct{}{}:
-	default:
+	case sc.changed <- armed:
+		<-armed // the loop always closes it before waiting again
+		return nil
+	case <-sc.exited:
+		return ErrServerClosed
 	}
+}
+
+// Start launches the scheduler's goroutine; see service.Service. add calls
+// it.
+func (sc *scheduler) Start(ctx context.Context) error {
+	ctx, shouldStart, stopped, err := sc.StartInit(ctx)
+	if !shouldStart {
+		return err
+	}
+	go func() {
+		defer close(stopped)
+		sc.run(ctx)
+	}()
 	return nil
 }
 
 func (sc *scheduler) run(ctx context.Context) {
-	defer close(sc.done)
+	// On return, in this order: add stops waiting for the loop, the timer
+	// is stopped, and the ticks in flight, whose ctx is now cancelled, are
+	// waited for.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		sc.mu.Lock()
-		var earliest time.Time
-		for _, e := range sc.entries {
-			if earliest.IsZero() || e.next.Before(earliest) {
-				earliest = e.next
-			}
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
-		sc.mu.Unlock()
-		timer.Reset(time.Until(earliest))
+	}()
+	defer close(sc.exited)
+
+	var armed chan struct{} // from add, closed once the timer is armed
+	for {
+		var due <-chan time.Time // nil, blocking, while there is no entry
+		if earliest, ok := sc.earliest(); ok {
+			wait := sc.clock.Until(earliest)
+			if timer == nil {
+				timer = sc.clock.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			due = timer.C()
+		}
+		if armed != nil {
+			close(armed)
+			armed = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-sc.changed:
+		case armed = <-sc.changed:
 			continue
-		case <-timer.C:
+		case <-due:
 		}
-		now := time.Now()
+		now := sc.clock.Now()
 		sc.mu.Lock()
 		for _, e := range sc.entries {
 			if e.next.After(now) {
@@ -199,6 +248,20 @@ func (sc *scheduler) run(ctx context.Context) {
 	}
 }
 
+// earliest returns the next tick of the entries, and false if there is no
+// entry.
+func (sc *scheduler) earliest() (time.Time, bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	var earliest time.Time
+	for _, e := range sc.entries {
+		if earliest.IsZero() || e.next.Before(earliest) {
+			earliest = e.next
+		}
+	}
+	return earliest, !earliest.IsZero()
+}
+
 // fireOnce sends the entry's work for tick unless another process did.
 func (sc *scheduler) fireOnce(ctx context.Context, e *periodicEntry, tick, next time.Time) {
 	log := sc.server.log.With(slog.String("periodic", e.name), slog.String("spec", e.spec), slog.Time("tick", tick))
@@ -214,16 +277,5 @@ func (sc *scheduler) fireOnce(ctx context.Context, e *periodicEntry, tick, next 
 	}
 	if err := e.fire(ctx); err != nil {
 		log.Error("sending periodic task failed", slog.Any("error", err))
-	}
-}
-
-func (sc *scheduler) stop() {
-	sc.mu.Lock()
-	sc.stopped = true
-	cancel, done := sc.cancel, sc.done
-	sc.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
 	}
 }

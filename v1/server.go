@@ -250,7 +250,7 @@ func (s *Server) GetRegisteredTaskNames() []string {
 // Workers should be stopped first. Safe to call more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.scheduler.stop()
+		s.scheduler.Stop()
 		s.closeErr = errors.Join(s.GetBroker().Close(), s.GetBackend().Close(), closeAll(s.closers))
 	})
 	return s.closeErr

@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"go.uber.org/goleak"
+
 	"errors"
 	"fmt"
 	"os"
@@ -87,7 +89,9 @@ func requireMain(tb testing.TB, name string) {
 
 // RunMain runs the tests with m.Run, then stops the shared server and the
 // shared cluster if the tests started them, and returns the exit code: the
-// tests' code, or 1 if they passed and a server failed to stop cleanly.
+// tests' code, or 1 if they passed and a server failed to stop cleanly or a
+// goroutine is still running (goleak: every package that starts
+// goroutines and talks to Redis checks for leaks this way).
 // Call it from TestMain:
 //
 //	func TestMain(m *testing.M) {
@@ -104,6 +108,11 @@ func RunMain(m *testing.M) int {
 	}
 	if c, ok := sharedCluster.take(); ok {
 		err = errors.Join(err, c.close())
+	}
+	if code == 0 {
+		// Every goroutine a test started has ended: none leaks past the
+		// Servers, brokers, workers and clients it closed.
+		err = errors.Join(err, goleak.Find())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

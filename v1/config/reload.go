@@ -2,16 +2,22 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
 )
 
 // reloadInterval is how often a Config loaded with keepReloading reads its
-// file again (machinery's 10 seconds). A variable so that tests can shorten
-// it; a reloader reads it once, when it starts.
-var reloadInterval = 10 * time.Second
+// file again (machinery's 10 seconds).
+const reloadInterval = 10 * time.Second
+
+// reloadClock times the reloaders. Tests replace it with a clock.Fake and
+// advance it; a reloader reads it once, when it starts.
+var reloadClock clock.Clock = clock.Real()
 
 // reloader reads a YAML file again every interval and publishes each version
 // that loads and validates as a new *Config. machinery overwrote the Config
@@ -24,56 +30,48 @@ var reloadInterval = 10 * time.Second
 type reloader struct {
 	path   string
 	latest atomic.Pointer[Config]
-
-	stopOnce sync.Once
-	stop     chan struct{} // closed by StopReloading
-	done     chan struct{} // closed when run returns
+	loop   *service.Periodic // StopReloading stops it
 
 	// failures counts the versions of the file that were read and refused
-	// (tests wait on it).
+	// (tests read it).
 	failures atomic.Int64
 
-	// Owned by run.
+	// Owned by the loop.
 	lastData []byte // the content of the latest published version
 	lastErr  string // the latest error logged, so that it is logged once
 }
 
 // startReloading makes cnf, just loaded from data read at path, follow the
-// file. cnf must not have been returned yet: this sets its reload field.
+// file: a service.Periodic reads it every interval (the pause between the
+// end of a read and the next one) until StopReloading. cnf must not have
+// been returned yet: this sets its reload field.
 func startReloading(cnf *Config, path string, data []byte, interval time.Duration) {
-	r := &reloader{
-		path:     path,
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		lastData: data,
-	}
+	r := &reloader{path: path, lastData: data}
+	r.loop = service.NewPeriodic(service.PeriodicParams{
+		Name:     "config reloader",
+		Interval: interval,
+		RunFunc:  r.reloadOnce,
+		Clock:    reloadClock,
+	})
 	cnf.reload = r
 	r.latest.Store(cnf)
-	go r.run(interval)
-}
-
-// run re-reads the file on each tick until StopReloading.
-func (r *reloader) run(interval time.Duration) {
-	defer close(r.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			r.reloadOnce()
-		}
+	// The reloader lives until StopReloading, not for a caller's request:
+	// there is no context to inherit. Start fails only on invalid params,
+	// and then the Config simply does not reload.
+	if err := r.loop.Start(context.Background()); err != nil {
+		slog.Default().Error("config: cannot reload", "file", path, "error", err)
 	}
 }
 
 // reloadOnce reads the file and publishes it if it changed and loads. A
 // file that cannot be read or loaded keeps the previous Config: a reload
-// failure is never fatal.
-func (r *reloader) reloadOnce() {
+// failure is never fatal. It logs each different error once, and returns
+// nil: the file is read again every interval, failing or not, with no
+// backoff.
+func (r *reloader) reloadOnce(context.Context) error {
 	data, err := ReadFromFile(r.path)
 	if err == nil && bytes.Equal(data, r.lastData) {
-		return
+		return nil
 	}
 	var cnf *Config
 	if err == nil {
@@ -86,13 +84,14 @@ func (r *reloader) reloadOnce() {
 			slog.Default().Warn("config: reload failed; keeping the previous configuration",
 				"file", r.path, "error", err)
 		}
-		return
+		return nil
 	}
 	cnf.reload = r
 	r.lastData = data
 	r.lastErr = ""
 	r.latest.Store(cnf)
 	slog.Default().Info("config: reloaded", "file", r.path)
+	return nil
 }
 
 // Reloaded returns the latest configuration loaded from c's file: c itself
@@ -122,7 +121,5 @@ func (c *Config) StopReloading() {
 	if c == nil || c.reload == nil {
 		return
 	}
-	r := c.reload
-	r.stopOnce.Do(func() { close(r.stop) })
-	<-r.done
+	c.reload.loop.Stop()
 }

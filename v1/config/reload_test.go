@@ -1,39 +1,55 @@
 package config
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/b6192125/machinist/internal/clock"
 )
 
-// These tests shorten reloadInterval, a package variable, so none of them
-// is parallel.
+// These tests replace reloadClock, a package variable, so none of them is
+// parallel. They move the fake clock instead of waiting: no test sleeps.
 
-// fastReload makes the reloaders the test starts read their file every
-// millisecond.
-func fastReload(t *testing.T) {
+// fakeReload makes the reloaders the test starts run on a clock.Fake, and
+// returns it.
+func fakeReload(t *testing.T) *clock.Fake {
 	t.Helper()
-	old := reloadInterval
-	reloadInterval = time.Millisecond
-	t.Cleanup(func() { reloadInterval = old })
+	clk := clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	old := reloadClock
+	reloadClock = clk
+	t.Cleanup(func() { reloadClock = old })
+	return clk
 }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitArmed waits until n timers of clk are armed, failing the test after
+// a deadline.
+func waitArmed(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, n); err != nil {
+		t.Fatalf("waiting for %d armed timers: %v", n, err)
 	}
+}
+
+// tick makes the one reloader on clk read its file once, and returns when
+// it is done: the reloader waits on its timer, the clock reaches it, the
+// reloader reads the file and arms its timer again.
+func tick(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	waitArmed(t, clk, 1)
+	clk.Advance(reloadInterval)
+	waitArmed(t, clk, 1)
 }
 
 // loadReloading loads path with keepReloading and stops the reloader at the
@@ -49,7 +65,7 @@ func loadReloading(t *testing.T, path string) *Config {
 }
 
 func TestReloadPicksUpAChangedFile(t *testing.T) {
-	fastReload(t)
+	clk := fakeReload(t)
 	path := tempFile(t, "default_queue: one\n")
 	cnf := loadReloading(t, path)
 	if cnf.Reloaded() != cnf {
@@ -57,9 +73,11 @@ func TestReloadPicksUpAChangedFile(t *testing.T) {
 	}
 
 	writeFile(t, path, "default_queue: two\nredis:\n  key_prefix: two\n")
-	waitFor(t, "the change to be picked up", func() bool { return cnf.Reloaded().DefaultQueue == "two" })
-
+	tick(t, clk)
 	latest := cnf.Reloaded()
+	if latest.DefaultQueue != "two" {
+		t.Fatalf("after a tick Reloaded().DefaultQueue = %q, want two", latest.DefaultQueue)
+	}
 	if latest.Redis.KeyPrefix != "two" || latest.Broker != DefaultBroker {
 		t.Errorf("reloaded Config = %+v, Redis %+v; want the new file over the loader defaults", latest, latest.Redis)
 	}
@@ -69,13 +87,38 @@ func TestReloadPicksUpAChangedFile(t *testing.T) {
 	if latest.Reloaded() != latest {
 		t.Error("Reloaded() on the latest Config is not itself")
 	}
+
+	tick(t, clk) // the same file again: nothing new is published
+	if cnf.Reloaded() != latest {
+		t.Error("an unchanged file published a new Config")
+	}
+}
+
+// The file is read every reloadInterval, not sooner.
+func TestReloadWaitsForTheInterval(t *testing.T) {
+	clk := fakeReload(t)
+	path := tempFile(t, "default_queue: one\n")
+	cnf := loadReloading(t, path)
+	writeFile(t, path, "default_queue: two\n")
+	for range 3 {
+		waitArmed(t, clk, 1)
+		next, _ := clk.NextDeadline()
+		if wait := clk.Until(next); wait != reloadInterval {
+			t.Fatalf("the reloader waits %v, want %v", wait, reloadInterval)
+		}
+		clk.Advance(reloadInterval)
+	}
+	waitArmed(t, clk, 1)
+	if got := cnf.Reloaded().DefaultQueue; got != "two" {
+		t.Errorf("Reloaded().DefaultQueue = %q, want two", got)
+	}
 }
 
 // Readers see whole versions: never DefaultQueue of one and KeyPrefix of
 // another (machinery's *cnf = *newCnf allowed that, and raced). Run with
 // -race.
 func TestReloadIsRaceFree(t *testing.T) {
-	fastReload(t)
+	clk := fakeReload(t)
 	version := func(i int) string {
 		return fmt.Sprintf("default_queue: q%d\nredis:\n  key_prefix: p%d\n", i, i)
 	}
@@ -86,9 +129,7 @@ func TestReloadIsRaceFree(t *testing.T) {
 	var torn atomic.Value
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for !stop.Load() {
 				c := cnf.Reloaded()
 				if "q"+c.Redis.KeyPrefix[1:] != c.DefaultQueue {
@@ -96,12 +137,14 @@ func TestReloadIsRaceFree(t *testing.T) {
 				}
 				runtime.Gosched() // leave the reloader some CPU
 			}
-		}()
+		})
 	}
 	for i := 1; i <= 20; i++ {
 		writeFile(t, path, version(i))
-		want := fmt.Sprintf("q%d", i)
-		waitFor(t, want, func() bool { return cnf.Reloaded().DefaultQueue == want })
+		tick(t, clk)
+		if want, got := fmt.Sprintf("q%d", i), cnf.Reloaded().DefaultQueue; got != want {
+			t.Fatalf("after a tick Reloaded().DefaultQueue = %q, want %q", got, want)
+		}
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -111,7 +154,6 @@ func TestReloadIsRaceFree(t *testing.T) {
 }
 
 func TestReloadKeepsThePreviousConfigOnABadFile(t *testing.T) {
-	fastReload(t)
 	tests := []struct {
 		name  string
 		spoil func(t *testing.T, path string)
@@ -127,30 +169,82 @@ func TestReloadKeepsThePreviousConfigOnABadFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			clk := fakeReload(t)
 			path := tempFile(t, "default_queue: one\n")
 			cnf := loadReloading(t, path)
 			r := cnf.reload
 
 			writeFile(t, path, "default_queue: two\n")
-			waitFor(t, "the good change", func() bool { return cnf.Reloaded().DefaultQueue == "two" })
+			tick(t, clk)
 			good := cnf.Reloaded()
+			if good.DefaultQueue != "two" {
+				t.Fatalf("the good change was not picked up: %q", good.DefaultQueue)
+			}
 
 			before := r.failures.Load()
 			tt.spoil(t, path)
-			waitFor(t, "the bad file to be read", func() bool { return r.failures.Load() > before+2 })
+			for range 3 {
+				tick(t, clk)
+			}
+			if got := r.failures.Load() - before; got != 3 {
+				t.Errorf("%d refused reads in 3 ticks, want 3", got)
+			}
 			if cnf.Reloaded() != good {
 				t.Fatalf("after a bad file Reloaded() = %+v, want the previous Config", cnf.Reloaded())
 			}
 
 			// Not fatal: the reloader goes on.
 			writeFile(t, path, "default_queue: three\n")
-			waitFor(t, "the fixed file", func() bool { return cnf.Reloaded().DefaultQueue == "three" })
+			tick(t, clk)
+			if got := cnf.Reloaded().DefaultQueue; got != "three" {
+				t.Errorf("after the fix Reloaded().DefaultQueue = %q, want three", got)
+			}
 		})
 	}
 }
 
+// A failure that repeats is logged once; a different one, and the recovery,
+// are logged.
+func TestReloadLogsAFailureOnce(t *testing.T) {
+	clk := fakeReload(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	path := tempFile(t, "default_queue: one\n")
+	loadReloading(t, path)
+	writeFile(t, path, "default_queue: [\n")
+	tick(t, clk)
+	tick(t, clk)
+	writeFile(t, path, "default_queu: bad\n")
+	tick(t, clk)
+	tick(t, clk)
+	writeFile(t, path, "default_queue: two\n")
+	tick(t, clk)
+
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if n := strings.Count(out, "reload failed"); n != 2 {
+		t.Errorf("%d lines about a failure for two errors, each read twice; want 2:\n%s", n, out)
+	}
+	if n := strings.Count(out, "config: reloaded"); n != 1 {
+		t.Errorf("%d lines about a reload, want 1:\n%s", n, out)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 func TestStopReloading(t *testing.T) {
-	fastReload(t)
+	clk := fakeReload(t)
 	others := goleak.IgnoreCurrent()
 	path := tempFile(t, "default_queue: one\n")
 	cnf, err := NewFromYaml(path, true)
@@ -158,32 +252,39 @@ func TestStopReloading(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, path, "default_queue: two\n")
-	waitFor(t, "the change", func() bool { return cnf.Reloaded().DefaultQueue == "two" })
+	tick(t, clk)
 
 	// From several goroutines, through the loaded and the reloaded Config.
 	var wg sync.WaitGroup
 	for _, c := range []*Config{cnf, cnf.Reloaded(), cnf} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.StopReloading()
-		}()
+		wg.Go(c.StopReloading)
 	}
 	wg.Wait()
 	cnf.StopReloading()
 	goleak.VerifyNone(t, others)
+	if clk.Armed() != 0 {
+		t.Errorf("Armed() = %d after StopReloading, want 0", clk.Armed())
+	}
 
 	if cnf.Reloaded().DefaultQueue != "two" {
 		t.Errorf("after StopReloading, Reloaded().DefaultQueue = %q, want the latest, two", cnf.Reloaded().DefaultQueue)
 	}
+	writeFile(t, path, "default_queue: three\n")
+	clk.Advance(time.Hour)
+	if cnf.Reloaded().DefaultQueue != "two" {
+		t.Errorf("a stopped reloader read the file: %q", cnf.Reloaded().DefaultQueue)
+	}
 }
 
 func TestStopReloadingOnAConfigThatDoesNotReload(t *testing.T) {
-	fastReload(t)
+	clk := fakeReload(t)
 	path := tempFile(t, "default_queue: one\n")
 	plain, err := NewFromYaml(path, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if clk.Armed() != 0 {
+		t.Error("a Config loaded without keepReloading armed a timer")
 	}
 	for name, c := range map[string]*Config{"loaded": plain, "hand-built": {}, "nil": nil} {
 		c.StopReloading()
@@ -197,7 +298,7 @@ func TestStopReloadingOnAConfigThatDoesNotReload(t *testing.T) {
 // A copy made by WithDefaults is a plain Config: it does not follow the
 // file, and stopping it does not stop the original.
 func TestWithDefaultsCopyDoesNotReload(t *testing.T) {
-	fastReload(t)
+	clk := fakeReload(t)
 	path := tempFile(t, "default_queue: one\n")
 	cnf := loadReloading(t, path)
 	cp := cnf.WithDefaults()
@@ -207,7 +308,10 @@ func TestWithDefaultsCopyDoesNotReload(t *testing.T) {
 	cp.StopReloading()
 
 	writeFile(t, path, "default_queue: two\n")
-	waitFor(t, "the change after stopping the copy", func() bool { return cnf.Reloaded().DefaultQueue == "two" })
+	tick(t, clk) // the original's reloader still runs
+	if cnf.Reloaded().DefaultQueue != "two" {
+		t.Errorf("stopping the copy stopped the original: %q", cnf.Reloaded().DefaultQueue)
+	}
 	if cp.Reloaded() != cp || cp.DefaultQueue != "one" {
 		t.Errorf("the copy followed the file: %q", cp.Reloaded().DefaultQueue)
 	}

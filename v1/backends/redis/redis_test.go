@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/v1/backends/backendtest"
@@ -25,14 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := redistest.RunMain(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.RunMain(m))
 }
 
 // keyPrefix turns a redistest prefix ("t7-9f86d081:") into a KeyPrefix
