@@ -9,8 +9,10 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
+	"github.com/b6192125/machinist/internal/service"
 	"github.com/b6192125/machinist/v1/tasks"
 	"github.com/b6192125/machinist/v1/worker"
 )
@@ -77,55 +79,34 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	done := w.done
 	w.mu.Unlock()
 
-	var graceful bool
-	var gracefulMu sync.Mutex
-	stopSignals := func() {}
+	var graceful atomic.Bool // the worker stops because of a first signal
+	signals := &signalWatcher{
+		graceful: func(sig os.Signal) {
+			w.server.log.Warn("signal received; stopping gracefully (send another to stop at once)",
+				slog.String("signal", sig.String()), slog.String("worker", w.ConsumerTag))
+			graceful.Store(true)
+			stop()
+		},
+		abrupt: func(sig os.Signal) {
+			w.server.log.Warn("second signal received; stopping at once",
+				slog.String("signal", sig.String()), slog.String("worker", w.ConsumerTag))
+			engine.Abort()
+		},
+	}
 	if !w.server.GetConfig().NoUnixSignals {
-		sigs := make(chan os.Signal, 2)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		quitSignals := make(chan struct{})
-		signalsDone := make(chan struct{})
-		go func() {
-			defer close(signalsDone)
-			received := 0
-			for {
-				select {
-				case s := <-sigs:
-					received++
-					if received == 1 {
-						w.server.log.Warn("signal received; stopping gracefully (send another to stop at once)",
-							slog.String("signal", s.String()), slog.String("worker", w.ConsumerTag))
-						gracefulMu.Lock()
-						graceful = true
-						gracefulMu.Unlock()
-						stop()
-					} else {
-						w.server.log.Warn("second signal received; stopping at once",
-							slog.String("signal", s.String()), slog.String("worker", w.ConsumerTag))
-						engine.Abort()
-					}
-				case <-quitSignals:
-					return
-				}
-			}
-		}()
-		stopSignals = func() {
-			signal.Stop(sigs)
-			close(quitSignals)
-			<-signalsDone
-		}
+		// It runs while the worker does; Stop below ends it.
+		_ = signals.Start(context.Background())
 	}
 
 	go func() {
 		err := engine.Run(ctx)
-		stopSignals()
-		gracefulMu.Lock()
-		byGracefulSignal := graceful
-		gracefulMu.Unlock()
+		// Shutdown, in order: the worker has stopped (tasks finished or
+		// requeued); signals are no longer ours; the caller is told why.
+		signals.Stop()
 		switch {
 		case errors.Is(err, worker.ErrAborted):
 			err = ErrWorkerQuitAbruptly
-		case err == nil && byGracefulSignal:
+		case err == nil && graceful.Load():
 			err = ErrWorkerQuitGracefully
 		}
 		close(done)
@@ -259,4 +240,41 @@ func (w *Worker) PreConsumeHandler() bool {
 	h := w.preConsumeHandler
 	w.mu.Unlock()
 	return h == nil || h(w)
+}
+
+// signalWatcher turns SIGINT and SIGTERM into a worker's stop: the first
+// into a graceful one, the next into an abrupt one. It is a
+// service.Service: Start makes the process's signals its own until Stop.
+type signalWatcher struct {
+	service.Base
+	graceful, abrupt func(os.Signal)
+}
+
+// Start begins watching for signals.
+func (s *signalWatcher) Start(ctx context.Context) error {
+	ctx, shouldStart, stopped, err := s.StartInit(ctx)
+	if !shouldStart {
+		return err
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		defer close(stopped)
+		defer signal.Stop(sigs)
+		received := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-sigs:
+				received++
+				if received == 1 {
+					s.graceful(sig)
+				} else {
+					s.abrupt(sig)
+				}
+			}
+		}
+	}()
+	return nil
 }

@@ -36,9 +36,9 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 			return err
 		}
 		// RetryInline: run it again here, when its retry is due.
-		t := time.NewTimer(time.Until(again.at))
+		t := w.clock.NewTimer(w.clock.Until(again.at))
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
@@ -104,7 +104,7 @@ const StartedAfter = time.Millisecond
 func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) (finished func()) {
 	var mu sync.Mutex
 	done := false
-	timer := time.AfterFunc(StartedAfter, func() {
+	timer := w.clock.AfterFunc(StartedAfter, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if done || ctx.Err() != nil {
@@ -324,7 +324,7 @@ func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Del
 	if err != nil {
 		return fmt.Errorf("worker: write state RETRY of task %s: %w", sig.UUID, err)
 	}
-	at := time.Now().Add(in)
+	at := w.clock.Now().Add(in)
 	log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
 	if d != nil {
 		if err := w.p.Broker.Retry(ctx, d, at, cause.Error()); err != nil {

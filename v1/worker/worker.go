@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -56,12 +58,17 @@ type Params struct {
 	// PreConsumeFunc gates each fetch: while it returns false the worker
 	// takes nothing and asks again every Redis.NormalTasksPollPeriod.
 	PreConsumeFunc func() bool
+
+	// Clock times the worker: STARTED, retries, lease renewal, shutdown.
+	// Default the wall clock.
+	Clock clock.Clock
 }
 
 // Worker fetches tasks from a broker and runs them. Run it once.
 type Worker struct {
 	p      Params
 	log    *slog.Logger
+	clock  clock.Clock
 	queues *queueOrder
 	paired brokers.StateBroker // the broker, when it writes the backend's states itself
 
@@ -100,8 +107,13 @@ func New(p Params) *Worker {
 		log = slog.Default()
 	}
 	paired, _ := brokers.Paired(p.Broker, p.Backend)
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
 	return &Worker{
 		p:      p,
+		clock:  clk,
 		paired: paired,
 		queues: newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
 		log:    log.With(slog.String("worker", p.ConsumerTag)),
@@ -137,12 +149,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Task contexts outlive ctx: a graceful stop lets them finish.
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTasks()
-	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		w.heartbeat(hbCtx)
-	}()
+	// Leases are renewed until the last task is settled or requeued,
+	// after ctx has ended: the heartbeat's context does not end with it.
+	heartbeat := w.newHeartbeat()
+	if err := heartbeat.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("worker: start the lease renewal: %w", err)
+	}
 
 	w.log.Info("worker started", slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
@@ -151,8 +163,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// abandon and requeue the rest; stop renewing leases.
 	w.waitRunning(w.p.Config.ShutdownTimeout)
 	w.abandonRunning()
-	stopHeartbeat()
-	<-hbDone
+	heartbeat.Stop()
 	w.log.Info("worker stopped")
 
 	switch {
@@ -181,7 +192,11 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			<-slots
 		}
 	}
-	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	// A failing Fetch (Redis down) is tried again after a jittered
+	// backoff, and logged once, then once per 30 s with a count.
+	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
+	fails := service.NewFailureLog(w.log, w.clock, "fetch", 0)
+	failures := 0
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -206,7 +221,7 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 		}
 		if w.p.PreConsumeFunc != nil && !w.p.PreConsumeFunc() {
 			release(n)
-			if !sleep(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond) {
+			if !w.sleep(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond) {
 				return nil
 			}
 			continue
@@ -220,15 +235,18 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			if errors.Is(err, brokers.ErrClosed) {
 				return err
 			}
-			wait := backoff.next()
+			failures++
 			w.reportError(fmt.Errorf("worker: fetch: %w", err))
-			w.log.Warn("fetch failed; retrying", slog.Any("error", err), slog.Duration("retry_in", wait))
-			if !sleep(ctx, wait) {
+			fails.Failed(err)
+			if !w.sleep(ctx, backoff.Delay(failures)) {
 				return nil
 			}
 			continue
 		}
-		backoff.reset()
+		if failures > 0 {
+			failures = 0
+			fails.Succeeded()
+		}
 		release(n - len(ds))
 		for _, d := range ds {
 			w.start(taskCtx, d, func() { release(1) })
@@ -343,7 +361,7 @@ func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, lo
 	default:
 		log.Warn("task not registered here; handing it back for other workers",
 			slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", d.Retried+1))
-		at := time.Now().Add(w.p.Config.UnregisteredTaskDelay)
+		at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
 		if err := w.p.Broker.Retry(ctx, d, at, fmt.Sprintf("task %q is not registered on worker %q", sig.Name, w.p.ConsumerTag)); err != nil {
 			log.Error("handing back unregistered task failed", slog.Any("error", err))
 		}
@@ -357,35 +375,38 @@ func (w *Worker) reportError(err error) {
 	}
 }
 
-// heartbeat renews the leases of running tasks until ctx ends.
-func (w *Worker) heartbeat(ctx context.Context) {
+// newHeartbeat returns the loop that renews the leases of the running
+// tasks every LeaseRenewInterval. A failed renewal is tried again at the
+// next interval (not later: a lease would run out) and logged once per
+// 30 s with a count.
+func (w *Worker) newHeartbeat() *service.Periodic {
 	interval := w.p.Config.LeaseRenewInterval
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		w.mu.Lock()
-		ds := make([]*brokers.Delivery, 0, len(w.active))
-		for r := range w.active {
-			if r.d.Lease.Valid() {
-				ds = append(ds, r.d)
+	return service.NewPeriodic(service.PeriodicParams{
+		Name:     "lease renewal",
+		Interval: interval,
+		Backoff:  service.Backoff{Min: interval, Max: interval, Jitter: -1},
+		Clock:    w.clock,
+		Logger:   w.log,
+		RunFunc: func(ctx context.Context) error {
+			w.mu.Lock()
+			ds := make([]*brokers.Delivery, 0, len(w.active))
+			for r := range w.active {
+				if r.d.Lease.Valid() {
+					ds = append(ds, r.d)
+				}
 			}
-		}
-		w.mu.Unlock()
-		if len(ds) == 0 {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, interval)
-		err := w.p.Broker.ExtendLeases(rctx, ds...)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("renewing leases failed", slog.Int("tasks", len(ds)), slog.Any("error", err))
-		}
-	}
+			w.mu.Unlock()
+			if len(ds) == 0 {
+				return nil
+			}
+			rctx, cancel := context.WithTimeout(ctx, interval)
+			defer cancel()
+			if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
+				return fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err)
+			}
+			return nil
+		},
+	})
 }
 
 // waitRunning waits up to timeout for running tasks to finish, or until Abort.
@@ -398,11 +419,11 @@ func (w *Worker) waitRunning(timeout time.Duration) {
 	if w.aborted() {
 		timeout = 0
 	}
-	timer := time.NewTimer(timeout)
+	timer := w.clock.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-finished:
-	case <-timer.C:
+	case <-timer.C():
 	case <-w.abort:
 	}
 }
@@ -442,30 +463,13 @@ func (w *Worker) abandonRunning() {
 }
 
 // sleep waits for d or until ctx ends; it reports whether the wait ran out.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
+	t := w.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
-
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max} }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else if b.cur *= 2; b.cur > b.max {
-		b.cur = b.max
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/b6192125/machinist/internal/clock"
 )
 
 // Lease is a worker's claim on one task it took from a broker. The broker
@@ -18,25 +20,34 @@ import (
 // worker cut off from its broker stops believing it holds the task at the
 // moment the broker stops believing it.
 type Lease struct {
+	clock clock.Clock
 	token string
 	ctx   context.Context // ends when the lease is lost
 	lose  context.CancelFunc
 
 	mu        sync.Mutex
 	expiresAt time.Time
-	timer     *time.Timer
+	timer     clock.Timer
 	lost      bool
 	released  bool
 }
 
 // NewLease returns a lease with the fencing token token that ends at
-// expiresAt unless extended.
+// expiresAt unless extended, by the wall clock.
 func NewLease(token string, expiresAt time.Time) *Lease {
+	return NewLeaseOn(clock.Real(), token, expiresAt)
+}
+
+// NewLeaseOn is NewLease on clk: a broker whose clock a test controls
+// hands out leases on the same clock.
+func NewLeaseOn(clk clock.Clock, token string, expiresAt time.Time) *Lease {
+	// The lease outlives the call that took it: its context is its own,
+	// cancelled when the lease is lost.
 	ctx, lose := context.WithCancel(context.Background())
-	l := &Lease{token: token, ctx: ctx, lose: lose, expiresAt: expiresAt}
+	l := &Lease{clock: clk, token: token, ctx: ctx, lose: lose, expiresAt: expiresAt}
 	l.mu.Lock() // expire may run before AfterFunc returns
 	defer l.mu.Unlock()
-	l.timer = time.AfterFunc(time.Until(expiresAt), l.expire)
+	l.timer = clk.AfterFunc(clk.Until(expiresAt), l.expire)
 	return l
 }
 
@@ -67,7 +78,7 @@ func (l *Lease) Context() context.Context { return l.ctx }
 func (l *Lease) Valid() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.lost && !l.released && !time.Now().Before(l.expiresAt) {
+	if !l.lost && !l.released && !l.clock.Now().Before(l.expiresAt) {
 		l.loseLocked()
 	}
 	return !l.lost
@@ -83,7 +94,7 @@ func (l *Lease) Extend(expiresAt time.Time) bool {
 	}
 	l.expiresAt = expiresAt
 	if !l.released {
-		l.timer.Reset(time.Until(expiresAt))
+		l.timer.Reset(l.clock.Until(expiresAt))
 	}
 	return true
 }
@@ -108,7 +119,7 @@ func (l *Lease) Release() {
 func (l *Lease) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.released || time.Now().Before(l.expiresAt) {
+	if l.released || l.clock.Now().Before(l.expiresAt) {
 		return // extended after the timer fired, or settled
 	}
 	l.loseLocked()

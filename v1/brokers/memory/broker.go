@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
 	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -31,10 +33,8 @@ type Broker struct {
 	logger          *slog.Logger
 	backend         *memorybackend.Backend // the paired backend, from NewPair
 
-	// stopRecoverer ends the recoverer goroutine; recovererDone is closed
-	// when it has returned.
-	stopRecoverer context.CancelFunc
-	recovererDone chan struct{}
+	clock     clock.Clock
+	recoverer *service.Periodic // returns expired leases; Close stops it
 
 	mu     sync.Mutex
 	closed bool
@@ -66,7 +66,7 @@ type task struct {
 	status iface.TaskStatus
 
 	nextAt time.Time   // scheduled, retry: when it becomes pending
-	timer  *time.Timer // scheduled, retry: moves it to pending at nextAt
+	timer  clock.Timer // scheduled, retry: moves it to pending at nextAt
 	gen    uint64      // bumped on every schedule, so a stale timer does nothing
 	seq    uint64      // publish order, to break ties between equal nextAt
 
@@ -97,6 +97,9 @@ type Options struct {
 	ResultsExpireIn time.Duration
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Clock times leases, ETAs, retries and the recoverer. Default the
+	// wall clock.
+	Clock clock.Clock
 }
 
 // OptionsFrom returns the options cnf sets (with its defaults applied).
@@ -126,7 +129,10 @@ func New(opts Options) *Broker {
 	opts.ArchiveMaxAge = cmp.Or(opts.ArchiveMaxAge, d.ArchiveMaxAge)
 	opts.ResultsExpireIn = cmp.Or(opts.ResultsExpireIn, d.ResultsExpireIn)
 	logger := cmp.Or(opts.Logger, slog.Default())
-	ctx, cancel := context.WithCancel(context.Background())
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
 	b := &Broker{
 		leaseDuration:   opts.LeaseDuration,
 		recoverInterval: opts.RecoverInterval,
@@ -135,8 +141,7 @@ func New(opts Options) *Broker {
 		archiveMaxAge:   opts.ArchiveMaxAge,
 		defaultQueue:    opts.DefaultQueue,
 		logger:          logger,
-		stopRecoverer:   cancel,
-		recovererDone:   make(chan struct{}),
+		clock:           clk,
 		queues:          make(map[string]*queue),
 		held:            make(map[string]*task),
 		leases:          make(map[string]*task),
@@ -144,7 +149,20 @@ func New(opts Options) *Broker {
 		claims:          make(map[string]time.Time),
 		wake:            make(chan struct{}),
 	}
-	go b.recoverLoop(ctx)
+	b.recoverer = service.NewPeriodic(service.PeriodicParams{
+		Name:     "memory broker recoverer",
+		Interval: opts.RecoverInterval,
+		RunFunc: func(context.Context) error {
+			b.recoverExpired(b.clock.Now())
+			return nil
+		},
+		Clock:  clk,
+		Logger: logger,
+	})
+	// The recoverer runs until Close, not for a caller's request.
+	if err := b.recoverer.Start(context.Background()); err != nil {
+		logger.Error("memory broker: starting the recoverer failed", slog.Any("error", err))
+	}
 	return b
 }
 
@@ -183,7 +201,7 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 		seen[sig.UUID] = true
 	}
 
-	now := time.Now()
+	now := b.clock.Now()
 	woken := false
 	for _, sig := range sigs {
 		if old := b.dead[sig.UUID]; old != nil {
@@ -248,7 +266,7 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 // takeLocked moves up to max pending tasks of queues to active.
 func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
 	var out []*iface.Delivery
-	now := time.Now()
+	now := b.clock.Now()
 	for _, name := range queues {
 		q := b.queues[name]
 		if q == nil || q.paused {
@@ -264,7 +282,7 @@ func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
 			out = append(out, &iface.Delivery{
 				Signature: tasks.CopySignature(t.sig),
 				Queue:     q.name,
-				Lease:     iface.NewLease(t.token, t.leaseExpiresAt),
+				Lease:     iface.NewLeaseOn(b.clock, t.token, t.leaseExpiresAt),
 				Retried:   t.retried,
 				Recovered: t.recovered,
 				Outcome:   copyState(t.outcome),
@@ -287,7 +305,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, deliveries ...*iface.Delivery
 	if b.closed {
 		return errClosed("extend leases")
 	}
-	expiresAt := time.Now().Add(b.leaseDuration)
+	expiresAt := b.clock.Now().Add(b.leaseDuration)
 	for _, d := range deliveries {
 		if d == nil || d.Lease == nil {
 			continue
@@ -324,7 +342,7 @@ func (b *Broker) holdsLocked(op string, d *iface.Delivery) error {
 // the lease not expired (even if the recoverer has not taken it back yet).
 func (b *Broker) heldLocked(d *iface.Delivery) *task {
 	t := b.leases[d.Lease.Token()]
-	if t == nil || !time.Now().Before(t.leaseExpiresAt) {
+	if t == nil || !b.clock.Now().Before(t.leaseExpiresAt) {
 		return nil
 	}
 	return t
@@ -399,7 +417,7 @@ func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, err
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	if d.Signature != nil {
 		t.sig = tasks.CopySignature(d.Signature)
 	}
@@ -426,7 +444,7 @@ func (b *Broker) Archive(ctx context.Context, d *iface.Delivery, reason string) 
 	if err != nil {
 		return err
 	}
-	b.archiveLocked(t, reason, time.Now())
+	b.archiveLocked(t, reason, b.clock.Now())
 	d.Lease.Release()
 	return nil
 }
@@ -466,7 +484,7 @@ func (b *Broker) Claim(ctx context.Context, key string, ttl time.Duration) (bool
 	if b.closed {
 		return false, errClosed("claim")
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	if until, ok := b.claims[key]; ok && now.Before(until) {
 		return false, nil
 	}
@@ -495,8 +513,7 @@ func (b *Broker) Close() error {
 	close(b.wake) // blocked Fetch calls wake up and see closed
 	b.mu.Unlock()
 
-	b.stopRecoverer()
-	<-b.recovererDone
+	b.recoverer.Stop()
 	return nil
 }
 
@@ -538,7 +555,7 @@ func (b *Broker) scheduleLocked(q *queue, t *task, status iface.TaskStatus, at t
 	}
 	t.gen++
 	gen := t.gen
-	t.timer = time.AfterFunc(time.Until(at), func() { b.due(t, gen) })
+	t.timer = b.clock.AfterFunc(b.clock.Until(at), func() { b.due(t, gen) })
 }
 
 // due runs on t's timer: it makes t pending, unless it was rescheduled, the
@@ -550,7 +567,7 @@ func (b *Broker) due(t *task, gen uint64) {
 	if b.closed || t.gen != gen || (t.status != iface.StatusScheduled && t.status != iface.StatusRetry) {
 		return
 	}
-	if wait := time.Until(t.nextAt); wait > 0 {
+	if wait := b.clock.Until(t.nextAt); wait > 0 {
 		t.timer.Reset(wait)
 		return
 	}

@@ -35,7 +35,7 @@ func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo,
 	if q == nil {
 		return info, nil
 	}
-	b.trimArchiveLocked(q, time.Now())
+	b.trimArchiveLocked(q, b.clock.Now())
 	info.Paused = q.paused
 	info.Pending = q.pending.len()
 	info.Active = len(q.active)
@@ -76,7 +76,7 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 			return cmp.Or(x.leaseExpiresAt.Compare(y.leaseExpiresAt), cmp.Compare(x.seq, y.seq))
 		})
 	case iface.StatusArchived:
-		b.trimArchiveLocked(q, time.Now())
+		b.trimArchiveLocked(q, b.clock.Now())
 		list = slices.Clone(q.archived)
 		slices.Reverse(list)
 	default:
@@ -141,7 +141,7 @@ func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...stri
 // takeArchivedLocked removes from q's archive the tasks with uuids (all when
 // none are given) and returns them, oldest first.
 func (b *Broker) takeArchivedLocked(q *queue, uuids []string) []*task {
-	b.trimArchiveLocked(q, time.Now())
+	b.trimArchiveLocked(q, b.clock.Now())
 	var taken []*task
 	if len(uuids) == 0 {
 		taken, q.archived = q.archived, nil

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,23 +9,6 @@ import (
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
 )
-
-// recoverLoop runs until ctx ends, every RecoverInterval returning the tasks
-// whose lease expired to pending (or to the archive) and dropping what has
-// expired: claims and dead letters past ArchiveMaxAge.
-func (b *Broker) recoverLoop(ctx context.Context) {
-	defer close(b.recovererDone)
-	ticker := time.NewTicker(b.recoverInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			b.recoverExpired(time.Now())
-		}
-	}
-}
 
 // recovery is what recoverExpired did with one task, for the log.
 type recovery struct {

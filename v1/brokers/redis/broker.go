@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/rdb"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/brokers/iface"
@@ -27,12 +28,13 @@ type Broker struct {
 	log       *slog.Logger
 	id        string // this broker's name in maintainer elections
 
-	mu         sync.Mutex
-	maintained map[string]bool // queues with a forwarder and recoverer
-	closed     bool
-	ctx        context.Context // ends at Close
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	clock clock.Clock
+
+	mu          sync.Mutex
+	maintainers map[string]*maintainer // by queue, started by Fetch
+	closed      bool
+	ctx         context.Context // ends at Close
+	cancel      context.CancelFunc
 }
 
 var (
@@ -53,6 +55,8 @@ type Options struct {
 	Logger *slog.Logger
 	// OwnsStore makes Close close the store.
 	OwnsStore bool
+	// Clock times the maintenance loops. Default the wall clock.
+	Clock clock.Clock
 }
 
 // OptionsFrom returns the options cnf sets; cnf must have been through
@@ -76,16 +80,23 @@ func New(store *rdb.Store, opts Options) *Broker {
 	if log == nil {
 		log = slog.Default()
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	// The maintainers run until Close, not for a caller's request: their
+	// context is the broker's own.
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Broker{
-		store:      store,
-		ownsStore:  opts.OwnsStore,
-		opts:       opts,
-		log:        log.With(slog.String("component", "redisbroker")),
-		id:         newID(),
-		maintained: make(map[string]bool),
-		ctx:        ctx,
-		cancel:     cancel,
+		store:       store,
+		ownsStore:   opts.OwnsStore,
+		opts:        opts,
+		log:         log.With(slog.String("component", "redisbroker")),
+		id:          newID(),
+		clock:       clk,
+		maintainers: make(map[string]*maintainer),
+		ctx:         ctx,
+		cancel:      cancel,
 	}
 }
 
@@ -296,9 +307,14 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
+	maintainers := b.maintainers
 	b.mu.Unlock()
+	// Shutdown, in order: blocked Fetch calls wake (the context ends); each
+	// maintainer stops and resigns; then the store closes, if it is ours.
 	b.cancel()
-	b.wg.Wait()
+	for _, m := range maintainers {
+		m.Stop()
+	}
 	if b.ownsStore {
 		return wrap(b.store.Close())
 	}

@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"time"
+
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
 )
 
 // A queue's maintenance (promoting due tasks, recovering expired leases) is
@@ -13,15 +16,159 @@ import (
 // queues. Every process that fetches from a queue takes part in the
 // election every electEvery; a maintainer's term lasts maintainerTerm and
 // is renewed at each election, so when the maintainer dies another process
-// takes over within maintainerTerm + electEvery. A maintainer that closes
+// takes over within maintainerTerm + electEvery. A maintainer that stops
 // resigns, and another takes over at its next election.
 const (
 	electEvery     = time.Second
 	maintainerTerm = 3 * time.Second
 )
 
-// maintain starts, once per queue, the loop that keeps the queue moving
-// while this process is its maintainer.
+// maintainer keeps one queue moving while its broker is the queue's elected
+// maintainer. It is a service.Service, started by the broker's first Fetch
+// from the queue and stopped by Close.
+type maintainer struct {
+	service.Base
+	b     *Broker
+	queue string
+	clock clock.Clock
+	// fails logs failed elections, promotions and recoveries: the first at
+	// once, then one line per interval with a count, not one per attempt.
+	fails   *service.FailureLog
+	backoff service.Backoff
+}
+
+var _ service.Service = (*maintainer)(nil)
+
+func newMaintainer(b *Broker, queue string) *maintainer {
+	return &maintainer{
+		b:       b,
+		queue:   queue,
+		clock:   b.clock,
+		fails:   service.NewFailureLog(b.log.With(slog.String("queue", queue)), b.clock, "maintenance of queue "+queue, 0),
+		backoff: service.Backoff{Min: b.opts.ForwardInterval, Max: 5 * time.Second},
+	}
+}
+
+// Start launches the maintainer's loop.
+func (m *maintainer) Start(ctx context.Context) error {
+	ctx, shouldStart, stopped, err := m.StartInit(ctx)
+	if !shouldStart {
+		return err
+	}
+	go func() {
+		defer close(stopped)
+		m.run(ctx)
+	}()
+	return nil
+}
+
+// run stands for election every electEvery; while the broker is the
+// maintainer, it promotes due tasks every ForwardInterval (or sooner when
+// the next task is due sooner, so a task becomes pending within
+// milliseconds of its time) and recovers expired leases every
+// RecoverInterval. Failures back off. When ctx ends it resigns.
+func (m *maintainer) run(ctx context.Context) {
+	elect := m.clock.NewTimer(0)
+	defer elect.Stop()
+	recoverTick := m.clock.NewTimer(m.b.opts.RecoverInterval)
+	defer recoverTick.Stop()
+	forward := m.clock.NewTimer(time.Hour)
+	defer forward.Stop()
+
+	maintaining, failures := false, 0
+	// failed records a failure of one of the steps and returns how long
+	// to wait before the next attempt.
+	failed := func(err error) time.Duration {
+		failures++
+		m.fails.Failed(err)
+		return m.backoff.Delay(failures)
+	}
+	succeeded := func() {
+		if failures > 0 {
+			failures = 0
+			m.fails.Succeeded()
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if maintaining {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				_ = m.b.store.Resign(rctx, m.queue, m.b.id)
+				cancel()
+			}
+			return
+		case <-elect.C():
+			won, err := m.b.store.Elect(ctx, m.queue, m.b.id, maintainerTerm)
+			switch {
+			case ctx.Err() != nil:
+				continue
+			case err != nil:
+				elect.Reset(max(failed(err), electEvery))
+				maintaining = false
+				continue
+			}
+			succeeded()
+			if won && !maintaining {
+				m.b.log.Debug("maintaining queue", slog.String("queue", m.queue))
+				forward.Reset(0)
+			}
+			maintaining = won
+			elect.Reset(electEvery)
+		case <-forward.C():
+			if !maintaining {
+				continue
+			}
+			more, next, err := m.b.store.Forward(ctx, m.queue)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				forward.Reset(failed(err))
+			case more:
+				succeeded()
+				forward.Reset(0)
+			default:
+				succeeded()
+				wait := m.b.opts.ForwardInterval
+				if !next.IsZero() {
+					wait = max(min(wait, m.clock.Until(next)), 0)
+				}
+				forward.Reset(wait)
+			}
+		case <-recoverTick.C():
+			wait := m.b.opts.RecoverInterval
+			if maintaining {
+				if err := m.recoverExpired(ctx); err != nil && ctx.Err() == nil {
+					wait = max(failed(err), wait)
+				} else {
+					succeeded()
+				}
+			}
+			recoverTick.Reset(wait)
+		}
+	}
+}
+
+// recoverExpired returns tasks whose lease expired, a batch at a time.
+func (m *maintainer) recoverExpired(ctx context.Context) error {
+	for {
+		recovered, archived, more, err := m.b.store.Recover(ctx, m.queue)
+		if err != nil {
+			return err
+		}
+		for _, id := range recovered {
+			m.b.log.Warn("recovered task whose lease expired", slog.String("task_id", id), slog.String("queue", m.queue))
+		}
+		for _, id := range archived {
+			m.b.log.Error("archived task that kept losing its worker", slog.String("task_id", id), slog.String("queue", m.queue))
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// maintain starts, once per queue, the maintainer of each of queues.
 func (b *Broker) maintain(queues []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -29,108 +176,17 @@ func (b *Broker) maintain(queues []string) {
 		return
 	}
 	for _, q := range queues {
-		if b.maintained[q] {
+		if b.maintainers[q] != nil {
 			continue
 		}
-		b.maintained[q] = true
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			b.maintainLoop(b.ctx, q)
-		}()
-	}
-}
-
-// maintainLoop runs until ctx ends. Every electEvery it stands for election
-// as q's maintainer; while it is the maintainer, it promotes due tasks every
-// ForwardInterval (or sooner when the next task is due sooner, so a task
-// becomes pending within milliseconds of its time) and recovers expired
-// leases every RecoverInterval. It resigns when ctx ends.
-func (b *Broker) maintainLoop(ctx context.Context, q string) {
-	elect := time.NewTicker(electEvery)
-	defer elect.Stop()
-	recoverTick := time.NewTicker(b.opts.RecoverInterval)
-	defer recoverTick.Stop()
-	forward := time.NewTimer(time.Hour)
-	defer forward.Stop()
-
-	maintainer := false
-	stand := func() {
-		won, err := b.store.Elect(ctx, q, b.id, maintainerTerm)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.log.Warn("electing the queue's maintainer failed", slog.String("queue", q), slog.Any("error", err))
-			}
-			won = false
-		}
-		if won && !maintainer {
-			b.log.Debug("maintaining queue", slog.String("queue", q))
-			forward.Reset(0)
-		}
-		maintainer = won
-	}
-	stand()
-	for {
-		select {
-		case <-ctx.Done():
-			if maintainer {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				_ = b.store.Resign(rctx, q, b.id)
-				cancel()
-			}
-			return
-		case <-elect.C:
-			stand()
-		case <-forward.C:
-			if maintainer {
-				forward.Reset(b.forward(ctx, q))
-			}
-		case <-recoverTick.C:
-			if maintainer {
-				b.recoverExpired(ctx, q)
-			}
+		m := newMaintainer(b, q)
+		b.maintainers[q] = m
+		// Its context is the broker's: Close cancels it and Stops it.
+		if err := m.Start(b.ctx); err != nil {
+			b.log.Error("starting the maintenance of a queue failed", slog.String("queue", q), slog.Any("error", err))
 		}
 	}
 }
 
-// forward promotes due tasks of q and returns when to look again.
-func (b *Broker) forward(ctx context.Context, q string) time.Duration {
-	wait := b.opts.ForwardInterval
-	more, next, err := b.store.Forward(ctx, q)
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			b.log.Warn("promoting due tasks failed", slog.String("queue", q), slog.Any("error", err))
-		}
-	case more:
-		wait = 0
-	case !next.IsZero():
-		wait = max(min(wait, time.Until(next)), 0)
-	}
-	return wait
-}
-
-// recoverExpired returns tasks of q whose lease expired, a batch at a time.
-func (b *Broker) recoverExpired(ctx context.Context, q string) {
-	for {
-		recovered, archived, more, err := b.store.Recover(ctx, q)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.log.Warn("recovering expired leases failed", slog.String("queue", q), slog.Any("error", err))
-			}
-			return
-		}
-		for _, id := range recovered {
-			b.log.Warn("recovered task whose lease expired", slog.String("task_id", id), slog.String("queue", q))
-		}
-		for _, id := range archived {
-			b.log.Error("archived task that kept losing its worker", slog.String("task_id", id), slog.String("queue", q))
-		}
-		if !more {
-			return
-		}
-	}
-}
-
-// newID returns a random id for the process's broker in elections.
+// newID returns a random id for the broker in maintainer elections.
 func newID() string { return rand.Text() }
