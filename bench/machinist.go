@@ -8,6 +8,7 @@ import (
 	"time"
 
 	machinist "github.com/b6192125/machinist/v1"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -132,7 +133,7 @@ func (d *machinistDriver) Chain(ctx context.Context, steps [][]int64) (int64, er
 }
 
 func (d *machinistDriver) Outstanding(ctx context.Context) (int, error) {
-	qi, err := d.server.GetBroker().QueueInfo(ctx, config.DefaultQueueName)
+	qi, err := d.server.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, config.DefaultQueueName)
 	if err != nil {
 		return 0, err
 	}
