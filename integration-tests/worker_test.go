@@ -588,8 +588,10 @@ func TestUndecodableMessageFailsWithTheReason(t *testing.T) {
 		st, err := s.GetBackend().GetState(ctx, "task_bad")
 		return err == nil && st.State == tasks.StateFailure && strings.Contains(st.Error, "cannot decode")
 	})
-	archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, queue, brokeriface.StatusArchived, 0, 10)
-	if err != nil || len(archived) != 1 || archived[0].Signature.UUID != "task_bad" || !strings.Contains(archived[0].LastError, "cannot decode") {
-		t.Fatalf("archived: %+v, %v; want task_bad with the decoding error", archived, err)
-	}
+	// The state is written before the task is archived: wait for both.
+	waitFor(t, "the undecodable task archived with the decoding error", func() bool {
+		archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, queue, brokeriface.StatusArchived, 0, 10)
+		return err == nil && len(archived) == 1 && archived[0].Signature.UUID == "task_bad" &&
+			strings.Contains(archived[0].LastError, "cannot decode")
+	})
 }

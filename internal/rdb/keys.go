@@ -22,7 +22,8 @@ import (
 //	<prefix>:{<queue>}:notify       list of wake-up tokens for idle workers
 //	<prefix>:{<queue>}:maintainer   string: the id of the process that runs
 //	                                the queue's forwarder and recoverer
-//	<prefix>:{<queue>}:t:<task id>  hash: msg, state, lease, retried,
+//	<prefix>:{<queue>}:t:<task id>  hash: msg, state, lease (fencing token),
+//	                                lease_exp, outcome (committed), retried,
 //	                                recovered, error, failed_at, process_at
 //	<prefix>:state:<task id>        hash: state, name, results, error, created_at
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at

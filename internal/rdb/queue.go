@@ -412,9 +412,8 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 		return fmt.Errorf("set state success of task %s: %w", id, err)
 	}
 	qk := s.keys.queue(d.Queue)
-	args := make([]interface{}, 0, 13)
-	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
-		formatTime(w.state.CreatedAt))
+	args := make([]interface{}, 0, 12)
+	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds())
 	args = append(args, w.fields()...)
 	code, err := s.batch.RunScript(ctx, id, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, s.keys.state(id)}, args...).Int64()
 	if err != nil {
@@ -466,7 +465,7 @@ func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.Ta
 		outcome = string(raw)
 	}
 	qk := s.keys.queue(d.Queue)
-	keys := []string{qk.task + id, qk.lease}
+	keys := []string{qk.task + id}
 	args := []interface{}{id, d.Lease.Token(), outcome, s.opts.ResultsExpireIn.Milliseconds(), formatTime(state.CreatedAt),
 		sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}
 	if write {

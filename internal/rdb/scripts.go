@@ -63,6 +63,9 @@ var (
 	requeueArchivedScript = loadScript("requeue_archived")
 	deleteArchivedScript  = loadScript("delete_archived")
 
+	// States.
+	stateUnlessFinalScript = loadScript("state_unless_final")
+
 	// A group's bookkeeping.
 	groupDoneScript    = loadScript("group_done")
 	initGroupScript    = loadScript("init_group")
@@ -71,7 +74,7 @@ var (
 
 // pipelined are the scripts sent inside pipelines, where EVALSHA cannot
 // fall back to EVAL: Store loads them before their first use.
-var pipelined = []*goredis.Script{enqueueScript, groupDoneScript}
+var pipelined = []*goredis.Script{enqueueScript, groupDoneScript, stateUnlessFinalScript}
 
 // Status codes the task scripts return.
 const (

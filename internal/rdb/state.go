@@ -39,16 +39,22 @@ func (w *stateWrite) fields() []interface{} {
 	return []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error}
 }
 
-// queue adds the writes of w to pipe: its fields, created_at (set by the
-// PENDING write that sends a task, kept by later writes), and the TTL.
+// queueState adds the writes of w to pipe: its fields, created_at (set by
+// the PENDING write that sends a task, kept by later writes), and the TTL.
+// A state that is not final is written only if the hash holds no final
+// one (state_unless_final.lua): a late write never hides a result.
 func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) []goredis.Cmder {
 	key := s.keys.state(w.state.TaskUUID)
 	created := formatTime(w.state.CreatedAt)
-	if w.state.State == tasks.StatePending {
+	switch {
+	case w.state.State == tasks.StatePending:
 		return []goredis.Cmder{
 			pipe.HSet(ctx, key, append(w.fields(), "created_at", created)...),
 			pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
 		}
+	case !w.state.IsCompleted():
+		args := append([]interface{}{s.opts.ResultsExpireIn.Milliseconds(), created}, w.fields()...)
+		return []goredis.Cmder{stateUnlessFinalScript.EvalSha(ctx, pipe, []string{key}, args...)}
 	}
 	return []goredis.Cmder{
 		pipe.HSet(ctx, key, w.fields()...),
@@ -166,6 +172,9 @@ func (s *Store) SetStateAsync(ctx context.Context, sig *tasks.Signature, state *
 	sent := s.batch.Go(sig.UUID, write, func(cmds []goredis.Cmder) {
 		for _, c := range cmds {
 			if err := c.Err(); err != nil {
+				if IsNoScript(err) {
+					s.forgetScripts() // Redis lost them: the next write loads them
+				}
 				s.log.Warn("writing task state failed", slog.String("task_id", sig.UUID), slog.String("state", state.State), slog.Any("error", err))
 				return
 			}
@@ -192,6 +201,11 @@ func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *ta
 		groupKeys []string
 		groupArgs []interface{}
 	)
+	if state.State != tasks.StatePending && !state.IsCompleted() {
+		if err := s.loadScripts(ctx); err != nil {
+			return nil, fmt.Errorf("%s of task %s: %w", op, sig.UUID, err)
+		}
+	}
 	if sig.GroupUUID != "" && state.IsCompleted() {
 		if err := validGroup(sig.GroupUUID); err != nil {
 			return nil, fmt.Errorf("%s of task %s: %w", op, sig.UUID, err)

@@ -90,6 +90,7 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	useLogger(opts.Logger)
 	_, cluster := client.(*goredis.ClusterClient)
 	_, oneNode := client.(*goredis.Client)
 	return &Store{
@@ -161,10 +162,15 @@ func (s *Store) loadScripts(ctx context.Context) error {
 // reloadScripts loads the pipelined scripts again after Redis said it lost
 // them (a restart, a failover, SCRIPT FLUSH).
 func (s *Store) reloadScripts(ctx context.Context) error {
+	s.forgetScripts()
+	return s.loadScripts(ctx)
+}
+
+// forgetScripts makes the next write load the pipelined scripts again.
+func (s *Store) forgetScripts() {
 	s.mu.Lock()
 	s.scriptsLoaded = false
 	s.mu.Unlock()
-	return s.loadScripts(ctx)
 }
 
 // msOf returns t in ms since the epoch, rounded up: a task never becomes due

@@ -9,21 +9,21 @@
 -- ARGV[2] fencing token
 -- ARGV[3] completed retention in ms (0: forget the task at once)
 -- ARGV[4] state TTL in ms
--- ARGV[5] created_at (RFC 3339), for a state hash that has none
--- ARGV[6..] state field, value pairs
+-- ARGV[5..] state field, value pairs (created_at is left as the PENDING
+--           write set it)
 --
 -- Returns: 0 done; 2 the caller does not hold the lease (nothing written).
 -- Complexity: O(log L), plus O(log C) with retention.
 local now = now_ms()
-if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
+if not holds(KEYS[1], ARGV[2], now) then
 	return 2
 end
-write_state(KEYS[4], ARGV[4], ARGV[5], 6)
+write_state(KEYS[4], ARGV[4], "", 5)
 redis.call("ZREM", KEYS[2], ARGV[1])
 local keep = tonumber(ARGV[3])
 if keep > 0 then
 	redis.call("HSET", KEYS[1], "state", "completed")
-	redis.call("HDEL", KEYS[1], "lease", "outcome")
+	redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
 	redis.call("PEXPIRE", KEYS[1], keep)
 	redis.call("ZADD", KEYS[3], now + keep, ARGV[1])
 else

@@ -12,11 +12,11 @@
 -- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
 -- Complexity: O(log L + log A), plus O(T) for T dead letters trimmed.
 local now = now_ms()
-if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
+if not holds(KEYS[1], ARGV[2], now) then
 	return 2
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("HDEL", KEYS[1], "lease", "process_at", "outcome")
+redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at", "outcome")
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now)
 redis.call("ZADD", KEYS[3], now, ARGV[1])
 local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[4]))

@@ -2,9 +2,9 @@
 -- task, write its state, and record a group member's final state in its
 -- group; all of it or, for a caller whose lease is gone, nothing.
 --
--- KEYS[1] task hash   KEYS[2] lease zset
--- KEYS[3] the task's state hash (optional: on a single server only)
--- KEYS[4] group hash   KEYS[5] done hash   KEYS[6] order list (optional: a
+-- KEYS[1] task hash
+-- KEYS[2] the task's state hash (optional: on a single server only)
+-- KEYS[3] group hash   KEYS[4] done hash   KEYS[5] order list (optional: a
 --         group member's final state)
 -- ARGV[1] task id
 -- ARGV[2] fencing token
@@ -13,22 +13,22 @@
 -- ARGV[5] created_at (RFC 3339), for a state or group that has none
 -- ARGV[6] the group's task count
 -- ARGV[7] TTL of a completed group in ms   ARGV[8] TTL of an unfinished one
--- ARGV[9..] state field, value pairs (with KEYS[3])
+-- ARGV[9..] state field, value pairs (with KEYS[2])
 --
 -- Returns: {0, finished}: done, and how many members of the group have
 -- finished (0 without a group); {2}: the caller does not hold the lease.
--- Complexity: O(log L).
-if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now_ms()) then
+-- Complexity: O(1).
+if not holds(KEYS[1], ARGV[2], now_ms()) then
 	return {2}
 end
 if ARGV[3] ~= "" then
 	redis.call("HSET", KEYS[1], "outcome", ARGV[3])
 end
 local finished = 0
-if #KEYS >= 3 then
-	write_state(KEYS[3], ARGV[4], ARGV[5], 9)
+if #KEYS >= 2 then
+	write_state(KEYS[2], ARGV[4], ARGV[5], 9)
 end
-if #KEYS >= 6 then
-	finished = record_member(KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3], ARGV[6], ARGV[5], ARGV[7], ARGV[8])
+if #KEYS >= 5 then
+	finished = record_member(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[6], ARGV[5], ARGV[7], ARGV[8])
 end
 return {0, finished}

@@ -29,7 +29,7 @@ for i = 1, n do
 	local token = ARGV[3 + i]
 	local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome")
 	if fields[1] then
-		redis.call("HSET", key, "state", "active", "lease", token)
+		redis.call("HSET", key, "state", "active", "lease", token, "lease_exp", expiry)
 		redis.call("ZADD", KEYS[3], expiry, id)
 		table.insert(out, id)
 		table.insert(out, fields[1])

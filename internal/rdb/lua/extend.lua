@@ -14,8 +14,10 @@ local expiry = now + tonumber(ARGV[2])
 local out = {expiry}
 for i = 3, #ARGV, 2 do
 	local id, token = ARGV[i], ARGV[i + 1]
-	if holds(ARGV[1] .. id, KEYS[1], id, token, now) then
+	local key = ARGV[1] .. id
+	if holds(key, token, now) then
 		redis.call("ZADD", KEYS[1], "XX", expiry, id)
+		redis.call("HSET", key, "lease_exp", expiry)
 	else
 		table.insert(out, id)
 	end

@@ -20,7 +20,7 @@ for _, id in ipairs(ids) do
 	local key = ARGV[1] .. id
 	if redis.call("EXISTS", key) == 1 then
 		local n = redis.call("HINCRBY", key, "recovered", 1)
-		redis.call("HDEL", key, "lease")
+		redis.call("HDEL", key, "lease", "lease_exp")
 		if max >= 0 and n > max then
 			redis.call("HSET", key, "state", "archived", "failed_at", now,
 				"error", ARGV[4] .. " (recovered " .. (n - 1) .. " times; MaxRecoveries is " .. max .. ")")

@@ -15,9 +15,9 @@ local moved = 0
 for i = #ARGV - 1, 2, -2 do
 	local id, token = ARGV[i], ARGV[i + 1]
 	local key = ARGV[1] .. id
-	if holds(key, KEYS[2], id, token, now) then
+	if holds(key, token, now) then
 		redis.call("ZREM", KEYS[2], id)
-		redis.call("HDEL", key, "lease")
+		redis.call("HDEL", key, "lease", "lease_exp")
 		redis.call("HSET", key, "state", "pending")
 		redis.call("LPUSH", KEYS[1], id)
 		moved = moved + 1

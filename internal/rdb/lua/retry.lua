@@ -12,11 +12,11 @@
 -- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
 -- Complexity: O(log L + log R).
 local now = now_ms()
-if not holds(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
+if not holds(KEYS[1], ARGV[2], now) then
 	return 2
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("HDEL", KEYS[1], "lease", "outcome")
+redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
 redis.call("HSET", KEYS[1], "msg", ARGV[3], "error", ARGV[5], "failed_at", now)
 redis.call("HINCRBY", KEYS[1], "retried", 1)
 if tonumber(ARGV[4]) > now then

@@ -190,6 +190,23 @@ func testStates(t *testing.T, s *suite) {
 	if st := getState(t, b, sig.UUID); !st.IsFailure() || st.Error != "late failure" {
 		t.Fatalf("state after FAILURE: %s %q", st.State, st.Error)
 	}
+
+	// A state that is not final never hides a final one: a STARTED or
+	// RETRY that lands late (from a worker paused past its lease) is
+	// dropped; a final state still replaces a final one, and PENDING (the
+	// task sent again) replaces anything.
+	done := newSig("done")
+	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, done, []*tasks.TaskResult{{Type: "int64", Value: 1}}))
+	must(t, "late SetStateStarted", b.SetStateStarted(ctx, done))
+	must(t, "late SetStateRetry", b.SetStateRetry(ctx, done))
+	must(t, "late SetStateReceived", b.SetStateReceived(ctx, done))
+	if st := getState(t, b, done.UUID); !st.IsSuccess() || len(st.Results) != 1 {
+		t.Fatalf("state after late STARTED, RETRY and RECEIVED over SUCCESS: %s %v, want SUCCESS with its result", st.State, st.Results)
+	}
+	must(t, "SetStatePending again", b.SetStatePending(ctx, done))
+	if st := getState(t, b, done.UUID); st.State != tasks.StatePending {
+		t.Fatalf("state after the task was sent again: %s, want PENDING", st.State)
+	}
 }
 
 func testSetStatePendingMany(t *testing.T, s *suite) {

@@ -40,6 +40,11 @@ type Backend interface {
 
 	// SetStatePending writes the PENDING state of each signature.
 	SetStatePending(ctx context.Context, sigs ...*tasks.Signature) error
+	// SetStateReceived, SetStateStarted and SetStateRetry write a state
+	// that is not final, and write nothing when the task's state is
+	// already final (SUCCESS or FAILURE): a write that lands late, from a
+	// worker paused past its lease, never hides a result.
+	//
 	// SetStateReceived writes the RECEIVED state of sig.
 	SetStateReceived(ctx context.Context, sig *tasks.Signature) error
 	// SetStateStarted writes the STARTED state of sig. An implementation

@@ -12,4 +12,9 @@ var (
 	ErrGroupNotFound = errors.New("backends: group not found")
 	// ErrClosed is returned by a backend that was closed.
 	ErrClosed = errors.New("backends: backend closed")
+	// ErrAuth is wrapped by errors that say the store (Redis) wants
+	// credentials the URL lacks, or refused those given. It is also
+	// brokers/iface.ErrAuth.
+	ErrAuth = errors.New("Redis requires authentication, or refused the credentials given: " +
+		`put them in the URL ("redis://:password@host:port" or "redis://user:password@host:port")`)
 )

@@ -263,6 +263,13 @@ func (b *Backend) WriteState(sig *tasks.Signature, state *tasks.TaskState) (int,
 		return 0, err
 	}
 	defer b.mu.Unlock()
+	if state.State != tasks.StatePending && !state.IsCompleted() {
+		// A state that is not final never hides a result: a late STARTED or
+		// RETRY (from a worker paused past its lease) is dropped.
+		if e := b.states[sig.UUID]; e != nil && now.Before(e.expiresAt) && e.state.IsCompleted() {
+			return 0, nil
+		}
+	}
 	b.putLocked(state, now)
 	if sig.GroupUUID == "" || !state.IsCompleted() {
 		return 0, nil

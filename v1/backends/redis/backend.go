@@ -228,10 +228,11 @@ func (b *Backend) checkOpen(op string) error {
 	return nil
 }
 
-// wrap prefixes err with the package name.
+// wrap prefixes err with the package name, and names the cause of an
+// authentication error (rdb.ErrAuth).
 func wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("redisbackend: %w", err)
+	return fmt.Errorf("redisbackend: %w", rdb.Explain(err))
 }

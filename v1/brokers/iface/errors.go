@@ -1,6 +1,10 @@
 package iface
 
-import "errors"
+import (
+	"errors"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+)
 
 // Errors of brokers. Implementations wrap them with %w, so callers branch
 // with errors.Is.
@@ -18,4 +22,8 @@ var (
 	ErrClosed = errors.New("brokers: broker closed")
 	// ErrNoQueue is returned when an operation is given no queue name.
 	ErrNoQueue = errors.New("brokers: no queue given")
+	// ErrAuth is wrapped by errors that say Redis wants credentials the
+	// URL lacks, or refused those given; the same error as
+	// backends/iface.ErrAuth.
+	ErrAuth = backends.ErrAuth
 )

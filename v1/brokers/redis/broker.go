@@ -129,12 +129,13 @@ func (b *Broker) checkOpen() error {
 	return nil
 }
 
-// wrap prefixes err with the package name.
+// wrap prefixes err with the package name, and names the cause of an
+// authentication error (rdb.ErrAuth).
 func wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("redisbroker: %w", err)
+	return fmt.Errorf("redisbroker: %w", rdb.Explain(err))
 }
 
 // Publish adds tasks to their queues: one script per queue, all or nothing

@@ -56,8 +56,9 @@
 //     only until the local expiry.
 //  3. Every write a worker makes about a task checks its lease first, in
 //     the same script (internal/rdb/lua/lib/fence.lua): the hash's lease
-//     field must hold the worker's token and the lease zset's score must be
-//     in the future by Redis's clock, so a worker whose lease was taken
+//     field must hold the worker's token and its lease_exp field (the
+//     lease's expiry, kept with the lease zset's score) must be in the
+//     future by Redis's clock, so a worker whose lease was taken
 //     over, or merely ran out while the worker was paused and before the
 //     recoverer came, changes nothing and is told ErrLeaseLost.
 //  4. Before a worker writes anything others see about a finished task

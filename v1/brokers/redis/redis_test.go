@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -347,4 +348,47 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// A broker without the password of a Redis that wants one says so: its
+// errors wrap iface.ErrAuth and name the password, whatever go-redis called
+// it (NOAUTH, or "unauthenticated multibulk length" for a long command).
+func TestMissingPasswordIsNamed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t) // its password is changed: not the shared server
+	admin := srv.Client(t)
+	ctx := ctxFor(t)
+	if err := admin.ConfigSet(ctx, "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Password: "s3cret"})
+		defer c.Close()
+		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
+	})
+	cnf := (&config.Config{Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
+	b, err := redisbroker.Dial(srv.URL(), cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	err = b.Publish(ctx, newSigFor("auth"))
+	if !errors.Is(err, iface.ErrAuth) || !strings.Contains(err.Error(), "password") {
+		t.Fatalf("Publish without the password: %v; want an error wrapping iface.ErrAuth that names the password", err)
+	}
+
+	good, err := redisbroker.Dial("redis://:s3cret@"+srv.Addr(), cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = good.Close() })
+	if err := good.Publish(ctx, newSigFor("auth")); err != nil {
+		t.Fatalf("Publish with the password: %v", err)
+	}
+}
+
+func newSigFor(queue string) *tasks.Signature {
+	sig, _ := tasks.NewSignature("job", nil)
+	sig.RoutingKey = queue
+	return sig
 }

@@ -1,10 +1,8 @@
--- holds reports whether the caller holds the lease of task id: token is
--- the task's fencing token, and the lease has not expired at now (a lease
--- whose expiry passed is refused even before the recoverer takes it back).
-local function holds(task_key, lease_key, id, token, now)
-	if redis.call("HGET", task_key, "lease") ~= token then
-		return false
-	end
-	local expiry = tonumber(redis.call("ZSCORE", lease_key, id))
-	return expiry ~= nil and expiry > now
+-- holds reports whether the caller holds the lease of a task: token is
+-- the task hash's fencing token, and the lease's expiry (lease_exp, kept
+-- beside it and in the lease zset) is after now, so a lease whose expiry
+-- passed is refused even before the recoverer takes it back.
+local function holds(task_key, token, now)
+	local lease = redis.call("HMGET", task_key, "lease", "lease_exp")
+	return lease[1] == token and (tonumber(lease[2]) or 0) > now
 end

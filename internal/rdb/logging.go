@@ -1,0 +1,90 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+)
+
+// ErrAuth is wrapped by errors that say Redis wants a password, or refused
+// the one given: go-redis reports that as NOAUTH, WRONGPASS or, for a
+// client that sent a long command unauthenticated, "Protocol error:
+// unauthenticated multibulk length", which says nothing of passwords.
+var ErrAuth = backends.ErrAuth
+
+// Explain wraps err with ErrAuth when it is an authentication error, so
+// that what a user reads names the cause; other errors are returned as
+// they are.
+func Explain(err error) error {
+	if err == nil || errors.Is(err, ErrAuth) || !isAuthError(err) {
+		return err
+	}
+	return fmt.Errorf("%w (%v)", ErrAuth, err)
+}
+
+// isAuthError reports whether err is Redis refusing an unauthenticated or
+// wrongly authenticated client, however it was wrapped.
+func isAuthError(err error) bool {
+	if goredis.IsAuthError(err) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "unauthenticated")
+}
+
+// go-redis logs (a pool failing to dial, for one) through one logger per
+// process, to stderr by default, one line per attempt. machinist replaces
+// it, once, with redisLogger: every line goes to the logger of the latest
+// store made (its Options.Logger, which NewServer takes from
+// Config.Logger), and a line that repeats is logged once, then once per 30
+// seconds with a count.
+var (
+	installLoggerOnce sync.Once
+	storeLogger       atomic.Pointer[slog.Logger]
+)
+
+// useLogger makes log the one go-redis logs to.
+func useLogger(log *slog.Logger) {
+	storeLogger.Store(log)
+	installLoggerOnce.Do(func() { goredis.SetLogger(newRedisLogger()) })
+}
+
+func newRedisLogger() *redisLogger {
+	return &redisLogger{repeats: make(map[string]*service.FailureLog), loggers: make(map[string]*slog.Logger)}
+}
+
+// redisLogger is go-redis's logger while machinist runs.
+type redisLogger struct {
+	mu      sync.Mutex
+	repeats map[string]*service.FailureLog // by format, with the logger it logs to
+	loggers map[string]*slog.Logger
+}
+
+// Printf logs one line of go-redis's, as a warning of the current store's
+// logger, through a FailureLog per format so that repeats are counted, not
+// printed.
+func (l *redisLogger) Printf(ctx context.Context, format string, v ...interface{}) {
+	log := storeLogger.Load()
+	if log == nil {
+		log = slog.Default()
+	}
+	l.mu.Lock()
+	fl := l.repeats[format]
+	if fl == nil || l.loggers[format] != log {
+		fl = service.NewFailureLog(log.With(slog.String("component", "go-redis")), clock.Real(), "go-redis", 0)
+		l.repeats[format] = fl
+		l.loggers[format] = log
+	}
+	l.mu.Unlock()
+	fl.Failed(Explain(errors.New(strings.TrimSpace(fmt.Sprintf(format, v...)))))
+}
