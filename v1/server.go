@@ -34,7 +34,7 @@ type Server struct {
 
 	scheduler *scheduler
 	eager     *worker.Worker // runs every task inside Send* in eager mode (see eager.go); nil otherwise
-	closers   []io.Closer // Redis clients the Server made
+	closers   []io.Closer    // Redis clients the Server made
 	closeOnce sync.Once
 	closeErr  error
 }
