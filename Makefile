@@ -25,7 +25,7 @@ lint: ## gofmt check and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
-bench: ## the comparison with asynq and machinery (bench/, ~13 min; results in bench/results/)
+bench: ## the comparison with asynq and machinery (bench/, ~17 min; results in bench/results/)
 	cd bench && $(GO) run . -reps 3 -json results/latest.jsonl -md results/latest.md
 
 bench-go: ## go test benchmarks of the hot paths (compare runs with benchstat)
