@@ -16,11 +16,12 @@ import (
 var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
-// lua/lib (now_ms, holds, write_state, record_member), so that the fence
-// check and the group record are written once.
+// lua/lib (now_ms, holds, forget, write_state, record_member), so that the
+// fence check, the end of an acknowledgement, the state write and the group
+// record are each written once.
 var luaLib = func() string {
 	var b strings.Builder
-	for _, name := range []string{"now", "fence", "state", "group"} {
+	for _, name := range []string{"now", "fence", "forget", "state", "group"} {
 		src, err := luaFiles.ReadFile("lua/lib/" + name + ".lua")
 		if err != nil {
 			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", name, err))

@@ -5,20 +5,12 @@
 -- ARGV[2] fencing token
 -- ARGV[3] completed retention in ms (0: forget the task at once)
 --
--- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
+-- Returns: 0 done (lib/forget.lua); 2 the caller does not hold the lease
+-- (lib/fence.lua).
 -- Complexity: O(log L), plus O(log C) with retention.
 local now = now_ms()
 if not holds(KEYS[1], ARGV[2], now) then
 	return 2
 end
-redis.call("ZREM", KEYS[2], ARGV[1])
-local keep = tonumber(ARGV[3])
-if keep > 0 then
-	redis.call("HSET", KEYS[1], "state", "completed")
-	redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
-	redis.call("PEXPIRE", KEYS[1], keep)
-	redis.call("ZADD", KEYS[3], now + keep, ARGV[1])
-else
-	redis.call("DEL", KEYS[1])
-end
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]), now)
 return 0

@@ -19,14 +19,5 @@ if not holds(KEYS[1], ARGV[2], now) then
 	return 2
 end
 write_state(KEYS[4], ARGV[4], "", 5)
-redis.call("ZREM", KEYS[2], ARGV[1])
-local keep = tonumber(ARGV[3])
-if keep > 0 then
-	redis.call("HSET", KEYS[1], "state", "completed")
-	redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
-	redis.call("PEXPIRE", KEYS[1], keep)
-	redis.call("ZADD", KEYS[3], now + keep, ARGV[1])
-else
-	redis.call("DEL", KEYS[1])
-end
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]), now)
 return 0
