@@ -392,3 +392,45 @@ func newSigFor(queue string) *tasks.Signature {
 	sig.RoutingKey = queue
 	return sig
 }
+
+// With CompletedRetention an acknowledged task is kept, marked completed and
+// without its lease, until the retention ends; without it, it is deleted.
+func TestCompletedRetentionKeepsAcknowledgedTasks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	ctx := ctxFor(t)
+	for _, keep := range []time.Duration{0, time.Minute} {
+		prefix := srv.Prefix(t)
+		cnf := (&config.Config{CompletedRetention: keep}).WithDefaults()
+		b := newBroker(t, client, prefix, cnf)
+		sig := publishOne(t, b, "kept")
+		ds, err := b.Fetch(ctx, []string{"kept"}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Ack(ctx, ds[0]); err != nil {
+			t.Fatal(err)
+		}
+		key := prefix + "{kept}:t:" + sig.UUID
+		fields, err := client.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keep == 0 {
+			if len(fields) != 0 {
+				t.Fatalf("without retention the acknowledged task's hash is %v, want deleted", fields)
+			}
+			continue
+		}
+		if fields["state"] != "completed" || fields["lease"] != "" || fields["lease_exp"] != "" {
+			t.Fatalf("kept task's hash: %v, want state completed and no lease", fields)
+		}
+		if ttl := client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > keep {
+			t.Fatalf("kept task's TTL %s, want up to %s", ttl, keep)
+		}
+		if n := client.ZCard(ctx, prefix+"{kept}:completed").Val(); n != 1 {
+			t.Fatalf("completed zset holds %d tasks, want 1", n)
+		}
+	}
+}
