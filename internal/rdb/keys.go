@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // keys builds every Redis key machinist uses; nothing else in the module
@@ -87,7 +89,7 @@ func (g groupKeys) all() []string { return []string{g.meta, g.done, g.order} }
 // ValidQueue reports why a queue name cannot be used, or nil.
 func ValidQueue(name string) error {
 	if name == "" {
-		return ErrNoQueue
+		return brokers.ErrNoQueue
 	}
 	if strings.ContainsAny(name, "{}") {
 		return fmt.Errorf("rdb: queue %q: names must not contain braces (they form the Redis Cluster hash tag)", name)

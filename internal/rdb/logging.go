@@ -60,14 +60,19 @@ func useLogger(log *slog.Logger) {
 }
 
 func newRedisLogger() *redisLogger {
-	return &redisLogger{repeats: make(map[string]*service.FailureLog), loggers: make(map[string]*slog.Logger)}
+	return &redisLogger{repeats: make(map[string]*repeatedLine)}
 }
 
 // redisLogger is go-redis's logger while machinist runs.
 type redisLogger struct {
 	mu      sync.Mutex
-	repeats map[string]*service.FailureLog // by format, with the logger it logs to
-	loggers map[string]*slog.Logger
+	repeats map[string]*repeatedLine // by format
+}
+
+// repeatedLine counts the lines of one format, for the logger it logs to.
+type repeatedLine struct {
+	log   *slog.Logger
+	lines *service.FailureLog
 }
 
 // Printf logs one line of go-redis's, as a warning of the current store's
@@ -79,12 +84,11 @@ func (l *redisLogger) Printf(ctx context.Context, format string, v ...interface{
 		log = slog.Default()
 	}
 	l.mu.Lock()
-	fl := l.repeats[format]
-	if fl == nil || l.loggers[format] != log {
-		fl = service.NewFailureLog(log.With(slog.String("component", "go-redis")), clock.Real(), "go-redis", 0)
-		l.repeats[format] = fl
-		l.loggers[format] = log
+	r := l.repeats[format]
+	if r == nil || r.log != log {
+		r = &repeatedLine{log: log, lines: service.NewFailureLog(log.With(slog.String("component", "go-redis")), clock.Real(), "go-redis", 0)}
+		l.repeats[format] = r
 	}
 	l.mu.Unlock()
-	fl.Failed(Explain(errors.New(strings.TrimSpace(fmt.Sprintf(format, v...)))))
+	r.lines.Failed(Explain(errors.New(strings.TrimSpace(fmt.Sprintf(format, v...)))))
 }

@@ -18,9 +18,6 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// ErrNoQueue is returned when an operation is given no queue name.
-var ErrNoQueue = brokers.ErrNoQueue
-
 // Publish adds sigs to their queues: one enqueue script per queue, all or
 // nothing within a queue. With pending, the PENDING state of every
 // signature is written first: on a single server in the same pipeline as

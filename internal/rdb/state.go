@@ -154,10 +154,10 @@ func (s *Store) SetState(ctx context.Context, sig *tasks.Signature, state *tasks
 	if err != nil {
 		return 0, fmt.Errorf("set state %s of task %s: %w", strings.ToLower(state.State), sig.UUID, err)
 	}
-	if last, ok := cmds[len(cmds)-1].(*goredis.Cmd); ok { // group_done: members finished
-		return last.Int64()
+	if sig.GroupUUID == "" || !state.IsCompleted() {
+		return 0, nil
 	}
-	return 0, nil
+	return cmds[len(cmds)-1].(*goredis.Cmd).Int64() // group_done: members finished
 }
 
 // SetStateAsync queues the write of state, a state of sig that is not

@@ -44,8 +44,9 @@ type Options struct {
 	MaxRecoveries int
 	// BlockTimeout is the longest an idle Fetch blocks in one call.
 	BlockTimeout time.Duration
-	// Logger receives what the store logs (undecodable tasks). Default
-	// slog.Default().
+	// Logger receives what the store logs (a state write queued without
+	// waiting that failed) and go-redis's own lines (see logging.go).
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 

@@ -97,10 +97,7 @@ const StartedAfter = time.Millisecond
 // running after StartedAfter, and returns the function to call when it
 // returns: after that, STARTED is never written, so it cannot land after
 // the task's outcome.
-//
-// With a delivery and a broker paired with the backend, the write is made
-// under the task's lease; otherwise it is made only while the lease is
-// valid by the clock.
+// The write is made under the task's lease (see write).
 func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) (finished func()) {
 	var mu sync.Mutex
 	done := false
@@ -110,16 +107,7 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *broke
 		if done || ctx.Err() != nil {
 			return
 		}
-		var err error
-		switch {
-		case d != nil && w.paired != nil:
-			_, err = w.paired.WriteState(ctx, d, tasks.NewStartedTaskState(sig), false)
-		case d != nil && !d.Lease.Valid():
-			return
-		default:
-			err = w.p.Backend.SetStateStarted(ctx, sig)
-		}
-		if err != nil {
+		if _, err := w.write(ctx, sig, d, tasks.NewStartedTaskState(sig), false); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
 			log.Warn("writing state STARTED failed", slog.Any("error", err))
 		}
 	})
@@ -166,7 +154,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		log.Debug("task done")
 		return nil
 	}
-	groupDone, err := w.record(ctx, sig, d, tasks.NewSuccessTaskState(sig, results))
+	groupDone, err := w.write(ctx, sig, d, tasks.NewSuccessTaskState(sig, results), true)
 	if unstorable(err) {
 		return w.failUnstorable(ctx, sig, d, err, log)
 	}
@@ -220,26 +208,27 @@ func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *br
 	return w.fail(ctx, sig, d, msg, log)
 }
 
-// record makes state, the final state of sig, the outcome of its delivery d
-// and writes it, recording a group member in its group; it reports whether
-// sig's group completed with it. With a delivery, the outcome is committed
-// under d's lease before anything is written (in the same step, where the
-// broker is paired with the backend), so a worker that lost its lease
-// writes nothing. Without one (Process), the state is written as it is.
-func (w *Worker) record(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState) (bool, error) {
-	if d != nil && w.paired != nil {
-		return w.paired.WriteState(ctx, d, state, true)
-	}
-	if d != nil {
+// write writes state, a state of sig, and for the final state of a group
+// member records it in the group; it reports whether sig's group completed
+// with it. With commit (a final state) it is first committed as the outcome
+// of d. A worker that lost d's lease writes nothing: where the broker is
+// paired with the backend, the write is one step under the lease; otherwise
+// it follows the commit, which the broker refuses to a stale holder, or,
+// for a state that is not final, a check of the lease by the clock (and the
+// backend never lets such a state hide a final one). Without a delivery
+// (Process), the state is written as it is.
+func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
+	switch {
+	case d == nil:
+	case w.paired != nil:
+		return w.paired.WriteState(ctx, d, state, commit)
+	case commit:
 		if err := w.p.Broker.Commit(ctx, d, state); err != nil {
 			return false, err
 		}
+	case !d.Lease.Valid():
+		return false, fmt.Errorf("worker: write state %s of task %s: %w", state.State, sig.UUID, brokers.ErrLeaseLost)
 	}
-	return w.writeState(ctx, sig, state)
-}
-
-// writeState writes state through the backend.
-func (w *Worker) writeState(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (bool, error) {
 	switch state.State {
 	case tasks.StateSuccess:
 		if sig.GroupUUID != "" && sig.ChordCallback != nil {
@@ -248,8 +237,12 @@ func (w *Worker) writeState(ctx context.Context, sig *tasks.Signature, state *ta
 		return false, w.p.Backend.SetStateSuccess(ctx, sig, state.Results)
 	case tasks.StateFailure:
 		return false, w.p.Backend.SetStateFailure(ctx, sig, state.Error)
+	case tasks.StateStarted:
+		return false, w.p.Backend.SetStateStarted(ctx, sig)
+	case tasks.StateRetry:
+		return false, w.p.Backend.SetStateRetry(ctx, sig)
 	default:
-		return false, fmt.Errorf("worker: record state %s of task %s: not a final state", state.State, sig.UUID)
+		return false, fmt.Errorf("worker: write state %s of task %s: not a state the worker writes", state.State, sig.UUID)
 	}
 }
 
@@ -261,16 +254,7 @@ func (w *Worker) writeState(ctx context.Context, sig *tasks.Signature, state *ta
 func (w *Worker) finishCommitted(ctx context.Context, d *brokers.Delivery, log *slog.Logger) error {
 	sig, out := d.Signature, d.Outcome
 	log.Info("finishing a task whose outcome an earlier worker committed", slog.String("state", out.State))
-	var groupDone bool
-	var err error
-	switch {
-	case w.paired != nil:
-		groupDone, err = w.paired.WriteState(ctx, d, out, false)
-	case !d.Lease.Valid():
-		return fmt.Errorf("worker: finish task %s: %w", sig.UUID, brokers.ErrLeaseLost)
-	default:
-		groupDone, err = w.writeState(ctx, sig, out)
-	}
+	groupDone, err := w.write(ctx, sig, d, out, false)
 	if err != nil {
 		return fmt.Errorf("worker: write state %s of task %s: %w", out.State, sig.UUID, err)
 	}
@@ -312,16 +296,7 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 }
 
 func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, in time.Duration, cause error, log *slog.Logger) error {
-	var err error
-	switch {
-	case d != nil && w.paired != nil:
-		_, err = w.paired.WriteState(ctx, d, tasks.NewRetryTaskState(sig), false)
-	case d != nil && !d.Lease.Valid():
-		err = brokers.ErrLeaseLost
-	default:
-		err = w.p.Backend.SetStateRetry(ctx, sig)
-	}
-	if err != nil {
+	if _, err := w.write(ctx, sig, d, tasks.NewRetryTaskState(sig), false); err != nil {
 		return fmt.Errorf("worker: write state RETRY of task %s: %w", sig.UUID, err)
 	}
 	at := w.clock.Now().Add(in)
@@ -365,7 +340,7 @@ func retryDelay(d time.Duration) time.Duration { return min(max(d, MinRetryDelay
 // callbacks, the chord's error callbacks, and the archive.
 func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string, log *slog.Logger) error {
 	log.Error("task failed", slog.String("error", msg))
-	if _, err := w.record(ctx, sig, d, tasks.NewFailureTaskState(sig, msg)); err != nil {
+	if _, err := w.write(ctx, sig, d, tasks.NewFailureTaskState(sig, msg), true); err != nil {
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
 	return w.afterFailure(ctx, sig, d, msg)

@@ -283,40 +283,33 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	sig := d.Signature
 	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name), slog.String("queue", d.Queue))
 
-	if d.Err != nil {
-		if !r.claim(ownerSettling) || !d.Lease.Valid() {
-			return
-		}
-		sctx, cancel := detach(ctx)
-		defer cancel()
-		w.reportError(fmt.Errorf("worker: task %s in queue %s: %w", sig.UUID, d.Queue, d.Err))
-		if err := w.fail(sctx, sig, d, d.Err.Error(), log); err != nil {
-			log.Error("failing undecodable task failed", slog.Any("error", err))
-		}
-		return
-	}
-
-	if d.Outcome != nil {
-		if !r.claim(ownerSettling) || !d.Lease.Valid() {
-			return
-		}
-		sctx, cancel := detach(ctx)
-		defer cancel()
-		if err := w.finishCommitted(sctx, d, log); err != nil {
-			w.reportError(err)
-			log.Error("finishing task failed", slog.Any("error", err))
-		}
-		return
-	}
-
+	// A delivery that is not to be run is settled at once: a message that
+	// cannot be decoded fails with the reason; a task whose outcome an
+	// earlier holder committed is finished; a task this worker does not
+	// have is handed back.
+	var settleNow func(ctx context.Context) error
 	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
-	if err != nil {
+	switch {
+	case d.Err != nil:
+		settleNow = func(ctx context.Context) error {
+			w.reportError(fmt.Errorf("worker: task %s in queue %s: %w", sig.UUID, d.Queue, d.Err))
+			return w.fail(ctx, sig, d, d.Err.Error(), log)
+		}
+	case d.Outcome != nil:
+		settleNow = func(ctx context.Context) error { return w.finishCommitted(ctx, d, log) }
+	case err != nil:
+		settleNow = func(ctx context.Context) error { w.settleUnregistered(ctx, d, log); return nil }
+	}
+	if settleNow != nil {
 		if !r.claim(ownerSettling) || !d.Lease.Valid() {
 			return
 		}
 		sctx, cancel := detach(ctx)
 		defer cancel()
-		w.settleUnregistered(sctx, d, log)
+		if err := settleNow(sctx); err != nil {
+			w.reportError(err)
+			log.Error("settling task failed", slog.Any("error", err))
+		}
 		return
 	}
 

@@ -101,6 +101,7 @@
 // again fails with ErrDuplicateTask. A task that runs again after a
 // recovery may send its callbacks again: one still queued is refused so,
 // and the worker does not send one whose state shows it has started or
-// finished. A message that cannot be decoded is archived with the decoding
-// error.
+// finished. A message that cannot be decoded is handed to the worker with
+// Delivery.Err, and the worker fails it with the decoding error (state
+// FAILURE, archive, error handler).
 package redisbroker
