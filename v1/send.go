@@ -23,7 +23,7 @@ func (s *Server) SendTask(signature *tasks.Signature) (*result.AsyncResult, erro
 // SendTaskWithContext sends a task: it fills in the UUID ("task_…") and
 // RoutingKey (the DefaultQueue) when they are empty, writes the PENDING state,
 // calls the pre-publish handler, and publishes it. The signature is changed
-// in place, as in machinery. With the eager broker the task has run when
+// in place, as in machinery. In eager mode the task has run when
 // this returns.
 func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	if err := signature.Validate(); err != nil {

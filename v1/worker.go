@@ -188,7 +188,7 @@ func (w *Worker) Quit() {
 
 // Process runs one task to the end in the calling goroutine, as machinery's
 // Worker.Process does: states are written and callbacks and retries are
-// sent. It is what the eager broker runs.
+// sent. Eager mode runs every task this way.
 func (w *Worker) Process(signature *tasks.Signature) error {
 	w.mu.Lock()
 	engine := w.engine()
