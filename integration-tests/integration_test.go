@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +124,35 @@ func TestSendChain(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, []interface{}{int64(48)}) {
 			t.Fatalf("chain result %v, want 48", got)
+		}
+	})
+}
+
+// TestPreTaskHandlerSeesCallbacks: the pre-publish handler runs on every
+// task a chain publishes, the steps a worker sends as well as the first,
+// and what it sets travels with the task.
+func TestPreTaskHandlerSeesCallbacks(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		var mu sync.Mutex
+		var seen []string
+		e.server.SetPreTaskHandler(func(sig *tasks.Signature) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, sig.Name)
+			sig.Headers["stamp"] = fmt.Sprintf("published %d", len(seen))
+		})
+		got, err := e.runChain(sig("add", int64Arg(1), int64Arg(2)), sig("add", int64Arg(3)), sig("stamp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, []interface{}{"published 3"}) {
+			t.Fatalf("chain result %v, want [published 3]", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"add", "add", "stamp"}; !reflect.DeepEqual(seen, want) {
+			t.Fatalf("pre-publish handler saw %v, want %v", seen, want)
 		}
 	})
 }

@@ -199,6 +199,11 @@ func (e *env) taskFuncs() map[string]interface{} {
 			}
 			return a * 2, s + s, nil
 		},
+		// stamp returns its signature's "stamp" header.
+		"stamp": func(ctx context.Context, _ ...int64) (string, error) {
+			stamp, _ := tasks.SignatureFromContext(ctx).Headers["stamp"].(string)
+			return stamp, nil
+		},
 		"just_error": func() error { return nil },
 		"fail":       func(msg string) error { return errors.New(msg) },
 		"panic":      func() (string, error) { panic(errors.New("oops")) },

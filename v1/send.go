@@ -124,6 +124,14 @@ func (s *Server) sendCallback(ctx context.Context, sig *tasks.Signature) error {
 	return nil
 }
 
+// prepareCallback readies a callback as sendCallback does before it
+// publishes it, for a worker that publishes it in the same step as it
+// settles the task that sends it.
+func (s *Server) prepareCallback(sig *tasks.Signature) {
+	s.prepare(sig)
+	s.runPrePublish(sig)
+}
+
 // SendChain sends a chain; see SendChainWithContext.
 func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error) {
 	return s.SendChainWithContext(context.Background(), chain)

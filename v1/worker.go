@@ -130,6 +130,7 @@ func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 		Logger:           s.log,
 		Tasks:            s,
 		SendFunc:         s.sendCallback,
+		PrepareFunc:      s.prepareCallback,
 		ConsumerTag:      w.ConsumerTag,
 		Concurrency:      concurrency,
 		StrictPriority:   w.StrictPriority,

@@ -20,65 +20,50 @@ import (
 
 // Publish adds sigs to their queues: one enqueue script per queue, all or
 // nothing within a queue. With pending, the PENDING state of every
-// signature is written first: on a single server in the same pipeline as
-// the first queue's script (one round trip), elsewhere in a round trip of
-// its own before it, so a worker never finishes a task before its PENDING
-// state lands.
+// signature is written first: on a single server by the same script (one
+// round trip per queue), elsewhere in a round trip of its own before the
+// scripts, so a worker never finishes a task before its PENDING state
+// lands.
 func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) error {
-	byQueue := make(map[string][]interface{})
+	byQueue := make(map[string]*enqueueArgs)
 	var order []string
 	for _, sig := range sigs {
-		if err := ValidQueue(sig.RoutingKey); err != nil {
-			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
+		if err := checkSig(sig); err != nil {
+			return fmt.Errorf("publish: %w", err)
 		}
-		if sig.UUID == "" {
-			return fmt.Errorf("publish task %q: signature has no UUID", sig.Name)
-		}
-		msg, err := tasks.EncodeSignature(sig)
-		if err != nil {
-			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
-		}
-		var eta int64
-		if sig.ETA != nil {
-			eta = msOf(*sig.ETA)
-		}
-		if _, ok := byQueue[sig.RoutingKey]; !ok {
+		q := byQueue[sig.RoutingKey]
+		if q == nil {
+			if err := ValidQueue(sig.RoutingKey); err != nil {
+				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
+			}
+			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), states: pending && s.oneNode}
+			byQueue[sig.RoutingKey] = q
 			order = append(order, sig.RoutingKey)
 		}
-		byQueue[sig.RoutingKey] = append(byQueue[sig.RoutingKey], sig.UUID, msg, eta)
+		if err := s.addTask(q, sig); err != nil {
+			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
+		}
 	}
-	var before QueueFunc
-	if pending {
+	if pending && !s.oneNode {
 		states, err := s.pendingWrites(ctx, sigs)
 		if err != nil {
 			return err
 		}
-		if !s.oneNode {
-			if err := s.batch.Do(ctx, sigs[0].UUID, states); err != nil {
-				return fmt.Errorf("set state pending: %w", err)
-			}
-		} else {
-			before = states
+		if err := s.batch.Do(ctx, sigs[0].UUID, states); err != nil {
+			return fmt.Errorf("set state pending: %w", err)
 		}
 	}
-	for _, q := range order {
-		if err := s.registerQueue(ctx, q); err != nil {
+	for _, name := range order {
+		if err := s.registerQueue(ctx, name); err != nil {
 			return err
 		}
-		qk := s.keys.queue(q)
-		keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
-		args := append([]interface{}{qk.task}, byQueue[q]...)
-		var res []interface{}
-		var err error
-		lane := byQueue[q][0].(string) // the first task's id
-		if before != nil {
-			res, err = s.publishAfter(ctx, lane, before, keys, args)
-			before = nil
-		} else {
-			res, err = s.batch.RunScript(ctx, lane, enqueueScript, keys, args...).Slice()
-		}
+		q := byQueue[name]
+		qk := q.queue
+		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
+		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride()}, q.tasks...)
+		res, err := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...).Slice()
 		if err != nil {
-			return fmt.Errorf("publish to queue %s: %w", q, err)
+			return fmt.Errorf("publish to queue %s: %w", name, err)
 		}
 		if code, _ := res[0].(int64); code != statusOK {
 			id, _ := res[1].(string)
@@ -88,28 +73,51 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 	return nil
 }
 
-// publishAfter runs before's commands and the enqueue script in one
-// pipeline.
-func (s *Store) publishAfter(ctx context.Context, lane string, before QueueFunc, keys []string, args []interface{}) ([]interface{}, error) {
-	var n int
-	cmds, err := s.batch.Submit(ctx, lane, func(p goredis.Pipeliner) []goredis.Cmder {
-		cmds := before(p)
-		n = len(cmds)
-		return append(cmds, enqueueScript.EvalSha(ctx, p, keys, args...))
-	}).Wait(ctx)
+// enqueueArgs gathers the tasks of one queue for enqueue.lua or, as next
+// tasks, for ack_success.lua: for each task its id, message and ETA, and
+// with states its state hash key and PENDING fields.
+type enqueueArgs struct {
+	queue     *queueKeys
+	states    bool
+	lane      string // the first task's id, the batcher lane
+	tasks     []interface{}
+	stateKeys []string
+}
+
+// pendingItems is how many items of PENDING state fields each task has in
+// enqueueArgs.tasks with states.
+var pendingItems = len((&stateWrite{state: &tasks.TaskState{}}).pendingFields())
+
+func (q *enqueueArgs) stride() int {
+	if q.states {
+		return pendingItems
+	}
+	return 0
+}
+
+// addTask encodes sig into q.
+func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
+	msg, err := tasks.EncodeSignature(sig)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for _, c := range cmds[:n] {
-		if err := c.Err(); err != nil {
-			return nil, fmt.Errorf("set state pending: %w", err)
+	var eta int64
+	if sig.ETA != nil {
+		eta = msOf(*sig.ETA)
+	}
+	if q.lane == "" {
+		q.lane = sig.UUID
+	}
+	q.tasks = append(q.tasks, sig.UUID, msg, eta)
+	if q.states {
+		w, err := encodeState(tasks.NewPendingTaskState(sig))
+		if err != nil {
+			return fmt.Errorf("set state pending: %w", err)
 		}
+		q.tasks = append(q.tasks, w.pendingFields()...)
+		q.stateKeys = append(q.stateKeys, s.keys.state(sig.UUID))
 	}
-	cmd := cmds[n].(*goredis.Cmd)
-	if IsNoScript(cmd.Err()) {
-		cmd = enqueueScript.Run(ctx, s.client, keys, args...)
-	}
-	return cmd.Slice()
+	return nil
 }
 
 // registerQueue adds q to the set of queues once per process.
@@ -391,28 +399,70 @@ func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
 	return settled(d, statusError(code, id))
 }
 
-// AckSuccess writes the SUCCESS state of d's task, which is no group
-// member, with results, and acknowledges the task, in one script and only
-// if the caller holds the lease: a worker that lost its lease writes
-// nothing. Only on a single server (OneNode), where the state key may be
-// touched by the queue's script.
-func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*tasks.TaskResult) error {
-	id := d.Signature.UUID
+// AckSuccess writes the SUCCESS state of d's task with results (a group
+// member's also in its group), publishes next, the tasks that follow it,
+// with their PENDING states, and acknowledges the task: one script, only
+// if the caller holds the lease, so a worker that lost its lease writes
+// and sends nothing. A next task that its queue still holds counts as sent
+// and is left alone, and after a recovery (d.Recovered > 0) so is one
+// whose state shows it started or finished. Only on a single server
+// (OneNode), where one script may touch the state, group and other
+// queues' keys.
+func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
+	sig := d.Signature
+	id := sig.UUID
 	if !s.oneNode {
 		return fmt.Errorf("acknowledge task %s with its result: the state key is on another node", id)
 	}
-	if d.Signature.GroupUUID != "" {
-		return fmt.Errorf("acknowledge task %s with its result: a group member's result is recorded in its group", id)
-	}
-	w, err := encodeState(tasks.NewSuccessTaskState(d.Signature, results))
+	state := tasks.NewSuccessTaskState(sig, results)
+	w, err := encodeState(state)
 	if err != nil {
 		return fmt.Errorf("set state success of task %s: %w", id, err)
 	}
 	qk := s.keys.queue(d.Queue)
-	args := make([]interface{}, 0, 12)
-	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds())
-	args = append(args, w.fields()...)
-	code, err := s.batch.RunScript(ctx, id, ackSuccessScript, []string{qk.task + id, qk.lease, qk.completed, s.keys.state(id)}, args...).Int64()
+	keys := []string{qk.task + id, qk.lease, qk.completed, s.keys.state(id)}
+	var member string
+	if sig.GroupUUID != "" {
+		if err := validGroup(sig.GroupUUID); err != nil {
+			return fmt.Errorf("set state success of task %s: %w", id, err)
+		}
+		raw, err := json.Marshal(state)
+		if err != nil {
+			return fmt.Errorf("set state success of task %s: %w", id, err)
+		}
+		member = string(raw)
+		keys = append(keys, s.keys.group(sig.GroupUUID).all()...)
+	}
+	recovered := "0"
+	if d.Recovered > 0 {
+		recovered = "1"
+	}
+	fields := w.fields()
+	args := make([]interface{}, 0, 12+len(fields)+len(next)*(3+pendingItems))
+	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
+		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
+		recovered, len(fields))
+	args = append(args, fields...)
+	args = append(args, pendingItems)
+	for _, n := range next {
+		if err := checkSig(n); err != nil {
+			return fmt.Errorf("send the tasks after task %s: %w", id, err)
+		}
+		if err := ValidQueue(n.RoutingKey); err != nil {
+			return fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
+		}
+		if err := s.registerQueue(ctx, n.RoutingKey); err != nil {
+			return err
+		}
+		q := &enqueueArgs{queue: s.keys.queue(n.RoutingKey), states: true}
+		if err := s.addTask(q, n); err != nil {
+			return fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
+		}
+		nk := q.queue
+		keys = append(keys, nk.pending, nk.scheduled, nk.archived, nk.notify, nk.task+n.UUID, q.stateKeys[0])
+		args = append(args, q.tasks...)
+	}
+	code, err := s.batch.RunScript(ctx, id, ackSuccessScript, keys, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}

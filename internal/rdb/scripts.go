@@ -16,12 +16,12 @@ import (
 var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
-// lua/lib (now_ms, holds, forget, write_state, record_member), so that the
+// lua/lib (now_ms, holds, forget, write_state, record_member, held, put, wake), so that the
 // fence check, the end of an acknowledgement, the state write and the group
 // record are each written once.
 var luaLib = func() string {
 	var b strings.Builder
-	for _, name := range []string{"now", "fence", "forget", "state", "group"} {
+	for _, name := range []string{"now", "fence", "forget", "state", "group", "queue"} {
 		src, err := luaFiles.ReadFile("lua/lib/" + name + ".lua")
 		if err != nil {
 			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", name, err))
@@ -75,7 +75,7 @@ var (
 
 // pipelined are the scripts sent inside pipelines, where EVALSHA cannot
 // fall back to EVAL: Store loads them before their first use.
-var pipelined = []*goredis.Script{enqueueScript, groupDoneScript, stateUnlessFinalScript}
+var pipelined = []*goredis.Script{groupDoneScript, stateUnlessFinalScript}
 
 // Status codes the task scripts return.
 const (

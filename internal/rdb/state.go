@@ -39,6 +39,12 @@ func (w *stateWrite) fields() []interface{} {
 	return []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error}
 }
 
+// pendingFields are the fields of a PENDING write, which sends a task:
+// fields and created_at.
+func (w *stateWrite) pendingFields() []interface{} {
+	return append(w.fields(), "created_at", formatTime(w.state.CreatedAt))
+}
+
 // queueState adds the writes of w to pipe: its fields, created_at (set by
 // the PENDING write that sends a task, kept by later writes), and the TTL.
 // A state that is not final is written only if the hash holds no final
@@ -49,7 +55,7 @@ func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *state
 	switch {
 	case w.state.State == tasks.StatePending:
 		return []goredis.Cmder{
-			pipe.HSet(ctx, key, append(w.fields(), "created_at", created)...),
+			pipe.HSet(ctx, key, w.pendingFields()...),
 			pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
 		}
 	case !w.state.IsCompleted():

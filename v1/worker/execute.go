@@ -141,18 +141,24 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 }
 
 func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
-	if d != nil && w.paired != nil && sig.GroupUUID == "" && len(sig.OnSuccess) == 0 {
-		// Nothing follows the result: one step writes it and settles the
-		// task, under its lease.
-		err := w.paired.AckSuccess(ctx, d, results)
+	if next, ok := w.oneStep(sig, d, results); ok {
+		// The result, what follows it and the acknowledgement in one step,
+		// under the task's lease.
+		err := w.paired.AckSuccess(ctx, d, results, next)
 		if unstorable(err) {
 			return w.failUnstorable(ctx, sig, d, err, log)
 		}
-		if err != nil {
+		if err == nil {
+			log.Debug("task done")
+			return nil
+		}
+		if errors.Is(err, brokers.ErrLeaseLost) {
 			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
 		}
-		log.Debug("task done")
-		return nil
+		// Nothing was written, or it was and the task is gone (then the
+		// commit below finds the lease lost): the steps one by one say
+		// which callback, if any, cannot be sent.
+		log.Debug("settling in one step failed; settling step by step", slog.Any("error", err))
 	}
 	groupDone, err := w.write(ctx, sig, d, tasks.NewSuccessTaskState(sig, results), true)
 	if unstorable(err) {
@@ -164,17 +170,43 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	return w.afterSuccess(ctx, sig, d, results, groupDone, log)
 }
 
+// oneStep returns the OnSuccess callbacks of sig, ready to travel, when a
+// paired broker can settle d with its result and send them in one step
+// (AckSuccess): there is no chord callback to elect, and no callback or
+// PrepareFunc readies them.
+func (w *Worker) oneStep(sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult) ([]*tasks.Signature, bool) {
+	if d == nil || w.paired == nil || sig.GroupUUID != "" && sig.ChordCallback != nil {
+		return nil, false
+	}
+	if len(sig.OnSuccess) > 0 && w.p.PrepareFunc == nil {
+		return nil, false
+	}
+	next := make([]*tasks.Signature, len(sig.OnSuccess))
+	for i, cb := range sig.OnSuccess {
+		next[i] = successCallback(sig, cb, results)
+		w.p.PrepareFunc(next[i])
+	}
+	return next, true
+}
+
+// successCallback returns cb, an OnSuccess callback of sig, with sig's
+// results appended to its args unless either is Immutable.
+func successCallback(sig, cb *tasks.Signature, results []*tasks.TaskResult) *tasks.Signature {
+	next := tasks.CopySignature(cb)
+	if !sig.Immutable && !next.Immutable {
+		next.Args = append(next.Args, resultArgs(results)...)
+	}
+	return next
+}
+
 // afterSuccess does what follows sig's recorded success: it sends the
 // OnSuccess callbacks with the results, the chord callback when sig
 // completed its group (groupDone) and wins the election, and acknowledges
 // the task.
 func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, groupDone bool, log *slog.Logger) error {
 	var errs []error
-	for _, next := range sig.OnSuccess {
-		next = tasks.CopySignature(next)
-		if !sig.Immutable && !next.Immutable {
-			next.Args = append(next.Args, resultArgs(results)...)
-		}
+	for _, cb := range sig.OnSuccess {
+		next := successCallback(sig, cb, results)
 		if err := w.sendCallback(ctx, d, next); err != nil {
 			errs = append(errs, fmt.Errorf("worker: send OnSuccess task %s of task %s: %w", next.UUID, sig.UUID, err))
 		}

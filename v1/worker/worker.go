@@ -37,6 +37,13 @@ type Params struct {
 	// (A task that runs again after a recovery first checks each
 	// callback's state and does not send one that has already started.)
 	SendFunc func(ctx context.Context, sig *tasks.Signature) error
+	// PrepareFunc readies a callback to travel as SendFunc would before
+	// publishing it (its UUID, queue and headers, the pre-publish
+	// handler), for a broker paired with the backend to publish it in the
+	// same step as it settles the task that sends it
+	// (brokers.StateBroker.AckSuccess). Without it, callbacks go through
+	// SendFunc.
+	PrepareFunc func(sig *tasks.Signature)
 
 	// RetryInline makes Process run a task's retries itself, in a loop,
 	// instead of sending them through SendFunc (eager mode, where sending

@@ -1,23 +1,66 @@
--- ack_success: write a task's SUCCESS state and settle the task, atomically
--- and only for the lease holder. Used on a single Redis server, where the
--- state key may be touched by the same script (elsewhere the worker
--- commits, writes the state, then acknowledges).
+-- ack_success: for the lease holder only, write a task's SUCCESS state
+-- (a group member's also in its group), publish the tasks that follow it
+-- (its OnSuccess callbacks) with their PENDING states, and settle the
+-- task, in one step. Used on a single Redis server, where the state, group
+-- and other queues' keys may be touched by one script (elsewhere the
+-- worker commits, writes the state, sends the callbacks, then
+-- acknowledges).
 --
 -- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] completed zset
 -- KEYS[4] the task's state hash (result backend)
+-- KEYS[5] group hash  KEYS[6] done hash  KEYS[7] order list (a group
+--         member only: ARGV[5] is not "")
+-- then for each next task: its queue's pending list, scheduled zset,
+--         archived zset and notify list, its task hash, its state hash
 -- ARGV[1] task id
 -- ARGV[2] fencing token
 -- ARGV[3] completed retention in ms (0: forget the task at once)
 -- ARGV[4] state TTL in ms
--- ARGV[5..] state field, value pairs (created_at is left as the PENDING
---           write set it)
+-- ARGV[5] a group member's final state (JSON TaskState), or ""
+-- ARGV[6] created_at (RFC 3339), for a group that has none
+-- ARGV[7] the group's task count
+-- ARGV[8] TTL of a completed group in ms   ARGV[9] of an unfinished one
+-- ARGV[10] "1" when the task ran again after a recovery: a next task whose
+--          state shows it started or finished is not sent again
+-- ARGV[11] m, then m items: the SUCCESS state's field, value pairs
+--          (created_at is left as the PENDING write set it)
+-- then k, and for each next task: id, message (JSON signature), ETA in ms
+--          (0: now), and k items: its PENDING state's fields
+--
+-- A next task that its queue still holds (lib/queue.lua's held) counts as
+-- sent and is left alone.
 --
 -- Returns: 0 done; 2 the caller does not hold the lease (nothing written).
--- Complexity: O(log L), plus O(log C) with retention.
+-- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
+-- next task.
 local now = now_ms()
 if not holds(KEYS[1], ARGV[2], now) then
 	return 2
 end
-write_state(KEYS[4], ARGV[4], "", 5)
+local m = tonumber(ARGV[11])
+write_state(KEYS[4], ARGV[4], "", { unpack(ARGV, 12, 11 + m) })
+local key = 5
+if ARGV[5] ~= "" then
+	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[5], ARGV[7], ARGV[6], ARGV[8], ARGV[9])
+	key = 8
+end
+local k = tonumber(ARGV[12 + m])
+for i = 13 + m, #ARGV, 3 + k do
+	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
+	key = key + 6
+	local id = ARGV[i]
+	local busy, archived = held(task_key)
+	local started = false
+	if ARGV[10] == "1" then
+		local st = redis.call("HGET", state_key, "state")
+		started = st and st ~= "PENDING"
+	end
+	if not busy and not started then
+		write_state(state_key, ARGV[4], "", { unpack(ARGV, i + 3, i + 2 + k) })
+		if put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, now) then
+			wake(notify)
+		end
+	end
+end
 forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]), now)
 return 0

@@ -26,7 +26,7 @@ if ARGV[3] ~= "" then
 end
 local finished = 0
 if #KEYS >= 2 then
-	write_state(KEYS[2], ARGV[4], ARGV[5], 9)
+	write_state(KEYS[2], ARGV[4], ARGV[5], { unpack(ARGV, 9) })
 end
 if #KEYS >= 5 then
 	finished = record_member(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[6], ARGV[5], ARGV[7], ARGV[8])

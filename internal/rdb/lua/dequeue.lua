@@ -40,7 +40,7 @@ for i = 1, n do
 	end
 	-- An id without a hash was deleted while pending: skip it.
 end
-if redis.call("LLEN", KEYS[1]) > 0 and redis.call("LLEN", KEYS[4]) == 0 then
-	redis.call("LPUSH", KEYS[4], "1")
+if redis.call("LLEN", KEYS[1]) > 0 then
+	wake(KEYS[4])
 end
 return out

@@ -1,45 +1,48 @@
--- enqueue: publish tasks to one queue, all or nothing.
+-- enqueue: publish tasks to one queue, all or nothing, with their PENDING
+-- states when the state hashes are given.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
+-- KEYS[5..] the tasks' state hashes, one per task, in ARGV's order
+--           (optional: on a single server only)
 -- ARGV[1] task hash key prefix ("<prefix>:{<queue>}:t:")
--- ARGV[2..] triples: task id, message (JSON signature), ETA in ms since the
---           epoch (0: now)
+-- ARGV[2] state TTL in ms
+-- ARGV[3] k, how many state field, value items each task has (0 without
+--         KEYS[5..])
+-- ARGV[4..] for each task: id, message (JSON signature), ETA in ms since
+--           the epoch (0: now), then k items: its PENDING state's fields
 --
 -- Returns: {0} when every task was published, or {1, id} when a task with
--- that id is still held by the queue (pending, scheduled, retry or active)
--- or appears twice in ARGV; then nothing was written. A task whose id is
--- archived replaces it.
+-- that id is still held by the queue (lib/queue.lua's held) or appears
+-- twice in ARGV; then nothing was written. A task whose id is archived
+-- replaces it.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks.
 local now = now_ms()
+local k = tonumber(ARGV[3])
+local stride = 3 + k
 local seen, archived = {}, {}
-for i = 2, #ARGV, 3 do
+for i = 4, #ARGV, stride do
 	local id = ARGV[i]
-	local state = redis.call("HGET", ARGV[1] .. id, "state")
-	if seen[id] or (state and state ~= "archived") then
+	local busy, was_archived = held(ARGV[1] .. id)
+	if seen[id] or busy then
 		return {1, id}
 	end
 	seen[id] = true
-	archived[id] = state == "archived"
+	archived[id] = was_archived
 end
-local ready = 0
-for i = 2, #ARGV, 3 do
-	local id, msg, eta = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-	local key = ARGV[1] .. id
-	if archived[id] then
-		redis.call("ZREM", KEYS[3], id)
-		redis.call("DEL", key)
+local ready = false
+local n = 4
+for i = 4, #ARGV, stride do
+	local id = ARGV[i]
+	if k > 0 then
+		n = n + 1
+		write_state(KEYS[n], ARGV[2], "", { unpack(ARGV, i + 3, i + 2 + k) })
 	end
-	if eta > now then
-		redis.call("HSET", key, "msg", msg, "state", "scheduled", "process_at", eta)
-		redis.call("ZADD", KEYS[2], eta, id)
-	else
-		redis.call("HSET", key, "msg", msg, "state", "pending")
-		redis.call("RPUSH", KEYS[1], id)
-		ready = ready + 1
+	if put(KEYS[1], KEYS[2], KEYS[3], ARGV[1] .. id, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived[id], now) then
+		ready = true
 	end
 end
-if ready > 0 and redis.call("LLEN", KEYS[4]) == 0 then
-	redis.call("LPUSH", KEYS[4], "1")
+if ready then
+	wake(KEYS[4])
 end
 return {0}

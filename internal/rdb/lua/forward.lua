@@ -23,8 +23,8 @@ for z = 1, 2 do
 		end
 	end
 end
-if moved > 0 and redis.call("LLEN", KEYS[4]) == 0 then
-	redis.call("LPUSH", KEYS[4], "1")
+if moved > 0 then
+	wake(KEYS[4])
 end
 local nextDue = -1
 for z = 1, 2 do

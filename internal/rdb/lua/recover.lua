@@ -33,8 +33,8 @@ for _, id in ipairs(ids) do
 		end
 	end
 end
-if #recovered > 0 and redis.call("LLEN", KEYS[4]) == 0 then
-	redis.call("LPUSH", KEYS[4], "1")
+if #recovered > 0 then
+	wake(KEYS[4])
 end
 local out = recovered
 table.insert(out, "|")

@@ -25,7 +25,7 @@ for i = #ARGV - 1, 2, -2 do
 		table.insert(lost, id)
 	end
 end
-if moved > 0 and redis.call("LLEN", KEYS[3]) == 0 then
-	redis.call("LPUSH", KEYS[3], "1")
+if moved > 0 then
+	wake(KEYS[3])
 end
 return lost

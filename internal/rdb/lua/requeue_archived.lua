@@ -26,7 +26,7 @@ for _, id in ipairs(ids) do
 		end
 	end
 end
-if moved > 0 and redis.call("LLEN", KEYS[3]) == 0 then
-	redis.call("LPUSH", KEYS[3], "1")
+if moved > 0 then
+	wake(KEYS[3])
 end
 return moved

@@ -26,8 +26,6 @@ else
 	redis.call("HSET", KEYS[1], "state", "pending")
 	redis.call("HDEL", KEYS[1], "process_at")
 	redis.call("RPUSH", KEYS[4], ARGV[1])
-	if redis.call("LLEN", KEYS[5]) == 0 then
-		redis.call("LPUSH", KEYS[5], "1")
-	end
+	wake(KEYS[5])
 end
 return 0

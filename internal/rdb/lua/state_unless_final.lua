@@ -15,5 +15,5 @@ local current = redis.call("HGET", KEYS[1], "state")
 if current == "SUCCESS" or current == "FAILURE" then
 	return 0
 end
-write_state(KEYS[1], ARGV[1], ARGV[2], 3)
+write_state(KEYS[1], ARGV[1], ARGV[2], { unpack(ARGV, 3) })
 return 1

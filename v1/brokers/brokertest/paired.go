@@ -36,6 +36,75 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 		t.Parallel()
 		testStaleHolderWritesNothing(t, newPair)
 	})
+	t.Run("AckSuccessSendsNext", func(t *testing.T) {
+		t.Parallel()
+		testAckSuccessSendsNext(t, newPair)
+	})
+}
+
+// testAckSuccessSendsNext: AckSuccess publishes the tasks that follow with
+// their PENDING states, in their own queues, due at their ETAs; one that
+// is still queued counts as sent; after a recovery, one whose state shows
+// it started is not sent again; a group member is recorded in its group.
+func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+	cnf := (&config.Config{
+		DefaultQueue:    queueName(t, "default"),
+		LeaseDuration:   time.Second,
+		RecoverInterval: 50 * time.Millisecond,
+	}).WithDefaults()
+	b, be := newPair(t, cnf)
+	ctx := context.Background()
+	q, nextQ, laterQ := queueName(t, "q"), queueName(t, "next"), queueName(t, "later")
+	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
+
+	// A plain task: two next tasks, one due now and one in an hour, and a
+	// third already queued (sent by an earlier run).
+	sig := newSig(q, "add")
+	now, later, queued := newSig(nextQ, "double"), newSig(laterQ, "report"), newSig(nextQ, "queued")
+	eta := time.Now().Add(time.Hour)
+	later.ETA = &eta
+	must(t, "PublishPending", b.PublishPending(ctx, sig, queued))
+	d := fetchOne(t, b, q)
+	must(t, "AckSuccess", b.AckSuccess(ctx, d, results, []*tasks.Signature{now, later, queued}))
+	wantState(t, be, sig.UUID, tasks.StateSuccess)
+	wantState(t, be, now.UUID, tasks.StatePending)
+	wantState(t, be, later.UUID, tasks.StatePending)
+	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, nextQ, iface.QueueInfo{Pending: 2})
+	wantSizes(t, b, laterQ, iface.QueueInfo{Scheduled: 1})
+	got := fetch(t, b, []string{nextQ}, 2)
+	wantOrder(t, "next queue", deliveryUUIDs(got), []string{queued.UUID, now.UUID})
+	sameSignature(t, "next task", got[1].Signature, now)
+	ack(t, b, got...)
+
+	// After a recovery, a next task that has started is not sent again;
+	// one that has not is.
+	sig = newSig(q, "add")
+	started, fresh := newSig(nextQ, "started"), newSig(nextQ, "fresh")
+	must(t, "PublishPending", b.PublishPending(ctx, sig))
+	must(t, "SetStateStarted", be.SetStateStarted(ctx, started))
+	stale := fetchOne(t, b, q)
+	waitDone(t, stale.Lease, "unrenewed lease")
+	eventually(t, "task recovered", func() bool { return queueInfo(t, b, q).Pending == 1 })
+	d = fetchOne(t, b, q)
+	if d.Recovered != 1 {
+		t.Fatalf("Recovered = %d after one recovery, want 1", d.Recovered)
+	}
+	must(t, "AckSuccess after a recovery", b.AckSuccess(ctx, d, results, []*tasks.Signature{started, fresh}))
+	wantState(t, be, started.UUID, tasks.StateStarted)
+	wantState(t, be, fresh.UUID, tasks.StatePending)
+	wantOrder(t, "next queue after a recovery", deliveryUUIDs(fetch(t, b, []string{nextQ}, 2)), []string{fresh.UUID})
+
+	// A group member without a chord callback is recorded in its group.
+	groupUUID := "group_" + uuid.NewString()
+	member := newSig(q, "part")
+	member.GroupUUID, member.GroupTaskCount = groupUUID, 1
+	must(t, "InitGroup", be.InitGroup(ctx, groupUUID, []string{member.UUID}))
+	must(t, "PublishPending", b.PublishPending(ctx, member))
+	must(t, "member's AckSuccess", b.AckSuccess(ctx, fetchOne(t, b, q), results, nil))
+	if done, err := be.GroupCompleted(ctx, groupUUID, 1); err != nil || !done {
+		t.Fatalf("GroupCompleted after its member's AckSuccess: %t, %v; want true", done, err)
+	}
 }
 
 func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
@@ -79,7 +148,13 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	stalePlain, staleMember := byUUID(stale, plain.UUID), byUUID(stale, member.UUID)
 
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
-	wantLeaseLost(t, "stale AckSuccess", b.AckSuccess(ctx, stalePlain, results), stalePlain)
+	nextQ := queueName(t, "next")
+	next := newSig(nextQ, "double")
+	wantLeaseLost(t, "stale AckSuccess", b.AckSuccess(ctx, stalePlain, results, []*tasks.Signature{next}), stalePlain)
+	wantSizes(t, b, nextQ, iface.QueueInfo{})
+	if st, err := be.GetState(ctx, next.UUID); err == nil {
+		t.Fatalf("the stale AckSuccess wrote the next task's state %s", st.State)
+	}
 	for _, w := range []struct {
 		what   string
 		state  *tasks.TaskState
@@ -120,7 +195,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	if err != nil || len(states) != 2 || states[0].State != tasks.StateSuccess || states[1].State != tasks.StatePending {
 		t.Fatalf("GroupTaskStates after the holder's write: %v, %v; want [SUCCESS PENDING]", describeStates(states), err)
 	}
-	must(t, "holder's AckSuccess", b.AckSuccess(ctx, freshPlain, results))
+	must(t, "holder's AckSuccess", b.AckSuccess(ctx, freshPlain, results, nil))
 	st := wantState(t, be, plain.UUID, tasks.StateSuccess)
 	if len(st.Results) != 1 || fmt.Sprint(st.Results[0].Value) != "7" {
 		t.Fatalf("holder's result: %+v, want int64 7", st.Results)

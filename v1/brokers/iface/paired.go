@@ -24,12 +24,17 @@ type StateBroker interface {
 	// before its PENDING state lands.
 	PublishPending(ctx context.Context, sigs ...*tasks.Signature) error
 
-	// AckSuccess writes the SUCCESS state of d's task with results and
-	// acknowledges the task, in one step, only while the caller holds d's
-	// lease: a worker that lost its lease writes nothing (ErrLeaseLost).
-	// d's task must not be a group member, whose result is recorded in its
-	// group's bookkeeping.
-	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult) error
+	// AckSuccess writes the SUCCESS state of d's task with results (a
+	// group member's also in its group's bookkeeping), publishes next, the
+	// tasks that follow it (its OnSuccess callbacks, ready to travel), with
+	// their PENDING states, and acknowledges the task, in one step, only
+	// while the caller holds d's lease: a worker that lost its lease writes
+	// and sends nothing (ErrLeaseLost). A next task that is still queued
+	// counts as sent and is left alone, and so, when d's task ran again
+	// after a recovery (d.Recovered > 0), is one whose state shows it has
+	// started or finished. A group member whose group has a chord callback
+	// is not settled here: its success may have to send the callback.
+	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error
 
 	// WriteState writes state, a state of d's task, in one step and only
 	// while the caller holds d's lease (else ErrLeaseLost, and nothing is

@@ -188,19 +188,33 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	}
 	seen := make(map[string]bool, len(sigs))
 	for i, sig := range sigs {
-		switch {
-		case sig == nil:
-			return fmt.Errorf("memory broker: publish: task %d: %w", i, tasks.ErrNilSignature)
-		case sig.UUID == "":
-			return fmt.Errorf("memory broker: publish: task %d (%q) has no UUID", i, sig.Name)
-		case sig.RoutingKey == "":
-			return fmt.Errorf("memory broker: publish: task %s has no RoutingKey: %w", sig.UUID, iface.ErrNoQueue)
-		case b.held[sig.UUID] != nil || seen[sig.UUID]:
+		if err := checkPublish(i, sig); err != nil {
+			return err
+		}
+		if b.held[sig.UUID] != nil || seen[sig.UUID] {
 			return fmt.Errorf("memory broker: publish: task %s: %w", sig.UUID, iface.ErrDuplicateTask)
 		}
 		seen[sig.UUID] = true
 	}
+	b.publishLocked(sigs)
+	return nil
+}
 
+// checkPublish reports why sig, the i-th signature published, cannot be.
+func checkPublish(i int, sig *tasks.Signature) error {
+	switch {
+	case sig == nil:
+		return fmt.Errorf("memory broker: publish: task %d: %w", i, tasks.ErrNilSignature)
+	case sig.UUID == "":
+		return fmt.Errorf("memory broker: publish: task %d (%q) has no UUID", i, sig.Name)
+	case sig.RoutingKey == "":
+		return fmt.Errorf("memory broker: publish: task %s has no RoutingKey: %w", sig.UUID, iface.ErrNoQueue)
+	}
+	return nil
+}
+
+// publishLocked adds sigs, checked and not held, to their queues.
+func (b *Broker) publishLocked(sigs []*tasks.Signature) {
 	now := b.clock.Now()
 	woken := false
 	for _, sig := range sigs {
@@ -221,7 +235,6 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if woken {
 		b.notifyLocked()
 	}
-	return nil
 }
 
 // Fetch takes up to max pending tasks (at least one) from queues, in the

@@ -39,22 +39,41 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 	return b.Publish(ctx, sigs...)
 }
 
-// AckSuccess writes the SUCCESS state of d's task and forgets the task,
-// under the broker's lock and only while d's lease holds: a worker that
-// lost its lease writes nothing. Results that cannot be stored are an
-// error, and the task stays leased.
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult) error {
+// AckSuccess writes the SUCCESS state of d's task (a group member's also
+// in its group), publishes next with their PENDING states, and forgets the
+// task, under the broker's lock and only while d's lease holds: a worker
+// that lost its lease writes and sends nothing. A next task the broker
+// still holds counts as sent, and so, after a recovery, does one whose
+// state shows it started or finished. Results that cannot be stored are
+// an error, and the task stays leased.
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
 	if b.backend == nil {
 		return fmt.Errorf("memory broker: ack success: no paired backend")
+	}
+	for i, sig := range next {
+		if err := checkPublish(i, sig); err != nil {
+			return err
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.holdsLocked("ack", d); err != nil {
 		return err
 	}
-	if err := b.backend.SetStateSuccess(ctx, d.Signature, results); err != nil {
+	if _, err := b.backend.WriteState(d.Signature, tasks.NewSuccessTaskState(d.Signature, results)); err != nil {
 		return err
 	}
+	var send []*tasks.Signature
+	for _, sig := range next {
+		if b.held[sig.UUID] != nil || d.Recovered > 0 && b.startedLocked(ctx, sig.UUID) {
+			continue
+		}
+		if _, err := b.backend.WriteState(sig, tasks.NewPendingTaskState(sig)); err != nil {
+			return err
+		}
+		send = append(send, sig)
+	}
+	b.publishLocked(send)
 	t, err := b.settleLocked("ack", d)
 	if err != nil {
 		return err
@@ -62,6 +81,13 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 	delete(b.held, t.uuid)
 	d.Lease.Release()
 	return nil
+}
+
+// startedLocked reports whether the paired backend holds a state of task
+// uuid that shows it has started or finished.
+func (b *Broker) startedLocked(ctx context.Context, uuid string) bool {
+	st, err := b.backend.GetState(ctx, uuid)
+	return err == nil && st.State != tasks.StatePending
 }
 
 // WriteState writes state to the paired backend (recording a group

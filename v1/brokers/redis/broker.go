@@ -257,13 +257,14 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	return wrap(b.store.Ack(ctx, d))
 }
 
-// AckSuccess writes the task's SUCCESS state and acknowledges it in one
-// script, only if the caller holds the lease.
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult) error {
+// AckSuccess writes the task's SUCCESS state, publishes next with their
+// PENDING states and acknowledges the task in one script, only if the
+// caller holds the lease (see iface.StateBroker).
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	return wrap(b.store.AckSuccess(ctx, d, results))
+	return wrap(b.store.AckSuccess(ctx, d, results, next))
 }
 
 // Retry schedules the task to run again at at.

@@ -1,0 +1,37 @@
+-- held reports whether a task hash holds a task its queue still has
+-- (pending, scheduled, retry, active, or completed and kept): a task with
+-- its id cannot be published. An archived task may be replaced.
+local function held(task_key)
+	local state = redis.call("HGET", task_key, "state")
+	if not state then
+		return false, false
+	end
+	return state ~= "archived", state == "archived"
+end
+
+-- put adds a task to its queue (pending list, scheduled zset), replacing
+-- an archived task with its id (archived: it was one, see held), due at
+-- eta (ms; not after now: at once). It returns whether the task is
+-- pending now.
+local function put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, now)
+	if archived then
+		redis.call("ZREM", archived_key, id)
+		redis.call("DEL", task_key)
+	end
+	if eta > now then
+		redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta)
+		redis.call("ZADD", scheduled, eta, id)
+		return false
+	end
+	redis.call("HSET", task_key, "msg", msg, "state", "pending")
+	redis.call("RPUSH", pending, id)
+	return true
+end
+
+-- wake leaves a wake-up token on a queue's notify list for idle workers,
+-- at most one.
+local function wake(notify)
+	if redis.call("LLEN", notify) == 0 then
+		redis.call("LPUSH", notify, "1")
+	end
+end
