@@ -238,20 +238,51 @@ func IsNoScript(err error) bool {
 	return goredis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// RunScript runs script through the batcher with EVALSHA and, when Redis
-// does not have it, once more directly (EVAL, which also loads it).
+// RunScript runs script, which must be safe to run twice (see retry.go),
+// through the batcher with EVALSHA and, when Redis does not have it, once
+// more directly (EVAL, which also loads it); it is sent again after an
+// error that leaves unknown whether it ran.
 func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
-	cmds, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
-		return []goredis.Cmder{script.EvalSha(ctx, p, keys, args...)}
-	}).Wait(ctx)
-	if err != nil {
-		cmd := goredis.NewCmd(ctx)
-		cmd.SetErr(err)
-		return cmd
-	}
-	cmd := cmds[0].(*goredis.Cmd)
-	if IsNoScript(cmd.Err()) {
-		return script.Run(ctx, b.client, keys, args...)
-	}
+	var cmd *goredis.Cmd
+	_ = again(ctx, func() error {
+		cmds, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
+			return []goredis.Cmder{script.EvalSha(ctx, p, keys, args...)}
+		}).Wait(ctx)
+		switch {
+		case err != nil:
+			cmd = errCmd(ctx, err)
+		case IsNoScript(cmds[0].Err()):
+			cmd = script.Run(ctx, b.client, keys, args...)
+		default:
+			cmd = cmds[0].(*goredis.Cmd)
+		}
+		return cmd.Err()
+	}, nil)
+	return cmd
+}
+
+// RunSettle runs script, a settle script (see retry.go), through the
+// batcher: go-redis never sends it twice, and after an error that leaves
+// unknown whether it ran it is sent again with args[againAt] set to "1",
+// which makes it recognise its first run's settle.
+func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, keys []string, args []interface{}, againAt int) *goredis.Cmd {
+	var cmd *goredis.Cmd
+	_ = again(ctx, func() error {
+		var once onceCmd
+		_, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
+			once = evalShaOnce(ctx, script, keys, args)
+			_ = p.Process(ctx, once)
+			return []goredis.Cmder{once}
+		}).Wait(ctx)
+		switch {
+		case err != nil:
+			cmd = errCmd(ctx, err)
+		case IsNoScript(once.Err()):
+			cmd = runOnce(ctx, b.client, script, keys, args)
+		default:
+			cmd = once.Cmd
+		}
+		return cmd.Err()
+	}, func() { args[againAt] = "1" })
 	return cmd
 }

@@ -141,7 +141,7 @@ func (s *Store) RequeueArchived(ctx context.Context, queue string, uuids ...stri
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	n, err := requeueArchivedScript.Run(ctx, s.client, []string{qk.archived, qk.pending, qk.notify}, args...).Int()
+	n, err := runOnce(ctx, s.client, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args).Int()
 	if err != nil {
 		return 0, fmt.Errorf("requeue archived tasks of %s: %w", queue, err)
 	}
@@ -155,7 +155,7 @@ func (s *Store) DeleteArchived(ctx context.Context, queue string, uuids ...strin
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	n, err := deleteArchivedScript.Run(ctx, s.client, []string{qk.archived}, args...).Int()
+	n, err := runOnce(ctx, s.client, deleteArchivedScript, []string{qk.archived}, args).Int()
 	if err != nil {
 		return 0, fmt.Errorf("delete archived tasks of %s: %w", queue, err)
 	}

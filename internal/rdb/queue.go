@@ -60,7 +60,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		q := byQueue[name]
 		qk := q.queue
 		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
-		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride()}, q.tasks...)
+		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), newToken()}, q.tasks...)
 		res, err := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...).Slice()
 		if err != nil {
 			return fmt.Errorf("publish to queue %s: %w", name, err)
@@ -128,7 +128,7 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	if known {
 		return nil
 	}
-	if err := s.client.SAdd(ctx, s.keys.queues(), q).Err(); err != nil {
+	if err := again(ctx, func() error { return s.client.SAdd(ctx, s.keys.queues(), q).Err() }, nil); err != nil {
 		return fmt.Errorf("register queue %s: %w", q, err)
 	}
 	s.mu.Lock()
@@ -155,7 +155,7 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 		args = append(args, base+strconv.Itoa(i))
 	}
 	start := time.Now()
-	res, err := dequeueScript.Run(ctx, s.client, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args...).Slice()
+	res, err := runOnce(ctx, s.client, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
 	}
@@ -391,8 +391,8 @@ func settled(d *brokers.Delivery, err error) error {
 func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	code, err := s.batch.RunScript(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed},
-		id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds()).Int64()
+	args := []interface{}{id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), "0"}
+	code, err := s.batch.RunSettle(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed}, args, 3).Int64()
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
@@ -441,7 +441,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 	args := make([]interface{}, 0, 12+len(fields)+len(next)*(3+pendingItems))
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
-		recovered, len(fields))
+		recovered, "0", len(fields))
 	args = append(args, fields...)
 	args = append(args, pendingItems)
 	for _, n := range next {
@@ -462,7 +462,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 		keys = append(keys, nk.pending, nk.scheduled, nk.archived, nk.notify, nk.task+n.UUID, q.stateKeys[0])
 		args = append(args, q.tasks...)
 	}
-	code, err := s.batch.RunScript(ctx, id, ackSuccessScript, keys, args...).Int64()
+	code, err := s.batch.RunSettle(ctx, id, ackSuccessScript, keys, args, 10).Int64()
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
@@ -547,8 +547,8 @@ func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, er
 	if err != nil {
 		return fmt.Errorf("retry task %s: %w", id, err)
 	}
-	err = s.runStatus(ctx, retryScript, id, []string{qk.task + id, qk.lease, qk.retry, qk.pending, qk.notify},
-		id, d.Lease.Token(), msg, msOf(at), errMsg)
+	err = s.runSettle(ctx, retryScript, id, []string{qk.task + id, qk.lease, qk.retry, qk.pending, qk.notify},
+		[]interface{}{id, d.Lease.Token(), msg, msOf(at), errMsg, "0"}, 5)
 	return settled(d, err)
 }
 
@@ -557,8 +557,8 @@ func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, er
 func (s *Store) Archive(ctx context.Context, d *brokers.Delivery, reason string) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	err := s.runStatus(ctx, archiveScript, id, []string{qk.task + id, qk.lease, qk.archived},
-		id, d.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task)
+	err := s.runSettle(ctx, archiveScript, id, []string{qk.task + id, qk.lease, qk.archived},
+		[]interface{}{id, d.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task, "0"}, 6)
 	return settled(d, err)
 }
 
@@ -577,12 +577,12 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 	for _, q := range order {
 		group := byQueue[q]
 		qk := s.keys.queue(q)
-		args := make([]interface{}, 0, 1+2*len(group))
-		args = append(args, qk.task)
+		args := make([]interface{}, 0, 2+2*len(group))
+		args = append(args, qk.task, "0")
 		for _, d := range group {
 			args = append(args, d.Signature.UUID, d.Lease.Token())
 		}
-		res, err := requeueScript.Run(ctx, s.client, []string{qk.pending, qk.lease, qk.notify}, args...).Slice()
+		res, err := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, []string{qk.pending, qk.lease, qk.notify}, args, 1).Slice()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("requeue to queue %s: %w", q, err))
 			continue
@@ -606,7 +606,23 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 
 // Claim reports whether the caller is the first to claim name within ttl.
 func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	ok, err := s.client.SetNX(ctx, s.keys.claim(name), "1", ttl).Result()
+	// The claim holds a token of this call's, so that a SET sent again
+	// by go-redis after a lost reply, which finds the first one's claim,
+	// knows it as its own.
+	key, token := s.keys.claim(name), newToken()
+	var ok bool
+	err := again(ctx, func() error {
+		var err error
+		if ok, err = s.client.SetNX(ctx, key, token, ttl).Result(); err != nil || ok {
+			return err
+		}
+		holder, err := s.client.Get(ctx, key).Result()
+		ok = holder == token
+		if errors.Is(err, goredis.Nil) {
+			return nil // the claim ended in between: it was not ours
+		}
+		return err
+	}, nil)
 	if err != nil {
 		return false, fmt.Errorf("claim %s: %w", name, err)
 	}

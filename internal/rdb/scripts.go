@@ -119,9 +119,15 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 	}
 }
 
-// runStatus runs a task script directly and maps its status code.
-func (s *Store) runStatus(ctx context.Context, script *goredis.Script, id string, keys []string, args ...interface{}) error {
-	code, err := script.Run(ctx, s.client, keys, args...).Int64()
+// runSettle runs a settle script of task id directly (see Batcher.RunSettle)
+// and maps its status code.
+func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, keys []string, args []interface{}, againAt int) error {
+	var cmd *goredis.Cmd
+	_ = again(ctx, func() error {
+		cmd = runOnce(ctx, s.client, script, keys, args)
+		return cmd.Err()
+	}, func() { args[againAt] = "1" })
+	code, err := cmd.Int64()
 	if err != nil {
 		return fmt.Errorf("task %s: %w", id, err)
 	}

@@ -4,13 +4,15 @@
 -- ARGV[1] task id
 -- ARGV[2] fencing token
 -- ARGV[3] completed retention in ms (0: forget the task at once)
+-- ARGV[4] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle)
 --
--- Returns: 0 done (lib/forget.lua); 2 the caller does not hold the lease
--- (lib/fence.lua).
+-- Returns: 0 done (lib/forget.lua); 2 the caller does not hold the lease.
 -- Complexity: O(log L), plus O(log C) with retention.
 local now = now_ms()
-if not holds(KEYS[1], ARGV[2], now) then
-	return 2
+local refused = check_settle(KEYS[1], ARGV[2], ARGV[4], now)
+if refused then
+	return refused
 end
-forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]), now)
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
 return 0

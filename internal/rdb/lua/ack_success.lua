@@ -22,7 +22,9 @@
 -- ARGV[8] TTL of a completed group in ms   ARGV[9] of an unfinished one
 -- ARGV[10] "1" when the task ran again after a recovery: a next task whose
 --          state shows it started or finished is not sent again
--- ARGV[11] m, then m items: the SUCCESS state's field, value pairs
+-- ARGV[11] "1" when the caller runs this again, not knowing whether its
+--          first run happened (lib/fence.lua's check_settle)
+-- ARGV[12] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at is left as the PENDING write set it)
 -- then k, and for each next task: id, message (JSON signature), ETA in ms
 --          (0: now), and k items: its PENDING state's fields
@@ -34,18 +36,19 @@
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 local now = now_ms()
-if not holds(KEYS[1], ARGV[2], now) then
-	return 2
+local refused = check_settle(KEYS[1], ARGV[2], ARGV[11], now)
+if refused then
+	return refused
 end
-local m = tonumber(ARGV[11])
-write_state(KEYS[4], ARGV[4], "", { unpack(ARGV, 12, 11 + m) })
+local m = tonumber(ARGV[12])
+write_state(KEYS[4], ARGV[4], "", { unpack(ARGV, 13, 12 + m) })
 local key = 5
 if ARGV[5] ~= "" then
 	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[5], ARGV[7], ARGV[6], ARGV[8], ARGV[9])
 	key = 8
 end
-local k = tonumber(ARGV[12 + m])
-for i = 13 + m, #ARGV, 3 + k do
+local k = tonumber(ARGV[13 + m])
+for i = 14 + m, #ARGV, 3 + k do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
 	local id = ARGV[i]
@@ -57,10 +60,10 @@ for i = 13 + m, #ARGV, 3 + k do
 	end
 	if not busy and not started then
 		write_state(state_key, ARGV[4], "", { unpack(ARGV, i + 3, i + 2 + k) })
-		if put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, now) then
+		if put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now) then
 			wake(notify)
 		end
 	end
 end
-forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]), now)
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
 return 0

@@ -8,16 +8,19 @@
 -- ARGV[4] maximum age of dead letters in ms
 -- ARGV[5] maximum number of dead letters
 -- ARGV[6] task hash key prefix
+-- ARGV[7] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle)
 --
--- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
+-- Returns: 0 done; 2 the caller does not hold the lease.
 -- Complexity: O(log L + log A), plus O(T) for T dead letters trimmed.
 local now = now_ms()
-if not holds(KEYS[1], ARGV[2], now) then
-	return 2
+local refused = check_settle(KEYS[1], ARGV[2], ARGV[7], now)
+if refused then
+	return refused
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at", "outcome")
-redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now)
+redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now, "settled", ARGV[2])
 redis.call("ZADD", KEYS[3], now, ARGV[1])
 local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[4]))
 for _, id in ipairs(old) do

@@ -1,5 +1,7 @@
 -- enqueue: publish tasks to one queue, all or nothing, with their PENDING
--- states when the state hashes are given.
+-- states when the state hashes are given. Safe to run twice: a second run
+-- with the same publish token (go-redis sending it again after a lost
+-- reply) finds the first's tasks and reports success.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
@@ -9,21 +11,29 @@
 -- ARGV[2] state TTL in ms
 -- ARGV[3] k, how many state field, value items each task has (0 without
 --         KEYS[5..])
--- ARGV[4..] for each task: id, message (JSON signature), ETA in ms since
+-- ARGV[4] publish token, random per publish, kept in each task hash (pub)
+-- ARGV[5..] for each task: id, message (JSON signature), ETA in ms since
 --           the epoch (0: now), then k items: its PENDING state's fields
 --
--- Returns: {0} when every task was published, or {1, id} when a task with
--- that id is still held by the queue (lib/queue.lua's held) or appears
--- twice in ARGV; then nothing was written. A task whose id is archived
--- replaces it.
+-- Returns: {0} when every task was published (by this run or an earlier
+-- one with the same token: then nothing is written), or {1, id} when a
+-- task with that id is held by the queue (lib/queue.lua's held) from
+-- another publish or appears twice in ARGV; then nothing was written. A
+-- task whose id is archived replaces it.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks.
 local now = now_ms()
 local k = tonumber(ARGV[3])
 local stride = 3 + k
 local seen, archived = {}, {}
-for i = 4, #ARGV, stride do
+for i = 5, #ARGV, stride do
 	local id = ARGV[i]
-	local busy, was_archived = held(ARGV[1] .. id)
+	local key = ARGV[1] .. id
+	local busy, was_archived = held(key)
+	if busy and redis.call("HGET", key, "pub") == ARGV[4] then
+		-- This publish ran before (the tasks went in all at once, and may
+		-- have run since): nothing more to do.
+		return {0}
+	end
 	if seen[id] or busy then
 		return {1, id}
 	end
@@ -32,13 +42,13 @@ for i = 4, #ARGV, stride do
 end
 local ready = false
 local n = 4
-for i = 4, #ARGV, stride do
+for i = 5, #ARGV, stride do
 	local id = ARGV[i]
 	if k > 0 then
 		n = n + 1
 		write_state(KEYS[n], ARGV[2], "", { unpack(ARGV, i + 3, i + 2 + k) })
 	end
-	if put(KEYS[1], KEYS[2], KEYS[3], ARGV[1] .. id, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived[id], now) then
+	if put(KEYS[1], KEYS[2], KEYS[3], ARGV[1] .. id, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived[id], ARGV[4], now) then
 		ready = true
 	end
 end

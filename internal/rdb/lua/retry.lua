@@ -8,16 +8,19 @@
 -- ARGV[4] when to run again, in ms since the epoch (not in the future:
 --         pending at once)
 -- ARGV[5] error message
+-- ARGV[6] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle)
 --
--- Returns: 0 done; 2 the caller does not hold the lease (lib/fence.lua).
+-- Returns: 0 done; 2 the caller does not hold the lease.
 -- Complexity: O(log L + log R).
 local now = now_ms()
-if not holds(KEYS[1], ARGV[2], now) then
-	return 2
+local refused = check_settle(KEYS[1], ARGV[2], ARGV[6], now)
+if refused then
+	return refused
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
-redis.call("HSET", KEYS[1], "msg", ARGV[3], "error", ARGV[5], "failed_at", now)
+redis.call("HSET", KEYS[1], "msg", ARGV[3], "error", ARGV[5], "failed_at", now, "settled", ARGV[2])
 redis.call("HINCRBY", KEYS[1], "retried", 1)
 if tonumber(ARGV[4]) > now then
 	redis.call("HSET", KEYS[1], "state", "retry", "process_at", ARGV[4])

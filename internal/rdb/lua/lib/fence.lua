@@ -6,3 +6,25 @@ local function holds(task_key, token, now)
 	local lease = redis.call("HMGET", task_key, "lease", "lease_exp")
 	return lease[1] == token and (tonumber(lease[2]) or 0) > now
 end
+
+-- settled_by reports whether the caller settled the task in a run whose
+-- reply it never got: the task hash is gone (acknowledged) or names token
+-- as the lease it was last settled under.
+local function settled_by(task_key, token)
+	local v = redis.call("HMGET", task_key, "settled", "msg")
+	return v[1] == token or not v[2]
+end
+
+-- check_settle fences a settle script: it returns nil when the caller
+-- holds the lease (go on), else what the script returns: 0 when again is
+-- "1" (the caller runs it again, not knowing whether its first run
+-- happened) and the first run settled the task, 2 otherwise.
+local function check_settle(task_key, token, again, now)
+	if holds(task_key, token, now) then
+		return nil
+	end
+	if again == "1" and settled_by(task_key, token) then
+		return 0
+	end
+	return 2
+end

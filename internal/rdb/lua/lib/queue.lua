@@ -11,12 +11,16 @@ end
 
 -- put adds a task to its queue (pending list, scheduled zset), replacing
 -- an archived task with its id (archived: it was one, see held), due at
--- eta (ms; not after now: at once). It returns whether the task is
+-- eta (ms; not after now: at once), recording pub, the token of the
+-- publish that sent it, unless it is "". It returns whether the task is
 -- pending now.
-local function put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, now)
+local function put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, pub, now)
 	if archived then
 		redis.call("ZREM", archived_key, id)
 		redis.call("DEL", task_key)
+	end
+	if pub ~= "" then
+		redis.call("HSET", task_key, "pub", pub)
 	end
 	if eta > now then
 		redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta)

@@ -1,0 +1,118 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Scripts and retries.
+//
+// go-redis sends a command again after an error that leaves unknown
+// whether Redis ran it (a read timeout, a reset connection), and a Redis
+// that hung past the read timeout runs both copies when it resumes. So
+// every script is one of three kinds:
+//
+//   - Safe to run twice: the state and group writes, extend, forward,
+//     recover, elect, resign, and enqueue (a second run with the same
+//     publish token finds the first's tasks). go-redis may send them again,
+//     and RunScript does after such an error.
+//   - A settle (ack, ack_success, retry, archive, requeue), which a second
+//     run would refuse, finding the lease gone: go-redis never sends it
+//     twice (onceCmd); settle sends it again with its "again" argument set,
+//     and the script recognises the first run's settle (lib/fence.lua's
+//     check_settle), so an acknowledgement that landed is reported as one.
+//   - Neither (dequeue, requeue_archived, delete_archived): sent once, and
+//     the error reported. Tasks a lost dequeue took come back when their
+//     leases end.
+
+// onceCmd is a script call go-redis does not send a second time.
+type onceCmd struct{ *goredis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+// evalShaOnce returns the EVALSHA of script as a onceCmd.
+func evalShaOnce(ctx context.Context, script *goredis.Script, keys []string, args []interface{}) onceCmd {
+	cmdArgs := make([]interface{}, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	return onceCmd{goredis.NewCmd(ctx, cmdArgs...)}
+}
+
+// runOnce runs script on c once (loading it first when Redis does not
+// have it: a NOSCRIPT reply means it did not run).
+func runOnce(ctx context.Context, c goredis.UniversalClient, script *goredis.Script, keys []string, args []interface{}) *goredis.Cmd {
+	cmd := evalShaOnce(ctx, script, keys, args)
+	_ = c.Process(ctx, cmd)
+	if IsNoScript(cmd.Err()) {
+		if err := script.Load(ctx, c).Err(); err != nil {
+			return errCmd(ctx, err)
+		}
+		cmd = evalShaOnce(ctx, script, keys, args)
+		_ = c.Process(ctx, cmd)
+	}
+	return cmd.Cmd
+}
+
+func errCmd(ctx context.Context, err error) *goredis.Cmd {
+	cmd := goredis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
+
+// attempts is how many times a script is sent after errors that leave
+// unknown whether it ran, with a backoff from 50 ms doubling to 800 ms.
+const attempts = 5
+
+// again calls try until it succeeds, fails with an error that is not
+// uncertain, or attempts run out, waiting between attempts, and returns
+// its last error; before each attempt after the first, retrying (when not
+// nil) is called: a settle sets its "again" argument there.
+func again(ctx context.Context, try func() error, retrying func()) error {
+	for attempt := 1; ; attempt++ {
+		err := try()
+		if !uncertain(err) || attempt == attempts {
+			return err
+		}
+		wait := (25 * time.Millisecond) << attempt
+		wait += rand.N(wait / 2)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		if retrying != nil {
+			retrying()
+		}
+	}
+}
+
+// uncertain reports whether err leaves unknown whether Redis ran the
+// command (the connection failed or timed out), or says Redis refused it
+// for now (loading, read-only during a failover, busy, cluster down): either
+// way, sending it again may succeed.
+func uncertain(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, goredis.ErrClosed) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY "} {
+		if goredis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}

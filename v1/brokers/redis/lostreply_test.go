@@ -1,0 +1,179 @@
+package redisbroker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/redistest"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// lostReply is a broker and backend on one store whose client reaches
+// Redis through a proxy that can lose replies: a command whose reply is
+// lost has run, and the client, after its read timeout, sends it again on
+// a new connection (go-redis's retries), as when Redis hangs past the read
+// timeout and then runs both copies.
+type lostReply struct {
+	proxy   *redistest.Proxy
+	broker  *redisbroker.Broker
+	backend *redisbackend.Backend
+	queue   string
+}
+
+func newLostReply(t *testing.T) *lostReply {
+	srv := redistest.Shared(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	client := goredis.NewClient(&goredis.Options{
+		Addr:        proxy.Addr(),
+		ReadTimeout: 200 * time.Millisecond,
+		PoolSize:    1,
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	cnf := (&config.Config{
+		Broker:        srv.URL(),
+		ResultBackend: srv.URL(),
+		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
+	}).WithDefaults()
+	store := rdb.New(client, rdb.OptionsFrom(cnf), false)
+	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
+	backend := redisbackend.New(store, redisbackend.Options{})
+	t.Cleanup(func() {
+		_ = broker.Close()
+		_ = backend.Close()
+		_ = store.Close()
+	})
+	if !broker.PairedWith(backend) {
+		t.Fatal("broker and backend on one store are not paired")
+	}
+	return &lostReply{proxy: proxy, broker: broker, backend: backend, queue: "q"}
+}
+
+// loseNextReply makes the reply to the next command go missing.
+func (l *lostReply) loseNextReply(t *testing.T) {
+	t.Helper()
+	l.proxy.LoseNextReply()
+}
+
+func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
+	t.Helper()
+	sig := &tasks.Signature{UUID: "task_" + id, Name: "add", RoutingKey: l.queue}
+	if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
+	}
+	return ds[0]
+}
+
+func (l *lostReply) info(t *testing.T) iface.QueueInfo {
+	t.Helper()
+	info, err := l.broker.QueueInfo(ctxFor(t), l.queue)
+	if err != nil {
+		t.Fatalf("QueueInfo: %v", err)
+	}
+	return *info
+}
+
+// TestLostReplyPublishReportsSuccess: a publish whose reply was lost, sent
+// again by go-redis, is reported as the success it was, and the task is
+// queued once (it reported ErrDuplicateTask).
+func TestLostReplyPublishReportsSuccess(t *testing.T) {
+	t.Parallel()
+	l := newLostReply(t)
+	// The first publish registers the queue and loads the script: the
+	// reply lost is the script's.
+	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: l.queue}
+	if err := l.broker.PublishPending(ctxFor(t), warm); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	l.loseNextReply(t)
+	sig := &tasks.Signature{UUID: "task_once", Name: "add", RoutingKey: l.queue}
+	if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
+		t.Fatalf("PublishPending with its reply lost: %v, want nil (it was published)", err)
+	}
+	if info := l.info(t); info.Pending != 2 {
+		t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
+	}
+	// Publishing the same task again is still refused.
+	if err := l.broker.Publish(ctxFor(t), sig); err == nil {
+		t.Fatal("a second Publish of a queued task succeeded, want ErrDuplicateTask")
+	}
+}
+
+// TestLostReplySettleReportsSuccess: an acknowledgement (or retry,
+// archive, requeue) whose reply was lost is sent again and reported as the
+// settle it was, not as a lost lease.
+func TestLostReplySettleReportsSuccess(t *testing.T) {
+	t.Parallel()
+	results := []*tasks.TaskResult{{Type: "int64", Value: 2}}
+	for _, tc := range []struct {
+		name   string
+		settle func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error
+		want   iface.QueueInfo
+	}{
+		{"Ack", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+			return b.Ack(ctx, d)
+		}, iface.QueueInfo{}},
+		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+			next := &tasks.Signature{UUID: "task_next_" + d.Signature.UUID, Name: "add", RoutingKey: d.Queue}
+			return b.AckSuccess(ctx, d, results, []*tasks.Signature{next})
+		}, iface.QueueInfo{Pending: 1}},
+		{"Retry", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+			return b.Retry(ctx, d, time.Now().Add(time.Hour), "later")
+		}, iface.QueueInfo{Retry: 1}},
+		{"Archive", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+			return b.Archive(ctx, d, "boom")
+		}, iface.QueueInfo{Archived: 1}},
+		{"Requeue", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+			return b.Requeue(ctx, d)
+		}, iface.QueueInfo{Pending: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLostReply(t)
+			// The first settle loads the script: the reply lost is the
+			// second's.
+			if err := tc.settle(ctxFor(t), l.broker, l.take(t, "warm")); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			d := l.take(t, "lost")
+			l.loseNextReply(t)
+			if err := tc.settle(ctxFor(t), l.broker, d); err != nil {
+				t.Fatalf("%s with its reply lost: %v, want nil (it settled)", tc.name, err)
+			}
+			got := l.info(t)
+			tc.want.Pending, tc.want.Retry, tc.want.Archived = 2*tc.want.Pending, 2*tc.want.Retry, 2*tc.want.Archived
+			if got.Active != 0 || got.Pending != tc.want.Pending || got.Retry != tc.want.Retry || got.Archived != tc.want.Archived || got.Scheduled != 0 {
+				t.Fatalf("queue after %s: %+v, want %+v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLostReplyClaimIsKept: a claim whose reply was lost, sent again by
+// go-redis, finds its own first run's claim and reports it won.
+func TestLostReplyClaimIsKept(t *testing.T) {
+	t.Parallel()
+	l := newLostReply(t)
+	if _, err := l.broker.Claim(ctxFor(t), "warm:"+t.Name(), time.Minute); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	l.loseNextReply(t)
+	won, err := l.broker.Claim(ctxFor(t), "tick:"+t.Name(), time.Minute)
+	if err != nil || !won {
+		t.Fatalf("Claim with its reply lost: %t, %v; want true, nil", won, err)
+	}
+	if won, err := l.broker.Claim(ctxFor(t), "tick:"+t.Name(), time.Minute); err != nil || won {
+		t.Fatalf("second Claim: %t, %v; want false, nil", won, err)
+	}
+}
