@@ -26,7 +26,9 @@ import (
 //	                                the queue's forwarder and recoverer
 //	<prefix>:{<queue>}:t:<task id>  hash: msg, state, lease (fencing token),
 //	                                lease_exp, outcome (committed), retried,
-//	                                recovered, error, failed_at, process_at
+//	                                recovered, error, failed_at, process_at,
+//	                                pub (the publish's token), settled (the
+//	                                lease it was last settled under)
 //	<prefix>:state:<task id>        hash: state, name, results, error, created_at
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
 //	<prefix>:{<group>}:done         hash: member id → JSON TaskState

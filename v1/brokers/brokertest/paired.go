@@ -47,12 +47,7 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 // is still queued counts as sent; after a recovery, one whose state shows
 // it started is not sent again; a group member is recorded in its group.
 func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	cnf := (&config.Config{
-		DefaultQueue:    queueName(t, "default"),
-		LeaseDuration:   time.Second,
-		RecoverInterval: 50 * time.Millisecond,
-	}).WithDefaults()
-	b, be := newPair(t, cnf)
+	b, be := shortLeasePair(t, newPair)
 	ctx := context.Background()
 	q, nextQ, laterQ := queueName(t, "q"), queueName(t, "next"), queueName(t, "later")
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
@@ -108,12 +103,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 }
 
 func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	cnf := (&config.Config{
-		DefaultQueue:    queueName(t, "default"),
-		LeaseDuration:   time.Second,
-		RecoverInterval: 50 * time.Millisecond,
-	}).WithDefaults()
-	b, be := newPair(t, cnf)
+	b, be := shortLeasePair(t, newPair)
 	if !b.PairedWith(be) {
 		t.Fatal("PairedWith(its own backend) = false")
 	}
@@ -202,6 +192,16 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	}
 	ack(t, b, freshMember)
 	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+// shortLeasePair returns a pair whose leases last a second and whose
+// recoverer runs every 50 ms.
+func shortLeasePair(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) (PairedBroker, backends.Backend) {
+	return newPair(t, (&config.Config{
+		DefaultQueue:    queueName(t, "default"),
+		LeaseDuration:   time.Second,
+		RecoverInterval: 50 * time.Millisecond,
+	}).WithDefaults())
 }
 
 // wantState checks the state of task id and returns it.

@@ -70,14 +70,20 @@
 //     after the commit succeeded. A worker that loses its lease after
 //     committing, before settling, leaves the outcome behind: the worker
 //     that takes the task next does not run it, but writes the committed
-//     state again and sends what follows it. A task whose only follow-up
-//     is its result is acknowledged with the result in one script
-//     (ack_success.lua) on a single server.
+//     state again and sends what follows it. On a single server a task
+//     whose success needs no chord election is acknowledged with its
+//     result, its group record and its OnSuccess callbacks (published with
+//     their PENDING states) in one script (ack_success.lua).
 //  5. Ack, retry, archive and requeue settle the task. Ack deletes the hash (or keeps it for
 //     CompletedRetention); retry moves the id to the retry zset with the
 //     updated message; archive moves it to the archived zset with the
 //     reason, trimming dead letters older than ArchiveMaxAge or beyond
-//     ArchiveMaxSize; requeue puts it back at the head of pending.
+//     ArchiveMaxSize; requeue puts it back at the head of pending. Each
+//     records the token it settled under (settled). A settle whose reply
+//     was lost is sent again marked as a repeat, and a repeat that finds
+//     the hash gone or settled under its token reports success; go-redis
+//     never sends a settle twice itself. A publish records its own token
+//     (pub), so a publish run twice reports success, not a duplicate.
 //  6. The queue's maintainer runs the recoverer every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the
