@@ -60,7 +60,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		q := byQueue[name]
 		qk := q.queue
 		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
-		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), newToken()}, q.tasks...)
+		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), publishToken()}, q.tasks...)
 		res, err := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...).Slice()
 		if err != nil {
 			return fmt.Errorf("publish to queue %s: %w", name, err)
@@ -135,6 +135,14 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	s.knownQueue[q] = true
 	s.mu.Unlock()
 	return nil
+}
+
+// publishToken returns a token for one publish (enqueue.lua's pub): it
+// only has to differ from other publishes of the same task ids.
+func publishToken() string {
+	var buf [8]byte
+	_, _ = rand.Read(buf[:])
+	return hex.EncodeToString(buf[:])
 }
 
 func newToken() string {

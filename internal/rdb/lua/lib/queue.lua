@@ -19,15 +19,20 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 		redis.call("ZREM", archived_key, id)
 		redis.call("DEL", task_key)
 	end
+	local fields = { "msg", msg, "state", "pending" }
 	if pub ~= "" then
-		redis.call("HSET", task_key, "pub", pub)
+		table.insert(fields, "pub")
+		table.insert(fields, pub)
 	end
 	if eta > now then
-		redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta)
+		fields[4] = "scheduled"
+		table.insert(fields, "process_at")
+		table.insert(fields, eta)
+		redis.call("HSET", task_key, unpack(fields))
 		redis.call("ZADD", scheduled, eta, id)
 		return false
 	end
-	redis.call("HSET", task_key, "msg", msg, "state", "pending")
+	redis.call("HSET", task_key, unpack(fields))
 	redis.call("RPUSH", pending, id)
 	return true
 end
