@@ -69,7 +69,8 @@ func errCmd(ctx context.Context, err error) *goredis.Cmd {
 }
 
 // attempts is how many times a script is sent after errors that leave
-// unknown whether it ran, with a backoff from 50 ms doubling to 800 ms.
+// unknown whether it ran, waiting 50 ms, doubling to 400 ms, each wait
+// with up to half again of jitter.
 const attempts = 5
 
 // again calls try until it succeeds, fails with an error that is not
