@@ -261,11 +261,13 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 	return cmd
 }
 
-// RunSettle runs script, a settle script (see retry.go), through the
-// batcher: go-redis never sends it twice, and after an error that leaves
-// unknown whether it ran it is sent again with args[againAt] set to "1",
-// which makes it recognise its first run's settle.
-func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, keys []string, args []interface{}, againAt int) *goredis.Cmd {
+// RunSettle runs script, a settle script (see retry.go), with args after
+// its first argument, the "again" flag, through the batcher: go-redis never
+// sends it twice, and after an error that leaves unknown whether it ran it
+// is sent again with the flag set to "1", which makes it recognise its
+// first run's settle.
+func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
+	args = append([]interface{}{"0"}, args...)
 	var cmd *goredis.Cmd
 	_ = again(ctx, func() error {
 		var once onceCmd
@@ -283,6 +285,6 @@ func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Scr
 			cmd = once.Cmd
 		}
 		return cmd.Err()
-	}, func() { args[againAt] = "1" })
+	}, func() { args[0] = "1" })
 	return cmd
 }

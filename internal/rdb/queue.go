@@ -60,7 +60,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		q := byQueue[name]
 		qk := q.queue
 		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
-		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), publishToken()}, q.tasks...)
+		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), randomHex(8)}, q.tasks...)
 		res, err := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...).Slice()
 		if err != nil {
 			return fmt.Errorf("publish to queue %s: %w", name, err)
@@ -137,18 +137,13 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	return nil
 }
 
-// publishToken returns a token for one publish (enqueue.lua's pub): it
-// only has to differ from other publishes of the same task ids.
-func publishToken() string {
-	var buf [8]byte
-	_, _ = rand.Read(buf[:])
-	return hex.EncodeToString(buf[:])
-}
-
-func newToken() string {
-	var buf [12]byte
-	_, _ = rand.Read(buf[:])
-	return hex.EncodeToString(buf[:])
+// randomHex returns n random bytes in hex: fencing tokens (12 bytes),
+// publish tokens (8: they only have to differ between publishes of the
+// same task ids) and claim tokens.
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
 }
 
 // Dequeue takes up to n pending tasks of queue q under fresh leases. A
@@ -158,7 +153,7 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 	lease := s.opts.LeaseDuration
 	args := make([]interface{}, 0, 3+n)
 	args = append(args, qk.task, n, lease.Milliseconds())
-	base := newToken() // one random read per fetch; the index makes each token unique
+	base := randomHex(12) // one random read per fetch; the index makes each token unique
 	for i := 0; i < n; i++ {
 		args = append(args, base+strconv.Itoa(i))
 	}
@@ -399,8 +394,8 @@ func settled(d *brokers.Delivery, err error) error {
 func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	args := []interface{}{id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), "0"}
-	code, err := s.batch.RunSettle(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed}, args, 3).Int64()
+	code, err := s.batch.RunSettle(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed},
+		id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds()).Int64()
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
@@ -449,7 +444,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 	args := make([]interface{}, 0, 12+len(fields)+len(next)*(3+pendingItems))
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
-		recovered, "0", len(fields))
+		recovered, len(fields))
 	args = append(args, fields...)
 	args = append(args, pendingItems)
 	for _, n := range next {
@@ -470,7 +465,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 		keys = append(keys, nk.pending, nk.scheduled, nk.archived, nk.notify, nk.task+n.UUID, q.stateKeys[0])
 		args = append(args, q.tasks...)
 	}
-	code, err := s.batch.RunSettle(ctx, id, ackSuccessScript, keys, args, 10).Int64()
+	code, err := s.batch.RunSettle(ctx, id, ackSuccessScript, keys, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
@@ -556,7 +551,7 @@ func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, er
 		return fmt.Errorf("retry task %s: %w", id, err)
 	}
 	err = s.runSettle(ctx, retryScript, id, []string{qk.task + id, qk.lease, qk.retry, qk.pending, qk.notify},
-		[]interface{}{id, d.Lease.Token(), msg, msOf(at), errMsg, "0"}, 5)
+		id, d.Lease.Token(), msg, msOf(at), errMsg)
 	return settled(d, err)
 }
 
@@ -566,7 +561,7 @@ func (s *Store) Archive(ctx context.Context, d *brokers.Delivery, reason string)
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
 	err := s.runSettle(ctx, archiveScript, id, []string{qk.task + id, qk.lease, qk.archived},
-		[]interface{}{id, d.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task, "0"}, 6)
+		id, d.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task)
 	return settled(d, err)
 }
 
@@ -585,12 +580,12 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 	for _, q := range order {
 		group := byQueue[q]
 		qk := s.keys.queue(q)
-		args := make([]interface{}, 0, 2+2*len(group))
-		args = append(args, qk.task, "0")
+		args := make([]interface{}, 0, 1+2*len(group))
+		args = append(args, qk.task)
 		for _, d := range group {
 			args = append(args, d.Signature.UUID, d.Lease.Token())
 		}
-		res, err := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, []string{qk.pending, qk.lease, qk.notify}, args, 1).Slice()
+		res, err := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, []string{qk.pending, qk.lease, qk.notify}, args...).Slice()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("requeue to queue %s: %w", q, err))
 			continue
@@ -617,7 +612,7 @@ func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool
 	// The claim holds a token of this call's, so that a SET sent again
 	// by go-redis after a lost reply, which finds the first one's claim,
 	// knows it as its own.
-	key, token := s.keys.claim(name), newToken()
+	key, token := s.keys.claim(name), randomHex(12)
 	var ok bool
 	err := again(ctx, func() error {
 		var err error

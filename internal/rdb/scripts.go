@@ -16,7 +16,8 @@ import (
 var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
-// lua/lib (now_ms, holds, forget, write_state, record_member, held, put, wake), so that the
+// lua/lib (now_ms; holds, settled_by, check_settle; forget; write_state;
+// record_member; held, put, wake, given_or_all), so that the
 // fence check, the end of an acknowledgement, the state write and the group
 // record are each written once.
 var luaLib = func() string {
@@ -119,14 +120,15 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 	}
 }
 
-// runSettle runs a settle script of task id directly (see Batcher.RunSettle)
-// and maps its status code.
-func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, keys []string, args []interface{}, againAt int) error {
+// runSettle runs a settle script of task id directly, as
+// Batcher.RunSettle does through the batcher, and maps its status code.
+func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, keys []string, args ...interface{}) error {
+	args = append([]interface{}{"0"}, args...)
 	var cmd *goredis.Cmd
 	_ = again(ctx, func() error {
 		cmd = runOnce(ctx, s.client, script, keys, args)
 		return cmd.Err()
-	}, func() { args[againAt] = "1" })
+	}, func() { args[0] = "1" })
 	code, err := cmd.Int64()
 	if err != nil {
 		return fmt.Errorf("task %s: %w", id, err)

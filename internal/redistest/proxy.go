@@ -9,8 +9,7 @@ import (
 
 // Proxy is a TCP proxy between clients and a Redis server, for injecting
 // network faults: a reply lost (the command still reaches Redis, as when
-// a reply is lost or arrives after the client's read timeout), or every
-// connection cut. Start one with
+// a reply is lost or arrives after the client's read timeout). Start one with
 // StartProxy; it stops when the test ends.
 type Proxy struct {
 	ln     net.Listener
@@ -57,21 +56,14 @@ func (p *Proxy) URL() string { return "redis://" + p.Addr() }
 // the reply.
 func (p *Proxy) LoseNextReply() { p.loseNext.Store(true) }
 
-// CutAll closes every connection open now, both ways.
-func (p *Proxy) CutAll() {
+// cutAll closes every connection open now, both ways.
+func (p *Proxy) cutAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
 		_ = c.client.Close()
 		_ = c.server.Close()
 	}
-}
-
-// Conns is how many client connections are open.
-func (p *Proxy) Conns() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns)
 }
 
 func (p *Proxy) accept() {
@@ -153,6 +145,6 @@ func (c *proxyConn) copyReplies() {
 
 func (p *Proxy) close() {
 	_ = p.ln.Close()
-	p.CutAll()
+	p.cutAll()
 	p.wg.Wait()
 }

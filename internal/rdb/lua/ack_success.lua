@@ -9,21 +9,21 @@
 -- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] completed zset
 -- KEYS[4] the task's state hash (result backend)
 -- KEYS[5] group hash  KEYS[6] done hash  KEYS[7] order list (a group
---         member only: ARGV[5] is not "")
+--         member only: ARGV[6] is not "")
 -- then for each next task: its queue's pending list, scheduled zset,
 --         archived zset and notify list, its task hash, its state hash
--- ARGV[1] task id
--- ARGV[2] fencing token
--- ARGV[3] completed retention in ms (0: forget the task at once)
--- ARGV[4] state TTL in ms
--- ARGV[5] a group member's final state (JSON TaskState), or ""
--- ARGV[6] created_at (RFC 3339), for a group that has none
--- ARGV[7] the group's task count
--- ARGV[8] TTL of a completed group in ms   ARGV[9] of an unfinished one
--- ARGV[10] "1" when the task ran again after a recovery: a next task whose
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
+-- ARGV[2] task id
+-- ARGV[3] fencing token
+-- ARGV[4] completed retention in ms (0: forget the task at once)
+-- ARGV[5] state TTL in ms
+-- ARGV[6] a group member's final state (JSON TaskState), or ""
+-- ARGV[7] created_at (RFC 3339), for a group that has none
+-- ARGV[8] the group's task count
+-- ARGV[9] TTL of a completed group in ms   ARGV[10] of an unfinished one
+-- ARGV[11] "1" when the task ran again after a recovery: a next task whose
 --          state shows it started or finished is not sent again
--- ARGV[11] "1" when the caller runs this again, not knowing whether its
---          first run happened (lib/fence.lua's check_settle)
 -- ARGV[12] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at is left as the PENDING write set it)
 -- then k, and for each next task: id, message (JSON signature), ETA in ms
@@ -36,15 +36,15 @@
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 local now = now_ms()
-local refused = check_settle(KEYS[1], ARGV[2], ARGV[11], now)
+local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
 local m = tonumber(ARGV[12])
-write_state(KEYS[4], ARGV[4], "", { unpack(ARGV, 13, 12 + m) })
+write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 13, 12 + m) })
 local key = 5
-if ARGV[5] ~= "" then
-	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[5], ARGV[7], ARGV[6], ARGV[8], ARGV[9])
+if ARGV[6] ~= "" then
+	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[2], ARGV[6], ARGV[8], ARGV[7], ARGV[9], ARGV[10])
 	key = 8
 end
 local k = tonumber(ARGV[13 + m])
@@ -54,16 +54,16 @@ for i = 14 + m, #ARGV, 3 + k do
 	local id = ARGV[i]
 	local busy, archived = held(task_key)
 	local started = false
-	if ARGV[10] == "1" then
+	if ARGV[11] == "1" then
 		local st = redis.call("HGET", state_key, "state")
 		started = st and st ~= "PENDING"
 	end
 	if not busy and not started then
-		write_state(state_key, ARGV[4], "", { unpack(ARGV, i + 3, i + 2 + k) })
+		write_state(state_key, ARGV[5], "", { unpack(ARGV, i + 3, i + 2 + k) })
 		if put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now) then
 			wake(notify)
 		end
 	end
 end
-forget(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now)
 return 0

@@ -2,35 +2,35 @@
 -- as a dead letter, and trim the archive by age and size.
 --
 -- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] archived zset
--- ARGV[1] task id
--- ARGV[2] fencing token
--- ARGV[3] reason
--- ARGV[4] maximum age of dead letters in ms
--- ARGV[5] maximum number of dead letters
--- ARGV[6] task hash key prefix
--- ARGV[7] "1" when the caller runs this again, not knowing whether its
---         first run happened (lib/fence.lua's check_settle)
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
+-- ARGV[2] task id
+-- ARGV[3] fencing token
+-- ARGV[4] reason
+-- ARGV[5] maximum age of dead letters in ms
+-- ARGV[6] maximum number of dead letters
+-- ARGV[7] task hash key prefix
 --
 -- Returns: 0 done; 2 the caller does not hold the lease.
 -- Complexity: O(log L + log A), plus O(T) for T dead letters trimmed.
 local now = now_ms()
-local refused = check_settle(KEYS[1], ARGV[2], ARGV[7], now)
+local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[2])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at", "outcome")
-redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now, "settled", ARGV[2])
-redis.call("ZADD", KEYS[3], now, ARGV[1])
-local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[4]))
+redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", now, "settled", ARGV[3])
+redis.call("ZADD", KEYS[3], now, ARGV[2])
+local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[5]))
 for _, id in ipairs(old) do
-	redis.call("DEL", ARGV[6] .. id)
+	redis.call("DEL", ARGV[7] .. id)
 end
-redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[4]))
-local excess = redis.call("ZCARD", KEYS[3]) - tonumber(ARGV[5])
+redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[5]))
+local excess = redis.call("ZCARD", KEYS[3]) - tonumber(ARGV[6])
 if excess > 0 then
 	for _, id in ipairs(redis.call("ZRANGE", KEYS[3], 0, excess - 1)) do
-		redis.call("DEL", ARGV[6] .. id)
+		redis.call("DEL", ARGV[7] .. id)
 	end
 	redis.call("ZREMRANGEBYRANK", KEYS[3], 0, excess - 1)
 end

@@ -2,9 +2,9 @@
 -- at shutdown; nothing is counted against them.
 --
 -- KEYS[1] pending list   KEYS[2] lease zset   KEYS[3] notify list
--- ARGV[1] task hash key prefix
--- ARGV[2] "1" when the caller runs this again, not knowing whether its
---         first run happened (lib/fence.lua's settled_by)
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's settled_by; see rdb's RunSettle)
+-- ARGV[2] task hash key prefix
 -- ARGV[3..] pairs: task id, fencing token
 --
 -- Returns: {lost_id1, ...}, the ids whose lease the caller did not hold
@@ -16,14 +16,14 @@ local moved = 0
 -- Walk backwards so that the tasks keep their order at the head.
 for i = #ARGV - 1, 3, -2 do
 	local id, token = ARGV[i], ARGV[i + 1]
-	local key = ARGV[1] .. id
+	local key = ARGV[2] .. id
 	if holds(key, token, now) then
 		redis.call("ZREM", KEYS[2], id)
 		redis.call("HDEL", key, "lease", "lease_exp")
 		redis.call("HSET", key, "state", "pending", "settled", token)
 		redis.call("LPUSH", KEYS[1], id)
 		moved = moved + 1
-	elseif not (ARGV[2] == "1" and settled_by(key, token)) then
+	elseif not (ARGV[1] == "1" and settled_by(key, token)) then
 		table.insert(lost, id)
 	end
 end

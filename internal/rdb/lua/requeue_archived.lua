@@ -7,14 +7,7 @@
 --
 -- Returns: how many tasks moved.
 -- Complexity: O(N log A).
-local ids = {}
-if #ARGV > 1 then
-	for i = 2, #ARGV do
-		table.insert(ids, ARGV[i])
-	end
-else
-	ids = redis.call("ZRANGE", KEYS[1], 0, -1)
-end
+local ids = given_or_all(KEYS[1], 2)
 local moved = 0
 for _, id in ipairs(ids) do
 	if redis.call("ZREM", KEYS[1], id) == 1 then

@@ -2,33 +2,33 @@
 --
 -- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] retry zset
 -- KEYS[4] pending list   KEYS[5] notify list
--- ARGV[1] task id
--- ARGV[2] fencing token
--- ARGV[3] updated message (JSON signature)
--- ARGV[4] when to run again, in ms since the epoch (not in the future:
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
+-- ARGV[2] task id
+-- ARGV[3] fencing token
+-- ARGV[4] updated message (JSON signature)
+-- ARGV[5] when to run again, in ms since the epoch (not in the future:
 --         pending at once)
--- ARGV[5] error message
--- ARGV[6] "1" when the caller runs this again, not knowing whether its
---         first run happened (lib/fence.lua's check_settle)
+-- ARGV[6] error message
 --
 -- Returns: 0 done; 2 the caller does not hold the lease.
 -- Complexity: O(log L + log R).
 local now = now_ms()
-local refused = check_settle(KEYS[1], ARGV[2], ARGV[6], now)
+local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[2])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
-redis.call("HSET", KEYS[1], "msg", ARGV[3], "error", ARGV[5], "failed_at", now, "settled", ARGV[2])
+redis.call("HSET", KEYS[1], "msg", ARGV[4], "error", ARGV[6], "failed_at", now, "settled", ARGV[3])
 redis.call("HINCRBY", KEYS[1], "retried", 1)
-if tonumber(ARGV[4]) > now then
-	redis.call("HSET", KEYS[1], "state", "retry", "process_at", ARGV[4])
-	redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
+if tonumber(ARGV[5]) > now then
+	redis.call("HSET", KEYS[1], "state", "retry", "process_at", ARGV[5])
+	redis.call("ZADD", KEYS[3], ARGV[5], ARGV[2])
 else
 	redis.call("HSET", KEYS[1], "state", "pending")
 	redis.call("HDEL", KEYS[1], "process_at")
-	redis.call("RPUSH", KEYS[4], ARGV[1])
+	redis.call("RPUSH", KEYS[4], ARGV[2])
 	wake(KEYS[5])
 end
 return 0

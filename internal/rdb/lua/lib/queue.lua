@@ -44,3 +44,16 @@ local function wake(notify)
 		redis.call("LPUSH", notify, "1")
 	end
 end
+
+-- given_or_all returns the ids in ARGV[first..] or, when there are none,
+-- every member of zset (an operator's "all archived tasks").
+local function given_or_all(zset, first)
+	if #ARGV < first then
+		return redis.call("ZRANGE", zset, 0, -1)
+	end
+	local ids = {}
+	for i = first, #ARGV do -- a loop: unpack is bounded by Lua's stack
+		table.insert(ids, ARGV[i])
+	end
+	return ids
+end
