@@ -5,7 +5,7 @@ GO       ?= go
 PKGS     ?= ./...
 TESTFLAGS ?=
 
-.PHONY: help test vet fmt lint bench bench-go quickstart fuzz
+.PHONY: help test vet fmt lint bench bench-go quickstart fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,9 +31,17 @@ bench: ## the comparison with asynq and machinery (bench/, ~17 min; results in b
 bench-go: ## go test benchmarks of the hot paths (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem ./v1/... ./internal/... ./integration-tests/
 
+chaos: ## the chaos suite as a soak: each fault repeated for SOAK (default 10m)
+	@bash scripts/ensure-redis.sh
+	$(GO) test -race -count=1 -timeout 0 -v ./integration-tests/chaos/ -args -chaos.soak=$(or $(SOAK),10m)
+
 fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzReflectValue -fuzztime 30s ./v1/tasks
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSignature -fuzztime 30s ./v1/tasks
+	$(GO) test -run '^$$' -fuzz FuzzDequeueReply -fuzztime 30s ./internal/rdb
+	$(GO) test -run '^$$' -fuzz FuzzIDReplies -fuzztime 30s ./internal/rdb
+	$(GO) test -run '^$$' -fuzz FuzzScalarReplies -fuzztime 30s ./internal/rdb
+	$(GO) test -run '^$$' -fuzz FuzzFieldReplies -fuzztime 30s ./internal/rdb
 
 quickstart: ## run the quick start on the in-process broker
 	$(GO) run ./example/quickstart

@@ -66,9 +66,6 @@ func redisConfig(url, prefix string) *config.Config {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(chaosWorkerEnv); spec != "" {
-		runChaosWorker(spec) // a worker process for TestKill9WorkerLosesNothing; never returns
-	}
 	os.Exit(redistest.RunMain(m))
 }
 

@@ -244,7 +244,7 @@ func IsNoScript(err error) bool {
 // error that leaves unknown whether it ran.
 func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
 	var cmd *goredis.Cmd
-	_ = again(ctx, func() error {
+	err := again(ctx, func() error {
 		cmds, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
 			return []goredis.Cmder{script.EvalSha(ctx, p, keys, args...)}
 		}).Wait(ctx)
@@ -257,19 +257,22 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 			cmd = cmds[0].(*goredis.Cmd)
 		}
 		return cmd.Err()
-	}, nil)
+	}, retry{})
+	if err != nil {
+		cmd.SetErr(err)
+	}
 	return cmd
 }
 
 // RunSettle runs script, a settle script (see retry.go), with args after
 // its first argument, the "again" flag, through the batcher: go-redis never
 // sends it twice, and after an error that leaves unknown whether it ran it
-// is sent again with the flag set to "1", which makes it recognise its
-// first run's settle.
-func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
+// is sent again, with the flag set to "1" (which makes it recognise its
+// first run's settle), for as long as holds reports the lease held.
+func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, holds func() bool, keys []string, args ...interface{}) *goredis.Cmd {
 	args = append([]interface{}{"0"}, args...)
 	var cmd *goredis.Cmd
-	_ = again(ctx, func() error {
+	err := again(ctx, func() error {
 		var once onceCmd
 		_, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
 			once = evalShaOnce(ctx, script, keys, args)
@@ -285,6 +288,9 @@ func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Scr
 			cmd = once.Cmd
 		}
 		return cmd.Err()
-	}, func() { args[0] = "1" })
+	}, retry{while: holds, before: func() { args[0] = "1" }})
+	if err != nil {
+		cmd.SetErr(err)
+	}
 	return cmd
 }

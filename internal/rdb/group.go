@@ -98,15 +98,12 @@ func (s *Store) GroupTaskStates(ctx context.Context, groupUUID string) ([]*tasks
 	if err != nil {
 		return nil, fmt.Errorf("group task states of group %s: %w", groupUUID, err)
 	}
-	fields := meta.Val()
-	if len(fields) != 2 || fields[1] == nil { // every group hash has a count
-		return nil, fmt.Errorf("group %s: %w", groupUUID, backends.ErrGroupNotFound)
+	members, found, err := parseGroupMeta(meta.Val())
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", groupUUID, err)
 	}
-	var members []string
-	if raw, ok := fields[0].(string); ok {
-		if err := json.Unmarshal([]byte(raw), &members); err != nil {
-			return nil, fmt.Errorf("group %s: decode member UUIDs: %w", groupUUID, err)
-		}
+	if !found { // every group hash has a count
+		return nil, fmt.Errorf("group %s: %w", groupUUID, backends.ErrGroupNotFound)
 	}
 	listed := make(map[string]bool, len(members))
 	for _, id := range members {
@@ -149,8 +146,13 @@ func (s *Store) TriggerChord(ctx context.Context, groupUUID, memberUUID string) 
 	if err := validGroup(groupUUID); err != nil {
 		return false, err
 	}
-	code, err := triggerChordScript.Run(ctx, s.client, s.keys.group(groupUUID).all(),
-		memberUUID, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()).Int64()
+	cmd := triggerChordScript.Run(ctx, s.client, s.keys.group(groupUUID).all(),
+		memberUUID, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds())
+	err := cmd.Err()
+	var code int64
+	if err == nil {
+		code, err = parseStatusReply("trigger_chord", cmd.Val(), chordLost, chordElected, chordNotFound)
+	}
 	if err != nil {
 		return false, fmt.Errorf("trigger chord of group %s by task %s: %w", groupUUID, memberUUID, err)
 	}

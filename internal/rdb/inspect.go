@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -92,46 +91,42 @@ func (s *Store) taskInfos(ctx context.Context, queue string, status brokers.Task
 	pipe := s.client.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, qk.task+id, "msg", "retried", "recovered", "error", "failed_at", "process_at")
+		cmds[i] = pipe.HMGet(ctx, qk.task+id, taskInfoFields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("read tasks of %s: %w", queue, err)
 	}
 	out := make([]*brokers.TaskInfo, 0, len(ids))
 	for i, id := range ids {
-		vals := cmds[i].Val()
-		msg, _ := vals[0].(string)
-		if msg == "" {
+		f, err := parseTaskFields(cmds[i].Val())
+		if err != nil {
+			return nil, fmt.Errorf("read task %s of %s: %w", id, queue, err)
+		}
+		if f.msg == "" {
 			continue // settled between the two reads
 		}
 		info := &brokers.TaskInfo{Queue: queue, Status: status}
-		sig, err := tasks.DecodeSignature([]byte(msg))
+		sig, err := tasks.DecodeSignature([]byte(f.msg))
 		if err != nil {
 			sig = &tasks.Signature{UUID: id, RoutingKey: queue}
 			info.LastError = err.Error()
 		}
 		sig.UUID = id
 		info.Signature = sig
-		info.Retried = atoi(vals[1])
-		info.Recovered = atoi(vals[2])
-		if e, ok := vals[3].(string); ok {
-			info.LastError = e
+		info.Retried = f.retried
+		info.Recovered = f.recovered
+		if f.hasError {
+			info.LastError = f.lastError
 		}
-		if ms := atoi(vals[4]); ms > 0 {
-			info.LastFailedAt = time.UnixMilli(int64(ms))
+		if f.failedAt > 0 {
+			info.LastFailedAt = time.UnixMilli(f.failedAt)
 		}
-		if ms := atoi(vals[5]); ms > 0 {
-			info.NextProcessAt = time.UnixMilli(int64(ms))
+		if f.processAt > 0 {
+			info.NextProcessAt = time.UnixMilli(f.processAt)
 		}
 		out = append(out, info)
 	}
 	return out, nil
-}
-
-func atoi(v interface{}) int {
-	s, _ := v.(string)
-	n, _ := strconv.Atoi(s)
-	return n
 }
 
 // RequeueArchived moves archived tasks back to pending.
@@ -141,11 +136,16 @@ func (s *Store) RequeueArchived(ctx context.Context, queue string, uuids ...stri
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	n, err := runOnce(ctx, s.client, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args).Int()
+	cmd := runOnce(ctx, s.client, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args)
+	err := cmd.Err()
+	var n int64
+	if err == nil {
+		n, err = parseCountReply("requeue_archived", cmd.Val())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("requeue archived tasks of %s: %w", queue, err)
 	}
-	return n, nil
+	return clampInt(n), nil
 }
 
 // DeleteArchived deletes archived tasks.
@@ -155,11 +155,16 @@ func (s *Store) DeleteArchived(ctx context.Context, queue string, uuids ...strin
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	n, err := runOnce(ctx, s.client, deleteArchivedScript, []string{qk.archived}, args).Int()
+	cmd := runOnce(ctx, s.client, deleteArchivedScript, []string{qk.archived}, args)
+	err := cmd.Err()
+	var n int64
+	if err == nil {
+		n, err = parseCountReply("delete_archived", cmd.Val())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("delete archived tasks of %s: %w", queue, err)
 	}
-	return n, nil
+	return clampInt(n), nil
 }
 
 func stringsToArgs(ss []string) []interface{} {

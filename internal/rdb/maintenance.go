@@ -18,7 +18,12 @@ const (
 // still waiting is due (zero: none).
 func (s *Store) Forward(ctx context.Context, q string) (more bool, next time.Time, err error) {
 	qk := s.keys.queue(q)
-	res, err := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify}, qk.task, forwardBatch).Int64Slice()
+	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify}, qk.task, forwardBatch)
+	err = cmd.Err()
+	var moved, nextMs int64
+	if err == nil {
+		moved, nextMs, err = parseForwardReply(cmd.Val())
+	}
 	if err != nil {
 		return false, time.Time{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
 	}
@@ -27,10 +32,10 @@ func (s *Store) Forward(ctx context.Context, q string) (more bool, next time.Tim
 			return false, time.Time{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
 		}
 	}
-	if res[1] >= 0 {
-		next = time.UnixMilli(res[1])
+	if nextMs >= 0 {
+		next = time.UnixMilli(nextMs)
 	}
-	return res[0] >= forwardBatch, next, nil
+	return moved >= forwardBatch, next, nil
 }
 
 // Recover returns tasks of queue q whose lease expired to the head of
@@ -39,20 +44,16 @@ func (s *Store) Forward(ctx context.Context, q string) (more bool, next time.Tim
 // (call again).
 func (s *Store) Recover(ctx context.Context, q string) (recovered, archived []string, more bool, err error) {
 	qk := s.keys.queue(q)
-	res, err := recoverScript.Run(ctx, s.client, []string{qk.lease, qk.pending, qk.archived, qk.notify},
-		qk.task, recoverBatch, s.opts.MaxRecoveries, "lease expired: the worker running the task died, hung or lost Redis").StringSlice()
+	cmd := recoverScript.Run(ctx, s.client, []string{qk.lease, qk.pending, qk.archived, qk.notify},
+		qk.task, recoverBatch, s.opts.MaxRecoveries, "lease expired: the worker running the task died, hung or lost Redis")
+	err = cmd.Err()
+	if err == nil {
+		recovered, archived, err = parseRecoverReply(cmd.Val())
+	}
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("recover expired leases of queue %s: %w", q, err)
 	}
-	into := &recovered
-	for _, id := range res {
-		if id == "|" {
-			into = &archived
-			continue
-		}
-		*into = append(*into, id)
-	}
-	return recovered, archived, len(res)-1 >= recoverBatch, nil
+	return recovered, archived, len(recovered)+len(archived) >= recoverBatch, nil
 }
 
 // Elect makes holder the maintainer of queue q for term, or renews its
@@ -60,11 +61,16 @@ func (s *Store) Recover(ctx context.Context, q string) (recovered, archived []st
 // runs q's forwarder and recoverer, so that the maintenance of a queue
 // costs the same however many processes consume it.
 func (s *Store) Elect(ctx context.Context, q, holder string, term time.Duration) (bool, error) {
-	won, err := electScript.Run(ctx, s.client, []string{s.keys.queue(q).maintainer}, holder, term.Milliseconds()).Int()
+	cmd := electScript.Run(ctx, s.client, []string{s.keys.queue(q).maintainer}, holder, term.Milliseconds())
+	err := cmd.Err()
+	var won bool
+	if err == nil {
+		won, err = parseElectReply(cmd.Val())
+	}
 	if err != nil {
 		return false, fmt.Errorf("elect the maintainer of queue %s: %w", q, err)
 	}
-	return won == 1, nil
+	return won, nil
 }
 
 // Resign ends holder's term as the maintainer of queue q, if it has it.

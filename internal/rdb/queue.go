@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -61,13 +62,16 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		qk := q.queue
 		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
 		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), randomHex(8)}, q.tasks...)
-		res, err := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...).Slice()
+		cmd := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...)
+		if err := cmd.Err(); err != nil {
+			return fmt.Errorf("publish to queue %s: %w", name, err)
+		}
+		code, id, err := parseEnqueueReply(cmd.Val())
 		if err != nil {
 			return fmt.Errorf("publish to queue %s: %w", name, err)
 		}
-		if code, _ := res[0].(int64); code != statusOK {
-			id, _ := res[1].(string)
-			return statusError(code, id)
+		if err := statusError(code, id); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -128,7 +132,7 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	if known {
 		return nil
 	}
-	if err := again(ctx, func() error { return s.client.SAdd(ctx, s.keys.queues(), q).Err() }, nil); err != nil {
+	if err := again(ctx, func() error { return s.client.SAdd(ctx, s.keys.queues(), q).Err() }, retry{}); err != nil {
 		return fmt.Errorf("register queue %s: %w", q, err)
 	}
 	s.mu.Lock()
@@ -158,7 +162,11 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 		args = append(args, base+strconv.Itoa(i))
 	}
 	start := time.Now()
-	res, err := runOnce(ctx, s.client, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args).Slice()
+	cmd := runOnce(ctx, s.client, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args)
+	if err := cmd.Err(); err != nil {
+		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
+	}
+	taken, err := parseDequeueReply(cmd.Val(), n)
 	if err != nil {
 		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
 	}
@@ -166,23 +174,18 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 	// gives the lease up no later than Redis does.
 	localExpiry := start.Add(lease)
 	var out []*brokers.Delivery
-	for i := 1; i+5 < len(res); i += 6 {
-		id, _ := res[i].(string)
-		msg, _ := res[i+1].(string)
-		retried, _ := strconv.Atoi(fmt.Sprint(res[i+2]))
-		recovered, _ := strconv.Atoi(fmt.Sprint(res[i+3]))
-		token, _ := res[i+4].(string)
-		outcome, _ := res[i+5].(string)
+	for _, t := range taken {
+		id := t.id
 		d := &brokers.Delivery{
 			Queue:     q,
-			Lease:     brokers.NewLease(token, localExpiry),
-			Retried:   retried,
-			Recovered: recovered,
+			Lease:     brokers.NewLease(t.token, localExpiry),
+			Retried:   t.retried,
+			Recovered: t.recovered,
 		}
-		sig, err := tasks.DecodeSignature([]byte(msg))
-		if err == nil && outcome != "" {
+		sig, err := tasks.DecodeSignature([]byte(t.msg))
+		if err == nil && t.outcome != "" {
 			d.Outcome = new(tasks.TaskState)
-			if derr := decodeJSON(outcome, d.Outcome); derr != nil {
+			if derr := decodeJSON(t.outcome, d.Outcome); derr != nil {
 				err = fmt.Errorf("decode committed outcome: %w", derr)
 			}
 		}
@@ -265,11 +268,11 @@ func (s *Store) blpop(ctx context.Context, timeout time.Duration, keys ...string
 		args = append(args, k)
 	}
 	args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
-	res, err := s.client.Do(ctx, args...).StringSlice()
-	if err != nil {
+	cmd := s.client.Do(ctx, args...)
+	if err := cmd.Err(); err != nil {
 		return "", err
 	}
-	return res[0], nil
+	return parseBlpopReply(cmd.Val(), keys)
 }
 
 // Wait blocks until a wake-up token arrives on one of the queues' notify
@@ -356,15 +359,19 @@ func (s *Store) ExtendLeases(ctx context.Context, ds []*brokers.Delivery) error 
 			args = append(args, d.Signature.UUID, d.Lease.Token())
 		}
 		start := time.Now()
-		res, err := extendScript.Run(ctx, s.client, []string{qk.lease}, args...).Slice()
+		cmd := extendScript.Run(ctx, s.client, []string{qk.lease}, args...)
+		err := cmd.Err()
+		var lostIDs []string
+		if err == nil {
+			lostIDs, err = parseExtendReply(cmd.Val())
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("extend leases in queue %s: %w", q, err))
 			continue
 		}
-		lost := make(map[string]bool, len(res)-1)
-		for _, id := range res[1:] {
-			s, _ := id.(string)
-			lost[s] = true
+		lost := make(map[string]bool, len(lostIDs))
+		for _, id := range lostIDs {
+			lost[id] = true
 		}
 		for _, d := range group {
 			if lost[d.Signature.UUID] {
@@ -394,8 +401,13 @@ func settled(d *brokers.Delivery, err error) error {
 func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	code, err := s.batch.RunSettle(ctx, id, ackScript, []string{qk.task + id, qk.lease, qk.completed},
-		id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds()).Int64()
+	cmd := s.batch.RunSettle(ctx, id, ackScript, d.Lease.Valid, []string{qk.task + id, qk.lease, qk.completed},
+		id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds())
+	err := cmd.Err()
+	var code int64
+	if err == nil {
+		code, err = parseStatusReply("ack", cmd.Val(), statusOK, statusLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
@@ -465,7 +477,12 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 		keys = append(keys, nk.pending, nk.scheduled, nk.archived, nk.notify, nk.task+n.UUID, q.stateKeys[0])
 		args = append(args, q.tasks...)
 	}
-	code, err := s.batch.RunSettle(ctx, id, ackSuccessScript, keys, args...).Int64()
+	cmd := s.batch.RunSettle(ctx, id, ackSuccessScript, d.Lease.Valid, keys, args...)
+	err = cmd.Err()
+	var code int64
+	if err == nil {
+		code, err = parseStatusReply("ack_success", cmd.Val(), statusOK, statusLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
@@ -528,17 +545,22 @@ func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.Ta
 		}
 		keys = append(keys, s.keys.group(sig.GroupUUID).all()...)
 	}
-	res, err := s.batch.RunScript(ctx, id, commitScript, keys, args...).Int64Slice()
+	cmd := s.batch.RunScript(ctx, id, commitScript, keys, args...)
+	err = cmd.Err()
+	var code, finished int64
+	if err == nil {
+		code, finished, err = parseCommitReply(cmd.Val())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%s of task %s: %w", op, id, err)
 	}
-	if err := statusError(res[0], id); err != nil {
+	if err := statusError(code, id); err != nil {
 		if errors.Is(err, brokers.ErrLeaseLost) {
 			d.Lease.Lose()
 		}
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	return res[1], nil
+	return finished, nil
 }
 
 // Retry schedules d's task to run again at at, storing its signature as it
@@ -550,7 +572,7 @@ func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, er
 	if err != nil {
 		return fmt.Errorf("retry task %s: %w", id, err)
 	}
-	err = s.runSettle(ctx, retryScript, id, []string{qk.task + id, qk.lease, qk.retry, qk.pending, qk.notify},
+	err = s.runSettle(ctx, retryScript, id, d.Lease.Valid, []string{qk.task + id, qk.lease, qk.retry, qk.pending, qk.notify},
 		id, d.Lease.Token(), msg, msOf(at), errMsg)
 	return settled(d, err)
 }
@@ -560,7 +582,7 @@ func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, er
 func (s *Store) Archive(ctx context.Context, d *brokers.Delivery, reason string) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	err := s.runSettle(ctx, archiveScript, id, []string{qk.task + id, qk.lease, qk.archived},
+	err := s.runSettle(ctx, archiveScript, id, d.Lease.Valid, []string{qk.task + id, qk.lease, qk.archived},
 		id, d.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task)
 	return settled(d, err)
 }
@@ -585,15 +607,22 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 		for _, d := range group {
 			args = append(args, d.Signature.UUID, d.Lease.Token())
 		}
-		res, err := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, []string{qk.pending, qk.lease, qk.notify}, args...).Slice()
+		holds := func() bool {
+			return slices.ContainsFunc(group, func(d *brokers.Delivery) bool { return d.Lease.Valid() })
+		}
+		cmd := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, holds, []string{qk.pending, qk.lease, qk.notify}, args...)
+		err := cmd.Err()
+		var lostIDs []string
+		if err == nil {
+			lostIDs, err = parseRequeueReply(cmd.Val())
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("requeue to queue %s: %w", q, err))
 			continue
 		}
-		lost := make(map[string]bool, len(res))
-		for _, id := range res {
-			s, _ := id.(string)
-			lost[s] = true
+		lost := make(map[string]bool, len(lostIDs))
+		for _, id := range lostIDs {
+			lost[id] = true
 		}
 		for _, d := range group {
 			if lost[d.Signature.UUID] {
@@ -625,7 +654,7 @@ func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool
 			return nil // the claim ended in between: it was not ours
 		}
 		return err
-	}, nil)
+	}, retry{})
 	if err != nil {
 		return false, fmt.Errorf("claim %s: %w", name, err)
 	}

@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -25,8 +26,9 @@ import (
 //   - A settle (ack, ack_success, retry, archive, requeue), which a second
 //     run would refuse, finding the lease gone: go-redis never sends it
 //     twice (onceCmd); settle sends it again with its "again" argument set,
-//     and the script recognises the first run's settle (lib/fence.lua's
-//     check_settle), so an acknowledgement that landed is reported as one.
+//     for as long as the worker holds the lease, and the script recognises
+//     the first run's settle (lib/fence.lua's check_settle), so an
+//     acknowledgement that landed is reported as one.
 //   - Neither (dequeue, requeue_archived, delete_archived): sent once, and
 //     the error reported. Tasks a lost dequeue took come back when their
 //     leases end.
@@ -68,34 +70,77 @@ func errCmd(ctx context.Context, err error) *goredis.Cmd {
 	return cmd
 }
 
-// attempts is how many times a script is sent after errors that leave
-// unknown whether it ran, waiting 50 ms, doubling to 400 ms, each wait
-// with up to half again of jitter.
+// attempts is how many times a call is sent, at most, after errors that
+// leave unknown whether it ran, unless its retry says for how long.
 const attempts = 5
 
+// Waits between attempts: 50 ms, doubling to 1 s, each with up to half
+// again of jitter.
+const (
+	firstWait = 50 * time.Millisecond
+	maxWait   = time.Second
+)
+
+// retry says how a call is sent again.
+type retry struct {
+	// while, when set, replaces the limit of attempts: the call is sent
+	// again for as long as while returns true (and ctx lasts). A settle
+	// keeps going while its lease is held, so that a flaky connection
+	// delays it rather than leaving the task to its lease's expiry.
+	while func() bool
+	// before, when set, is called before each attempt after the first: a
+	// settle sets its "again" argument there.
+	before func()
+}
+
 // again calls try until it succeeds, fails with an error that is not
-// uncertain, or attempts run out, waiting between attempts, and returns
-// its last error; before each attempt after the first, retrying (when not
-// nil) is called: a settle sets its "again" argument there.
-func again(ctx context.Context, try func() error, retrying func()) error {
+// uncertain, or r says to stop, waiting between attempts, and returns its
+// last error. If an earlier attempt's outcome was unknown (the connection
+// failed or timed out) and the last error does not say so itself (Redis
+// refused the last attempt: READONLY, LOADING…), the error returned wraps
+// both: the call may have happened.
+func again(ctx context.Context, try func() error, r retry) error {
+	var unknown error // the first error that leaves unknown whether the call ran
+	wait := firstWait
 	for attempt := 1; ; attempt++ {
 		err := try()
-		if !uncertain(err) || attempt == attempts {
+		if unknown == nil && outcomeUnknown(err) {
+			unknown = err
+		}
+		stop := !uncertain(err)
+		if r.while != nil {
+			stop = stop || !r.while()
+		} else {
+			stop = stop || attempt == attempts
+		}
+		if stop {
+			if err != nil && unknown != nil && !outcomeUnknown(err) {
+				err = fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown)
+			}
 			return err
 		}
-		wait := (25 * time.Millisecond) << attempt
-		wait += rand.N(wait / 2)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(wait + rand.N(wait/2))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			if unknown != nil && !outcomeUnknown(err) {
+				err = fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown)
+			}
 			return err
 		}
-		if retrying != nil {
-			retrying()
+		wait = min(2*wait, maxWait)
+		if r.before != nil {
+			r.before()
 		}
 	}
+}
+
+// outcomeUnknown reports whether err leaves unknown whether Redis ran the
+// command: the connection failed or timed out after it may have been sent.
+func outcomeUnknown(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // uncertain reports whether err leaves unknown whether Redis ran the
@@ -106,8 +151,7 @@ func uncertain(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, goredis.ErrClosed) {
 		return false
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if outcomeUnknown(err) {
 		return true
 	}
 	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY "} {

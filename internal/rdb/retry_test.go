@@ -44,3 +44,52 @@ func TestUncertain(t *testing.T) {
 		}
 	}
 }
+
+func TestAgainSaysAnEarlierAttemptMayHaveRun(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	replies := []error{timeout, redisError("READONLY You can't write against a read only replica."), redisError("ERR no such key")}
+	calls := 0
+	err := again(context.Background(), func() error {
+		calls++
+		return replies[calls-1]
+	}, retry{})
+	if calls != 3 {
+		t.Fatalf("%d attempts, want 3: the refusals for now are tried again, the last one is not", calls)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !errors.Is(err, replies[2]) {
+		t.Fatalf("again returned %v: want the last error, wrapping the timeout of the first attempt", err)
+	}
+	if got := err.Error(); got != "ERR no such key (an earlier attempt may have run: read tcp: i/o timeout)" {
+		t.Errorf("error %q", got)
+	}
+
+	// A timeout as the last error says it by itself.
+	calls = 0
+	err = again(context.Background(), func() error { calls++; return timeout }, retry{})
+	if calls != attempts || err != error(timeout) {
+		t.Errorf("after %d attempts: %v, want %d attempts and the timeout itself", calls, err, attempts)
+	}
+}
+
+func TestAgainWhileKeepsGoingAsLongAsAsked(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	const want = attempts + 2
+	calls, befores := 0, 0
+	err := again(context.Background(), func() error {
+		calls++
+		if calls == want {
+			return nil
+		}
+		return timeout
+	}, retry{while: func() bool { return true }, before: func() { befores++ }})
+	if err != nil || calls != want || befores != want-1 {
+		t.Errorf("again: %v after %d attempts and %d calls of before, want nil after %d and %d", err, calls, befores, want, want-1)
+	}
+
+	calls = 0
+	err = again(context.Background(), func() error { calls++; return timeout }, retry{while: func() bool { return calls < 2 }})
+	if calls != 2 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("again: %v after %d attempts, want the timeout after 2 (while said stop)", err, calls)
+	}
+}

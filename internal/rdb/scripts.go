@@ -122,14 +122,17 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 
 // runSettle runs a settle script of task id directly, as
 // Batcher.RunSettle does through the batcher, and maps its status code.
-func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, keys []string, args ...interface{}) error {
+func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, holds func() bool, keys []string, args ...interface{}) error {
 	args = append([]interface{}{"0"}, args...)
 	var cmd *goredis.Cmd
-	_ = again(ctx, func() error {
+	err := again(ctx, func() error {
 		cmd = runOnce(ctx, s.client, script, keys, args)
 		return cmd.Err()
-	}, func() { args[0] = "1" })
-	code, err := cmd.Int64()
+	}, retry{while: holds, before: func() { args[0] = "1" }})
+	var code int64
+	if err == nil {
+		code, err = cmd.Int64()
+	}
 	if err != nil {
 		return fmt.Errorf("task %s: %w", id, err)
 	}

@@ -163,7 +163,16 @@ func (s *Store) SetState(ctx context.Context, sig *tasks.Signature, state *tasks
 	if sig.GroupUUID == "" || !state.IsCompleted() {
 		return 0, nil
 	}
-	return cmds[len(cmds)-1].(*goredis.Cmd).Int64() // group_done: members finished
+	var finished int64
+	if cmd, ok := cmds[len(cmds)-1].(*goredis.Cmd); ok { // group_done
+		finished, err = parseCountReply("group_done", cmd.Val())
+	} else {
+		err = fmt.Errorf("the last command is %T, not group_done", cmds[len(cmds)-1])
+	}
+	if err != nil {
+		return 0, fmt.Errorf("set state %s of task %s: %w", strings.ToLower(state.State), sig.UUID, err)
+	}
+	return finished, nil // how many members have finished
 }
 
 // SetStateAsync queues the write of state, a state of sig that is not

@@ -5,28 +5,41 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy between clients and a Redis server, for injecting
-// network faults: a reply lost (the command still reaches Redis, as when
-// a reply is lost or arrives after the client's read timeout). Start one with
-// StartProxy; it stops when the test ends.
+// network faults while traffic flows:
+//
+//   - LoseNextReply: a command reaches Redis but its reply never comes back
+//     (a reply lost, or late past the client's read timeout);
+//   - SetDelay: every chunk of traffic, each way, waits before it is passed
+//     on (a slow link);
+//   - Stall: nothing passes either way until Unstall (a partition: TCP
+//     keeps the connections open and retransmits, so what was held arrives
+//     afterwards, in order, on the connections still open);
+//   - CutAll: every open connection is closed at once (a reset).
+//
+// Start one with StartProxy; it stops when the test ends. Its methods may
+// be called from any goroutine.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	loseNext atomic.Bool // set by LoseNextReply
 
-	mu    sync.Mutex
-	conns map[*proxyConn]struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[*proxyConn]struct{}
+	delay   time.Duration
+	stalled chan struct{} // closed by Unstall; nil when not stalled
+	closed  chan struct{} // closed when the proxy stops
+	wg      sync.WaitGroup
 }
 
 // proxyConn is one client connection and its connection to Redis.
 type proxyConn struct {
 	client, server net.Conn
-	mu             sync.Mutex
-	dropReplies    bool
+	dropReplies    atomic.Bool
 }
 
 // StartProxy starts a proxy to the Redis server at addr ("host:port") on a
@@ -37,7 +50,7 @@ func StartProxy(tb testing.TB, addr string) *Proxy {
 	if err != nil {
 		tb.Fatalf("redistest: proxy: %v", err)
 	}
-	p := &Proxy{ln: ln, target: addr, conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{ln: ln, target: addr, conns: map[*proxyConn]struct{}{}, closed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	tb.Cleanup(p.close)
@@ -56,13 +69,69 @@ func (p *Proxy) URL() string { return "redis://" + p.Addr() }
 // the reply.
 func (p *Proxy) LoseNextReply() { p.loseNext.Store(true) }
 
-// cutAll closes every connection open now, both ways.
-func (p *Proxy) cutAll() {
+// SetDelay makes every chunk of traffic, each way, wait d before it is
+// passed on; 0 passes it at once.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// Stall holds all traffic, each way and on new connections too, until
+// Unstall.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// Unstall lets held traffic through, in order.
+func (p *Proxy) Unstall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// CutAll closes every connection open now, both ways; new connections are
+// accepted as before.
+func (p *Proxy) CutAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
 		_ = c.client.Close()
 		_ = c.server.Close()
+	}
+}
+
+// pass waits as the proxy's faults say before a chunk is passed on. It
+// returns false if the proxy stopped meanwhile.
+func (p *Proxy) pass() bool {
+	for {
+		p.mu.Lock()
+		stalled, delay := p.stalled, p.delay
+		p.mu.Unlock()
+		if stalled == nil {
+			if delay > 0 {
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-p.closed:
+					t.Stop()
+					return false
+				}
+			}
+			return true
+		}
+		select {
+		case <-stalled:
+		case <-p.closed:
+			return false
+		}
 	}
 }
 
@@ -90,7 +159,7 @@ func (p *Proxy) accept() {
 		}()
 		go func() {
 			defer p.wg.Done()
-			c.copyReplies()
+			p.copyReplies(c)
 			_ = client.Close()
 			p.mu.Lock()
 			delete(p.conns, c)
@@ -106,10 +175,11 @@ func (p *Proxy) copyCommands(c *proxyConn) {
 	for {
 		n, err := c.client.Read(buf)
 		if n > 0 {
+			if !p.pass() {
+				return
+			}
 			if p.loseNext.CompareAndSwap(true, false) {
-				c.mu.Lock()
-				c.dropReplies = true
-				c.mu.Unlock()
+				c.dropReplies.Store(true)
 			}
 			if _, werr := c.server.Write(buf[:n]); werr != nil {
 				return
@@ -123,15 +193,15 @@ func (p *Proxy) copyCommands(c *proxyConn) {
 
 // copyReplies copies what Redis sends to the client, or drops it once
 // dropReplies is set.
-func (c *proxyConn) copyReplies() {
+func (p *Proxy) copyReplies(c *proxyConn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := c.server.Read(buf)
 		if n > 0 {
-			c.mu.Lock()
-			drop := c.dropReplies
-			c.mu.Unlock()
-			if !drop {
+			if !p.pass() {
+				return
+			}
+			if !c.dropReplies.Load() {
 				if _, werr := c.client.Write(buf[:n]); werr != nil {
 					return
 				}
@@ -144,7 +214,8 @@ func (c *proxyConn) copyReplies() {
 }
 
 func (p *Proxy) close() {
+	close(p.closed)
 	_ = p.ln.Close()
-	p.cutAll()
+	p.CutAll()
 	p.wg.Wait()
 }

@@ -200,8 +200,10 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 		}
 	}
 	// A failing Fetch (Redis down) is tried again after a jittered
-	// backoff, and logged once, then once per 30 s with a count.
-	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
+	// backoff, and logged once, then once per 30 s with a count. The
+	// backoff stops at 1 s: one attempt a second costs Redis nothing, and
+	// work resumes within a second of Redis coming back.
+	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	fails := service.NewFailureLog(w.log, w.clock, "fetch", 0)
 	failures := 0
 	for {
@@ -444,7 +446,7 @@ func (w *Worker) abandonRunning() {
 			abandoned = append(abandoned, r.d)
 			continue
 		}
-		<-r.done // settling: its writes are short and bounded
+		<-r.done // settling: bounded by the task's lease
 	}
 	if len(abandoned) == 0 {
 		return

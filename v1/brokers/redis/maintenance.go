@@ -45,7 +45,7 @@ func newMaintainer(b *Broker, queue string) *maintainer {
 		queue:   queue,
 		clock:   b.clock,
 		fails:   service.NewFailureLog(b.log.With(slog.String("queue", queue)), b.clock, "maintenance of queue "+queue, 0),
-		backoff: service.Backoff{Min: b.opts.ForwardInterval, Max: 5 * time.Second},
+		backoff: service.Backoff{Min: b.opts.ForwardInterval, Max: time.Second},
 	}
 }
 
