@@ -110,8 +110,7 @@ func TestRedisKilledWithAOFLosesNothing(t *testing.T) {
 		waitFor(t, 30*time.Second, "a send to fail while Redis is down", func() bool { _, failed := l.counts(); return failed > 0 })
 		srv.Restart(t)
 		restartedAt := time.Now()
-		n0, _ := l.counts()
-		waitFor(t, 30*time.Second, "sends to succeed after the restart", func() bool { n, _ := l.counts(); return n >= n0+100 })
+		l.waitAccepted(t, 100, 30*time.Second, "after the restart")
 		stopSending()
 		rep := l.verify(t, ctx, s)
 		t.Logf("Redis SIGKILLed and restarted from its AOF %v later: %v; all done %v after the restart",

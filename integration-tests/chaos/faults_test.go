@@ -141,8 +141,7 @@ func TestRedisHungPastReadTimeout(t *testing.T) {
 		time.Sleep(pause) // the fault itself
 		srv.Resume(t)
 		resumedAt := time.Now()
-		n0, _ := l.counts()
-		waitFor(t, 30*time.Second, "sends to succeed again", func() bool { n, _ := l.counts(); return n >= n0+100 })
+		l.waitAccepted(t, 100, 30*time.Second, "after the resume")
 		stopSending()
 		rep := l.verify(t, ctx, s)
 		t.Logf("Redis paused %v (read timeout 3 s): %v; all done %v after the resume", pause, rep, rep.since(resumedAt))
@@ -178,8 +177,7 @@ func TestClientKillLoop(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		faultEnd := time.Now()
-		n0, _ := l.counts()
-		waitFor(t, 30*time.Second, "sends to succeed after the kills", func() bool { n, _ := l.counts(); return n >= n0+100 })
+		l.waitAccepted(t, 100, 30*time.Second, "after the kills")
 		stopSending()
 		rep := l.verify(t, ctx, s)
 		if killed == 0 {
@@ -217,8 +215,7 @@ func TestProxyDelaysStallsAndCuts(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		faultEnd := time.Now()
-		n0, _ := l.counts()
-		waitFor(t, 30*time.Second, "sends to succeed after the faults", func() bool { n, _ := l.counts(); return n >= n0+100 })
+		l.waitAccepted(t, 100, 30*time.Second, "after the faults")
 		stopSending()
 		rep := l.verify(t, ctx, s)
 		t.Logf("delay 20 ms for 2 s, stall 5 s, 5 cuts: %v; all done %v after the faults ended", rep, rep.since(faultEnd))

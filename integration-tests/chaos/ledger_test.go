@@ -264,6 +264,48 @@ func (l *ledger) counts() (accepted, failed int) {
 	return accepted, failed
 }
 
+// waitAccepted waits until n more sends have been accepted, failing the
+// test after timeout with how many failed meanwhile and the last error.
+func (l *ledger) waitAccepted(t *testing.T, n int, timeout time.Duration, when string) {
+	t.Helper()
+	from, failedFrom := l.counts()
+	deadline := time.Now().Add(timeout)
+	for {
+		accepted, failed := l.counts()
+		if accepted >= from+n {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			last := l.sends[len(l.sends)-1].err
+			l.mu.Unlock()
+			t.Fatalf("%d sends accepted and %d failed in the %v %s, want %d accepted; the last send returned: %v",
+				accepted-from, failed-failedFrom, timeout, when, n, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// firstCallbackAfter returns how long after since the first chain finished
+// (its second task ran), or a note that none did.
+func (l *ledger) firstCallbackAfter(t *testing.T, ctx context.Context, since time.Time) string {
+	t.Helper()
+	_, after, _ := l.witnessed(t, ctx)
+	var first time.Time
+	for _, runs := range after {
+		for _, r := range runs {
+			if !r.started.Before(since) && (first.IsZero() || r.started.Before(first)) {
+				first = r.started
+			}
+		}
+	}
+	if first.IsZero() {
+		return "(none finished)"
+	}
+	// The witness keeps milliseconds.
+	return max(first.Sub(since), 0).Round(time.Millisecond).String()
+}
+
 // run is one run of a task, from the witness.
 type run struct {
 	id      string // the run id (work) or the parent run id received (after)

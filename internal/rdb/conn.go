@@ -6,6 +6,7 @@
 package rdb
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -133,7 +134,9 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		if t.DB != 0 {
 			return nil, fmt.Errorf("%w %s: Redis Cluster has only database 0", ErrURL, t)
 		}
-		return goredis.NewClusterClient(opts.Cluster()), nil
+		cc := goredis.NewClusterClient(opts.Cluster())
+		cc.AddHook(reloadSlots{cc})
+		return cc, nil
 	}
 	return goredis.NewUniversalClient(opts), nil
 }
@@ -164,4 +167,38 @@ func tlsConfig(t Target, cnf *config.Config) (*tls.Config, error) {
 		tc.ServerName = host
 	}
 	return tc, nil
+}
+
+// reloadSlots makes a cluster client reload its map of slots when a node
+// fails. go-redis reloads it on a MOVED or READONLY reply, or every 60 s:
+// after a master dies, until its replica's promotion answers MOVED, every
+// command for its slots would go on dialling the dead address for up to a
+// minute. With this hook a failed connection or a CLUSTERDOWN reply asks
+// for a reload (go-redis runs one at a time, 200 ms apart at most), and
+// the retries find the promoted replica within a second of the promotion
+// (TestClusterFailoverLosesNothing).
+type reloadSlots struct{ cc *goredis.ClusterClient }
+
+func (reloadSlots) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h reloadSlots) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadSlots) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadSlots) check(ctx context.Context, err error) {
+	if outcomeUnknown(err) || goredis.HasErrorPrefix(err, "CLUSTERDOWN") {
+		h.cc.ReloadState(ctx)
+	}
 }

@@ -145,8 +145,9 @@ func outcomeUnknown(err error) bool {
 
 // uncertain reports whether err leaves unknown whether Redis ran the
 // command (the connection failed or timed out), or says Redis refused it
-// for now (loading, read-only during a failover, busy, cluster down): either
-// way, sending it again may succeed.
+// for now (loading, read-only during a failover, busy, cluster down, or
+// redirected when go-redis ran out of redirections during a failover):
+// either way, sending it again may succeed.
 func uncertain(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, goredis.ErrClosed) {
 		return false
@@ -154,7 +155,7 @@ func uncertain(err error) bool {
 	if outcomeUnknown(err) {
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY "} {
+	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY ", "MOVED ", "ASK "} {
 		if goredis.HasErrorPrefix(err, prefix) {
 			return true
 		}

@@ -32,6 +32,8 @@ func TestUncertain(t *testing.T) {
 		{redisError("LOADING Redis is loading the dataset in memory"), true},
 		{redisError("READONLY You can't write against a read only replica."), true},
 		{redisError("BUSY Redis is busy running a script."), true},
+		{redisError("MOVED 5946 127.0.0.1:37889"), true},
+		{redisError("ASK 5946 127.0.0.1:37889"), true},
 		{redisError("NOSCRIPT No matching script."), false},
 		{redisError("ERR wrong number of arguments"), false},
 		{context.Canceled, false},

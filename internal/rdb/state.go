@@ -116,7 +116,10 @@ func (s *Store) WritePending(ctx context.Context, sigs []*tasks.Signature) error
 	}
 	for i, writes := range chunks {
 		first := sigs[i*pendingChunk]
-		if err := s.batch.Do(ctx, first.UUID, writes); err != nil {
+		// The writes are safe to repeat: they are sent again after an
+		// error that leaves unknown whether they ran, or a refusal for
+		// now (a failover).
+		if err := again(ctx, func() error { return s.batch.Do(ctx, first.UUID, writes) }, retry{}); err != nil {
 			if len(sigs) == 1 {
 				return fmt.Errorf("set state pending of task %s: %w", first.UUID, err)
 			}
@@ -149,7 +152,13 @@ func (s *Store) SetState(ctx context.Context, sig *tasks.Signature, state *tasks
 		}
 		return cmds, nil
 	}
-	cmds, err := run()
+	// The writes are safe to repeat (see retry.go).
+	var cmds []goredis.Cmder
+	err = again(ctx, func() error {
+		var err error
+		cmds, err = run()
+		return err
+	}, retry{})
 	if IsNoScript(err) {
 		// Redis lost the script: load it and write again; every write of
 		// the pipeline is idempotent.

@@ -58,13 +58,47 @@
 //
 // # Redis Cluster
 //
-// StartCluster starts three masters without replicas, creates the cluster
-// with `redis-cli --cluster create`, and returns once every slot is served;
-// SharedCluster is its shared form. Cluster.Client returns a go-redis
-// ClusterClient and Cluster.URL a "redis://host:port,host:port,host:port"
-// URL. Cluster.Prefix deletes the test's keys from every master. Keys that
-// a command or script uses together need a common hash tag after the
-// prefix: prefix+"{queue}:pending", prefix+"{queue}:active".
+// StartCluster starts three masters, creates the cluster with
+// `redis-cli --cluster create`, and returns once every slot is served;
+// SharedCluster is its shared form (three masters, no replicas).
+// Cluster.Client returns a go-redis ClusterClient and Cluster.URL a
+// "redis://host:port,host:port,..." URL with every node. Cluster.Prefix
+// deletes the test's keys from every master. Keys that a command or script
+// uses together need a common hash tag after the prefix:
+// prefix+"{queue}:pending", prefix+"{queue}:active".
+//
+// WithReplicas(1) gives each master a replica, with a node timeout of 1 s
+// so that failovers take seconds; StartCluster then also waits for every
+// replica to be in sync. MasterOf and ReplicasOf say which nodes serve a
+// key's slot ("{queue}" names every key of a queue). Failover hands the
+// slot over to the replica as an operator would (CLUSTER FAILOVER: the
+// replica first catches up, so no acknowledged write is lost); KillMaster
+// SIGKILLs the master and waits for the cluster to promote the replica;
+// Restart brings a killed node back, as a replica:
+//
+//	cluster := redistest.StartCluster(t, redistest.WithReplicas(1))
+//	// ... traffic on queue q ...
+//	cluster.Failover(t, "{q}")            // or:
+//	killed := cluster.KillMaster(t, "{q}") // the replica is promoted
+//	cluster.Restart(t, killed)             // back as its replica
+//
+// Each returns once every node agrees on the slots' masters and every
+// slot is served. A go-redis ClusterClient follows MOVED after a Failover,
+// but after KillMaster it keeps trying the dead master until it reloads
+// its slot map (ReloadState, or by itself every 60 s).
+//
+// # TLS
+//
+// WithTLS starts a server (or, with StartCluster, every node, the cluster
+// bus and replication included) that speaks TLS only: --tls-port on its
+// port, --port 0. Its certificate, for 127.0.0.1, ::1 and localhost, is
+// signed by a CA the test binary generates (ECDSA P-256, written to the
+// server's directory). URL then starts with "rediss://", Client speaks
+// TLS, CACertFile is the CA's PEM file (machinist's Redis.CACertFile,
+// REDIS_CA_CERT_FILE) and TLSConfig a client configuration that trusts it.
+// Clients need no certificate of their own (--tls-auth-clients no). It
+// needs a redis-server built with TLS, as Debian's is; with another, the
+// test fails saying so.
 //
 // # Goroutines
 //

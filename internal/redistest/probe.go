@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,10 +24,20 @@ const probeTimeout = time.Second
 // once a second from a goroutine of its own, which would both slow the
 // polling down and outlive the client.
 func probe(ctx context.Context, addr string, cmds ...[]string) ([]string, error) {
+	return probeTLS(ctx, addr, nil, cmds...)
+}
+
+// probeTLS is probe over TLS with tc, or over plain TCP if tc is nil.
+func probeTLS(ctx context.Context, addr string, tc *tls.Config, cmds ...[]string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if tc != nil {
+		conn, err = (&tls.Dialer{Config: tc}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

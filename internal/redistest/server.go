@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,7 +45,11 @@ type Option func(*config)
 type config struct {
 	aof     bool
 	cluster bool
-	args    []string
+	tls     bool
+	// replicas is the number of replicas per master of a cluster
+	// (WithReplicas).
+	replicas int
+	args     []string
 }
 
 // WithAOF turns on the append-only file with an fsync after every write
@@ -62,6 +67,19 @@ func WithArgs(args ...string) Option {
 	return func(c *config) { c.args = append(c.args, args...) }
 }
 
+// WithTLS serves TLS only: redis-server listens with --tls-port on the
+// server's port and has no plain TCP port (--port 0). Its certificate, for
+// 127.0.0.1, ::1 and localhost, is signed by a CA the test binary generates;
+// CACertFile and TLSConfig give clients what they need to trust it, and URL
+// is "rediss://...". Clients are not asked for a certificate. With
+// StartCluster, the cluster bus and replication use TLS as well.
+//
+// It needs a redis-server built with TLS (BUILD_TLS=yes, as Debian's and
+// Ubuntu's packages are); with another, the test fails saying so.
+func WithTLS() Option {
+	return func(c *config) { c.tls = true }
+}
+
 // Server is a redis-server process started for tests. Its methods may be
 // called from several goroutines, but only the test that started a server
 // should stop, kill or restart it.
@@ -71,6 +89,9 @@ type Server struct {
 	ports []int // reserved: port, plus the cluster bus port of a cluster node
 	dir   string
 	args  []string
+	// tlsConf is the client TLS configuration of a server started WithTLS,
+	// nil for a plain one.
+	tlsConf *tls.Config
 
 	mu     sync.Mutex
 	proc   *process // nil while the server is not running
@@ -97,6 +118,9 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
+	if cfg.replicas != 0 {
+		tb.Fatal("redistest: WithReplicas is an option of StartCluster, not of Start")
+	}
 	s, err := start(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -114,16 +138,20 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// URL returns the server's URL, "redis://127.0.0.1:PORT".
+// URL returns the server's URL, "redis://127.0.0.1:PORT", or
+// "rediss://127.0.0.1:PORT" for a server started WithTLS.
 func (s *Server) URL() string {
+	if s.tlsConf != nil {
+		return "rediss://" + s.Addr()
+	}
 	return "redis://" + s.Addr()
 }
 
-// Client returns a go-redis client connected to the server, closed when
-// the test finishes.
+// Client returns a go-redis client connected to the server (over TLS for
+// a server started WithTLS), closed when the test finishes.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), TLSConfig: s.TLSConfig()})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -224,6 +252,18 @@ func tryStart(bin string, cfg config) (*Server, error) {
 		dir:   dir,
 		args:  serverArgs(cfg, ports[0], dir),
 	}
+	if cfg.tls {
+		p, err := pki()
+		if err == nil {
+			err = p.writeFiles(dir)
+		}
+		if err != nil {
+			releasePorts(ports)
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		s.tlsConf = p.clientConfig()
+	}
 	s.mu.Lock()
 	err = s.launch()
 	s.mu.Unlock()
@@ -247,12 +287,18 @@ func serverArgs(cfg config, port int, dir string) []string {
 		"--save", "",
 		"--appendonly", "no",
 	}
+	if cfg.tls {
+		args = append(args, tlsArgs(port, dir, cfg.cluster)...)
+	}
 	if cfg.cluster {
 		args = append(args,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000",
 		)
+		if cfg.replicas > 0 {
+			args = append(args, replicaArgs...)
+		}
 	}
 	if cfg.aof {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
@@ -287,6 +333,9 @@ func (s *Server) launch() error {
 		if s.logContains("Address already in use") {
 			return fmt.Errorf("%w: %s", errAddrInUse, s.Addr())
 		}
+		if s.tlsConf != nil && s.tlsUnsupported() {
+			return fmt.Errorf("%w (%s)\n%s", errTLSUnsupported, s.bin, s.logTail())
+		}
 		return fmt.Errorf("redistest: redis-server on %s: %w\n%s", s.Addr(), err, s.logTail())
 	}
 	s.proc = p
@@ -302,7 +351,7 @@ func (s *Server) waitReady(p *process) error {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
-		err := probeServer(ctx, s.Addr(), p.cmd.Process.Pid)
+		err := probeServer(ctx, s.Addr(), s.tlsConf, p.cmd.Process.Pid)
 		if err == nil {
 			return nil
 		}
@@ -317,9 +366,9 @@ func (s *Server) waitReady(p *process) error {
 }
 
 // probeServer returns nil if the server at addr answers PING, is not
-// loading, and has process id pid.
-func probeServer(ctx context.Context, addr string, pid int) error {
-	replies, err := probe(ctx, addr, []string{"PING"}, []string{"INFO"})
+// loading, and has process id pid. It speaks TLS with tc unless tc is nil.
+func probeServer(ctx context.Context, addr string, tc *tls.Config, pid int) error {
+	replies, err := probeTLS(ctx, addr, tc, []string{"PING"}, []string{"INFO"})
 	if err != nil {
 		return err
 	}
@@ -345,6 +394,12 @@ func infoFields(info string) map[string]string {
 	return fields
 }
 
+// probe runs commands on a connection of its own to the server, over TLS
+// for a server started WithTLS, and returns their replies.
+func (s *Server) probe(ctx context.Context, cmds ...[]string) ([]string, error) {
+	return probeTLS(ctx, s.Addr(), s.tlsConf, cmds...)
+}
+
 // stopLocked shuts the server down with SHUTDOWN and waits for it to exit,
 // killing it if it has not after stopGrace. s.mu must be held.
 func (s *Server) stopLocked() error {
@@ -355,7 +410,7 @@ func (s *Server) stopLocked() error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
 	// The server closes the connection as it exits: a reply is a refusal.
-	_, shutdownErr := probe(ctx, s.Addr(), []string{"SHUTDOWN"})
+	_, shutdownErr := s.probe(ctx, []string{"SHUTDOWN"})
 
 	select {
 	case <-p.done:
