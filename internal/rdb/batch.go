@@ -44,6 +44,7 @@ const Lanes = 4
 // Batcher sends queued commands in pipelines. Safe for concurrent use.
 type Batcher struct {
 	client goredis.UniversalClient
+	repl   replicas // each pipeline ends with WAIT when set (replicas.go)
 	lanes  [Lanes]lane
 	closed atomic.Bool
 }
@@ -222,7 +223,13 @@ func (b *Batcher) exec(batch []*op) {
 	for _, o := range batch {
 		o.cmds = o.queue(pipe)
 	}
+	w := b.repl.wait(ctx, pipe)
 	_, _ = pipe.Exec(ctx) // each caller reads its own commands' errors
+	if err := b.repl.check(w); err != nil {
+		for _, o := range batch {
+			mark(o.cmds, err)
+		}
+	}
 	for _, o := range batch {
 		if o.after != nil {
 			o.after(o.cmds)
@@ -252,7 +259,7 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 		case err != nil:
 			cmd = errCmd(ctx, err)
 		case IsNoScript(cmds[0].Err()):
-			cmd = script.Run(ctx, b.client, keys, args...)
+			cmd = b.repl.eval(ctx, b.client, false, script, keys, args)
 		default:
 			cmd = cmds[0].(*goredis.Cmd)
 		}
@@ -283,7 +290,7 @@ func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Scr
 		case err != nil:
 			cmd = errCmd(ctx, err)
 		case IsNoScript(once.Err()):
-			cmd = runOnce(ctx, b.client, script, keys, args)
+			cmd = b.repl.eval(ctx, b.client, true, script, keys, args)
 		default:
 			cmd = once.Cmd
 		}

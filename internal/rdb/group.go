@@ -38,8 +38,8 @@ func (s *Store) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []str
 	if err != nil {
 		return fmt.Errorf("init group %s: %w", groupUUID, err)
 	}
-	err = initGroupScript.Run(ctx, s.client, s.keys.group(groupUUID).all(),
-		uuids, len(taskUUIDs), formatTime(time.Now()), s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()).Err()
+	err = s.batch.repl.eval(ctx, s.client, false, initGroupScript, s.keys.group(groupUUID).all(), []interface{}{
+		uuids, len(taskUUIDs), formatTime(time.Now()), s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}).Err()
 	if err != nil {
 		return fmt.Errorf("init group %s: %w", groupUUID, err)
 	}
@@ -146,8 +146,8 @@ func (s *Store) TriggerChord(ctx context.Context, groupUUID, memberUUID string) 
 	if err := validGroup(groupUUID); err != nil {
 		return false, err
 	}
-	cmd := triggerChordScript.Run(ctx, s.client, s.keys.group(groupUUID).all(),
-		memberUUID, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds())
+	cmd := s.batch.repl.eval(ctx, s.client, false, triggerChordScript, s.keys.group(groupUUID).all(), []interface{}{
+		memberUUID, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()})
 	err := cmd.Err()
 	var code int64
 	if err == nil {

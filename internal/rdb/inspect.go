@@ -136,7 +136,7 @@ func (s *Store) RequeueArchived(ctx context.Context, queue string, uuids ...stri
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	cmd := runOnce(ctx, s.client, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args)
+	cmd := s.batch.repl.eval(ctx, s.client, true, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args)
 	err := cmd.Err()
 	var n int64
 	if err == nil {
@@ -155,7 +155,7 @@ func (s *Store) DeleteArchived(ctx context.Context, queue string, uuids ...strin
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	cmd := runOnce(ctx, s.client, deleteArchivedScript, []string{qk.archived}, args)
+	cmd := s.batch.repl.eval(ctx, s.client, true, deleteArchivedScript, []string{qk.archived}, args)
 	err := cmd.Err()
 	var n int64
 	if err == nil {

@@ -162,7 +162,7 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 		args = append(args, base+strconv.Itoa(i))
 	}
 	start := time.Now()
-	cmd := runOnce(ctx, s.client, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args)
+	cmd := s.batch.repl.eval(ctx, s.client, true, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args)
 	if err := cmd.Err(); err != nil {
 		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
 	}
@@ -645,7 +645,9 @@ func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool
 	var ok bool
 	err := again(ctx, func() error {
 		var err error
-		if ok, err = s.client.SetNX(ctx, key, token, ttl).Result(); err != nil || ok {
+		set := goredis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
+		s.batch.repl.process(ctx, s.client, set)
+		if ok, err = set.Result(); err != nil || ok {
 			return err
 		}
 		holder, err := s.client.Get(ctx, key).Result()

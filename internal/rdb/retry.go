@@ -49,21 +49,6 @@ func evalShaOnce(ctx context.Context, script *goredis.Script, keys []string, arg
 	return onceCmd{goredis.NewCmd(ctx, cmdArgs...)}
 }
 
-// runOnce runs script on c once (loading it first when Redis does not
-// have it: a NOSCRIPT reply means it did not run).
-func runOnce(ctx context.Context, c goredis.UniversalClient, script *goredis.Script, keys []string, args []interface{}) *goredis.Cmd {
-	cmd := evalShaOnce(ctx, script, keys, args)
-	_ = c.Process(ctx, cmd)
-	if IsNoScript(cmd.Err()) {
-		if err := script.Load(ctx, c).Err(); err != nil {
-			return errCmd(ctx, err)
-		}
-		cmd = evalShaOnce(ctx, script, keys, args)
-		_ = c.Process(ctx, cmd)
-	}
-	return cmd.Cmd
-}
-
 func errCmd(ctx context.Context, err error) *goredis.Cmd {
 	cmd := goredis.NewCmd(ctx)
 	cmd.SetErr(err)
@@ -140,12 +125,14 @@ func again(ctx context.Context, try func() error, r retry) error {
 // command: the connection failed or timed out after it may have been sent.
 func outcomeUnknown(err error) bool {
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, ErrNotReplicated)
 }
 
 // uncertain reports whether err leaves unknown whether Redis ran the
-// command (the connection failed or timed out), or says Redis refused it
-// for now (loading, read-only during a failover, busy, cluster down, or
+// command (the connection failed or timed out, or replicas did not confirm
+// a write), or says Redis refused it for now (loading, read-only during a
+// failover, too few replicas, busy, cluster down, or
 // redirected when go-redis ran out of redirections during a failover):
 // either way, sending it again may succeed.
 func uncertain(err error) bool {
@@ -155,7 +142,7 @@ func uncertain(err error) bool {
 	if outcomeUnknown(err) {
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY ", "MOVED ", "ASK "} {
+	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN", "BUSY ", "MOVED ", "ASK "} {
 		if goredis.HasErrorPrefix(err, prefix) {
 			return true
 		}

@@ -126,7 +126,7 @@ func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string
 	args = append([]interface{}{"0"}, args...)
 	var cmd *goredis.Cmd
 	err := again(ctx, func() error {
-		cmd = runOnce(ctx, s.client, script, keys, args)
+		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
 		return cmd.Err()
 	}, retry{while: holds, before: func() { args[0] = "1" }})
 	var code int64

@@ -44,6 +44,11 @@ type Options struct {
 	MaxRecoveries int
 	// BlockTimeout is the longest an idle Fetch blocks in one call.
 	BlockTimeout time.Duration
+	// MinReplicas, when not 0, makes every write machinist counts on wait
+	// until this many replicas have it, for at most ReplicaTimeout
+	// (replicas.go). Not on Redis Cluster.
+	MinReplicas    int
+	ReplicaTimeout time.Duration
 	// Logger receives what the store logs (a state write queued without
 	// waiting that failed) and go-redis's own lines (see logging.go).
 	// Default slog.Default().
@@ -62,6 +67,8 @@ func OptionsFrom(cnf *config.Config) Options {
 		ArchiveMaxSize:     cnf.ArchiveMaxSize,
 		MaxRecoveries:      cnf.MaxRecoveries,
 		BlockTimeout:       time.Duration(cnf.Redis.NormalTasksPollPeriod) * time.Millisecond,
+		MinReplicas:        cnf.Redis.MinReplicas,
+		ReplicaTimeout:     replicaTimeout(cnf),
 		Logger:             cnf.Logger,
 	}
 }
@@ -94,10 +101,16 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 	useLogger(opts.Logger)
 	_, cluster := client.(*goredis.ClusterClient)
 	_, oneNode := client.(*goredis.Client)
+	batch := NewBatcher(client)
+	if cluster && opts.MinReplicas > 0 {
+		opts.Logger.Warn("MinReplicas is not supported on Redis Cluster: writes do not wait for replicas")
+	} else {
+		batch.repl = replicas{n: opts.MinReplicas, timeout: opts.ReplicaTimeout}
+	}
 	return &Store{
 		client:     client,
 		owned:      owns,
-		batch:      NewBatcher(client),
+		batch:      batch,
 		keys:       &keys{prefix: opts.KeyPrefix},
 		opts:       opts,
 		log:        opts.Logger,
@@ -107,6 +120,17 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 	}
 }
 
+// replicaTimeout is how long a write waits for replicas: half the read
+// timeout (go-redis's default 3 s when it is 0), so that WAIT answers
+// before the read times out.
+func replicaTimeout(cnf *config.Config) time.Duration {
+	read := time.Duration(cnf.Redis.ReadTimeout) * time.Second
+	if read <= 0 {
+		read = 3 * time.Second
+	}
+	return read / 2
+}
+
 // Dial returns a store on a client of its own for rawURL ("redis://",
 // "rediss://", several addresses for a Cluster), configured by cnf, which
 // must have been through WithDefaults.
@@ -114,6 +138,10 @@ func Dial(rawURL string, cnf *config.Config) (*Store, error) {
 	c, err := NewClient(rawURL, cnf)
 	if err != nil {
 		return nil, err
+	}
+	if _, cluster := c.(*goredis.ClusterClient); cluster && cnf.Redis.MinReplicas > 0 {
+		_ = c.Close()
+		return nil, fmt.Errorf("%w %s: Redis.MinReplicas is not supported on Redis Cluster", ErrURL, config.RedactURL(rawURL))
 	}
 	return New(c, OptionsFrom(cnf), true), nil
 }

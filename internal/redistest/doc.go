@@ -100,6 +100,40 @@
 // needs a redis-server built with TLS, as Debian's is; with another, the
 // test fails saying so.
 //
+// # Redis Sentinel
+//
+// StartSentinel starts a master, a replica and three sentinels that
+// monitor them under the name SentinelMaster ("mymaster", quorum 2), and
+// returns once the replica is in sync and every sentinel knows the master,
+// the replica and the other two sentinels. Sentinel.URL is the
+// "redis://s1,s2,s3" URL of the sentinels, for a configuration whose
+// Redis.MasterName is SentinelMaster; Client returns a go-redis failover
+// client. Master and Replica ask the sentinels which server is which.
+// Failover fails the master over as an operator would (SENTINEL FAILOVER);
+// KillMaster SIGKILLs it and waits for the sentinels to promote the
+// replica by themselves; Restart brings the killed server back, as a
+// replica:
+//
+//	g := redistest.StartSentinel(t)
+//	// ... traffic through g.URL() with MasterName redistest.SentinelMaster ...
+//	g.Failover(t)             // the replica is the master, the master its replica; or:
+//	killed := g.KillMaster(t) // the replica is promoted (about 2 s)
+//	g.Restart(t, killed)      // back as its replica
+//
+// Each returns once every sentinel agrees on the new master and it reports
+// role:master; Failover and Restart also wait for the former master to be
+// a replica in sync. Neither kind of failover waits for the replica to
+// catch up, and SENTINEL FAILOVER does not stop the master's clients:
+// writes the former master acknowledged after the promotion, until its
+// clients heard of the switch (go-redis listens for +switch-master), are
+// discarded when it becomes a replica (machinist's Redis.MinReplicas makes
+// its writes wait for the replica, so that none it counts on is lost).
+//
+// The sentinels run with short timeouts so that a failover takes seconds:
+// down-after-milliseconds 2000, failover-timeout 4000, and (SENTINEL
+// DEBUG, Redis 7.0 or later) INFO every second, PING every 200 ms, hello
+// messages every 250 ms and TILT mode for 5 s only.
+//
 // # Goroutines
 //
 // A running server holds one goroutine that waits for its process; clients

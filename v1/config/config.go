@@ -62,7 +62,7 @@
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
 //	REDIS_NORMAL_TASKS_POLL_PERIOD, REDIS_DELAYED_TASKS_POLL_PERIOD,
 //	REDIS_DELAYED_TASKS_KEY, REDIS_CLIENT_NAME, REDIS_MASTER_NAME,
-//	REDIS_CLUSTER_MODE, REDIS_KEY_PREFIX, REDIS_CA_CERT_FILE
+//	REDIS_CLUSTER_MODE, REDIS_MIN_REPLICAS, REDIS_KEY_PREFIX, REDIS_CA_CERT_FILE
 //
 //	AMQP_EXCHANGE, AMQP_EXCHANGE_TYPE, AMQP_QUEUE_DECLARE_ARGS,
 //	AMQP_QUEUE_BINDING_ARGS, AMQP_BINDING_KEY, AMQP_PREFETCH_COUNT,
@@ -228,6 +228,16 @@ type RedisConfig struct {
 	MasterName string `yaml:"master_name" envconfig:"REDIS_MASTER_NAME"`
 	// ClusterMode connects to a Redis Cluster even with one address.
 	ClusterMode bool `yaml:"cluster_mode" envconfig:"REDIS_CLUSTER_MODE"`
+	// MinReplicas makes every write machinist counts on (a send, a fetch,
+	// a settle, a state, a chord's election, a periodic claim) wait until
+	// this many replicas have it (WAIT), for at most half of ReadTimeout; a
+	// write they do not confirm in time is sent again, then reported as an
+	// error that says it may have happened. With a replica and MinReplicas
+	// 1, a Sentinel failover loses nothing that was reported sent or
+	// settled; with the default 0 (Redis's asynchronous replication) the
+	// writes of the moments before a failover can be lost. Each write
+	// then costs the replication's latency. Not supported on Redis Cluster.
+	MinReplicas int `yaml:"min_replicas" envconfig:"REDIS_MIN_REPLICAS"`
 
 	// KeyPrefix starts every key machinist writes, so that two applications
 	// can share a Redis. Default "machinist".

@@ -53,6 +53,7 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 			ClientName:             "full_client",
 			MasterName:             "full_master",
 			ClusterMode:            true,
+			MinReplicas:            1,
 			KeyPrefix:              "full",
 			CACertFile:             "/etc/ssl/full-ca.pem",
 		},

@@ -174,6 +174,7 @@ func (c *Config) Validate() error {
 			{"Redis.ConnectTimeout", r.ConnectTimeout},
 			{"Redis.NormalTasksPollPeriod", r.NormalTasksPollPeriod},
 			{"Redis.DelayedTasksPollPeriod", r.DelayedTasksPollPeriod},
+			{"Redis.MinReplicas", r.MinReplicas},
 		} {
 			if f.v < 0 {
 				return bad(f.name, f.v, "must not be negative")

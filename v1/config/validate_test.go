@@ -55,7 +55,7 @@ func fullConfig() *Config {
 		Redis: &RedisConfig{
 			MaxIdle: 1, MaxActive: 2, IdleTimeout: 3, Wait: true, ReadTimeout: 4, WriteTimeout: 5,
 			ConnectTimeout: 6, NormalTasksPollPeriod: 7, DelayedTasksPollPeriod: 8,
-			DelayedTasksKey: "dk", ClientName: "c", MasterName: "m", ClusterMode: true,
+			DelayedTasksKey: "dk", ClientName: "c", MasterName: "m", ClusterMode: true, MinReplicas: 1,
 			KeyPrefix: "p", CACertFile: "ca.pem",
 		},
 		TLSConfig:             &tls.Config{ServerName: "redis.example"},
@@ -186,6 +186,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"Redis.ConnectTimeout", "-6", func(c *Config) { c.Redis.ConnectTimeout = -6 }},
 		{"Redis.NormalTasksPollPeriod", "-7", func(c *Config) { c.Redis.NormalTasksPollPeriod = -7 }},
 		{"Redis.DelayedTasksPollPeriod", "-8", func(c *Config) { c.Redis.DelayedTasksPollPeriod = -8 }},
+		{"Redis.MinReplicas", "-1", func(c *Config) { c.Redis.MinReplicas = -1 }},
 		{"Redis.KeyPrefix", `"{app}"`, func(c *Config) { c.Redis.KeyPrefix = "{app}" }},
 		{"Redis.KeyPrefix", `"my app"`, func(c *Config) { c.Redis.KeyPrefix = "my app" }},
 	}

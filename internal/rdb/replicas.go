@@ -1,0 +1,113 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Replicated writes.
+//
+// Redis replicates asynchronously: a write the master acknowledged may not
+// have reached its replica when the replica is promoted (a Sentinel
+// failover), and is then lost. With Options.MinReplicas set, every write
+// machinist counts on (a send's PENDING states and enqueue, a fetch, a
+// settle, a state, a chord's election, a group's creation, a claim) is
+// followed by WAIT on the same connection, in the same round trip; a write
+// that fewer replicas confirm within the timeout is an error wrapping
+// ErrNotReplicated, which leaves open whether it happened, and is sent
+// again like a lost reply (retry.go). A settle sent again finds its first
+// run's effect on the promoted replica or, if the first run was lost with
+// the old master, runs there.
+
+// ErrNotReplicated is wrapped by the error of a write that fewer replicas
+// than Options.MinReplicas confirmed in time: the master may have applied
+// it, and it may be lost if the master fails.
+var ErrNotReplicated = errors.New("rdb: write not confirmed by enough replicas")
+
+// replicas is how writes wait for replicas: n of them, for at most
+// timeout; n == 0 does not wait.
+type replicas struct {
+	n       int
+	timeout time.Duration
+}
+
+// wait queues WAIT on p, or nothing when writes do not wait.
+func (r replicas) wait(ctx context.Context, p goredis.Pipeliner) *goredis.IntCmd {
+	if r.n == 0 {
+		return nil
+	}
+	cmd := goredis.NewIntCmd(ctx, "wait", r.n, r.timeout.Milliseconds())
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+// check returns the error of a WAIT queued by wait: nil when enough
+// replicas confirmed the writes before it.
+func (r replicas) check(w *goredis.IntCmd) error {
+	if w == nil {
+		return nil
+	}
+	got, err := w.Result()
+	if err != nil {
+		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
+	}
+	if got < int64(r.n) {
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, got, r.n, r.timeout)
+	}
+	return nil
+}
+
+// mark sets err on every command of cmds that succeeded.
+func mark(cmds []goredis.Cmder, err error) {
+	for _, c := range cmds {
+		if c.Err() == nil {
+			c.SetErr(err)
+		}
+	}
+}
+
+// process sends cmd on c, followed by WAIT when writes wait for replicas.
+func (r replicas) process(ctx context.Context, c goredis.UniversalClient, cmd goredis.Cmder) {
+	if r.n == 0 {
+		_ = c.Process(ctx, cmd)
+		return
+	}
+	var w *goredis.IntCmd
+	_, _ = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		_ = p.Process(ctx, cmd)
+		w = r.wait(ctx, p)
+		return nil
+	})
+	if cmd.Err() == nil {
+		if err := r.check(w); err != nil {
+			cmd.SetErr(err)
+		}
+	}
+}
+
+// eval runs script on c with EVALSHA (and EVAL after NOSCRIPT), followed
+// by WAIT when writes wait for replicas. With once, go-redis does not send
+// it a second time (see retry.go).
+func (r replicas) eval(ctx context.Context, c goredis.UniversalClient, once bool, script *goredis.Script, keys []string, args []interface{}) *goredis.Cmd {
+	send := func() *goredis.Cmd {
+		cmd := evalShaOnce(ctx, script, keys, args)
+		if once {
+			r.process(ctx, c, cmd)
+		} else {
+			r.process(ctx, c, cmd.Cmd)
+		}
+		return cmd.Cmd
+	}
+	cmd := send()
+	if IsNoScript(cmd.Err()) {
+		if err := script.Load(ctx, c).Err(); err != nil {
+			return errCmd(ctx, err)
+		}
+		cmd = send()
+	}
+	return cmd
+}
