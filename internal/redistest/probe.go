@@ -29,6 +29,35 @@ func probe(ctx context.Context, addr string, cmds ...[]string) ([]string, error)
 
 // probeTLS is probe over TLS with tc, or over plain TCP if tc is nil.
 func probeTLS(ctx context.Context, addr string, tc *tls.Config, cmds ...[]string) ([]string, error) {
+	values, err := roundTrip(ctx, addr, tc, cmds...)
+	if err != nil {
+		return nil, err
+	}
+	replies := make([]string, len(values))
+	for i, v := range values {
+		s, ok := v.(string)
+		if !ok && v != nil {
+			return nil, fmt.Errorf("%s: unexpected array reply", cmds[i][0])
+		}
+		replies[i] = s
+	}
+	return replies, nil
+}
+
+// query runs one command as probe does and returns its reply: a string,
+// or a []any for an array (SENTINEL commands answer with arrays).
+func query(ctx context.Context, addr string, args ...string) (any, error) {
+	values, err := roundTrip(ctx, addr, nil, args)
+	if err != nil {
+		return nil, err
+	}
+	return values[0], nil
+}
+
+// roundTrip runs commands on a connection of its own, over TLS with tc
+// or over plain TCP if tc is nil, and returns their replies (see
+// readValue).
+func roundTrip(ctx context.Context, addr string, tc *tls.Config, cmds ...[]string) ([]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var conn net.Conn
@@ -58,44 +87,61 @@ func probeTLS(ctx context.Context, addr string, tc *tls.Config, cmds ...[]string
 		return nil, err
 	}
 	r := bufio.NewReader(conn)
-	replies := make([]string, len(cmds))
+	replies := make([]any, len(cmds))
 	for i := range cmds {
-		if replies[i], err = readReply(r); err != nil {
+		if replies[i], err = readValue(r); err != nil {
 			return nil, fmt.Errorf("%s: %w", cmds[i][0], err)
 		}
 	}
 	return replies, nil
 }
 
-// readReply reads a simple string, error, integer or bulk string reply.
-func readReply(r *bufio.Reader) (string, error) {
+// readValue reads a RESP2 reply: a simple string, integer or bulk string
+// as a string (a nil bulk string as ""), an array as a []any (a nil array
+// as nil), an error reply as an error.
+func readValue(r *bufio.Reader) (any, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	line = strings.TrimSuffix(line, "\r\n")
 	if line == "" {
-		return "", errors.New("empty reply")
+		return nil, errors.New("empty reply")
 	}
 	switch line[0] {
 	case '+', ':':
 		return line[1:], nil
 	case '-':
-		return "", errors.New(line[1:])
+		return nil, errors.New(line[1:])
 	case '$':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil {
-			return "", fmt.Errorf("bad bulk length %q", line)
+			return nil, fmt.Errorf("bad bulk length %q", line)
 		}
 		if n < 0 {
 			return "", nil
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+			return nil, err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return nil, fmt.Errorf("bad array length %q", line)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		list := make([]any, n)
+		for i := range list {
+			if list[i], err = readValue(r); err != nil {
+				return nil, err
+			}
+		}
+		return list, nil
 	default:
-		return "", fmt.Errorf("unexpected reply %q", line)
+		return nil, fmt.Errorf("unexpected reply %q", line)
 	}
 }

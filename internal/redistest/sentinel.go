@@ -1,20 +1,16 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,18 +79,7 @@ const (
 // should fail it over.
 type Sentinel struct {
 	servers   []*Server // the two data servers; the first was the master at start
-	sentinels []*sentinelProc
-}
-
-// sentinelProc is a redis-server running in sentinel mode.
-type sentinelProc struct {
-	port  int
-	ports []int
-	dir   string
-
-	mu     sync.Mutex
-	proc   *process // nil once closed
-	closed bool
+	sentinels []*Server // redis-servers in sentinel mode
 }
 
 // StartSentinel starts a master and a replica (redis-servers on free
@@ -132,7 +117,7 @@ func StartSentinel(tb testing.TB, opts ...Option) *Sentinel {
 func (s *Sentinel) Addrs() []string {
 	addrs := make([]string, len(s.sentinels))
 	for i, p := range s.sentinels {
-		addrs[i] = p.addr()
+		addrs[i] = p.Addr()
 	}
 	return addrs
 }
@@ -216,13 +201,13 @@ func (s *Sentinel) Failover(tb testing.TB) *Server {
 			return nil
 		}
 		if s.settled(ctx, master, replica) == nil {
-			_, refused = query(ctx, s.sentinels[0].addr(), "SENTINEL", "FAILOVER", SentinelMaster)
+			_, refused = query(ctx, s.sentinels[0].Addr(), "SENTINEL", "FAILOVER", SentinelMaster)
 		}
 		return err
 	})
 	if err != nil {
 		tb.Fatalf("redistest: failover from %s to %s (SENTINEL FAILOVER %s on %s: %v): %v\n%s",
-			master.Addr(), replica.Addr(), SentinelMaster, s.sentinels[0].addr(), refused, err, s.sentinels[0].logTail())
+			master.Addr(), replica.Addr(), SentinelMaster, s.sentinels[0].Addr(), refused, err, s.sentinels[0].logTail())
 	}
 	return replica
 }
@@ -271,10 +256,6 @@ func (s *Sentinel) Restart(tb testing.TB, killed *Server) {
 // startSentinel starts the two data servers, then the sentinels, and waits
 // until the group is settled.
 func startSentinel(cfg config) (_ *Sentinel, err error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, errServerNotFound
-	}
 	s := &Sentinel{}
 	defer func() {
 		if err != nil {
@@ -298,16 +279,19 @@ func startSentinel(cfg config) (_ *Sentinel, err error) {
 	}
 	s.servers = append(s.servers, replica)
 
+	ctx, cancel := context.WithTimeout(context.Background(), sentinelReadyTimeout)
+	defer cancel()
 	for range sentinelCount {
-		p, err := startSentinelProc(bin, master.port)
+		p, err := start(config{sentinelOf: master.port})
 		if err != nil {
 			return nil, err
 		}
 		s.sentinels = append(s.sentinels, p)
+		if err := shortenTimers(ctx, p); err != nil {
+			return nil, err
+		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelReadyTimeout)
-	defer cancel()
 	if err := s.waitSettled(ctx, master, replica); err != nil {
 		return nil, err
 	}
@@ -343,28 +327,28 @@ func (s *Sentinel) settled(ctx context.Context, master, replica *Server) error {
 			replica.Addr(), f["role"], f["master_port"], f["master_link_status"])
 	}
 	for _, p := range s.sentinels {
-		m, err := sentinelMap(ctx, p.addr(), "SENTINEL", "MASTER", SentinelMaster)
+		m, err := sentinelMap(ctx, p.Addr(), "SENTINEL", "MASTER", SentinelMaster)
 		if err != nil {
-			return fmt.Errorf("sentinel %s: SENTINEL MASTER: %w", p.addr(), err)
+			return fmt.Errorf("sentinel %s: SENTINEL MASTER: %w", p.Addr(), err)
 		}
 		if m["flags"] != "master" || m["num-slaves"] != "1" ||
 			m["num-other-sentinels"] != strconv.Itoa(sentinelCount-1) {
 			return fmt.Errorf("sentinel %s: master flags:%s num-slaves:%s num-other-sentinels:%s",
-				p.addr(), m["flags"], m["num-slaves"], m["num-other-sentinels"])
+				p.Addr(), m["flags"], m["num-slaves"], m["num-other-sentinels"])
 		}
-		reply, err := query(ctx, p.addr(), "SENTINEL", "REPLICAS", SentinelMaster)
+		reply, err := query(ctx, p.Addr(), "SENTINEL", "REPLICAS", SentinelMaster)
 		if err != nil {
-			return fmt.Errorf("sentinel %s: SENTINEL REPLICAS: %w", p.addr(), err)
+			return fmt.Errorf("sentinel %s: SENTINEL REPLICAS: %w", p.Addr(), err)
 		}
 		list, _ := reply.([]any)
 		if len(list) != 1 {
-			return fmt.Errorf("sentinel %s: %d replicas, want 1", p.addr(), len(list))
+			return fmt.Errorf("sentinel %s: %d replicas, want 1", p.Addr(), len(list))
 		}
 		r := pairs(list[0])
 		if r["name"] != replica.Addr() || r["flags"] != "slave" || r["master-link-status"] != "ok" ||
 			r["master-port"] != strconv.Itoa(master.port) {
 			return fmt.Errorf("sentinel %s: replica %s flags:%s master-port:%s master-link-status:%s",
-				p.addr(), r["name"], r["flags"], r["master-port"], r["master-link-status"])
+				p.Addr(), r["name"], r["flags"], r["master-port"], r["master-link-status"])
 		}
 	}
 	return nil
@@ -374,12 +358,12 @@ func (s *Sentinel) settled(ctx context.Context, master, replica *Server) error {
 // reports role:master.
 func (s *Sentinel) promoted(ctx context.Context, srv *Server) error {
 	for _, p := range s.sentinels {
-		addr, err := masterAddr(ctx, p.addr())
+		addr, err := masterAddr(ctx, p.Addr())
 		if err != nil {
-			return fmt.Errorf("sentinel %s: %w", p.addr(), err)
+			return fmt.Errorf("sentinel %s: %w", p.Addr(), err)
 		}
 		if addr != srv.Addr() {
-			return fmt.Errorf("sentinel %s reports master %s, not %s", p.addr(), addr, srv.Addr())
+			return fmt.Errorf("sentinel %s reports master %s, not %s", p.Addr(), addr, srv.Addr())
 		}
 	}
 	replies, err := probe(ctx, srv.Addr(), []string{"INFO", "replication"})
@@ -397,9 +381,9 @@ func (s *Sentinel) promoted(ctx context.Context, srv *Server) error {
 func (s *Sentinel) current(ctx context.Context) (master, replica *Server, err error) {
 	var agreed string
 	for _, p := range s.sentinels {
-		addr, err := masterAddr(ctx, p.addr())
+		addr, err := masterAddr(ctx, p.Addr())
 		if err != nil {
-			return nil, nil, fmt.Errorf("sentinel %s: %w", p.addr(), err)
+			return nil, nil, fmt.Errorf("sentinel %s: %w", p.Addr(), err)
 		}
 		if agreed != "" && addr != agreed {
 			return nil, nil, fmt.Errorf("sentinels disagree: %s and %s", agreed, addr)
@@ -450,49 +434,10 @@ func (srv *Server) restartAsReplica(master *Server) error {
 	return srv.launch()
 }
 
-// startSentinelProc starts a sentinel monitoring the master on masterPort,
-// trying another port when the one picked is taken before it binds it.
-func startSentinelProc(bin string, masterPort int) (*sentinelProc, error) {
-	var lastErr error
-	for range startAttempts {
-		p, err := tryStartSentinelProc(bin, masterPort)
-		if err == nil {
-			return p, nil
-		}
-		if !errors.Is(err, errAddrInUse) {
-			return nil, err
-		}
-		lastErr = err
-	}
-	return nil, fmt.Errorf("redistest: redis-server --sentinel failed to bind a free port %d times: %w", startAttempts, lastErr)
-}
-
-func tryStartSentinelProc(bin string, masterPort int) (*sentinelProc, error) {
-	ports, err := reservePorts(false)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "redistest-sentinel-")
-	if err != nil {
-		releasePorts(ports)
-		return nil, fmt.Errorf("redistest: %w", err)
-	}
-	p := &sentinelProc{port: ports[0], ports: ports, dir: dir}
-	if err := p.launch(bin, masterPort); err != nil {
-		releasePorts(ports)
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *sentinelProc) addr() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
-}
-
-// launch writes the sentinel's configuration file (which the sentinel
-// rewrites as it learns the group), runs it and waits until it is ready.
-func (p *sentinelProc) launch(bin string, masterPort int) error {
+// sentinelArgs writes the configuration file of a sentinel on port, in
+// dir, monitoring the master on masterPort (the sentinel rewrites the file
+// as it learns the group), and returns the sentinel's command line.
+func sentinelArgs(port int, dir string, masterPort int) ([]string, error) {
 	name := SentinelMaster
 	conf := fmt.Sprintf(`port %d
 bind 127.0.0.1
@@ -505,69 +450,21 @@ sentinel monitor %s 127.0.0.1 %d %d
 sentinel down-after-milliseconds %s %d
 sentinel failover-timeout %s %d
 sentinel parallel-syncs %s 1
-`, p.port, p.dir, filepath.Join(p.dir, logFile),
+`, port, dir, filepath.Join(dir, logFile),
 		name, masterPort, sentinelQuorum,
 		name, sentinelDownAfter.Milliseconds(),
 		name, sentinelFailoverTimeout.Milliseconds(),
 		name)
-	confPath := filepath.Join(p.dir, sentinelConfFile)
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		return fmt.Errorf("redistest: %w", err)
+	path := filepath.Join(dir, sentinelConfFile)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	out, err := os.OpenFile(filepath.Join(p.dir, outputFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("redistest: %w", err)
-	}
-	cmd := exec.Command(bin, confPath, "--sentinel")
-	cmd.Dir = p.dir
-	cmd.Stdout = out // an *os.File: no copying goroutine, nothing to leak
-	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr()
-	err = cmd.Start()
-	_ = out.Close()
-	if err != nil {
-		return fmt.Errorf("redistest: start redis-server --sentinel: %w", err)
-	}
-	proc := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		proc.err = cmd.Wait()
-		close(proc.done)
-	}()
-
-	if err := p.waitReady(proc); err != nil {
-		_ = proc.kill()
-		if p.logContains("Address already in use") {
-			return fmt.Errorf("%w: %s", errAddrInUse, p.addr())
-		}
-		return fmt.Errorf("redistest: sentinel on %s: %w\n%s", p.addr(), err, p.logTail())
-	}
-	p.proc = proc
-	return nil
+	return []string{path, "--sentinel"}, nil
 }
 
-// waitReady polls the sentinel until it answers as the sentinel just
-// started, then shortens its periods (sentinelInfoPeriod,
+// shortenTimers shortens a sentinel's periods (sentinelInfoPeriod,
 // sentinelPublishPeriod, sentinelPingPeriod, sentinelTiltPeriod).
-func (p *sentinelProc) waitReady(proc *process) error {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	err := pollUntil(ctx, proc.done, func() error {
-		replies, err := probe(ctx, p.addr(), []string{"PING"}, []string{"INFO", "server"})
-		if err != nil {
-			return err
-		}
-		f := infoFields(replies[1])
-		if got := f["process_id"]; got != strconv.Itoa(proc.cmd.Process.Pid) {
-			return fmt.Errorf("answered by process %s, not by sentinel %d", got, proc.cmd.Process.Pid)
-		}
-		if f["redis_mode"] != "sentinel" {
-			return fmt.Errorf("redis_mode:%s, want sentinel", f["redis_mode"])
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+func shortenTimers(ctx context.Context, p *Server) error {
 	for _, set := range []struct {
 		name  string
 		value time.Duration
@@ -578,56 +475,11 @@ func (p *sentinelProc) waitReady(proc *process) error {
 		{"tilt-period", sentinelTiltPeriod},
 	} {
 		value := strconv.FormatInt(set.value.Milliseconds(), 10)
-		if _, err := query(ctx, p.addr(), "SENTINEL", "DEBUG", set.name, value); err != nil {
-			return fmt.Errorf("SENTINEL DEBUG %s %s (Redis 7.0 or later is needed): %w", set.name, value, err)
+		if _, err := query(ctx, p.Addr(), "SENTINEL", "DEBUG", set.name, value); err != nil {
+			return fmt.Errorf("redistest: sentinel %s: SENTINEL DEBUG %s %s (Redis 7.0 or later is needed): %w", p.Addr(), set.name, value, err)
 		}
 	}
 	return nil
-}
-
-// close terminates the sentinel (SIGTERM, then SIGKILL after stopGrace),
-// removes its directory and gives back its port. It is safe to call twice.
-func (p *sentinelProc) close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	p.closed = true
-	var err error
-	if proc := p.proc; proc != nil {
-		p.proc = nil
-		_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.NewTimer(stopGrace)
-		select {
-		case <-proc.done:
-			timer.Stop()
-		case <-timer.C:
-			err = fmt.Errorf("redistest: sentinel %s did not exit within %v of SIGTERM; killed it\n%s",
-				p.addr(), stopGrace, p.logTail())
-			if kerr := proc.kill(); kerr != nil {
-				err = errors.Join(err, kerr)
-			}
-		}
-	}
-	if rerr := os.RemoveAll(p.dir); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("redistest: %w", rerr))
-	}
-	releasePorts(p.ports)
-	return err
-}
-
-// logs returns a Server value that names only the sentinel's directory,
-// whose log readers (logContains, logTail) then read the sentinel's log
-// and output: both have the names a server's have.
-func (p *sentinelProc) logs() *Server {
-	return &Server{dir: p.dir}
-}
-
-func (p *sentinelProc) logContains(text string) bool { return p.logs().logContains(text) }
-
-func (p *sentinelProc) logTail() string {
-	return fmt.Sprintf("sentinel %s:\n%s", p.addr(), p.logs().logTail())
 }
 
 // poll calls cond every sentinelPollInterval until it returns nil or ctx
@@ -690,60 +542,4 @@ func pairs(reply any) map[string]string {
 		m[name] = value
 	}
 	return m
-}
-
-// query runs one command on a connection of its own, as probe does, and
-// returns its reply: a string, or a []any for an array (SENTINEL
-// commands answer with arrays, which probe does not read).
-func query(ctx context.Context, addr string, args ...string) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = conn.Close() }()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, err
-	}
-	var req strings.Builder
-	fmt.Fprintf(&req, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(conn, req.String()); err != nil {
-		return nil, err
-	}
-	return readValue(bufio.NewReader(conn))
-}
-
-// readValue reads a RESP2 reply, arrays included.
-func readValue(r *bufio.Reader) (any, error) {
-	b, err := r.Peek(1)
-	if err != nil {
-		return nil, err
-	}
-	if b[0] != '*' {
-		return readReply(r)
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSuffix(line[1:], "\r\n"))
-	if err != nil {
-		return nil, fmt.Errorf("bad array length %q", line)
-	}
-	if n < 0 {
-		return nil, nil
-	}
-	list := make([]any, n)
-	for i := range list {
-		if list[i], err = readValue(r); err != nil {
-			return nil, err
-		}
-	}
-	return list, nil
 }

@@ -49,7 +49,10 @@ type config struct {
 	// replicas is the number of replicas per master of a cluster
 	// (WithReplicas).
 	replicas int
-	args     []string
+	// sentinelOf, when not 0, makes the server a sentinel monitoring the
+	// master on that port (StartSentinel).
+	sentinelOf int
+	args       []string
 }
 
 // WithAOF turns on the append-only file with an fsync after every write
@@ -92,6 +95,8 @@ type Server struct {
 	// tlsConf is the client TLS configuration of a server started WithTLS,
 	// nil for a plain one.
 	tlsConf *tls.Config
+	// sentinel is set for a server in sentinel mode (StartSentinel).
+	sentinel bool
 
 	mu     sync.Mutex
 	proc   *process // nil while the server is not running
@@ -246,11 +251,19 @@ func tryStart(bin string, cfg config) (*Server, error) {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	s := &Server{
-		bin:   bin,
-		port:  ports[0],
-		ports: ports,
-		dir:   dir,
-		args:  serverArgs(cfg, ports[0], dir),
+		bin:      bin,
+		port:     ports[0],
+		ports:    ports,
+		dir:      dir,
+		args:     serverArgs(cfg, ports[0], dir),
+		sentinel: cfg.sentinelOf != 0,
+	}
+	if s.sentinel {
+		if s.args, err = sentinelArgs(ports[0], dir, cfg.sentinelOf); err != nil {
+			releasePorts(ports)
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	if cfg.tls {
 		p, err := pki()
@@ -351,7 +364,7 @@ func (s *Server) waitReady(p *process) error {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
-		err := probeServer(ctx, s.Addr(), s.tlsConf, p.cmd.Process.Pid)
+		err := probeServer(ctx, s.Addr(), s.tlsConf, p.cmd.Process.Pid, s.sentinel)
 		if err == nil {
 			return nil
 		}
@@ -366,8 +379,9 @@ func (s *Server) waitReady(p *process) error {
 }
 
 // probeServer returns nil if the server at addr answers PING, is not
-// loading, and has process id pid. It speaks TLS with tc unless tc is nil.
-func probeServer(ctx context.Context, addr string, tc *tls.Config, pid int) error {
+// loading (or, for a sentinel, runs in sentinel mode), and has process id
+// pid. It speaks TLS with tc unless tc is nil.
+func probeServer(ctx context.Context, addr string, tc *tls.Config, pid int, sentinel bool) error {
 	replies, err := probeTLS(ctx, addr, tc, []string{"PING"}, []string{"INFO"})
 	if err != nil {
 		return err
@@ -375,6 +389,12 @@ func probeServer(ctx context.Context, addr string, tc *tls.Config, pid int) erro
 	fields := infoFields(replies[1])
 	if got := fields["process_id"]; got != strconv.Itoa(pid) {
 		return fmt.Errorf("answered by process %s, not by redis-server %d", got, pid)
+	}
+	if sentinel {
+		if fields["redis_mode"] != "sentinel" {
+			return fmt.Errorf("redis_mode:%s, want sentinel", fields["redis_mode"])
+		}
+		return nil
 	}
 	if fields["loading"] != "0" {
 		return fmt.Errorf("still loading (loading:%s)", fields["loading"])
