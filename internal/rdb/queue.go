@@ -37,7 +37,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			if err := ValidQueue(sig.RoutingKey); err != nil {
 				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 			}
-			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), states: pending && s.oneNode}
+			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), states: pending && s.oneNode, keyed: s.oneNode}
 			byQueue[sig.RoutingKey] = q
 			order = append(order, sig.RoutingKey)
 		}
@@ -86,6 +86,10 @@ type enqueueArgs struct {
 	lane      string // the first task's id, the batcher lane
 	tasks     []interface{}
 	stateKeys []string
+	// keyed gives enqueue.lua the state keys even without states (on a
+	// single server), where a repeat of a publish finds the state of a
+	// task that ran and was forgotten.
+	keyed bool
 }
 
 // pendingItems is how many items of PENDING state fields each task has in
@@ -119,6 +123,8 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 			return fmt.Errorf("set state pending: %w", err)
 		}
 		q.tasks = append(q.tasks, w.pendingFields()...)
+	}
+	if q.states || q.keyed {
 		q.stateKeys = append(q.stateKeys, s.keys.state(sig.UUID))
 	}
 	return nil

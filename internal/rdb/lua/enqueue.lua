@@ -1,12 +1,15 @@
 -- enqueue: publish tasks to one queue, all or nothing, with their PENDING
 -- states when the state hashes are given. Safe to run twice: a second run
 -- with the same publish token (go-redis sending it again after a lost
--- reply) finds the first's tasks and reports success.
+-- reply) finds the first's tasks, or their states once the tasks ran and
+-- were forgotten, and reports success.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
 -- KEYS[5..] the tasks' state hashes, one per task, in ARGV's order
---           (optional: on a single server only)
+--           (optional: on a single server only); the publish token is
+--           kept in them (pub) with the PENDING state, or added to a state
+--           that exists when k is 0
 -- ARGV[1] task hash key prefix ("<prefix>:{<queue>}:t:")
 -- ARGV[2] state TTL in ms
 -- ARGV[3] k, how many state field, value items each task has (0 without
@@ -16,7 +19,8 @@
 --           the epoch (0: now), then k items: its PENDING state's fields
 --
 -- Returns: {0} when every task was published (by this run or an earlier
--- one with the same token: then nothing is written), or {1, id} when a
+-- one with the same token, whose tasks may have run, been archived or
+-- been forgotten since: then nothing is written), or {1, id} when a
 -- task with that id is held by the queue (lib/queue.lua's held) from
 -- another publish or appears twice in ARGV; then nothing was written. A
 -- task whose id is archived replaces it.
@@ -24,14 +28,21 @@
 local now = now_ms()
 local k = tonumber(ARGV[3])
 local stride = 3 + k
+local states = #KEYS > 4
 local seen, archived = {}, {}
+local n = 4
 for i = 5, #ARGV, stride do
 	local id = ARGV[i]
 	local key = ARGV[1] .. id
+	n = n + 1
 	local busy, was_archived = held(key)
-	if busy and redis.call("HGET", key, "pub") == ARGV[4] then
-		-- This publish ran before (the tasks went in all at once, and may
-		-- have run since): nothing more to do.
+	-- This publish ran before (the tasks went in all at once) when a task
+	-- hash (queued, running, kept or archived since) or, once the task
+	-- was forgotten, its state names this publish: nothing more to do.
+	if (busy or was_archived) and redis.call("HGET", key, "pub") == ARGV[4] then
+		return {0}
+	end
+	if states and not busy and redis.call("HGET", KEYS[n], "pub") == ARGV[4] then
 		return {0}
 	end
 	if seen[id] or busy then
@@ -41,12 +52,19 @@ for i = 5, #ARGV, stride do
 	archived[id] = was_archived
 end
 local ready = false
-local n = 4
+n = 4
 for i = 5, #ARGV, stride do
 	local id = ARGV[i]
-	if k > 0 then
+	if states then
 		n = n + 1
-		write_state(KEYS[n], ARGV[2], "", { unpack(ARGV, i + 3, i + 2 + k) })
+		if k > 0 then
+			local fields = { unpack(ARGV, i + 3, i + 2 + k) }
+			table.insert(fields, "pub")
+			table.insert(fields, ARGV[4])
+			write_state(KEYS[n], ARGV[2], "", fields)
+		elseif redis.call("EXISTS", KEYS[n]) == 1 then
+			redis.call("HSET", KEYS[n], "pub", ARGV[4])
+		end
 	end
 	if put(KEYS[1], KEYS[2], KEYS[3], ARGV[1] .. id, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived[id], ARGV[4], now) then
 		ready = true

@@ -83,7 +83,10 @@
 //     was lost is sent again marked as a repeat, and a repeat that finds
 //     the hash gone or settled under its token reports success; go-redis
 //     never sends a settle twice itself. A publish records its own token
-//     (pub), so a publish run twice reports success, not a duplicate.
+//     (pub) in the task hash and, on a single server, in the task's state,
+//     so a publish run twice reports success, not a duplicate, and does
+//     not queue again a task that ran and was forgotten in between (on
+//     Cluster, where the state lives on another node, it would).
 //  6. The queue's maintainer runs the recoverer every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the

@@ -177,3 +177,68 @@ func TestLostReplyClaimIsKept(t *testing.T) {
 		t.Fatalf("second Claim: %t, %v; want false, nil", won, err)
 	}
 }
+
+// TestLostReplyPublishOfATaskThatRanIsNotRepeated: a publish whose reply
+// was lost, and whose task was then taken, run and forgotten before the
+// client sent it again, is reported as the success it was, and the task is
+// not queued a second time (it was, and ran twice).
+func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	srv := redistest.Shared(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	cnf := (&config.Config{
+		Broker:        srv.URL(),
+		ResultBackend: srv.URL(),
+		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
+	}).WithDefaults()
+	// The sender, through the proxy, gives the others a second to take
+	// and finish the task before it sends the publish again.
+	viaProxy := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, PoolSize: 1})
+	t.Cleanup(func() { _ = viaProxy.Close() })
+	sender := redisbroker.New(rdb.New(viaProxy, rdb.OptionsFrom(cnf), false), redisbroker.OptionsFrom(cnf))
+	direct := srv.Client(t)
+	worker := redisbroker.New(rdb.New(direct, rdb.OptionsFrom(cnf), false), redisbroker.OptionsFrom(cnf))
+	t.Cleanup(func() {
+		_ = sender.Close()
+		_ = worker.Close()
+	})
+	const queue = "q"
+	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: queue}
+	if err := sender.PublishPending(ctx, warm); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	take := func() {
+		ds, err := worker.Fetch(ctx, []string{queue}, 1)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
+		}
+		if err := worker.Ack(ctx, ds[0]); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	take() // the warm-up task
+
+	proxy.LoseNextReply()
+	sig := &tasks.Signature{UUID: "task_ran", Name: "add", RoutingKey: queue}
+	done := make(chan error, 1)
+	go func() { done <- sender.PublishPending(ctx, sig) }()
+	pending := cnf.Redis.KeyPrefix + ":{" + queue + "}:pending"
+	for direct.LLen(ctx, pending).Val() == 0 { // the first run landed
+		select {
+		case err := <-done:
+			t.Fatalf("the publish returned (%v) before its lost reply timed out", err)
+		default:
+		}
+		time.Sleep(time.Millisecond)
+	}
+	proxy.Stall() // the sender's second run waits until the task is gone
+	take()
+	proxy.Unstall()
+	if err := <-done; err != nil {
+		t.Fatalf("PublishPending whose task ran meanwhile: %v, want nil", err)
+	}
+	if n := direct.LLen(ctx, pending).Val(); n != 0 {
+		t.Fatalf("%d tasks pending after the publish was sent again: the task was queued twice", n)
+	}
+}
