@@ -271,6 +271,14 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 	return cmd
 }
 
+// RunOnce runs script through the batcher as RunScript does, for a script
+// that must not run twice: go-redis does not send it again, and it is
+// sent again only after Redis refused it; after an error that leaves open
+// whether it ran, that error is returned.
+func (b *Batcher) RunOnce(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
+	return b.runOnce(ctx, key, script, keys, args, retry{refusedOnly: true})
+}
+
 // RunSettle runs script, a settle script (see retry.go), with args after
 // its first argument, the "again" flag, through the batcher: go-redis never
 // sends it twice, and after an error that leaves unknown whether it ran it
@@ -278,6 +286,12 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 // first run's settle), for as long as holds reports the lease held.
 func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, holds func() bool, keys []string, args ...interface{}) *goredis.Cmd {
 	args = append([]interface{}{"0"}, args...)
+	return b.runOnce(ctx, key, script, keys, args, retry{while: holds, before: func() { args[0] = "1" }})
+}
+
+// runOnce sends script through the batcher as a command go-redis does not
+// send a second time, and again as r says.
+func (b *Batcher) runOnce(ctx context.Context, key string, script *goredis.Script, keys []string, args []interface{}, r retry) *goredis.Cmd {
 	var cmd *goredis.Cmd
 	err := again(ctx, func() error {
 		var once onceCmd
@@ -295,7 +309,7 @@ func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Scr
 			cmd = once.Cmd
 		}
 		return cmd.Err()
-	}, retry{while: holds, before: func() { args[0] = "1" }})
+	}, r)
 	if err != nil {
 		cmd.SetErr(err)
 	}

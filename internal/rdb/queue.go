@@ -62,7 +62,16 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		qk := q.queue
 		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
 		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), randomHex(8)}, q.tasks...)
-		cmd := s.batch.RunScript(ctx, q.lane, enqueueScript, keys, args...)
+		// On a single server a repeat finds the first run's tasks, or
+		// their states once they ran and were forgotten. On Cluster the
+		// states live on other nodes: a repeat after a lost reply could
+		// queue again a task that ran meanwhile, so the publish is not
+		// repeated, and its error says it may have happened.
+		run := s.batch.RunScript
+		if !s.oneNode {
+			run = s.batch.RunOnce
+		}
+		cmd := run(ctx, q.lane, enqueueScript, keys, args...)
 		if err := cmd.Err(); err != nil {
 			return fmt.Errorf("publish to queue %s: %w", name, err)
 		}

@@ -20,9 +20,13 @@ import (
 // every script is one of three kinds:
 //
 //   - Safe to run twice: the state and group writes, extend, forward,
-//     recover, elect, resign, and enqueue (a second run with the same
-//     publish token finds the first's tasks). go-redis may send them again,
-//     and RunScript does after such an error.
+//     recover, elect, resign, and, on a single server, enqueue (a second
+//     run with the same publish token finds the first's tasks, or their
+//     states once they ran and were forgotten). go-redis may send them
+//     again, and RunScript does after such an error. On Cluster enqueue
+//     cannot see the states, so it is sent again only after Redis refused
+//     it (RunOnce), and a lost reply is reported as an error that says it
+//     may have run.
 //   - A settle (ack, ack_success, retry, archive, requeue), which a second
 //     run would refuse, finding the lease gone: go-redis never sends it
 //     twice (onceCmd); settle sends it again with its "again" argument set,
@@ -76,6 +80,10 @@ type retry struct {
 	// before, when set, is called before each attempt after the first: a
 	// settle sets its "again" argument there.
 	before func()
+	// refusedOnly sends the call again only after Redis refused it (it did
+	// not run), not after an error that leaves open whether it ran: for a
+	// call that must not run twice and cannot recognise its first run.
+	refusedOnly bool
 }
 
 // again calls try until it succeeds, fails with an error that is not
@@ -92,7 +100,7 @@ func again(ctx context.Context, try func() error, r retry) error {
 		if unknown == nil && outcomeUnknown(err) {
 			unknown = err
 		}
-		stop := !uncertain(err)
+		stop := !uncertain(err) || r.refusedOnly && outcomeUnknown(err)
 		if r.while != nil {
 			stop = stop || !r.while()
 		} else {

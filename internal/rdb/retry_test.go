@@ -8,8 +8,11 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
 )
 
 // redisError is a reply error as go-redis returns one.
@@ -93,5 +96,42 @@ func TestAgainWhileKeepsGoingAsLongAsAsked(t *testing.T) {
 	err = again(context.Background(), func() error { calls++; return timeout }, retry{while: func() bool { return calls < 2 }})
 	if calls != 2 || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("again: %v after %d attempts, want the timeout after 2 (while said stop)", err, calls)
+	}
+}
+
+// TestRunOnceDoesNotRepeatALostReply: a script sent with RunOnce whose
+// reply is lost runs once, and the caller gets an error that says it may
+// have run; RunScript, for scripts safe to repeat, sends it again.
+func TestRunOnceDoesNotRepeatALostReply(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	key := srv.Prefix(t) + "count"
+	proxy := redistest.StartProxy(t, srv.Addr())
+	client := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: 200 * time.Millisecond, PoolSize: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	b := NewBatcher(client)
+	t.Cleanup(b.Close)
+	incr := goredis.NewScript(`return redis.call("INCR", KEYS[1])`)
+	ctx := context.Background()
+	if err := incr.Load(ctx, client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	direct := srv.Client(t)
+
+	proxy.LoseReplyTo("evalsha")
+	err := b.RunOnce(ctx, key, incr, []string{key}).Err()
+	if !outcomeUnknown(err) {
+		t.Fatalf("RunOnce with its reply lost: %v, want an error that leaves open whether it ran (count %s)", err, direct.Get(ctx, key).Val())
+	}
+	if n := direct.Get(ctx, key).Val(); n != "1" {
+		t.Fatalf("the script ran %s times, want once", n)
+	}
+
+	proxy.LoseReplyTo("evalsha")
+	if err := b.RunScript(ctx, key, incr, []string{key}).Err(); err != nil {
+		t.Fatalf("RunScript with its reply lost: %v, want it sent again", err)
+	}
+	if n := direct.Get(ctx, key).Val(); n != "3" {
+		t.Fatalf("after RunScript the count is %s, want 3 (it ran twice)", n)
 	}
 }

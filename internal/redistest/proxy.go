@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,9 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	loseNext atomic.Bool // set by LoseNextReply
+	loseMu   sync.Mutex
+	lose     bool   // set by LoseNextReply and LoseReplyTo
+	loseText []byte // the text the command must contain; nil: any
 
 	mu      sync.Mutex
 	conns   map[*proxyConn]struct{}
@@ -67,7 +70,31 @@ func (p *Proxy) URL() string { return "redis://" + p.Addr() }
 // and its reply, and every later one on that connection, go missing, as
 // when Redis hangs past the client's read timeout or the network drops
 // the reply.
-func (p *Proxy) LoseNextReply() { p.loseNext.Store(true) }
+func (p *Proxy) LoseNextReply() { p.LoseReplyTo("") }
+
+// LoseReplyTo is LoseNextReply for the next command that contains text
+// (case-insensitive, e.g. "evalsha"): the commands before it pass, and
+// so do their replies.
+func (p *Proxy) LoseReplyTo(text string) {
+	p.loseMu.Lock()
+	defer p.loseMu.Unlock()
+	p.lose, p.loseText = true, nil
+	if text != "" {
+		p.loseText = bytes.ToLower([]byte(text))
+	}
+}
+
+// loses reports whether the chunk b, just sent by a client, is the one
+// whose reply is to be lost, and if so clears the order.
+func (p *Proxy) loses(b []byte) bool {
+	p.loseMu.Lock()
+	defer p.loseMu.Unlock()
+	if !p.lose || p.loseText != nil && !bytes.Contains(bytes.ToLower(b), p.loseText) {
+		return false
+	}
+	p.lose = false
+	return true
+}
 
 // SetDelay makes every chunk of traffic, each way, wait d before it is
 // passed on; 0 passes it at once.
@@ -178,7 +205,7 @@ func (p *Proxy) copyCommands(c *proxyConn) {
 			if !p.pass() {
 				return
 			}
-			if p.loseNext.CompareAndSwap(true, false) {
+			if p.loses(buf[:n]) {
 				c.dropReplies.Store(true)
 			}
 			if _, werr := c.server.Write(buf[:n]); werr != nil {
