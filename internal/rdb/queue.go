@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,6 +180,11 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 	start := time.Now()
 	cmd := s.batch.repl.eval(ctx, s.client, true, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args)
 	if err := cmd.Err(); err != nil {
+		if outcomeUnknown(err) {
+			// The fetch may have taken tasks nobody will run: put them
+			// back now rather than at the end of their leases.
+			s.releaseFetch(ctx, q, base, start)
+		}
 		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
 	}
 	taken, err := parseDequeueReply(cmd.Val(), n)
@@ -217,6 +223,34 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// releaseScanLimit bounds the leases releaseFetch looks at.
+const releaseScanLimit = 100000
+
+// releaseFetch puts back the tasks a fetch begun at start, with token
+// base, took if its reply was lost (release_fetch.lua). It is best effort:
+// when it fails too, those tasks come back when their leases end.
+func (s *Store) releaseFetch(ctx context.Context, q, base string, start time.Time) {
+	qk := s.keys.queue(q)
+	// The fetch set its leases at Redis's time, no earlier than start
+	// (less a second for the clocks' difference).
+	lowest := start.Add(s.opts.LeaseDuration - time.Second).UnixMilli()
+	var n int64
+	err := again(ctx, func() error {
+		var err error
+		n, err = s.batch.repl.eval(ctx, s.client, false, releaseScript, []string{qk.pending, qk.lease, qk.notify},
+			[]interface{}{qk.task, base, lowest, releaseScanLimit}).Int64()
+		return err
+	}, retry{})
+	if err != nil {
+		s.log.Warn("putting back the tasks of a fetch whose reply was lost failed; they come back when their leases end",
+			slog.String("queue", q), slog.Any("error", err))
+		return
+	}
+	if n > 0 {
+		s.log.Info("put back the tasks of a fetch whose reply was lost", slog.String("queue", q), slog.Int64("tasks", n))
+	}
 }
 
 // Resignal leaves a wake-up token on queue's notify list (at most one), for

@@ -47,6 +47,7 @@ var (
 	// A task's life in its queue.
 	enqueueScript    = loadScript("enqueue")
 	dequeueScript    = loadScript("dequeue")
+	releaseScript    = loadScript("release_fetch")
 	extendScript     = loadScript("extend")
 	ackScript        = loadScript("ack")
 	ackSuccessScript = loadScript("ack_success")

@@ -243,3 +243,37 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 		t.Fatalf("%d tasks pending after the publish was sent again: the task was queued twice", n)
 	}
 }
+
+// TestLostReplyFetchPutsTheTasksBack: a fetch whose reply was lost took
+// tasks nobody will run; they go back to the head of the queue at once,
+// not when their leases end.
+func TestLostReplyFetchPutsTheTasksBack(t *testing.T) {
+	t.Parallel()
+	l := newLostReply(t)
+	// The first fetch loads the script: the reply lost is the second's.
+	if err := l.broker.Ack(ctxFor(t), l.take(t, "warm")); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		sig := &tasks.Signature{UUID: "task_" + id, Name: "add", RoutingKey: l.queue}
+		if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
+			t.Fatalf("PublishPending: %v", err)
+		}
+	}
+	l.loseReplyTo(t, ":paused") // a key only the fetch's script names
+	if ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3); err == nil {
+		t.Fatalf("Fetch with its reply lost: %d deliveries and no error", len(ds))
+	}
+	if got := l.info(t); got.Pending != 3 || got.Active != 0 {
+		t.Fatalf("queue right after the lost fetch: %+v, want the 3 tasks pending, none active", got)
+	}
+	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3)
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("Fetch: %d deliveries, %v; want 3", len(ds), err)
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		if got := ds[i].Signature.UUID; got != "task_"+id {
+			t.Errorf("delivery %d is %s, want task_%s: the tasks keep their order", i, got, id)
+		}
+	}
+}
