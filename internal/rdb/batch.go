@@ -271,14 +271,6 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 	return cmd
 }
 
-// RunOnce runs script through the batcher as RunScript does, for a script
-// that must not run twice: go-redis does not send it again, and it is
-// sent again only after Redis refused it; after an error that leaves open
-// whether it ran, that error is returned.
-func (b *Batcher) RunOnce(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
-	return b.runOnce(ctx, key, script, keys, args, retry{refusedOnly: true})
-}
-
 // RunSettle runs script, a settle script (see retry.go), with args after
 // its first argument, the "again" flag, through the batcher: go-redis never
 // sends it twice, and after an error that leaves unknown whether it ran it

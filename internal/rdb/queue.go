@@ -62,17 +62,19 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		q := byQueue[name]
 		qk := q.queue
 		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
-		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), randomHex(8)}, q.tasks...)
-		// On a single server a repeat finds the first run's tasks, or
-		// their states once they ran and were forgotten. On Cluster the
-		// states live on other nodes: a repeat after a lost reply could
-		// queue again a task that ran meanwhile, so the publish is not
-		// repeated, and its error says it may have happened.
-		run := s.batch.RunScript
-		if !s.oneNode {
-			run = s.batch.RunOnce
+		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), randomHex(8), "0"}, q.tasks...)
+		// go-redis does not send it again; machinist does, marked as a
+		// repeat, on a single server, where a repeat finds the first run's
+		// tasks, or their states once they ran and were forgotten. On
+		// Cluster the states live on other nodes: a repeat after a lost
+		// reply could queue again a task that ran meanwhile, so the
+		// publish is sent again only after a refusal, and the error of a
+		// lost reply says it may have happened.
+		r := retry{refusedOnly: true}
+		if s.oneNode {
+			r = retry{before: func() { args[4] = "1" }}
 		}
-		cmd := run(ctx, q.lane, enqueueScript, keys, args...)
+		cmd := s.batch.runOnce(ctx, q.lane, enqueueScript, keys, args, r)
 		if err := cmd.Err(); err != nil {
 			return fmt.Errorf("publish to queue %s: %w", name, err)
 		}

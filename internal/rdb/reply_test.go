@@ -772,12 +772,12 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	later := time.Now().Add(time.Hour).UnixMilli()
 
 	// enqueue: {0}, then {1, id}.
-	code, id, err := parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1",
+	code, id, err := parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0",
 		"a", msg("a"), 0, "b", msg("b"), 0, "c", msg("c"), later))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "a", msg("a"), 0))
+	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", "a", msg("a"), 0))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
 	}

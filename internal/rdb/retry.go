@@ -17,16 +17,17 @@ import (
 // go-redis sends a command again after an error that leaves unknown
 // whether Redis ran it (a read timeout, a reset connection), and a Redis
 // that hung past the read timeout runs both copies when it resumes. So
-// every script is one of three kinds:
+// every script is one of four kinds:
 //
 //   - Safe to run twice: the state and group writes, extend, forward,
-//     recover, elect, resign, and, on a single server, enqueue (a second
-//     run with the same publish token finds the first's tasks, or their
-//     states once they ran and were forgotten). go-redis may send them
-//     again, and RunScript does after such an error. On Cluster enqueue
-//     cannot see the states, so it is sent again only after Redis refused
-//     it (RunOnce), and a lost reply is reported as an error that says it
-//     may have run.
+//     recover, elect, resign. go-redis may send them again, and RunScript
+//     does after such an error.
+//   - Enqueue, which go-redis never sends twice: on a single server
+//     machinist sends it again marked as a repeat, which finds the first
+//     run's tasks by their publish token, or their states once they ran
+//     and were forgotten. On Cluster the states live on other nodes, so
+//     it is sent again only after Redis refused it, and a lost reply is
+//     reported as an error that says it may have run.
 //   - A settle (ack, ack_success, retry, archive, requeue), which a second
 //     run would refuse, finding the lease gone: go-redis never sends it
 //     twice (onceCmd); settle sends it again with its "again" argument set,

@@ -1,21 +1,26 @@
 -- enqueue: publish tasks to one queue, all or nothing, with their PENDING
 -- states when the state hashes are given. Safe to run twice: a second run
--- with the same publish token (go-redis sending it again after a lost
--- reply) finds the first's tasks, or their states once the tasks ran and
--- were forgotten, and reports success.
+-- with the same publish token (sent again after a lost reply) finds the
+-- first's tasks, or, marked as a repeat, their states once the tasks ran
+-- and were forgotten, and reports success.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
 -- KEYS[5..] the tasks' state hashes, one per task, in ARGV's order
---           (optional: on a single server only); the publish token is
---           kept in them (pub) with the PENDING state, or added to a state
---           that exists when k is 0
+--           (optional: on a single server only). With k > 0 the PENDING
+--           state is written with the publish token (pub); with k = 0 the
+--           PENDING states were written just before, by the sender.
 -- ARGV[1] task hash key prefix ("<prefix>:{<queue>}:t:")
 -- ARGV[2] state TTL in ms
 -- ARGV[3] k, how many state field, value items each task has (0 without
 --         KEYS[5..])
 -- ARGV[4] publish token, random per publish, kept in each task hash (pub)
--- ARGV[5..] for each task: id, message (JSON signature), ETA in ms since
+-- ARGV[5] "1" when the caller sends this again, not knowing whether its
+--         first run happened: a task whose hash is gone counts as
+--         published when its state names the token (k > 0) or is final
+--         (k = 0: the PENDING state the sender wrote has been replaced by
+--         the task's outcome)
+-- ARGV[6..] for each task: id, message (JSON signature), ETA in ms since
 --           the epoch (0: now), then k items: its PENDING state's fields
 --
 -- Returns: {0} when every task was published (by this run or an earlier
@@ -29,9 +34,10 @@ local now = now_ms()
 local k = tonumber(ARGV[3])
 local stride = 3 + k
 local states = #KEYS > 4
+local repeated = ARGV[5] == "1"
 local seen, archived = {}, {}
 local n = 4
-for i = 5, #ARGV, stride do
+for i = 6, #ARGV, stride do
 	local id = ARGV[i]
 	local key = ARGV[1] .. id
 	n = n + 1
@@ -42,8 +48,11 @@ for i = 5, #ARGV, stride do
 	if (busy or was_archived) and redis.call("HGET", key, "pub") == ARGV[4] then
 		return {0}
 	end
-	if states and not busy and redis.call("HGET", KEYS[n], "pub") == ARGV[4] then
-		return {0}
+	if repeated and states and not busy and not was_archived then
+		local state = redis.call("HMGET", KEYS[n], "pub", "state")
+		if k > 0 and state[1] == ARGV[4] or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
+			return {0}
+		end
 	end
 	if seen[id] or busy then
 		return {1, id}
@@ -53,18 +62,14 @@ for i = 5, #ARGV, stride do
 end
 local ready = false
 n = 4
-for i = 5, #ARGV, stride do
+for i = 6, #ARGV, stride do
 	local id = ARGV[i]
-	if states then
+	if k > 0 then
 		n = n + 1
-		if k > 0 then
-			local fields = { unpack(ARGV, i + 3, i + 2 + k) }
-			table.insert(fields, "pub")
-			table.insert(fields, ARGV[4])
-			write_state(KEYS[n], ARGV[2], "", fields)
-		elseif redis.call("EXISTS", KEYS[n]) == 1 then
-			redis.call("HSET", KEYS[n], "pub", ARGV[4])
-		end
+		local fields = { unpack(ARGV, i + 3, i + 2 + k) }
+		table.insert(fields, "pub")
+		table.insert(fields, ARGV[4])
+		write_state(KEYS[n], ARGV[2], "", fields)
 	end
 	if put(KEYS[1], KEYS[2], KEYS[3], ARGV[1] .. id, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived[id], ARGV[4], now) then
 		ready = true
