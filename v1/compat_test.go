@@ -1,4 +1,4 @@
-package machinist_test
+package machinery_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"time"
 
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -32,7 +32,7 @@ func machineryProgram() error {
 		Redis:           &config.RedisConfig{MaxIdle: 3, IdleTimeout: 240, ReadTimeout: 15, WriteTimeout: 15, ConnectTimeout: 15, NormalTasksPollPeriod: 1000, DelayedTasksPollPeriod: 500},
 		NoUnixSignals:   true,
 	}
-	server, err := machinist.NewServer(cnf)
+	server, err := machinery.NewServer(cnf)
 	if err != nil {
 		return err
 	}
@@ -104,12 +104,12 @@ func machineryProgram() error {
 	worker.SetErrorHandler(func(err error) {})
 	worker.SetPreTaskHandler(func(*tasks.Signature) {})
 	worker.SetPostTaskHandler(func(*tasks.Signature) {})
-	worker.SetPreConsumeHandler(func(*machinist.Worker) bool { return true })
+	worker.SetPreConsumeHandler(func(*machinery.Worker) bool { return true })
 	_ = worker.Process(sig)
 	errorsChan := make(chan error, 1)
 	worker.LaunchAsync(errorsChan)
 	worker.Quit()
-	if err := worker.Launch(); errors.Is(err, machinist.ErrWorkerQuitGracefully) || errors.Is(err, machinist.ErrWorkerQuitAbruptly) {
+	if err := worker.Launch(); errors.Is(err, machinery.ErrWorkerQuitGracefully) || errors.Is(err, machinery.ErrWorkerQuitAbruptly) {
 		return err
 	}
 

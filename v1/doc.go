@@ -1,12 +1,14 @@
-// Package machinist runs Go functions as background tasks and workflows
-// across many processes, with machinery's API on a broker that does not lose
-// work.
+// Package machinery is machinist's root package: it runs Go functions as
+// background tasks and workflows across many processes, with machinery's
+// API on a broker that does not lose work. It is named machinery, as
+// machinery v1's root package is, so that a machinery program that imports
+// it without a name only changes its import path.
 //
 // Register plain functions by name on a Server, send Signatures that name
 // them (alone, or as a chain, group or chord), and wait for their results;
 // Workers take the tasks from the broker and run them:
 //
-//	server, err := machinist.NewServer(&config.Config{}) // in-process broker and backend
+//	server, err := machinery.NewServer(&config.Config{}) // in-process broker and backend
 //	server.RegisterTask("add", func(a, b int64) (int64, error) { return a + b, nil })
 //	worker := server.NewWorker("worker-1", 10)
 //	go worker.Launch()
@@ -23,4 +25,4 @@
 // Every task a worker takes is held under a lease that the worker renews
 // while the task runs; a task whose worker died comes back by itself once
 // the lease runs out (package worker describes the protocol).
-package machinist
+package machinery

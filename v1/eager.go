@@ -1,4 +1,4 @@
-package machinist
+package machinery
 
 import (
 	"context"

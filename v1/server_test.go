@@ -1,4 +1,4 @@
-package machinist_test
+package machinery_test
 
 import (
 	"context"

@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -38,7 +38,7 @@ func run() error {
 	}
 	cnf.NoUnixSignals = true
 	cnf.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	server, err := machinist.NewServer(cnf)
+	server, err := machinery.NewServer(cnf)
 	if err != nil {
 		return err
 	}
