@@ -9,6 +9,8 @@ import (
 	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/log"
+	"github.com/b6192125/machinist/v1/retry"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -34,8 +36,18 @@ func machineryProgram() error {
 	}
 	server, err := machinery.NewServer(cnf)
 	if err != nil {
-		return err
+		log.FATAL.Fatalln(err)
 	}
+	log.Set(log.INFO)
+	log.SetDebug(log.DEBUG)
+	log.SetInfo(log.INFO)
+	log.SetWarning(log.WARNING)
+	log.SetError(log.ERROR)
+	log.SetFatal(log.FATAL)
+	log.INFO.Println("server ready")
+	log.ERROR.Printf("%v", errors.New("x"))
+	_ = retry.FibonacciNext(retry.Fibonacci()())
+	retry.Closure()(make(chan int))
 	if err := server.RegisterTasks(map[string]interface{}{"add": func(args ...int64) (int64, error) { return 0, nil }}); err != nil {
 		return err
 	}

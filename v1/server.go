@@ -16,6 +16,7 @@ import (
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	mlog "github.com/b6192125/machinist/v1/log"
 	"github.com/b6192125/machinist/v1/tasks"
 	"github.com/b6192125/machinist/v1/worker"
 )
@@ -43,7 +44,7 @@ type Server struct {
 // package config); a configuration that cannot work is refused with an error
 // wrapping config.ErrInvalid that names the field. cnf itself is not changed.
 func NewServer(cnf *config.Config) (*Server, error) {
-	c := cnf.WithDefaults()
+	c := withDefaults(cnf)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func NewServer(cnf *config.Config) (*Server, error) {
 // of client: Close does not close it. client is a go-redis v9 client
 // (*redis.Client, *redis.ClusterClient, *redis.Ring, a Sentinel client).
 func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalClient) (*Server, error) {
-	c := cnf.WithDefaults()
+	c := withDefaults(cnf)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -79,14 +80,22 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 // owns. cnf gets its defaults as in NewServer but is not validated against
 // the URLs.
 func NewServerWithBrokerBackend(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend) *Server {
-	return newServer(cnf.WithDefaults(), broker, backend)
+	return newServer(withDefaults(cnf), broker, backend)
+}
+
+// withDefaults returns cnf with its defaults; a nil Logger becomes one on
+// package log's Handler: slog.Default(), or the level loggers a machinery
+// program set with log.Set.
+func withDefaults(cnf *config.Config) *config.Config {
+	c := cnf.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(mlog.Handler())
+	}
+	return c
 }
 
 func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface.Backend) *Server {
 	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	s := &Server{
 		config:          c,
 		registeredTasks: make(map[string]interface{}),
@@ -158,7 +167,7 @@ func (s *Server) GetConfig() *config.Config {
 // SetConfig replaces the configuration (defaults applied) used from now on.
 // The broker and backend are not rebuilt.
 func (s *Server) SetConfig(cnf *config.Config) {
-	c := cnf.WithDefaults()
+	c := withDefaults(cnf)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.config = c

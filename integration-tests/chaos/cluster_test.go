@@ -23,15 +23,17 @@ import (
 //
 //   - manual: CLUSTER FAILOVER, which hands over only once the replica has
 //     every acknowledged write; clients of the old master get MOVED;
-//   - master-killed: SIGKILL; the cluster promotes the replica by itself
-//     (node timeout 1 s) and the dead master stays down;
-//   - master-killed-restarted: the same, and the killed node comes back at
-//     once, as the new master's replica.
+//   - master-killed-restarted: SIGKILL; the cluster promotes the replica
+//     by itself (node timeout 1 s), and the killed node comes back as the
+//     new master's replica.
 //
 // Every accepted send must finish, and work must flow again within 30 s of
-// the cluster serving every slot. A killed master may take with it writes
-// it acknowledged but had not yet passed to its replica (replication is
-// asynchronous): the ledger would report those as lost, and the test fail.
+// the cluster serving every slot. Replication is asynchronous: a killed
+// master takes with it the writes it acknowledged but had not passed on
+// (42 accepted chains in one run under load), so the Server runs with
+// Redis.MinReplicas 1, and its writes wait for the replica. With the
+// killed node left down, the promoted master has no replica: sends then
+// fail, saying they may have happened, until one is back.
 func TestClusterFailoverLosesNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -39,7 +41,6 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 		fault func(t *testing.T, c *redistest.Cluster, key string)
 	}{
 		{"manual", func(t *testing.T, c *redistest.Cluster, key string) { c.Failover(t, key) }},
-		{"master-killed", func(t *testing.T, c *redistest.Cluster, key string) { c.KillMaster(t, key) }},
 		{"master-killed-restarted", func(t *testing.T, c *redistest.Cluster, key string) {
 			killed := c.KillMaster(t, key)
 			c.Restart(t, killed)
@@ -57,7 +58,7 @@ func clusterFailover(t *testing.T, fault func(t *testing.T, c *redistest.Cluster
 	defer cancel()
 	cluster := redistest.StartCluster(t, redistest.WithReplicas(1))
 	l := newLedger(t)
-	s := l.newServer(t, cluster.URL(), "W")
+	s := l.newServer(t, cluster.URL(), "W", func(c *config.Config) { c.Redis.MinReplicas = 1 })
 	l.startWorker(t, s, 10)
 	key := "{" + s.GetConfig().DefaultQueue + "}" // the slot of every key of the queue
 	master := cluster.MasterOf(t, key)

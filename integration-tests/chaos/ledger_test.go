@@ -23,6 +23,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
@@ -507,6 +508,7 @@ func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinist.Server) 
 func mayHaveRun(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, rdb.ErrNotReplicated) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 

@@ -134,7 +134,17 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		if t.DB != 0 {
 			return nil, fmt.Errorf("%w %s: Redis Cluster has only database 0", ErrURL, t)
 		}
-		cc := goredis.NewClusterClient(opts.Cluster())
+		co := opts.Cluster()
+		if n := rc.MinReplicas; n > 0 {
+			// Each node's pipelines end with WAIT (replicas.go).
+			r := replicas{n: n, timeout: replicaTimeout(cnf)}
+			co.NewClient = func(o *goredis.Options) *goredis.Client {
+				c := goredis.NewClient(o)
+				c.AddHook(waitHook{r})
+				return c
+			}
+		}
+		cc := goredis.NewClusterClient(co)
 		cc.AddHook(reloadSlots{cc})
 		return cc, nil
 	}

@@ -21,7 +21,9 @@ import (
 // ErrNotReplicated, which leaves open whether it happened, and is sent
 // again like a lost reply (retry.go). A settle sent again finds its first
 // run's effect on the promoted replica or, if the first run was lost with
-// the old master, runs there.
+// the old master, runs there. WAIT has no key, so on Redis Cluster each
+// node's client adds it to its own pipelines (waitHook, set up by
+// NewClient) and single writes go as pipelines.
 
 // ErrNotReplicated is wrapped by the error of a write that fewer replicas
 // than Options.MinReplicas confirmed in time: the master may have applied
@@ -29,15 +31,19 @@ import (
 var ErrNotReplicated = errors.New("rdb: write not confirmed by enough replicas")
 
 // replicas is how writes wait for replicas: n of them, for at most
-// timeout; n == 0 does not wait.
+// timeout; n == 0 does not wait. With byNodes (Redis Cluster) the nodes'
+// clients add WAIT to their pipelines themselves (waitHook), and writes
+// only have to go as pipelines.
 type replicas struct {
 	n       int
 	timeout time.Duration
+	byNodes bool
 }
 
-// wait queues WAIT on p, or nothing when writes do not wait.
+// wait queues WAIT on p, or nothing when writes do not wait (or the nodes
+// add it).
 func (r replicas) wait(ctx context.Context, p goredis.Pipeliner) *goredis.IntCmd {
-	if r.n == 0 {
+	if r.n == 0 || r.byNodes {
 		return nil
 	}
 	cmd := goredis.NewIntCmd(ctx, "wait", r.n, r.timeout.Milliseconds())
@@ -67,6 +73,26 @@ func mark(cmds []goredis.Cmder, err error) {
 		if c.Err() == nil {
 			c.SetErr(err)
 		}
+	}
+}
+
+// waitHook ends each pipeline of a cluster node's client with WAIT on the
+// same connection, and gives the pipeline's commands its error when too
+// few replicas confirmed them.
+type waitHook struct{ r replicas }
+
+func (waitHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (waitHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (h waitHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		w := goredis.NewIntCmd(ctx, "wait", h.r.n, h.r.timeout.Milliseconds())
+		err := next(ctx, append(cmds[:len(cmds):len(cmds)], w))
+		if werr := h.r.check(w); werr != nil {
+			mark(cmds, werr)
+		}
+		return err
 	}
 }
 

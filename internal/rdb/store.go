@@ -46,9 +46,12 @@ type Options struct {
 	BlockTimeout time.Duration
 	// MinReplicas, when not 0, makes every write machinist counts on wait
 	// until this many replicas have it, for at most ReplicaTimeout
-	// (replicas.go). Not on Redis Cluster.
+	// (replicas.go).
 	MinReplicas    int
 	ReplicaTimeout time.Duration
+	// nodesWait says a cluster client's nodes end their pipelines with
+	// WAIT themselves (NewClient's waitHook).
+	nodesWait bool
 	// Logger receives what the store logs (a state write queued without
 	// waiting that failed) and go-redis's own lines (see logging.go).
 	// Default slog.Default().
@@ -102,10 +105,17 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 	_, cluster := client.(*goredis.ClusterClient)
 	_, oneNode := client.(*goredis.Client)
 	batch := NewBatcher(client)
-	if cluster && opts.MinReplicas > 0 {
-		opts.Logger.Warn("MinReplicas is not supported on Redis Cluster: writes do not wait for replicas")
-	} else {
+	switch {
+	case !cluster:
 		batch.repl = replicas{n: opts.MinReplicas, timeout: opts.ReplicaTimeout}
+	case opts.MinReplicas == 0:
+	case opts.nodesWait:
+		// WAIT has no key: a cluster pipeline would send it to any node.
+		// The nodes add it to each of their pipelines instead, and single
+		// writes go as pipelines.
+		batch.repl = replicas{n: opts.MinReplicas, timeout: opts.ReplicaTimeout, byNodes: true}
+	default:
+		opts.Logger.Warn("MinReplicas needs a cluster client made from a URL by machinist: writes do not wait for replicas")
 	}
 	return &Store{
 		client:     client,
@@ -139,11 +149,9 @@ func Dial(rawURL string, cnf *config.Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, cluster := c.(*goredis.ClusterClient); cluster && cnf.Redis.MinReplicas > 0 {
-		_ = c.Close()
-		return nil, fmt.Errorf("%w %s: Redis.MinReplicas is not supported on Redis Cluster", ErrURL, config.RedactURL(rawURL))
-	}
-	return New(c, OptionsFrom(cnf), true), nil
+	opts := OptionsFrom(cnf)
+	_, opts.nodesWait = c.(*goredis.ClusterClient) // NewClient gave its nodes a waitHook
+	return New(c, opts, true), nil
 }
 
 // OneNode reports whether the store is a single Redis server, where one

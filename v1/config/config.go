@@ -183,8 +183,9 @@ type Config struct {
 	// ArchiveMaxAge is how long a dead letter is kept. Default 90 days.
 	ArchiveMaxAge time.Duration `yaml:"archive_max_age" envconfig:"ARCHIVE_MAX_AGE"`
 
-	// Logger receives the Server's and its workers' logs. Default
-	// slog.Default().
+	// Logger receives the Server's and its workers' logs. Default:
+	// slog.Default(), or, once a program replaced machinery's level
+	// loggers (package log's Set…), those.
 	Logger *slog.Logger `yaml:"-" ignored:"true"`
 
 	// reload follows the file of a Config loaded with keepReloading; nil
@@ -236,7 +237,9 @@ type RedisConfig struct {
 	// 1, a Sentinel failover loses nothing that was reported sent or
 	// settled; with the default 0 (Redis's asynchronous replication) the
 	// writes of the moments before a failover can be lost. Each write
-	// then costs the replication's latency. Not supported on Redis Cluster.
+	// then costs the replication's latency. On Redis Cluster it needs a
+	// cluster made from the URL (not a client passed in), and a shard whose
+	// replica is gone refuses writes until one is back.
 	MinReplicas int `yaml:"min_replicas" envconfig:"REDIS_MIN_REPLICAS"`
 
 	// KeyPrefix starts every key machinist writes, so that two applications

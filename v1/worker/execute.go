@@ -11,6 +11,7 @@ import (
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/retry"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -468,16 +469,9 @@ func resultArgs(results []*tasks.TaskResult) []tasks.Arg {
 }
 
 // fibonacciNext returns the first Fibonacci number greater than n:
-// 0→1→2→3→5→8…, the retry timeouts in seconds, up to MaxRetryDelay (at
-// most 40 steps; machinery's loop never ended for a huge n).
+// 0→1→2→3→5→8…, the retry timeouts in seconds, up to MaxRetryDelay
+// (retry.FibonacciNext takes at most 92 steps; machinery's loop never
+// ended for a huge n).
 func fibonacciNext(n int) int {
-	limit := int(MaxRetryDelay / time.Second)
-	if n >= limit {
-		return limit
-	}
-	a, b := 1, 1
-	for b <= n {
-		a, b = b, a+b
-	}
-	return min(b, limit)
+	return min(retry.FibonacciNext(n), int(MaxRetryDelay/time.Second))
 }

@@ -121,3 +121,41 @@ func TestMinReplicasWithoutReplicaSaysSo(t *testing.T) {
 		t.Errorf("the master does not have the task: the error should not have said it may have happened")
 	}
 }
+
+// TestMinReplicasOnCluster: on Redis Cluster each node's pipelines end with
+// WAIT; a send whose slot's replica stops answering is held back until it
+// is back.
+func TestMinReplicasOnCluster(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	cluster := redistest.StartCluster(t, redistest.WithReplicas(1))
+	cnf := (&config.Config{
+		Broker:        cluster.URL(),
+		ResultBackend: cluster.URL(),
+		Redis:         &config.RedisConfig{MinReplicas: 1, ReadTimeout: 1},
+	}).WithDefaults()
+	b, err := redisbroker.Dial(cluster.URL(), cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if err := b.PublishPending(ctx, &tasks.Signature{UUID: "task_c1", Name: "add", RoutingKey: "q"}); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	replica := cluster.ReplicasOf(t, "{q}")[0]
+	replica.Pause(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.PublishPending(ctx, &tasks.Signature{UUID: "task_c2", Name: "add", RoutingKey: "q"})
+	}()
+	time.Sleep(300 * time.Millisecond) // the fault: the replica paused for 300 ms
+	select {
+	case err := <-done:
+		t.Fatalf("a send returned (%v) while the replica of its slot was paused", err)
+	default:
+	}
+	replica.Resume(t)
+	if err := <-done; err != nil {
+		t.Fatalf("the send held back by the paused replica: %v, want success once it was back", err)
+	}
+}

@@ -1,0 +1,114 @@
+package log_test
+
+import (
+	"bytes"
+	"errors"
+	stdlog "log"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/config"
+	mlog "github.com/b6192125/machinist/v1/log"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// These tests change the package's globals and slog's default: they do
+// not run in parallel, and the one that replaces level loggers (there is
+// no undoing that) comes last.
+
+// captureDefault makes slog.Default() write text to the returned buffer
+// until the test ends.
+func captureDefault(t *testing.T) *syncBuffer {
+	t.Helper()
+	var buf syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	return &buf
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestDefaultLoggersWriteToSlog(t *testing.T) {
+	buf := captureDefault(t)
+	mlog.INFO.Println("worker", "started")
+	mlog.WARNING.Printf("retry in %ds", 5)
+	out := buf.String()
+	for _, want := range []string{`level=INFO msg="worker started"`, `level=WARN msg="retry in 5s"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("slog.Default() got %q, want a line with %s", out, want)
+		}
+	}
+}
+
+func TestHandlerFollowsSlogDefaultThenTheReplacedLoggers(t *testing.T) {
+	buf := captureDefault(t)
+	logger := slog.New(mlog.Handler()).With(slog.String("worker", "w1"))
+	logger.Info("task done", slog.String("task_id", "t1"))
+	if out := buf.String(); !strings.Contains(out, `msg="task done" worker=w1 task_id=t1`) {
+		t.Fatalf("before Set, slog.Default() got %q", out)
+	}
+
+	var info, errs bytes.Buffer
+	mlog.SetInfo(stdlog.New(&info, "INFO: ", 0))
+	mlog.SetError(stdlog.New(&errs, "ERROR: ", 0))
+	logger.Info("task done", slog.String("task_id", "t2"))
+	logger.Error("task failed", slog.String("error", "boom"))
+	if got := info.String(); got != "INFO: task done worker=w1 task_id=t2\n" {
+		t.Errorf("INFO logger got %q", got)
+	}
+	if got := errs.String(); got != "ERROR: task failed worker=w1 error=boom\n" {
+		t.Errorf("ERROR logger got %q", got)
+	}
+	if strings.Contains(buf.String(), "t2") {
+		t.Errorf("after SetInfo, slog.Default() still got %q", buf.String())
+	}
+}
+
+// TestServerLogsGoToTheLevelLoggers: a Server whose Config.Logger is nil
+// logs through the level loggers a program set, as machinery's did.
+func TestServerLogsGoToTheLevelLoggers(t *testing.T) {
+	var errs syncBuffer
+	mlog.SetError(stdlog.New(&errs, "ERROR: ", 0))
+	server, err := machinery.NewServer(&config.Config{NoUnixSignals: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Close() })
+	if err := server.RegisterTask("fail", func() error { return errors.New("boom") }); err != nil {
+		t.Fatal(err)
+	}
+	worker := server.NewWorker("w", 1)
+	done := make(chan error, 1)
+	worker.LaunchAsync(done)
+	t.Cleanup(func() { worker.Quit(); <-done })
+	res, err := server.SendTask(&tasks.Signature{Name: "fail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.GetWithTimeout(10*time.Second, time.Millisecond); err == nil {
+		t.Fatal("the task that returns an error succeeded")
+	}
+	if out := errs.String(); !strings.Contains(out, "ERROR: task failed") || !strings.Contains(out, "error=boom") {
+		t.Errorf("the ERROR logger got %q, want the worker's \"task failed\" line with error=boom", out)
+	}
+}
