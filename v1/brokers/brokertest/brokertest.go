@@ -1040,6 +1040,16 @@ func testPendingAndDelayedTasks(t *testing.T, s *suite) {
 		t.Fatalf(`GetPendingTasks(""): %v`, err)
 	}
 	wantOrder(t, `GetPendingTasks("") (the default queue)`, sigUUIDs(got), []string{def.UUID})
+
+	// Every task, however many (machinery's LRANGE 0 -1): past any page.
+	many := queueName(t, "many")
+	all := newSigs(many, "m", 2500)
+	publish(t, b, all...)
+	got, err = b.GetPendingTasks(many)
+	if err != nil {
+		t.Fatalf("GetPendingTasks of %d tasks: %v", len(all), err)
+	}
+	wantOrder(t, "GetPendingTasks of 2500 tasks", sigUUIDs(got), sigUUIDs(all))
 }
 
 func testClose(t *testing.T, s *suite) {

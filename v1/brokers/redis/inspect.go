@@ -2,7 +2,6 @@ package redisbroker
 
 import (
 	"context"
-	"time"
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -51,23 +50,20 @@ func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
 	return wrap(b.store.ResumeQueue(ctx, queue))
 }
 
-// GetPendingTasks lists the pending tasks of queue (DefaultQueue when empty).
-// It is machinery's method, bounded to 1000 tasks and 10 seconds.
+// GetPendingTasks lists every pending task of queue (DefaultQueue when
+// empty), in the order Fetch takes them. It is machinery's method.
 func (b *Broker) GetPendingTasks(queue string) ([]*tasks.Signature, error) {
 	if queue == "" {
 		queue = b.opts.DefaultQueue
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	infos, err := b.ListTasks(ctx, queue, iface.StatusPending, 0, 1000)
+	infos, err := b.ListTasks(context.Background(), queue, iface.StatusPending, 0, 0)
 	return signatures(infos), err
 }
 
-// GetDelayedTasks lists the scheduled and retrying tasks of every queue. It
-// is machinery's method, bounded to 1000 tasks per queue and 10 seconds.
+// GetDelayedTasks lists every scheduled and retrying task of every queue.
+// It is machinery's method.
 func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := context.Background()
 	queues, err := b.Queues(ctx)
 	if err != nil {
 		return nil, err
@@ -75,7 +71,7 @@ func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
 	var out []*tasks.Signature
 	for _, q := range queues {
 		for _, st := range []iface.TaskStatus{iface.StatusScheduled, iface.StatusRetry} {
-			infos, err := b.ListTasks(ctx, q, st, 0, 1000)
+			infos, err := b.ListTasks(ctx, q, st, 0, 0)
 			if err != nil {
 				return nil, err
 			}
