@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -43,6 +44,19 @@ func pairs() []pair {
 		{name: "redis", config: func(t *testing.T) *config.Config {
 			srv := redistest.Shared(t)
 			return redisConfig(srv.URL(), srv.Prefix(t))
+		}},
+		{name: "socket", config: func(t *testing.T) *config.Config {
+			// machinery's redis+socket:// URL, on a server of the test's
+			// own that listens on a Unix socket (a short path: the limit
+			// is about 100 bytes).
+			dir, err := os.MkdirTemp("", "rs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "redis.sock")
+			redistest.Start(t, redistest.WithArgs("--unixsocket", sock, "--unixsocketperm", "700"))
+			return redisConfig("redis+socket://"+sock, "socket")
 		}},
 		{name: "cluster", config: func(t *testing.T) *config.Config {
 			c := redistest.SharedCluster(t)

@@ -32,10 +32,16 @@ type Target struct {
 	Password string
 	DB       int
 	TLS      bool
+	// Socket is the path of a Unix socket ("redis+socket://"); Addrs is
+	// then empty.
+	Socket string
 }
 
 // String returns the URL without credentials.
 func (t Target) String() string {
+	if t.Socket != "" {
+		return fmt.Sprintf("redis+socket://%s:/%d", t.Socket, t.DB)
+	}
 	scheme := "redis"
 	if t.TLS {
 		scheme = "rediss"
@@ -45,23 +51,28 @@ func (t Target) String() string {
 
 // IsURL reports whether u is a Redis URL.
 func IsURL(u string) bool {
-	return strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://")
+	return strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://") || strings.HasPrefix(u, "redis+socket://")
 }
 
-// Parse reads "redis://[user:password@]host:port[,host:port...][/db]" or
-// the same with "rediss://". A user name without a password is taken as the
-// password, as machinery does.
+// Parse reads "redis://[user:password@]host:port[,host:port...][/db]", the
+// same with "rediss://", or machinery's Unix-socket form
+// "redis+socket://[[user:]password@]/path/to/redis.sock[:/db]". A user name
+// without a password is taken as the password, as machinery does.
 func Parse(raw string) (Target, error) {
 	bad := func(why string) (Target, error) {
 		return Target{}, fmt.Errorf("%w %q: %s", ErrURL, config.RedactURL(raw), why)
 	}
 	var t Target
 	rest, ok := strings.CutPrefix(raw, "redis://")
+	socket := false
 	if !ok {
-		if rest, ok = strings.CutPrefix(raw, "rediss://"); !ok {
-			return bad(`want "redis://" or "rediss://"`)
+		if rest, ok = strings.CutPrefix(raw, "rediss://"); ok {
+			t.TLS = true
+		} else if rest, ok = strings.CutPrefix(raw, "redis+socket://"); ok {
+			socket = true
+		} else {
+			return bad(`want "redis://", "rediss://" or "redis+socket://"`)
 		}
-		t.TLS = true
 	}
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		userinfo := rest[:at]
@@ -77,6 +88,21 @@ func Parse(raw string) (Target, error) {
 		if !hasPass {
 			t.Username, t.Password = "", t.Username
 		}
+	}
+	if socket {
+		path, db, hasDB := strings.Cut(rest, ":/")
+		if !strings.HasPrefix(path, "/") {
+			return bad("want the socket's absolute path: redis+socket://[password@]/path/to/redis.sock[:/db]")
+		}
+		t.Socket = path
+		if hasDB && db != "" {
+			n, err := strconv.Atoi(db)
+			if err != nil || n < 0 {
+				return bad("the database must be a number")
+			}
+			t.DB = n
+		}
+		return t, nil
 	}
 	hosts, db, hasDB := strings.Cut(rest, "/")
 	if hasDB && db != "" {
@@ -124,6 +150,14 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		ReadTimeout:     time.Duration(rc.ReadTimeout) * time.Second,
 		WriteTimeout:    time.Duration(rc.WriteTimeout) * time.Second,
 		IsClusterMode:   rc.ClusterMode || len(t.Addrs) > 1 && rc.MasterName == "",
+	}
+	if t.Socket != "" {
+		if rc.ClusterMode || rc.MasterName != "" {
+			return nil, fmt.Errorf("%w %s: a Unix socket is one server, not a Cluster or a Sentinel group", ErrURL, t)
+		}
+		o := opts.Simple()
+		o.Network, o.Addr = "unix", t.Socket
+		return goredis.NewClient(o), nil
 	}
 	if t.TLS {
 		if opts.TLSConfig, err = tlsConfig(t, cnf); err != nil {

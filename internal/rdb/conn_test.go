@@ -23,6 +23,9 @@ func TestParse(t *testing.T) {
 		{"redis://user:p%40ss@h:1", Target{Addrs: []string{"h:1"}, Username: "user", Password: "p@ss"}},
 		{"redis://onlypassword@h:1", Target{Addrs: []string{"h:1"}, Password: "onlypassword"}},
 		{"rediss://a:1,b:2,c:3", Target{Addrs: []string{"a:1", "b:2", "c:3"}, TLS: true}},
+		{"redis+socket:///tmp/redis.sock", Target{Socket: "/tmp/redis.sock"}},
+		{"redis+socket://secret@/tmp/redis.sock:/3", Target{Socket: "/tmp/redis.sock", Password: "secret", DB: 3}},
+		{"redis+socket://u:p@/var/run/redis/r.sock", Target{Socket: "/var/run/redis/r.sock", Username: "u", Password: "p"}},
 	} {
 		got, err := Parse(tc.url)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -37,6 +40,8 @@ func TestParseErrorsHideCredentials(t *testing.T) {
 		"http://user:secret@h",
 		"redis://user:secret@",
 		"redis://user:secret@h:1/notanumber",
+		"redis+socket://user:secret@tmp/relative.sock",
+		"redis+socket://user:secret@/tmp/r.sock:/x",
 	} {
 		_, err := Parse(u)
 		if !errors.Is(err, ErrURL) {
@@ -94,5 +99,18 @@ func TestNewClientKinds(t *testing.T) {
 	cnf.Redis.CACertFile = "/nonexistent/ca.pem"
 	if _, err := NewClient("rediss://a:1", cnf); err == nil || !strings.Contains(err.Error(), "CACertFile") {
 		t.Errorf("missing CA file: %v", err)
+	}
+	cnf = (&config.Config{}).WithDefaults()
+	c5, err := NewClient("redis+socket://pw@/tmp/r.sock:/2", cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c5.Close()
+	if opts := c5.(*goredis.Client).Options(); opts.Network != "unix" || opts.Addr != "/tmp/r.sock" || opts.Password != "pw" || opts.DB != 2 {
+		t.Errorf("redis+socket:// gave network %q, address %q, database %d", opts.Network, opts.Addr, opts.DB)
+	}
+	cnf.Redis.MasterName = "m"
+	if _, err := NewClient("redis+socket:///tmp/r.sock", cnf); !errors.Is(err, ErrURL) {
+		t.Errorf("redis+socket:// with MasterName: %v, want ErrURL", err)
 	}
 }

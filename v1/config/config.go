@@ -116,7 +116,8 @@ type Config struct {
 	// Broker is where tasks are queued: "memory://" (default; a private
 	// in-process broker), "memory://NAME" (an in-process broker shared by
 	// every Server of the process that names it), "eager" (each task runs
-	// inside SendTask, before it returns), or "redis://", "rediss://" for Redis.
+	// inside SendTask, before it returns), or "redis://", "rediss://" or
+	// "redis+socket://" (a Unix socket) for Redis.
 	Broker string `yaml:"broker" envconfig:"BROKER"`
 	// Lock is accepted for compatibility and ignored: periodic tasks fire
 	// once per tick through the broker whatever it says.

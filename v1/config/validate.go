@@ -197,12 +197,12 @@ func validateURL(u string) error {
 			return errors.New(`a memory URL is "memory://" or "memory://NAME"`)
 		}
 		return nil
-	case strings.HasPrefix(u, "redis://"), strings.HasPrefix(u, "rediss://"):
+	case strings.HasPrefix(u, "redis://"), strings.HasPrefix(u, "rediss://"), strings.HasPrefix(u, "redis+socket://"):
 		return nil
 	case u == "":
 		return errors.New("must not be empty")
 	default:
-		return errors.New(`unsupported scheme: want "memory://", "eager", "redis://" or "rediss://"`)
+		return errors.New(`unsupported scheme: want "memory://", "eager", "redis://", "rediss://" or "redis+socket://"`)
 	}
 }
 
