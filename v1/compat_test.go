@@ -33,6 +33,10 @@ func machineryProgram() error {
 		AMQP:            &config.AMQPConfig{Exchange: "machinery_exchange", ExchangeType: "direct", BindingKey: "machinery_task"},
 		Redis:           &config.RedisConfig{MaxIdle: 3, IdleTimeout: 240, ReadTimeout: 15, WriteTimeout: 15, ConnectTimeout: 15, NormalTasksPollPeriod: 1000, DelayedTasksPollPeriod: 500},
 		NoUnixSignals:   true,
+		SQS:             &config.SQSConfig{WaitTimeSeconds: 10},
+		GCPPubSub:       &config.GCPPubSubConfig{MaxExtension: time.Minute},
+		MongoDB:         &config.MongoDBConfig{Database: "machinery"},
+		DynamoDB:        &config.DynamoDBConfig{TaskStatesTable: "task_states", GroupMetasTable: "group_metas"},
 	}
 	server, err := machinery.NewServer(cnf)
 	if err != nil {

@@ -141,6 +141,14 @@ type Config struct {
 	AMQP *AMQPConfig `yaml:"amqp" envconfig:"AMQP"`
 	// Redis configures the Redis connection and broker.
 	Redis *RedisConfig `yaml:"redis" envconfig:"REDIS"`
+	// SQS, GCPPubSub, MongoDB and DynamoDB are machinery's settings for
+	// brokers and backends machinist does not have. They are accepted, so
+	// that code and files that set them still build and load, and ignored;
+	// a Broker or ResultBackend URL of theirs is refused by NewServer.
+	SQS       *SQSConfig       `yaml:"sqs" ignored:"true"`
+	GCPPubSub *GCPPubSubConfig `yaml:"-" ignored:"true"`
+	MongoDB   *MongoDBConfig   `yaml:"-" ignored:"true"`
+	DynamoDB  *DynamoDBConfig  `yaml:"dynamodb" ignored:"true"`
 	// TLSConfig is used for Redis connections made from a "rediss://" URL.
 	// It is never switched on by a plain "redis://" URL, and never set by
 	// NewFromEnvironment.
@@ -249,6 +257,36 @@ type RedisConfig struct {
 	// CACertFile is a PEM file of the CAs trusted for "rediss://"
 	// connections, in addition to TLSConfig's.
 	CACertFile string `yaml:"ca_cert_file" envconfig:"REDIS_CA_CERT_FILE"`
+}
+
+// SQSConfig is machinery's Amazon SQS setting: accepted and ignored.
+// Client holds machinery's *sqs.SQS.
+type SQSConfig struct {
+	Client            interface{} `yaml:"-"`
+	WaitTimeSeconds   int         `yaml:"receive_wait_time_seconds"`
+	VisibilityTimeout *int        `yaml:"receive_visibility_timeout"`
+}
+
+// GCPPubSubConfig is machinery's Google Cloud Pub/Sub setting: accepted and
+// ignored. Client holds machinery's *pubsub.Client.
+type GCPPubSubConfig struct {
+	Client       interface{}
+	MaxExtension time.Duration
+}
+
+// MongoDBConfig is machinery's MongoDB backend setting: accepted and
+// ignored. Client holds machinery's *mongo.Client.
+type MongoDBConfig struct {
+	Client   interface{}
+	Database string
+}
+
+// DynamoDBConfig is machinery's DynamoDB backend setting: accepted and
+// ignored. Client holds machinery's *dynamodb.DynamoDB.
+type DynamoDBConfig struct {
+	Client          interface{} `yaml:"-"`
+	TaskStatesTable string      `yaml:"task_states_table"`
+	GroupMetasTable string      `yaml:"group_metas_table"`
 }
 
 // AMQPConfig is accepted for compatibility with machinery and ignored.

@@ -85,14 +85,11 @@ func NewFromEnvironment() (*Config, error) {
 	return cnf, nil
 }
 
-// yamlFile is the shape of a configuration file: a Config, plus the
-// sections of machinery's that machinist has no use for. sqs and dynamodb
-// are accepted and ignored, so that a machinery file loads; tlsconfig is
-// refused, because ignoring a TLS setting silently would be worse.
+// yamlFile is the shape of a configuration file: a Config, plus
+// tlsconfig, which is refused, because ignoring a TLS setting silently
+// would be worse. (sqs and dynamodb load into the Config, and are ignored.)
 type yamlFile struct {
 	Config    Config    `yaml:",inline"`
-	SQS       yaml.Node `yaml:"sqs"`
-	DynamoDB  yaml.Node `yaml:"dynamodb"`
 	TLSConfig yaml.Node `yaml:"tlsconfig"`
 }
 

@@ -20,7 +20,11 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every field a file can set must be set by full.yml.
-	checkAllSet(t, reflect.ValueOf(got), "", map[string]bool{"TLSConfig": true, "Logger": true})
+	// The clients and the sections that have no YAML (machinery's neither)
+	// are set in code only.
+	checkAllSet(t, reflect.ValueOf(got), "", map[string]bool{"TLSConfig": true, "Logger": true,
+		"SQS.Client": true, "DynamoDB.Client": true, "GCPPubSub": true, "MongoDB": true})
+	visibility := 456
 	want := &Config{
 		Broker:                  "redis://:password@localhost:6379/1",
 		Lock:                    "eager",
@@ -57,6 +61,8 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 			KeyPrefix:              "full",
 			CACertFile:             "/etc/ssl/full-ca.pem",
 		},
+		SQS:                   &SQSConfig{WaitTimeSeconds: 123, VisibilityTimeout: &visibility},
+		DynamoDB:              &DynamoDBConfig{TaskStatesTable: "task_states", GroupMetasTable: "group_metas"},
 		LeaseDuration:         15 * time.Second,
 		LeaseRenewInterval:    3 * time.Second,
 		RecoverInterval:       2 * time.Second,

@@ -87,6 +87,10 @@ func (c *Config) copyFields() Config {
 		ResultBackend:           c.ResultBackend,
 		ResultsExpireIn:         c.ResultsExpireIn,
 		TLSConfig:               c.TLSConfig,
+		SQS:                     c.SQS,
+		GCPPubSub:               c.GCPPubSub,
+		MongoDB:                 c.MongoDB,
+		DynamoDB:                c.DynamoDB,
 		NoUnixSignals:           c.NoUnixSignals,
 		LeaseDuration:           c.LeaseDuration,
 		LeaseRenewInterval:      c.LeaseRenewInterval,
@@ -201,9 +205,30 @@ func validateURL(u string) error {
 		return nil
 	case u == "":
 		return errors.New("must not be empty")
+	case unsupported(u) != "":
+		return fmt.Errorf(`%s is one of machinery's brokers or backends that machinist does not have: use "redis://" (or "memory://" within one process)`, unsupported(u))
 	default:
 		return errors.New(`unsupported scheme: want "memory://", "eager", "redis://", "rediss://" or "redis+socket://"`)
 	}
+}
+
+// unsupported names the service of one of machinery's URLs that machinist
+// does not support, or returns "".
+func unsupported(u string) string {
+	lower := strings.ToLower(u)
+	for _, s := range []struct{ prefix, name string }{
+		{"amqp://", "AMQP (RabbitMQ)"}, {"amqps://", "AMQP (RabbitMQ)"},
+		{"gcppubsub://", "Google Cloud Pub/Sub"},
+		{"mongodb://", "MongoDB"}, {"mongodb+srv://", "MongoDB"},
+		{"memcache://", "Memcache"},
+		{"https://sqs", "Amazon SQS"}, {"http://sqs", "Amazon SQS"},
+		{"https://dynamodb", "Amazon DynamoDB"}, {"http://dynamodb", "Amazon DynamoDB"},
+	} {
+		if strings.HasPrefix(lower, s.prefix) {
+			return s.name
+		}
+	}
+	return ""
 }
 
 // redactURL hides the user information of a URL, so that credentials never

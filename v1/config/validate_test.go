@@ -52,6 +52,10 @@ func fullConfig() *Config {
 			QueueBindingArgs: QueueBindingArgs{"x-match": "any"},
 			BindingKey:       "k", PrefetchCount: 7, AutoDelete: true, DelayedQueue: "d",
 		},
+		SQS:       &SQSConfig{Client: "sqs client", WaitTimeSeconds: 2, VisibilityTimeout: new(int)},
+		GCPPubSub: &GCPPubSubConfig{Client: "pubsub client", MaxExtension: time.Minute},
+		MongoDB:   &MongoDBConfig{Client: "mongo client", Database: "db"},
+		DynamoDB:  &DynamoDBConfig{Client: "dynamodb client", TaskStatesTable: "s", GroupMetasTable: "g"},
 		Redis: &RedisConfig{
 			MaxIdle: 1, MaxActive: 2, IdleTimeout: 3, Wait: true, ReadTimeout: 4, WriteTimeout: 5,
 			ConnectTimeout: 6, NormalTasksPollPeriod: 7, DelayedTasksPollPeriod: 8,
@@ -210,6 +214,30 @@ func TestValidateNil(t *testing.T) {
 	t.Parallel()
 	if err := (*Config)(nil).Validate(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("nil.Validate() = %v, want ErrInvalid", err)
+	}
+}
+
+// A URL of one of machinery's other brokers or backends is refused by
+// name.
+func TestValidateNamesMachineryServicesItDoesNotHave(t *testing.T) {
+	t.Parallel()
+	for u, name := range map[string]string{
+		"amqp://guest:guest@localhost:5672/":                 "AMQP (RabbitMQ)",
+		"https://sqs.us-east-1.amazonaws.com/123456789012/q": "Amazon SQS",
+		"gcppubsub://project/subscription":                   "Google Cloud Pub/Sub",
+		"mongodb://user:secret@localhost:27017/db":           "MongoDB",
+		"mongodb+srv://cluster0.example.net":                 "MongoDB",
+		"https://dynamodb.us-east-1.amazonaws.com":           "Amazon DynamoDB",
+		"memcache://10.0.0.1:11211,10.0.0.2:11211":           "Memcache",
+	} {
+		c := (&Config{Broker: u}).WithDefaults()
+		err := c.Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), name+" is one of machinery's") {
+			t.Errorf("Broker %q: Validate() = %v, want ErrInvalid naming %s", u, err, name)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("Broker %q: the error shows the password: %v", u, err)
+		}
 	}
 }
 
