@@ -83,10 +83,13 @@
 //     was lost is sent again marked as a repeat, and a repeat that finds
 //     the hash gone or settled under its token reports success; go-redis
 //     never sends a settle twice itself. A publish records its own token
-//     (pub) in the task hash and, on a single server, in the task's state,
-//     so a publish run twice reports success, not a duplicate, and does
-//     not queue again a task that ran and was forgotten in between (on
-//     Cluster, where the state lives on another node, it would).
+//     (pub) in the task hash and in the PENDING state it writes; go-redis
+//     never sends it twice, and machinist sends it again after a lost
+//     reply marked as a repeat, which reports success when it finds its
+//     tasks, or, once they ran and were forgotten, their states (the
+//     token, or a final state). On Cluster, where the states live on other
+//     nodes, a publish whose reply was lost is not sent again: its error
+//     says it may have happened.
 //  6. The queue's maintainer runs the recoverer every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the
