@@ -291,7 +291,8 @@ func (l *ledger) waitAccepted(t *testing.T, n int, timeout time.Duration, when s
 // (its second task ran), or a note that none did.
 func (l *ledger) firstCallbackAfter(t *testing.T, ctx context.Context, since time.Time) string {
 	t.Helper()
-	_, after, _ := l.witnessed(t, ctx)
+	// The witness is read even when ctx ran out waiting for the chains.
+	_, after, _ := l.witnessed(t, context.WithoutCancel(ctx))
 	var first time.Time
 	for _, runs := range after {
 		for _, r := range runs {
