@@ -65,7 +65,7 @@ func clusterFailover(t *testing.T, fault func(t *testing.T, c *redistest.Cluster
 
 	stopSending := l.sendEvery(ctx, s, 5*time.Millisecond)
 	defer stopSending()
-	waitFor(t, 30*time.Second, "work to flow", func() bool { n, _ := l.counts(); return n >= 100 })
+	l.waitAccepted(t, 100, 30*time.Second, "before the fault")
 
 	faultAt := time.Now()
 	fault(t, cluster, key) // returns once the cluster serves every slot again

@@ -104,7 +104,7 @@ func TestRedisKilledWithAOFLosesNothing(t *testing.T) {
 		s := l.newServer(t, srv.URL(), "W")
 		l.startWorker(t, s, 10)
 		stopSending := l.sendEvery(ctx, s, 5*time.Millisecond)
-		waitFor(t, 30*time.Second, "work to flow", func() bool { n, _ := l.counts(); return n >= 100 })
+		l.waitAccepted(t, 100, 30*time.Second, "before the fault")
 		srv.Kill(t)
 		killedAt := time.Now()
 		waitFor(t, 30*time.Second, "a send to fail while Redis is down", func() bool { _, failed := l.counts(); return failed > 0 })

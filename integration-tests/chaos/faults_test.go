@@ -136,7 +136,7 @@ func TestRedisHungPastReadTimeout(t *testing.T) {
 		s := l.newServer(t, srv.URL(), "W")
 		l.startWorker(t, s, 10)
 		stopSending := l.sendEvery(ctx, s, 5*time.Millisecond)
-		waitFor(t, 30*time.Second, "work to flow", func() bool { n, _ := l.counts(); return n >= 100 })
+		l.waitAccepted(t, 100, 30*time.Second, "before the fault")
 		srv.Pause(t)
 		time.Sleep(pause) // the fault itself
 		srv.Resume(t)
@@ -162,7 +162,7 @@ func TestClientKillLoop(t *testing.T) {
 		s := l.newServer(t, srv.URL(), "W")
 		l.startWorker(t, s, 10)
 		stopSending := l.sendEvery(ctx, s, 2*time.Millisecond)
-		waitFor(t, 30*time.Second, "work to flow", func() bool { n, _ := l.counts(); return n >= 100 })
+		l.waitAccepted(t, 100, 30*time.Second, "before the fault")
 
 		var killed int64
 		deadline := time.Now().Add(3 * time.Second)
@@ -202,7 +202,7 @@ func TestProxyDelaysStallsAndCuts(t *testing.T) {
 		s := l.newServer(t, proxy.URL(), "W")
 		l.startWorker(t, s, 10)
 		stopSending := l.sendEvery(ctx, s, 5*time.Millisecond)
-		waitFor(t, 30*time.Second, "work to flow", func() bool { n, _ := l.counts(); return n >= 100 })
+		l.waitAccepted(t, 100, 30*time.Second, "before the fault")
 
 		proxy.SetDelay(20 * time.Millisecond)
 		time.Sleep(2 * time.Second)

@@ -108,26 +108,30 @@ func again(ctx context.Context, try func() error, r retry) error {
 			stop = stop || attempt == attempts
 		}
 		if stop {
-			if err != nil && unknown != nil && !outcomeUnknown(err) {
-				err = fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown)
-			}
-			return err
+			return withUnknown(err, unknown)
 		}
 		t := time.NewTimer(wait + rand.N(wait/2))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			if unknown != nil && !outcomeUnknown(err) {
-				err = fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown)
-			}
-			return err
+			return withUnknown(err, unknown)
 		}
 		wait = min(2*wait, maxWait)
 		if r.before != nil {
 			r.before()
 		}
 	}
+}
+
+// withUnknown returns err, the last attempt's error, wrapping unknown, an
+// earlier attempt's whose outcome is unknown, when err does not say so
+// itself.
+func withUnknown(err, unknown error) error {
+	if err == nil || unknown == nil || outcomeUnknown(err) {
+		return err
+	}
+	return fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown)
 }
 
 // outcomeUnknown reports whether err leaves unknown whether Redis ran the

@@ -28,7 +28,15 @@
 // By default nothing is written to disk (`--save "" --appendonly no`).
 // WithAOF makes every acknowledged write survive Kill; WithArgs passes any
 // other redis-server argument. Stop shuts the server down gracefully
-// (SHUTDOWN); Restart starts it again where it was.
+// (SHUTDOWN); Restart starts it again where it was; Pause and Resume
+// freeze and thaw it (SIGSTOP, SIGCONT), as a hung server.
+//
+// # Network faults
+//
+// StartProxy puts a TCP proxy in front of a server: LoseNextReply (or
+// LoseReplyTo, for the next command containing a text) lets a command
+// reach Redis and loses its reply; SetDelay slows every chunk each way;
+// Stall holds all traffic until Unstall; CutAll closes every connection.
 //
 // # One server per test binary
 //
