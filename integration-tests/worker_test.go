@@ -585,7 +585,7 @@ func TestUndecodableMessageFailsWithTheReason(t *testing.T) {
 		t.Fatal("the error handler never heard of the undecodable task")
 	}
 	waitFor(t, "the undecodable task's state to be FAILURE", func() bool {
-		st, err := s.GetBackend().GetState(ctx, "task_bad")
+		st, err := s.GetBackend().GetStateContext(ctx, "task_bad")
 		return err == nil && st.State == tasks.StateFailure && strings.Contains(st.Error, "cannot decode")
 	})
 	// The state is written before the task is archived: wait for both.

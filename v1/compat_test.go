@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/v1"
+	backendsiface "github.com/b6192125/machinist/v1/backends/iface"
+	brokersiface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/log"
@@ -128,6 +130,44 @@ func machineryProgram() error {
 	if err := worker.Launch(); errors.Is(err, machinery.ErrWorkerQuitGracefully) || errors.Is(err, machinery.ErrWorkerQuitAbruptly) {
 		return err
 	}
+
+	// The seams: machinery's methods on GetBackend() and GetBroker().
+	var backend backendsiface.Backend = server.GetBackend()
+	var done bool
+	var states []*tasks.TaskState
+	err = backend.InitGroup("group", []string{sig.UUID})
+	done, err = backend.GroupCompleted("group", 1)
+	states, err = backend.GroupTaskStates("group", 1)
+	done, err = backend.TriggerChord("group")
+	err = backend.SetStatePending(sig)
+	err = backend.SetStateReceived(sig)
+	err = backend.SetStateStarted(sig)
+	err = backend.SetStateRetry(sig)
+	err = backend.SetStateSuccess(sig, []*tasks.TaskResult{})
+	err = backend.SetStateFailure(sig, "error")
+	state, err = backend.GetState(sig.UUID)
+	_ = backend.IsAMQP()
+	err = backend.PurgeState(sig.UUID)
+	err = backend.PurgeGroupMeta("group")
+	asyncResult = result.NewAsyncResult(sig, backend)
+	chainResult = result.NewChainAsyncResult([]*tasks.Signature{sig}, backend)
+	chordResult = result.NewChordAsyncResult([]*tasks.Signature{sig}, sig, backend)
+	_, _ = done, states
+	var broker brokersiface.Broker = server.GetBroker()
+	var _ *config.Config = broker.GetConfig()
+	broker.SetRegisteredTaskNames([]string{"add"})
+	_ = broker.IsTaskRegistered("add")
+	var processor brokersiface.TaskProcessor = worker
+	var retryConsuming bool
+	retryConsuming, err = broker.StartConsuming("machinery_worker", 1, processor)
+	_ = retryConsuming
+	broker.StopConsuming()
+	err = broker.Publish(context.Background(), sig)
+	var signatures []*tasks.Signature
+	signatures, err = broker.GetPendingTasks("machinery_tasks")
+	signatures, err = broker.GetDelayedTasks()
+	_ = signatures
+	broker.AdjustRoutingKey(sig)
 
 	_ = tasks.ValidateTask(func() error { return nil })
 	_, _ = tasks.ReflectValue("int64", int64(1))

@@ -183,9 +183,12 @@ func (r *registry) get(name string, newItem func() io.Closer) (io.Closer, func()
 	return it.item, release
 }
 
-// sharedBroker is one Server's reference to a named in-process broker.
+// sharedBroker is one Server's reference to a named in-process broker,
+// with machinery's methods of its own: the registered task names and the
+// consumers are this Server's.
 type sharedBroker struct {
 	*memorybroker.Broker
+	brokeriface.Compat
 	release func() error
 }
 

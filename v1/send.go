@@ -39,7 +39,7 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 		}
 		return result.NewAsyncResult(signature, backend), nil
 	}
-	if err := backend.SetStatePending(ctx, signature); err != nil {
+	if err := backend.SetStatePendingContext(ctx, signature); err != nil {
 		return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
 	}
 	if err := s.publish(ctx, signature); err != nil {
@@ -148,7 +148,7 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 		s.prepare(sig)
 	}
 	backend := s.GetBackend()
-	if err := backend.SetStatePending(ctx, chain.Tasks...); err != nil {
+	if err := backend.SetStatePendingContext(ctx, chain.Tasks...); err != nil {
 		return nil, fmt.Errorf("machinist: send chain: set state pending: %w", err)
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
@@ -177,7 +177,7 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 		sig.GroupTaskCount = len(group.Tasks)
 	}
 	backend := s.GetBackend()
-	if err := backend.InitGroup(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
+	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
 	publish := s.publish
@@ -187,7 +187,7 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 			s.runPrePublish(sigs...)
 			return sb.PublishPending(ctx, sigs...)
 		}
-	} else if err := backend.SetStatePending(ctx, group.Tasks...); err != nil {
+	} else if err := backend.SetStatePendingContext(ctx, group.Tasks...); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: set state pending: %w", group.GroupUUID, err)
 	}
 	if err := publishBatches(ctx, group.Tasks, sendConcurrency, publish); err != nil {
@@ -261,7 +261,7 @@ func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, s
 		sig.ChordCallback = cb
 	}
 	backend := s.GetBackend()
-	if err := backend.SetStatePending(ctx, cb); err != nil {
+	if err := backend.SetStatePendingContext(ctx, cb); err != nil {
 		return nil, fmt.Errorf("machinist: send chord: set state pending of callback %s: %w", cb.UUID, err)
 	}
 	if _, err := s.SendGroupWithContext(ctx, chord.Group, sendConcurrency); err != nil {

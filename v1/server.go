@@ -104,6 +104,7 @@ func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface
 		log:             log,
 	}
 	s.scheduler = newScheduler(s)
+	s.adopt(broker)
 	if c.Broker == "eager" {
 		s.eager = s.NewWorker("eager", 1).engine(func(p *worker.Params) { p.RetryInline = true })
 	}
@@ -135,11 +136,26 @@ func (s *Server) GetBroker() brokeriface.Broker {
 	return s.broker
 }
 
-// SetBroker replaces the broker. The old one is not closed.
+// SetBroker replaces the broker. The old one is not closed. The new one is
+// told the registered task names, and given the Server's config if it has
+// none.
 func (s *Server) SetBroker(broker brokeriface.Broker) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.broker = broker
+	s.mu.Unlock()
+	s.adopt(broker)
+}
+
+// adopt tells broker the Server's registered task names and, if it has no
+// config of its own, the Server's config (machinery's GetConfig and
+// AdjustRoutingKey read it).
+func (s *Server) adopt(broker brokeriface.Broker) {
+	if broker.GetConfig() == nil {
+		if c, ok := broker.(interface{ SetConfig(*config.Config) }); ok {
+			c.SetConfig(s.GetConfig())
+		}
+	}
+	broker.SetRegisteredTaskNames(s.GetRegisteredTaskNames())
 }
 
 // GetBackend returns the result backend.
@@ -193,10 +209,11 @@ func (s *Server) RegisterTasks(namedTaskFuncs map[string]interface{}) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for name, fn := range namedTaskFuncs {
 		s.registeredTasks[name] = fn
 	}
+	s.mu.Unlock()
+	s.GetBroker().SetRegisteredTaskNames(s.GetRegisteredTaskNames())
 	return nil
 }
 
@@ -208,8 +225,9 @@ func (s *Server) RegisterTask(name string, taskFunc interface{}) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.registeredTasks[name] = taskFunc
+	s.mu.Unlock()
+	s.GetBroker().SetRegisteredTaskNames(s.GetRegisteredTaskNames())
 	return nil
 }
 

@@ -38,15 +38,16 @@ type Worker struct {
 	preTaskHandler    func(*tasks.Signature)
 	postTaskHandler   func(*tasks.Signature)
 	preConsumeHandler func(*Worker) bool
-	running           *worker.Worker
-	stop              context.CancelFunc
-	done              chan struct{}
+	running           *worker.Worker     // the engine, from Run on
+	stop              context.CancelFunc // stops Run gracefully
+	done              chan struct{}      // closed when Run returns
+	launched          bool               // LaunchAsync was called
 	quit              bool
 }
 
-// Launch runs the worker until it stops, and returns why: nil after Quit,
-// ErrWorkerQuitGracefully or ErrWorkerQuitAbruptly after signals, or the
-// error that stopped it.
+// Launch runs the worker until it stops, and returns why: nil after Quit or
+// the broker's StopConsuming, ErrWorkerQuitGracefully or
+// ErrWorkerQuitAbruptly after signals, or the error that stopped it.
 func (w *Worker) Launch() error {
 	errorsChan := make(chan error, 1)
 	w.LaunchAsync(errorsChan)
@@ -54,15 +55,16 @@ func (w *Worker) Launch() error {
 }
 
 // LaunchAsync starts the worker and returns at once; errorsChan receives one
-// value when the worker stops: nil after a graceful Quit,
-// ErrWorkerQuitGracefully after a first SIGINT or SIGTERM (once running
-// tasks have finished or been requeued), ErrWorkerQuitAbruptly after a
-// second one, or the error that stopped it. Signals are not handled when the
-// config's NoUnixSignals is set.
+// value when the worker stops: nil after a graceful Quit or the broker's
+// StopConsuming, ErrWorkerQuitGracefully after a first SIGINT or SIGTERM
+// (once running tasks have finished or been requeued),
+// ErrWorkerQuitAbruptly after a second one, or the error that stopped it.
+// Signals are not handled when the config's NoUnixSignals is set. As in
+// machinery, the worker runs through the broker's StartConsuming.
 func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	w.mu.Lock()
-	if w.running != nil || w.quit {
-		launched := w.running != nil
+	if w.running != nil || w.launched || w.quit {
+		launched := w.running != nil || w.launched
 		w.mu.Unlock()
 		go func() {
 			if launched {
@@ -73,10 +75,7 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 		}()
 		return
 	}
-	engine := w.engine()
-	ctx, stop := context.WithCancel(context.Background())
-	w.running, w.stop, w.done = engine, stop, make(chan struct{})
-	done := w.done
+	w.launched = true
 	w.mu.Unlock()
 
 	var graceful atomic.Bool // the worker stops because of a first signal
@@ -85,12 +84,12 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 			w.server.log.Warn("signal received; stopping gracefully (send another to stop at once)",
 				slog.String("signal", sig.String()), slog.String("worker", w.ConsumerTag))
 			graceful.Store(true)
-			stop()
+			w.stopRun(false)
 		},
 		abrupt: func(sig os.Signal) {
 			w.server.log.Warn("second signal received; stopping at once",
 				slog.String("signal", sig.String()), slog.String("worker", w.ConsumerTag))
-			engine.Abort()
+			w.stopRun(true)
 		},
 	}
 	if !w.server.GetConfig().NoUnixSignals {
@@ -99,19 +98,59 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	}
 
 	go func() {
-		err := engine.Run(ctx)
+		_, err := w.server.GetBroker().StartConsuming(w.ConsumerTag, w.Concurrency, w)
 		// Shutdown, in order: the worker has stopped (tasks finished or
 		// requeued); signals are no longer ours; the caller is told why.
 		signals.Stop()
-		switch {
-		case errors.Is(err, worker.ErrAborted):
-			err = ErrWorkerQuitAbruptly
-		case err == nil && graceful.Load():
+		if err == nil && graceful.Load() {
 			err = ErrWorkerQuitGracefully
 		}
-		close(done)
 		errorsChan <- err
 	}()
+}
+
+// Run runs the worker in the calling goroutine until ctx ends, Quit, or the
+// broker's StopConsuming, then stops gracefully as Quit does and returns
+// nil; or returns the error that stopped it (ErrWorkerQuitAbruptly after an
+// abrupt stop). It handles no signals. A worker runs once: Run on a worker
+// that ran or runs returns ErrWorkerLaunched.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running != nil {
+		w.mu.Unlock()
+		return ErrWorkerLaunched
+	}
+	if w.quit {
+		w.mu.Unlock()
+		return nil
+	}
+	engine := w.engine()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	defer close(done)
+	w.running, w.stop, w.done = engine, stop, done
+	w.mu.Unlock()
+	err := engine.Run(ctx)
+	if errors.Is(err, worker.ErrAborted) {
+		err = ErrWorkerQuitAbruptly
+	}
+	return err
+}
+
+// stopRun stops the running worker: gracefully, or, when abrupt, at once.
+// Before Run, it keeps the worker from running.
+func (w *Worker) stopRun(abrupt bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.running == nil:
+		w.quit = true
+	case abrupt:
+		w.running.Abort()
+	default:
+		w.stop()
+	}
 }
 
 // engine builds the worker engine from the current settings, changed by

@@ -397,7 +397,7 @@ func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinist.Server) 
 		// A context of its own: ctx may have run out waiting.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		st, err := backend.GetState(ctx, sig.UUID)
+		st, err := backend.GetStateContext(ctx, sig.UUID)
 		if err != nil {
 			return "", err.Error()
 		}

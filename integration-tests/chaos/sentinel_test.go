@@ -127,7 +127,7 @@ func (l *ledger) firstKeptAfter(t *testing.T, ctx context.Context, s *machinist.
 		if snd.err != nil {
 			continue
 		}
-		st, err := s.GetBackend().GetState(ctx, snd.after.UUID)
+		st, err := s.GetBackend().GetStateContext(ctx, snd.after.UUID)
 		if err != nil || st.State != tasks.StateSuccess || len(st.Results) != 1 {
 			continue
 		}

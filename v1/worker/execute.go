@@ -267,13 +267,13 @@ func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Del
 		if sig.GroupUUID != "" && sig.ChordCallback != nil {
 			return w.p.Backend.CompleteGroupMember(ctx, sig, state.Results)
 		}
-		return false, w.p.Backend.SetStateSuccess(ctx, sig, state.Results)
+		return false, w.p.Backend.SetStateSuccessContext(ctx, sig, state.Results)
 	case tasks.StateFailure:
-		return false, w.p.Backend.SetStateFailure(ctx, sig, state.Error)
+		return false, w.p.Backend.SetStateFailureContext(ctx, sig, state.Error)
 	case tasks.StateStarted:
-		return false, w.p.Backend.SetStateStarted(ctx, sig)
+		return false, w.p.Backend.SetStateStartedContext(ctx, sig)
 	case tasks.StateRetry:
-		return false, w.p.Backend.SetStateRetry(ctx, sig)
+		return false, w.p.Backend.SetStateRetryContext(ctx, sig)
 	default:
 		return false, fmt.Errorf("worker: write state %s of task %s: not a state the worker writes", state.State, sig.UUID)
 	}
@@ -300,14 +300,14 @@ func (w *Worker) finishCommitted(ctx context.Context, d *brokers.Delivery, log *
 // completeChordMember sends the chord callback, sig's success having
 // completed its group, when this member wins the election.
 func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery) error {
-	won, err := w.p.Backend.TriggerChord(ctx, sig.GroupUUID, sig.UUID)
+	won, err := w.p.Backend.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
 	if err != nil {
 		return fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err)
 	}
 	if !won {
 		return nil
 	}
-	states, err := w.p.Backend.GroupTaskStates(ctx, sig.GroupUUID, sig.GroupTaskCount)
+	states, err := w.p.Backend.GroupTaskStatesContext(ctx, sig.GroupUUID, sig.GroupTaskCount)
 	if err != nil {
 		return fmt.Errorf("worker: read states of group %s: %w", sig.GroupUUID, err)
 	}
@@ -386,7 +386,7 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 	var errs []error
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {
-		won, err := w.p.Backend.TriggerChord(ctx, sig.GroupUUID, sig.UUID)
+		won, err := w.p.Backend.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err))
@@ -414,7 +414,7 @@ func (w *Worker) failChord(ctx context.Context, member *tasks.Signature, d *brok
 	cb := member.ChordCallback
 	cbMsg := fmt.Sprintf("chord member %s (%s) failed: %s", failedUUID, failedName, msg)
 	var errs []error
-	if err := w.p.Backend.SetStateFailure(ctx, cb, cbMsg); err != nil {
+	if err := w.p.Backend.SetStateFailureContext(ctx, cb, cbMsg); err != nil {
 		errs = append(errs, fmt.Errorf("worker: write state FAILURE of chord callback %s: %w", cb.UUID, err))
 	}
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, cb.OnError, msg)...)
@@ -439,7 +439,7 @@ func (w *Worker) sendErrorCallbacks(ctx context.Context, d *brokers.Delivery, ca
 // leaves alone a callback that has started or finished.
 func (w *Worker) sendCallback(ctx context.Context, d *brokers.Delivery, cb *tasks.Signature) error {
 	if d != nil && d.Recovered > 0 && cb.UUID != "" {
-		st, err := w.p.Backend.GetState(ctx, cb.UUID)
+		st, err := w.p.Backend.GetStateContext(ctx, cb.UUID)
 		switch {
 		case err == nil && st.State != tasks.StatePending:
 			return nil // sent by the earlier run, and under way or done

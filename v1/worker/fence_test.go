@@ -36,16 +36,16 @@ type writeCounter struct {
 }
 
 func (c *writeCounter) count() { c.writes.Add(1) }
-func (c *writeCounter) SetStateStarted(context.Context, *tasks.Signature) error {
+func (c *writeCounter) SetStateStartedContext(context.Context, *tasks.Signature) error {
 	c.count()
 	return nil
 }
-func (c *writeCounter) SetStateRetry(context.Context, *tasks.Signature) error { c.count(); return nil }
-func (c *writeCounter) SetStateSuccess(context.Context, *tasks.Signature, []*tasks.TaskResult) error {
+func (c *writeCounter) SetStateRetryContext(context.Context, *tasks.Signature) error { c.count(); return nil }
+func (c *writeCounter) SetStateSuccessContext(context.Context, *tasks.Signature, []*tasks.TaskResult) error {
 	c.count()
 	return nil
 }
-func (c *writeCounter) SetStateFailure(context.Context, *tasks.Signature, string) error {
+func (c *writeCounter) SetStateFailureContext(context.Context, *tasks.Signature, string) error {
 	c.count()
 	return nil
 }
@@ -53,7 +53,7 @@ func (c *writeCounter) CompleteGroupMember(context.Context, *tasks.Signature, []
 	c.count()
 	return true, nil
 }
-func (c *writeCounter) TriggerChord(context.Context, string, string) (bool, error) {
+func (c *writeCounter) TriggerChordContext(context.Context, string, string) (bool, error) {
 	c.count()
 	return true, nil
 }
@@ -174,7 +174,7 @@ func TestCommittedTaskIsFinishedNotRun(t *testing.T) {
 			if n := runs.Load(); n != 0 {
 				t.Fatalf("the committed task ran %d times, want 0", n)
 			}
-			st, err := backend.GetState(ctx, sig.UUID)
+			st, err := backend.GetStateContext(ctx, sig.UUID)
 			if err != nil || st.State != tasks.StateSuccess {
 				t.Fatalf("state after finishing: %+v, %v; want SUCCESS", st, err)
 			}

@@ -151,7 +151,7 @@ func newSig(name string, args ...tasks.Arg) *tasks.Signature {
 func (h *harness) publish(sigs ...*tasks.Signature) {
 	h.t.Helper()
 	ctx := context.Background()
-	if err := h.backend.SetStatePending(ctx, sigs...); err != nil {
+	if err := h.backend.SetStatePendingContext(ctx, sigs...); err != nil {
 		h.t.Fatal(err)
 	}
 	if err := h.mem.Publish(ctx, sigs...); err != nil {
@@ -170,7 +170,7 @@ func (h *harness) state(taskUUID string) string {
 
 func (h *harness) stateOf(taskUUID string) *tasks.TaskState {
 	h.t.Helper()
-	st, err := h.backend.GetState(context.Background(), taskUUID)
+	st, err := h.backend.GetStateContext(context.Background(), taskUUID)
 	if errors.Is(err, backends.ErrStateNotFound) {
 		return nil
 	}
@@ -501,7 +501,7 @@ type heldChordBackend struct {
 	once      sync.Once
 }
 
-func (b *heldChordBackend) TriggerChord(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
+func (b *heldChordBackend) TriggerChordContext(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
 	if memberUUID == b.hold {
 		timer := time.NewTimer(waitTimeout)
 		select {
@@ -511,7 +511,7 @@ func (b *heldChordBackend) TriggerChord(ctx context.Context, groupUUID, memberUU
 		}
 		timer.Stop()
 	}
-	won, err := b.Backend.TriggerChord(ctx, groupUUID, memberUUID)
+	won, err := b.Backend.TriggerChordContext(ctx, groupUUID, memberUUID)
 	if memberUUID == b.after {
 		b.once.Do(func() { close(b.afterDone) })
 	}

@@ -37,13 +37,13 @@ func TestRecoveredTaskDoesNotResendCallbacksThatRan(t *testing.T) {
 		parent := &tasks.Signature{UUID: "task_parent", Name: "parent", RoutingKey: "q", OnSuccess: []*tasks.Signature{child}}
 		switch tc.childState {
 		case tasks.StateSuccess:
-			backend.SetStateSuccess(ctx, child, nil)
+			backend.SetStateSuccessContext(ctx, child, nil)
 		case tasks.StateStarted:
-			backend.SetStateStarted(ctx, child)
+			backend.SetStateStartedContext(ctx, child)
 		case tasks.StateFailure:
-			backend.SetStateFailure(ctx, child, "x")
+			backend.SetStateFailureContext(ctx, child, "x")
 		case tasks.StatePending:
-			backend.SetStatePending(ctx, child)
+			backend.SetStatePendingContext(ctx, child)
 		}
 		if err := broker.Publish(ctx, parent); err != nil {
 			t.Fatal(err)

@@ -707,7 +707,7 @@ func newChordFixture(t *testing.T, failing int64) *chordFixture {
 	if _, err := tasks.NewChord(group, f.callback); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.backend.InitGroup(context.Background(), group.GroupUUID, group.GetUUIDs()); err != nil {
+	if err := h.backend.InitGroupContext(context.Background(), group.GroupUUID, group.GetUUIDs()); err != nil {
 		t.Fatal(err)
 	}
 	h.publish(f.members...)
@@ -907,11 +907,11 @@ type startedSpy struct {
 	ids []string
 }
 
-func (s *startedSpy) SetStateStarted(ctx context.Context, sig *tasks.Signature) error {
+func (s *startedSpy) SetStateStartedContext(ctx context.Context, sig *tasks.Signature) error {
 	s.mu.Lock()
 	s.ids = append(s.ids, sig.UUID)
 	s.mu.Unlock()
-	return s.Backend.SetStateStarted(ctx, sig)
+	return s.Backend.SetStateStartedContext(ctx, sig)
 }
 
 func (s *startedSpy) started() []string {

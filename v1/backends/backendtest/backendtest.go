@@ -119,7 +119,7 @@ func must(t *testing.T, what string, err error) {
 
 func getState(t *testing.T, b iface.Backend, taskUUID string) *tasks.TaskState {
 	t.Helper()
-	st, err := b.GetState(context.Background(), taskUUID)
+	st, err := b.GetStateContext(context.Background(), taskUUID)
 	if err != nil {
 		t.Fatalf("GetState(%s): %v", taskUUID, err)
 	}
@@ -128,7 +128,7 @@ func getState(t *testing.T, b iface.Backend, taskUUID string) *tasks.TaskState {
 
 func wantNotFound(t *testing.T, b iface.Backend, taskUUID, when string) {
 	t.Helper()
-	st, err := b.GetState(context.Background(), taskUUID)
+	st, err := b.GetStateContext(context.Background(), taskUUID)
 	if !errors.Is(err, iface.ErrStateNotFound) {
 		t.Fatalf("GetState %s: %+v, err %v; want ErrStateNotFound", when, st, err)
 	}
@@ -152,12 +152,12 @@ func testStates(t *testing.T, s *suite) {
 		state string
 		set   func(*tasks.Signature) error
 	}{
-		{tasks.StatePending, func(sig *tasks.Signature) error { return b.SetStatePending(ctx, sig) }},
-		{tasks.StateReceived, func(sig *tasks.Signature) error { return b.SetStateReceived(ctx, sig) }},
-		{tasks.StateStarted, func(sig *tasks.Signature) error { return b.SetStateStarted(ctx, sig) }},
-		{tasks.StateRetry, func(sig *tasks.Signature) error { return b.SetStateRetry(ctx, sig) }},
-		{tasks.StateSuccess, func(sig *tasks.Signature) error { return b.SetStateSuccess(ctx, sig, nil) }},
-		{tasks.StateFailure, func(sig *tasks.Signature) error { return b.SetStateFailure(ctx, sig, "it broke") }},
+		{tasks.StatePending, func(sig *tasks.Signature) error { return b.SetStatePendingContext(ctx, sig) }},
+		{tasks.StateReceived, func(sig *tasks.Signature) error { return b.SetStateReceivedContext(ctx, sig) }},
+		{tasks.StateStarted, func(sig *tasks.Signature) error { return b.SetStateStartedContext(ctx, sig) }},
+		{tasks.StateRetry, func(sig *tasks.Signature) error { return b.SetStateRetryContext(ctx, sig) }},
+		{tasks.StateSuccess, func(sig *tasks.Signature) error { return b.SetStateSuccessContext(ctx, sig, nil) }},
+		{tasks.StateFailure, func(sig *tasks.Signature) error { return b.SetStateFailureContext(ctx, sig, "it broke") }},
 	} {
 		sig := newSig("task_in_" + tc.state)
 		before := time.Now()
@@ -181,12 +181,12 @@ func testStates(t *testing.T, s *suite) {
 
 	// A later state replaces an earlier one.
 	sig := newSig("progress")
-	must(t, "SetStatePending", b.SetStatePending(ctx, sig))
-	must(t, "SetStateStarted", b.SetStateStarted(ctx, sig))
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, sig))
+	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, sig))
 	if st := getState(t, b, sig.UUID); st.State != tasks.StateStarted {
 		t.Fatalf("state after PENDING then STARTED: %s", st.State)
 	}
-	must(t, "SetStateFailure", b.SetStateFailure(ctx, sig, "late failure"))
+	must(t, "SetStateFailure", b.SetStateFailureContext(ctx, sig, "late failure"))
 	if st := getState(t, b, sig.UUID); !st.IsFailure() || st.Error != "late failure" {
 		t.Fatalf("state after FAILURE: %s %q", st.State, st.Error)
 	}
@@ -196,14 +196,14 @@ func testStates(t *testing.T, s *suite) {
 	// dropped; a final state still replaces a final one, and PENDING (the
 	// task sent again) replaces anything.
 	done := newSig("done")
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, done, []*tasks.TaskResult{{Type: "int64", Value: 1}}))
-	must(t, "late SetStateStarted", b.SetStateStarted(ctx, done))
-	must(t, "late SetStateRetry", b.SetStateRetry(ctx, done))
-	must(t, "late SetStateReceived", b.SetStateReceived(ctx, done))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, done, []*tasks.TaskResult{{Type: "int64", Value: 1}}))
+	must(t, "late SetStateStarted", b.SetStateStartedContext(ctx, done))
+	must(t, "late SetStateRetry", b.SetStateRetryContext(ctx, done))
+	must(t, "late SetStateReceived", b.SetStateReceivedContext(ctx, done))
 	if st := getState(t, b, done.UUID); !st.IsSuccess() || len(st.Results) != 1 {
 		t.Fatalf("state after late STARTED, RETRY and RECEIVED over SUCCESS: %s %v, want SUCCESS with its result", st.State, st.Results)
 	}
-	must(t, "SetStatePending again", b.SetStatePending(ctx, done))
+	must(t, "SetStatePending again", b.SetStatePendingContext(ctx, done))
 	if st := getState(t, b, done.UUID); st.State != tasks.StatePending {
 		t.Fatalf("state after the task was sent again: %s, want PENDING", st.State)
 	}
@@ -212,7 +212,7 @@ func testStates(t *testing.T, s *suite) {
 func testSetStatePendingMany(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
 	sigs := []*tasks.Signature{newSig("a"), newSig("b"), newSig("c")}
-	must(t, "SetStatePending", b.SetStatePending(context.Background(), sigs...))
+	must(t, "SetStatePending", b.SetStatePendingContext(context.Background(), sigs...))
 	for _, sig := range sigs {
 		if st := getState(t, b, sig.UUID); st.State != tasks.StatePending || st.TaskName != sig.Name {
 			t.Fatalf("state of %s: %s %s, want PENDING %s", sig.UUID, st.State, st.TaskName, sig.Name)
@@ -232,7 +232,7 @@ func testResults(t *testing.T, s *suite) {
 		{Type: "bool", Value: true},
 	}
 	want := describeResults(results)
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sig, results))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sig, results))
 
 	// The caller's results are its own after the write.
 	results[0].Value = int64(99)
@@ -253,7 +253,7 @@ func testResults(t *testing.T, s *suite) {
 
 	// A task that returned only a nil error has empty, non-nil results.
 	empty := newSig("no_results")
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, empty, []*tasks.TaskResult{}))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, empty, []*tasks.TaskResult{}))
 	if st := getState(t, b, empty.UUID); st.Results == nil || len(st.Results) != 0 {
 		t.Fatalf("results of a task with no return values = %#v, want empty and non-nil", st.Results)
 	}
@@ -265,23 +265,23 @@ func testStateNotFound(t *testing.T, s *suite) {
 	wantNotFound(t, b, "task_"+uuid.NewString(), "of a task never seen")
 
 	sig := newSig("purged")
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sig, nil))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sig, nil))
 	getState(t, b, sig.UUID)
-	must(t, "PurgeState", b.PurgeState(ctx, sig.UUID))
+	must(t, "PurgeState", b.PurgeStateContext(ctx, sig.UUID))
 	wantNotFound(t, b, sig.UUID, "after PurgeState")
-	must(t, "PurgeState of a missing state", b.PurgeState(ctx, sig.UUID))
+	must(t, "PurgeState of a missing state", b.PurgeStateContext(ctx, sig.UUID))
 }
 
 func testStateExpires(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{ResultsExpireIn: 1})
 	sig := newSig("short_lived")
-	must(t, "SetStateSuccess", b.SetStateSuccess(context.Background(), sig, nil))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(context.Background(), sig, nil))
 	written := time.Now()
 	getState(t, b, sig.UUID)
 
 	deadline := written.Add(waitLong)
 	for {
-		_, err := b.GetState(context.Background(), sig.UUID)
+		_, err := b.GetStateContext(context.Background(), sig.UUID)
 		if errors.Is(err, iface.ErrStateNotFound) {
 			break
 		}
@@ -304,7 +304,7 @@ func testCompleteGroupMember(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(3)
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 	complete := func(sig *tasks.Signature, v int64) bool {
 		t.Helper()
 		done, err := b.CompleteGroupMember(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: v}})
@@ -320,12 +320,12 @@ func testCompleteGroupMember(t *testing.T, s *suite) {
 	if !complete(sigs[0], 1) {
 		t.Fatal("a member finishing again after completion was not told the group is complete")
 	}
-	st, err := b.GetState(ctx, sigs[1].UUID)
+	st, err := b.GetStateContext(ctx, sigs[1].UUID)
 	must(t, "GetState", err)
 	if st.State != tasks.StateSuccess || len(st.Results) != 1 {
 		t.Fatalf("state after CompleteGroupMember: %s with %d results; want SUCCESS with 1", st.State, len(st.Results))
 	}
-	states, err := b.GroupTaskStates(ctx, groupUUID, 3)
+	states, err := b.GroupTaskStatesContext(ctx, groupUUID, 3)
 	must(t, "GroupTaskStates", err)
 	for i, st := range states {
 		if st.TaskUUID != sigs[i].UUID || !st.IsSuccess() {
@@ -341,33 +341,33 @@ func testGroupCompleted(t *testing.T, s *suite) {
 
 	completed := func() bool {
 		t.Helper()
-		done, err := b.GroupCompleted(ctx, groupUUID, len(sigs))
+		done, err := b.GroupCompletedContext(ctx, groupUUID, len(sigs))
 		must(t, "GroupCompleted", err)
 		return done
 	}
-	if done, err := b.GroupCompleted(ctx, groupUUID, len(sigs)); done || err != nil {
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, len(sigs)); done || err != nil {
 		t.Fatalf("GroupCompleted of an unknown group: %t, %v; want false, nil", done, err)
 	}
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 	if completed() {
 		t.Fatal("GroupCompleted true before any member finished")
 	}
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
-	must(t, "SetStateStarted", b.SetStateStarted(ctx, sigs[2])) // not final
-	must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[1], "failed for good"))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], nil))
+	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, sigs[2])) // not final
+	must(t, "SetStateFailure", b.SetStateFailureContext(ctx, sigs[1], "failed for good"))
 	if completed() {
 		t.Fatal("GroupCompleted true with one member unfinished")
 	}
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[2], nil))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[2], nil))
 	if !completed() {
 		t.Fatal("GroupCompleted false after every member finished (one of them failed)")
 	}
 	// A member finishing twice (it ran again) is counted once.
 	again, more := newGroup(2)
-	must(t, "InitGroup", b.InitGroup(ctx, again, uuids(more)))
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, more[0], nil))
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, more[0], nil))
-	if done, err := b.GroupCompleted(ctx, again, 2); done || err != nil {
+	must(t, "InitGroup", b.InitGroupContext(ctx, again, uuids(more)))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, more[0], nil))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, more[0], nil))
+	if done, err := b.GroupCompletedContext(ctx, again, 2); done || err != nil {
 		t.Fatalf("GroupCompleted after one member finished twice: %t, %v; want false", done, err)
 	}
 }
@@ -376,11 +376,11 @@ func testGroupTaskStatesOrder(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(3)
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 
 	states := func() []*tasks.TaskState {
 		t.Helper()
-		sts, err := b.GroupTaskStates(ctx, groupUUID, len(sigs))
+		sts, err := b.GroupTaskStatesContext(ctx, groupUUID, len(sigs))
 		must(t, "GroupTaskStates", err)
 		if len(sts) != len(sigs) {
 			t.Fatalf("GroupTaskStates returned %d states, want %d", len(sts), len(sigs))
@@ -399,12 +399,12 @@ func testGroupTaskStatesOrder(t *testing.T, s *suite) {
 	}
 
 	// Finish in reverse order; the states come back in group order.
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[2], []*tasks.TaskResult{{Type: "string", Value: "r2"}}))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[2], []*tasks.TaskResult{{Type: "string", Value: "r2"}}))
 	if sts := states(); sts[0].State != tasks.StatePending || sts[1].State != tasks.StatePending || !sts[2].IsSuccess() {
 		t.Fatalf("after the last member finished: %s %s %s, want PENDING PENDING SUCCESS", sts[0].State, sts[1].State, sts[2].State)
 	}
-	must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[1], "r1 failed"))
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], []*tasks.TaskResult{{Type: "string", Value: "r0"}}))
+	must(t, "SetStateFailure", b.SetStateFailureContext(ctx, sigs[1], "r1 failed"))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], []*tasks.TaskResult{{Type: "string", Value: "r0"}}))
 
 	sts := states()
 	if !sts[0].IsSuccess() || describeResults(sts[0].Results) != "[{string r0}]" {
@@ -419,13 +419,13 @@ func testGroupTaskStatesOrder(t *testing.T, s *suite) {
 
 	// The recorded states do not depend on the members' own states.
 	for _, sig := range sigs {
-		must(t, "PurgeState", b.PurgeState(ctx, sig.UUID))
+		must(t, "PurgeState", b.PurgeStateContext(ctx, sig.UUID))
 	}
 	if sts := states(); !sts[0].IsSuccess() || !sts[1].IsFailure() || !sts[2].IsSuccess() {
 		t.Fatal("GroupTaskStates changed when the members' states were purged")
 	}
 
-	if _, err := b.GroupTaskStates(ctx, "group_"+uuid.NewString(), 3); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.GroupTaskStatesContext(ctx, "group_"+uuid.NewString(), 3); !errors.Is(err, iface.ErrGroupNotFound) {
 		t.Fatalf("GroupTaskStates of an unknown group: err = %v, want ErrGroupNotFound", err)
 	}
 }
@@ -435,7 +435,7 @@ func testTriggerChordOnce(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(members)
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 
 	var (
 		mu      sync.Mutex
@@ -447,7 +447,7 @@ func testTriggerChordOnce(t *testing.T, s *suite) {
 	for _, sig := range sigs {
 		wg.Go(func() {
 			<-start
-			won, err := b.TriggerChord(ctx, groupUUID, sig.UUID)
+			won, err := b.TriggerChordContext(ctx, groupUUID, sig.UUID)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -466,7 +466,7 @@ func testTriggerChordOnce(t *testing.T, s *suite) {
 	if len(winners) != 1 {
 		t.Fatalf("%d of %d concurrent members won TriggerChord, want exactly 1", len(winners), members)
 	}
-	won, err := b.TriggerChord(ctx, groupUUID, winners[0])
+	won, err := b.TriggerChordContext(ctx, groupUUID, winners[0])
 	if err != nil || !won {
 		t.Fatalf("TriggerChord again by the winner: %t, %v; want true", won, err)
 	}
@@ -474,12 +474,12 @@ func testTriggerChordOnce(t *testing.T, s *suite) {
 		if sig.UUID == winners[0] {
 			continue
 		}
-		if won, err := b.TriggerChord(ctx, groupUUID, sig.UUID); err != nil || won {
+		if won, err := b.TriggerChordContext(ctx, groupUUID, sig.UUID); err != nil || won {
 			t.Fatalf("TriggerChord again by a loser: %t, %v; want false", won, err)
 		}
 		break
 	}
-	if _, err := b.TriggerChord(ctx, "group_"+uuid.NewString(), sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.TriggerChordContext(ctx, "group_"+uuid.NewString(), sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
 		t.Fatalf("TriggerChord of an unknown group: err = %v, want ErrGroupNotFound", err)
 	}
 }
@@ -489,26 +489,26 @@ func testImplicitGroup(t *testing.T, s *suite) {
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(2) // no InitGroup: GroupTaskCount says how many
 
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[1], []*tasks.TaskResult{{Type: "int64", Value: int64(1)}}))
-	if done, err := b.GroupCompleted(ctx, groupUUID, 2); done || err != nil {
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[1], []*tasks.TaskResult{{Type: "int64", Value: int64(1)}}))
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, 2); done || err != nil {
 		t.Fatalf("GroupCompleted with one of two finished: %t, %v; want false", done, err)
 	}
-	sts, err := b.GroupTaskStates(ctx, groupUUID, 2)
+	sts, err := b.GroupTaskStatesContext(ctx, groupUUID, 2)
 	must(t, "GroupTaskStates", err)
 	if len(sts) != 1 || sts[0].TaskUUID != sigs[1].UUID || !sts[0].IsSuccess() {
 		t.Fatalf("GroupTaskStates of an implicit group with one finished member: %+v, want [%s SUCCESS]", sts, sigs[1].UUID)
 	}
 
-	must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[0], "no"))
-	if done, err := b.GroupCompleted(ctx, groupUUID, 2); !done || err != nil {
+	must(t, "SetStateFailure", b.SetStateFailureContext(ctx, sigs[0], "no"))
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, 2); !done || err != nil {
 		t.Fatalf("GroupCompleted with both finished: %t, %v; want true", done, err)
 	}
-	sts, err = b.GroupTaskStates(ctx, groupUUID, 2)
+	sts, err = b.GroupTaskStatesContext(ctx, groupUUID, 2)
 	must(t, "GroupTaskStates", err)
 	if len(sts) != 2 || sts[0].TaskUUID != sigs[1].UUID || sts[1].TaskUUID != sigs[0].UUID || !sts[1].IsFailure() {
 		t.Fatalf("GroupTaskStates of an implicit group: %+v, want both members in the order they finished", sts)
 	}
-	if won, err := b.TriggerChord(ctx, groupUUID, sigs[0].UUID); !won || err != nil {
+	if won, err := b.TriggerChordContext(ctx, groupUUID, sigs[0].UUID); !won || err != nil {
 		t.Fatalf("TriggerChord of an implicit group: %t, %v; want true", won, err)
 	}
 }
@@ -517,25 +517,25 @@ func testGroupExpiresOnlyWhenComplete(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{ResultsExpireIn: 1})
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(2)
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], nil))
 
 	// A slow group outlives ResultsExpireIn while a member is unfinished:
 	// wait for time to pass well beyond it.
 	<-time.After(1500 * time.Millisecond)
-	sts, err := b.GroupTaskStates(ctx, groupUUID, 2)
+	sts, err := b.GroupTaskStatesContext(ctx, groupUUID, 2)
 	if err != nil || len(sts) != 2 || !sts[0].IsSuccess() {
 		t.Fatalf("unfinished group after ResultsExpireIn: %v, %v; want its bookkeeping kept", sts, err)
 	}
 
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[1], nil))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[1], nil))
 	finished := time.Now()
-	if done, err := b.GroupCompleted(ctx, groupUUID, 2); !done || err != nil {
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, 2); !done || err != nil {
 		t.Fatalf("GroupCompleted: %t, %v; want true", done, err)
 	}
 	deadline := finished.Add(waitLong)
 	for {
-		_, err := b.GroupTaskStates(ctx, groupUUID, 2)
+		_, err := b.GroupTaskStatesContext(ctx, groupUUID, 2)
 		if errors.Is(err, iface.ErrGroupNotFound) {
 			break
 		}
@@ -554,37 +554,37 @@ func testPurgeGroupMeta(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(1)
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
-	if done, err := b.GroupCompleted(ctx, groupUUID, 1); !done || err != nil {
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], nil))
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, 1); !done || err != nil {
 		t.Fatalf("GroupCompleted: %t, %v; want true", done, err)
 	}
 
-	must(t, "PurgeGroupMeta", b.PurgeGroupMeta(ctx, groupUUID))
-	if done, err := b.GroupCompleted(ctx, groupUUID, 1); done || err != nil {
+	must(t, "PurgeGroupMeta", b.PurgeGroupMetaContext(ctx, groupUUID))
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, 1); done || err != nil {
 		t.Fatalf("GroupCompleted after PurgeGroupMeta: %t, %v; want false, nil", done, err)
 	}
-	if _, err := b.GroupTaskStates(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.GroupTaskStatesContext(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
 		t.Fatalf("GroupTaskStates after PurgeGroupMeta: err = %v, want ErrGroupNotFound", err)
 	}
-	if _, err := b.TriggerChord(ctx, groupUUID, sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.TriggerChordContext(ctx, groupUUID, sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
 		t.Fatalf("TriggerChord after PurgeGroupMeta: err = %v, want ErrGroupNotFound", err)
 	}
 	getState(t, b, sigs[0].UUID) // the member's own state stays
-	must(t, "PurgeGroupMeta of a missing group", b.PurgeGroupMeta(ctx, groupUUID))
+	must(t, "PurgeGroupMeta of a missing group", b.PurgeGroupMetaContext(ctx, groupUUID))
 }
 
 func testClose(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
 	ctx := context.Background()
 	sig := newSig("before_close")
-	must(t, "SetStatePending", b.SetStatePending(ctx, sig))
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, sig))
 	must(t, "Close", b.Close())
 	must(t, "second Close", b.Close())
-	if _, err := b.GetState(ctx, sig.UUID); !errors.Is(err, iface.ErrClosed) {
+	if _, err := b.GetStateContext(ctx, sig.UUID); !errors.Is(err, iface.ErrClosed) {
 		t.Fatalf("GetState after Close: err = %v, want ErrClosed", err)
 	}
-	if err := b.SetStateStarted(ctx, sig); !errors.Is(err, iface.ErrClosed) {
+	if err := b.SetStateStartedContext(ctx, sig); !errors.Is(err, iface.ErrClosed) {
 		t.Fatalf("SetStateStarted after Close: err = %v, want ErrClosed", err)
 	}
 }

@@ -22,7 +22,8 @@ const sweepEvery = time.Minute
 // Backend is the in-process result backend. Create it with New; the zero
 // value is not usable. Every method is safe for concurrent use.
 type Backend struct {
-	expireIn time.Duration
+	iface.Compat // machinery's methods
+	expireIn     time.Duration
 
 	mu        sync.Mutex
 	closed    bool
@@ -65,17 +66,19 @@ func New(opts Options) *Backend {
 	if opts.ResultsExpireIn <= 0 {
 		opts = OptionsFrom(nil)
 	}
-	return &Backend{
+	b := &Backend{
 		expireIn:  opts.ResultsExpireIn,
 		states:    make(map[string]*stateEntry),
 		groups:    make(map[string]*group),
 		lastSweep: time.Now(),
 	}
+	b.Compat = iface.NewCompat(b)
+	return b
 }
 
-// InitGroup records the group's members in group order. A group whose
-// members started finishing before InitGroup keeps what they recorded.
-func (b *Backend) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []string) error {
+// InitGroupContext records the group's members in group order. A group whose
+// members started finishing before InitGroupContext keeps what they recorded.
+func (b *Backend) InitGroupContext(ctx context.Context, groupUUID string, taskUUIDs []string) error {
 	now, err := b.beginWrite("init group")
 	if err != nil {
 		return err
@@ -108,11 +111,11 @@ func (b *Backend) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []s
 	return nil
 }
 
-// GroupCompleted reports whether groupTaskCount members of the group have
+// GroupCompletedContext reports whether groupTaskCount members of the group have
 // finished. A group with no bookkeeping (none of its members finished and
 // InitGroup was not called, or it expired or was purged) is not completed:
 // false and no error.
-func (b *Backend) GroupCompleted(ctx context.Context, groupUUID string, groupTaskCount int) (bool, error) {
+func (b *Backend) GroupCompletedContext(ctx context.Context, groupUUID string, groupTaskCount int) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -125,13 +128,13 @@ func (b *Backend) GroupCompleted(ctx context.Context, groupUUID string, groupTas
 	return len(g.finished) >= groupTaskCount, nil
 }
 
-// GroupTaskStates returns copies of the final states of the group's
+// GroupTaskStatesContext returns copies of the final states of the group's
 // members in group order, and PENDING states (with only the UUID set) for
 // members that have not finished. For a group created implicitly (its
 // members finished without InitGroup) only the finished members are known,
 // in the order they finished. A group with no bookkeeping is an error
 // wrapping ErrGroupNotFound.
-func (b *Backend) GroupTaskStates(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
+func (b *Backend) GroupTaskStatesContext(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -152,11 +155,11 @@ func (b *Backend) GroupTaskStates(ctx context.Context, groupUUID string, groupTa
 	return out, nil
 }
 
-// TriggerChord returns true to the first member that asks and again to that
+// TriggerChordContext returns true to the first member that asks and again to that
 // member, false to every other. A group with no bookkeeping is an error
 // wrapping ErrGroupNotFound: no member of a purged or expired group is
 // elected.
-func (b *Backend) TriggerChord(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
+func (b *Backend) TriggerChordContext(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
 	now, err := b.beginWrite("trigger chord")
 	if err != nil {
 		return false, err
@@ -176,8 +179,8 @@ func (b *Backend) TriggerChord(ctx context.Context, groupUUID, memberUUID string
 	return g.winner == memberUUID, nil
 }
 
-// SetStatePending writes the PENDING state of every signature.
-func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature) error {
+// SetStatePendingContext writes the PENDING state of every signature.
+func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Signature) error {
 	for i, sig := range sigs {
 		if err := checkSig(sig); err != nil {
 			return fmt.Errorf("memory backend: set state pending: signature %d: %w", i, err)
@@ -194,24 +197,24 @@ func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature)
 	return nil
 }
 
-// SetStateReceived writes the RECEIVED state of sig.
-func (b *Backend) SetStateReceived(ctx context.Context, sig *tasks.Signature) error {
+// SetStateReceivedContext writes the RECEIVED state of sig.
+func (b *Backend) SetStateReceivedContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState("set state received", sig, tasks.NewReceivedTaskState)
 }
 
-// SetStateStarted writes the STARTED state of sig.
-func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) error {
+// SetStateStartedContext writes the STARTED state of sig.
+func (b *Backend) SetStateStartedContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState("set state started", sig, tasks.NewStartedTaskState)
 }
 
-// SetStateRetry writes the RETRY state of sig.
-func (b *Backend) SetStateRetry(ctx context.Context, sig *tasks.Signature) error {
+// SetStateRetryContext writes the RETRY state of sig.
+func (b *Backend) SetStateRetryContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState("set state retry", sig, tasks.NewRetryTaskState)
 }
 
-// SetStateSuccess writes the SUCCESS state of sig with a copy of results and,
+// SetStateSuccessContext writes the SUCCESS state of sig with a copy of results and,
 // when sig belongs to a group, records it in the group.
-func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
+func (b *Backend) SetStateSuccessContext(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
 	return b.setState("set state success", sig, func(sig *tasks.Signature) *tasks.TaskState {
 		return tasks.NewSuccessTaskState(sig, copyResults(results))
 	})
@@ -220,15 +223,15 @@ func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, res
 // CompleteGroupMember writes the SUCCESS state of sig, a group member, and
 // reports whether its group is complete after the write.
 func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error) {
-	if err := b.SetStateSuccess(ctx, sig, results); err != nil {
+	if err := b.SetStateSuccessContext(ctx, sig, results); err != nil {
 		return false, err
 	}
-	return b.GroupCompleted(ctx, sig.GroupUUID, sig.GroupTaskCount)
+	return b.GroupCompletedContext(ctx, sig.GroupUUID, sig.GroupTaskCount)
 }
 
-// SetStateFailure writes the FAILURE state of sig with errMsg and, when sig
+// SetStateFailureContext writes the FAILURE state of sig with errMsg and, when sig
 // belongs to a group, records it in the group.
-func (b *Backend) SetStateFailure(ctx context.Context, sig *tasks.Signature, errMsg string) error {
+func (b *Backend) SetStateFailureContext(ctx context.Context, sig *tasks.Signature, errMsg string) error {
 	return b.setState("set state failure", sig, func(sig *tasks.Signature) *tasks.TaskState {
 		return tasks.NewFailureTaskState(sig, errMsg)
 	})
@@ -277,9 +280,9 @@ func (b *Backend) WriteState(sig *tasks.Signature, state *tasks.TaskState) (int,
 	return len(b.recordLocked(sig, state, now).finished), nil
 }
 
-// GetState returns a copy of the task's state, or an error wrapping
+// GetStateContext returns a copy of the task's state, or an error wrapping
 // ErrStateNotFound when there is none or it expired.
-func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
+func (b *Backend) GetStateContext(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -296,8 +299,8 @@ func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskSta
 	return copyState(e.state), nil
 }
 
-// PurgeState deletes the task's state; a missing state is not an error.
-func (b *Backend) PurgeState(ctx context.Context, taskUUID string) error {
+// PurgeStateContext deletes the task's state; a missing state is not an error.
+func (b *Backend) PurgeStateContext(ctx context.Context, taskUUID string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -307,9 +310,9 @@ func (b *Backend) PurgeState(ctx context.Context, taskUUID string) error {
 	return nil
 }
 
-// PurgeGroupMeta deletes the group's bookkeeping; a missing group is not an
+// PurgeGroupMetaContext deletes the group's bookkeeping; a missing group is not an
 // error.
-func (b *Backend) PurgeGroupMeta(ctx context.Context, groupUUID string) error {
+func (b *Backend) PurgeGroupMetaContext(ctx context.Context, groupUUID string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -20,19 +20,19 @@ func Example() {
 		&tasks.Signature{UUID: "task_a", Name: "double"},
 		&tasks.Signature{UUID: "task_b", Name: "double"},
 	)
-	_ = be.InitGroup(ctx, group.GroupUUID, group.GetUUIDs())
+	_ = be.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs())
 
 	for i, sig := range []*tasks.Signature{group.Tasks[1], group.Tasks[0]} { // finish out of order
-		_ = be.SetStateSuccess(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(10 * (i + 1))}})
-		done, _ := be.GroupCompleted(ctx, group.GroupUUID, len(group.Tasks))
+		_ = be.SetStateSuccessContext(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(10 * (i + 1))}})
+		done, _ := be.GroupCompletedContext(ctx, group.GroupUUID, len(group.Tasks))
 		fmt.Println(sig.UUID, "finished; group completed:", done)
 		if done {
-			first, _ := be.TriggerChord(ctx, group.GroupUUID, sig.UUID)
+			first, _ := be.TriggerChordContext(ctx, group.GroupUUID, sig.UUID)
 			fmt.Println(sig.UUID, "sends the callback:", first)
 		}
 	}
 
-	states, _ := be.GroupTaskStates(ctx, group.GroupUUID, len(group.Tasks))
+	states, _ := be.GroupTaskStatesContext(ctx, group.GroupUUID, len(group.Tasks))
 	for _, st := range states {
 		fmt.Println(st.TaskUUID, st.State, st.Results[0].Value)
 	}

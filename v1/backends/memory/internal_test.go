@@ -14,10 +14,10 @@ func TestWriteSweepsExpiredEntries(t *testing.T) {
 	b := New(Options{ResultsExpireIn: time.Second})
 	ctx := context.Background()
 	old := &tasks.Signature{UUID: "task_old", Name: "n", GroupUUID: "group_old", GroupTaskCount: 1}
-	if err := b.SetStateSuccess(ctx, old, nil); err != nil {
+	if err := b.SetStateSuccessContext(ctx, old, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.InitGroup(ctx, "group_running", []string{"task_x"}); err != nil {
+	if err := b.InitGroupContext(ctx, "group_running", []string{"task_x"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -28,7 +28,7 @@ func TestWriteSweepsExpiredEntries(t *testing.T) {
 	b.lastSweep = time.Now().Add(-30 * time.Second)
 	b.mu.Unlock()
 
-	if err := b.SetStatePending(ctx, &tasks.Signature{UUID: "task_new", Name: "n"}); err != nil {
+	if err := b.SetStatePendingContext(ctx, &tasks.Signature{UUID: "task_new", Name: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	b.mu.Lock()
@@ -39,7 +39,7 @@ func TestWriteSweepsExpiredEntries(t *testing.T) {
 		t.Fatal("a write swept less than a minute after the last sweep")
 	}
 
-	if err := b.SetStatePending(ctx, &tasks.Signature{UUID: "task_newer", Name: "n"}); err != nil {
+	if err := b.SetStatePendingContext(ctx, &tasks.Signature{UUID: "task_newer", Name: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	b.mu.Lock()

@@ -33,13 +33,13 @@ func TestResultValuesKeptAsTheyAre(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	sig := &tasks.Signature{UUID: "task_1", Name: "n"}
-	if err := b.SetStateSuccess(ctx, sig, []*tasks.TaskResult{
+	if err := b.SetStateSuccessContext(ctx, sig, []*tasks.TaskResult{
 		{Type: "int64", Value: int64(7)},
 		{Type: "[]interface {}", Value: []interface{}{[]int{1}, map[string]int{"a": 1}}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.GetState(ctx, "task_1")
+	st, err := b.GetStateContext(ctx, "task_1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestResultValuesKeptAsTheyAre(t *testing.T) {
 	nested := st.Results[1].Value.([]interface{})
 	nested[0].([]int)[0] = 99
 	nested[1].(map[string]int)["a"] = 99
-	again, _ := b.GetState(ctx, "task_1")
+	again, _ := b.GetStateContext(ctx, "task_1")
 	inner := again.Results[1].Value.([]interface{})
 	if inner[0].([]int)[0] != 1 || inner[1].(map[string]int)["a"] != 1 {
 		t.Fatalf("a reader changed the stored nested values: %#v", inner)

@@ -23,9 +23,10 @@ var _ iface.Backend = (*Backend)(nil)
 // store in internal/rdb. Create it with New or Dial. Every method is safe
 // for concurrent use.
 type Backend struct {
-	store     *rdb.Store
-	ownsStore bool
-	closed    atomic.Bool
+	iface.Compat // machinery's methods
+	store        *rdb.Store
+	ownsStore    bool
+	closed       atomic.Bool
 }
 
 // Options configures a Backend. The state TTL (ResultsExpireIn) and key
@@ -38,7 +39,9 @@ type Options struct {
 // New returns a backend on store. It sends nothing to Redis; state writes
 // of concurrent callers share round trips through the store's batcher.
 func New(store *rdb.Store, opts Options) *Backend {
-	return &Backend{store: store, ownsStore: opts.OwnsStore}
+	b := &Backend{store: store, ownsStore: opts.OwnsStore}
+	b.Compat = iface.NewCompat(b)
+	return b
 }
 
 // Dial returns a backend on a Redis connection of its own for rawURL,
@@ -54,20 +57,20 @@ func Dial(rawURL string, cnf *config.Config) (*Backend, error) {
 // Store returns the store the backend runs on.
 func (b *Backend) Store() *rdb.Store { return b.store }
 
-// InitGroup records the group's members in group order (duplicates
+// InitGroupContext records the group's members in group order (duplicates
 // dropped) and expects len(taskUUIDs) of them to finish. Members that
-// finished before InitGroup stay recorded.
-func (b *Backend) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []string) error {
+// finished before InitGroupContext stay recorded.
+func (b *Backend) InitGroupContext(ctx context.Context, groupUUID string, taskUUIDs []string) error {
 	if err := b.checkOpen("init group"); err != nil {
 		return err
 	}
 	return wrap(b.store.InitGroup(ctx, groupUUID, taskUUIDs))
 }
 
-// GroupCompleted reports whether groupTaskCount members of the group have
+// GroupCompletedContext reports whether groupTaskCount members of the group have
 // finished: one O(1) read however large the group. A group with no
 // bookkeeping is not completed (false, no error).
-func (b *Backend) GroupCompleted(ctx context.Context, groupUUID string, groupTaskCount int) (bool, error) {
+func (b *Backend) GroupCompletedContext(ctx context.Context, groupUUID string, groupTaskCount int) (bool, error) {
 	if err := b.checkOpen("group completed"); err != nil {
 		return false, err
 	}
@@ -75,13 +78,13 @@ func (b *Backend) GroupCompleted(ctx context.Context, groupUUID string, groupTas
 	return done, wrap(err)
 }
 
-// GroupTaskStates returns the final states of the group's members, as
+// GroupTaskStatesContext returns the final states of the group's members, as
 // recorded when each finished, in group order: InitGroup's members, then
 // members InitGroup did not list in the order they finished. A member not
 // finished yet is reported with its UUID and state PENDING. The members'
 // own states are not read. A group with no bookkeeping is an error
 // wrapping ErrGroupNotFound.
-func (b *Backend) GroupTaskStates(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
+func (b *Backend) GroupTaskStatesContext(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
 	if err := b.checkOpen("group task states"); err != nil {
 		return nil, err
 	}
@@ -89,11 +92,11 @@ func (b *Backend) GroupTaskStates(ctx context.Context, groupUUID string, groupTa
 	return states, wrap(err)
 }
 
-// TriggerChord elects the member that sends the group's chord callback:
+// TriggerChordContext elects the member that sends the group's chord callback:
 // true to the first member that asks and again to that member, false to
 // every other. One O(1) script, no lock. A group with no bookkeeping is an
 // error wrapping ErrGroupNotFound.
-func (b *Backend) TriggerChord(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
+func (b *Backend) TriggerChordContext(ctx context.Context, groupUUID, memberUUID string) (bool, error) {
 	if err := b.checkOpen("trigger chord"); err != nil {
 		return false, err
 	}
@@ -101,25 +104,25 @@ func (b *Backend) TriggerChord(ctx context.Context, groupUUID, memberUUID string
 	return won, wrap(err)
 }
 
-// SetStatePending writes the PENDING state of every signature: one
+// SetStatePendingContext writes the PENDING state of every signature: one
 // pipeline per 1000 signatures.
-func (b *Backend) SetStatePending(ctx context.Context, sigs ...*tasks.Signature) error {
+func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen("set state pending"); err != nil {
 		return err
 	}
 	return wrap(b.store.WritePending(ctx, sigs))
 }
 
-// SetStateReceived writes the RECEIVED state of sig.
-func (b *Backend) SetStateReceived(ctx context.Context, sig *tasks.Signature) error {
+// SetStateReceivedContext writes the RECEIVED state of sig.
+func (b *Backend) SetStateReceivedContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState(ctx, "set state received", sig, tasks.NewReceivedTaskState)
 }
 
-// SetStateStarted queues the write of the STARTED state of sig and returns
+// SetStateStartedContext queues the write of the STARTED state of sig and returns
 // without waiting for it, so that the task starts a round trip sooner. The
 // backend's writes land in the order they were made, so the task's final
 // state cannot be overwritten by it; a failed write is logged.
-func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) error {
+func (b *Backend) SetStateStartedContext(ctx context.Context, sig *tasks.Signature) error {
 	if err := b.checkOpen("set state started"); err != nil {
 		return err
 	}
@@ -129,15 +132,15 @@ func (b *Backend) SetStateStarted(ctx context.Context, sig *tasks.Signature) err
 	return wrap(b.store.SetStateAsync(ctx, sig, tasks.NewStartedTaskState(sig)))
 }
 
-// SetStateRetry writes the RETRY state of sig.
-func (b *Backend) SetStateRetry(ctx context.Context, sig *tasks.Signature) error {
+// SetStateRetryContext writes the RETRY state of sig.
+func (b *Backend) SetStateRetryContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState(ctx, "set state retry", sig, tasks.NewRetryTaskState)
 }
 
-// SetStateSuccess writes the SUCCESS state of sig with results (as JSON;
+// SetStateSuccessContext writes the SUCCESS state of sig with results (as JSON;
 // a value JSON cannot encode is an error and nothing is written) and, when
 // sig belongs to a group, records it in the group in the same pipeline.
-func (b *Backend) SetStateSuccess(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
+func (b *Backend) SetStateSuccessContext(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
 	return b.setState(ctx, "set state success", sig, func(sig *tasks.Signature) *tasks.TaskState {
 		return tasks.NewSuccessTaskState(sig, results)
 	})
@@ -160,9 +163,9 @@ func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature,
 	return done >= int64(sig.GroupTaskCount), nil
 }
 
-// SetStateFailure writes the FAILURE state of sig with errMsg and, when sig
+// SetStateFailureContext writes the FAILURE state of sig with errMsg and, when sig
 // belongs to a group, records it in the group in the same pipeline.
-func (b *Backend) SetStateFailure(ctx context.Context, sig *tasks.Signature, errMsg string) error {
+func (b *Backend) SetStateFailureContext(ctx context.Context, sig *tasks.Signature, errMsg string) error {
 	return b.setState(ctx, "set state failure", sig, func(sig *tasks.Signature) *tasks.TaskState {
 		return tasks.NewFailureTaskState(sig, errMsg)
 	})
@@ -180,11 +183,11 @@ func (b *Backend) setState(ctx context.Context, op string, sig *tasks.Signature,
 	return wrap(err)
 }
 
-// GetState returns the task's state, or an error wrapping ErrStateNotFound
+// GetStateContext returns the task's state, or an error wrapping ErrStateNotFound
 // when there is none. Result values come back as JSON decodes them with
 // UseNumber: numbers as json.Number, arrays as []interface{}, []byte as its
 // base64 string; tasks.ReflectTaskResults converts them to their types.
-func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
+func (b *Backend) GetStateContext(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
 	if err := b.checkOpen("get state"); err != nil {
 		return nil, err
 	}
@@ -192,17 +195,17 @@ func (b *Backend) GetState(ctx context.Context, taskUUID string) (*tasks.TaskSta
 	return st, wrap(err)
 }
 
-// PurgeState deletes the task's state; a missing state is not an error.
-func (b *Backend) PurgeState(ctx context.Context, taskUUID string) error {
+// PurgeStateContext deletes the task's state; a missing state is not an error.
+func (b *Backend) PurgeStateContext(ctx context.Context, taskUUID string) error {
 	if err := b.checkOpen("purge state"); err != nil {
 		return err
 	}
 	return wrap(b.store.PurgeState(ctx, taskUUID))
 }
 
-// PurgeGroupMeta deletes the group's bookkeeping; a missing group is not
+// PurgeGroupMetaContext deletes the group's bookkeeping; a missing group is not
 // an error. The members' own states stay.
-func (b *Backend) PurgeGroupMeta(ctx context.Context, groupUUID string) error {
+func (b *Backend) PurgeGroupMetaContext(ctx context.Context, groupUUID string) error {
 	if err := b.checkOpen("purge group meta"); err != nil {
 		return err
 	}

@@ -148,8 +148,8 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 
 	// Warm up: the connection, and the script loaded once per backend.
 	warm, warmSigs := newGroup(1)
-	must(t, "warm-up", b.SetStateSuccess(ctx, warmSigs[0], nil))
-	must(t, "warm-up", b.PurgeGroupMeta(ctx, warm))
+	must(t, "warm-up", b.SetStateSuccessContext(ctx, warmSigs[0], nil))
+	must(t, "warm-up", b.PurgeGroupMetaContext(ctx, warm))
 
 	group, members := newGroup(2)
 	sig := &tasks.Signature{UUID: "task_" + uuid.NewString(), Name: "plain"}
@@ -167,39 +167,39 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 		cmds       int
 	}{
 		// PENDING makes the state: created_at goes in the same HSET.
-		{"pending", func() error { return b.SetStatePending(ctx, sig) }, 1, 2},
-		{"pending 1000", func() error { return b.SetStatePending(ctx, many(1000)...) }, 1, 2000},
-		{"pending 2500", func() error { return b.SetStatePending(ctx, many(2500)...) }, 3, 5000},
+		{"pending", func() error { return b.SetStatePendingContext(ctx, sig) }, 1, 2},
+		{"pending 1000", func() error { return b.SetStatePendingContext(ctx, many(1000)...) }, 1, 2000},
+		{"pending 2500", func() error { return b.SetStatePendingContext(ctx, many(2500)...) }, 3, 5000},
 		// A state that is not final is one script, which writes it unless
 		// the state is final (state_unless_final.lua).
-		{"received", func() error { return b.SetStateReceived(ctx, sig) }, 1, 1},
+		{"received", func() error { return b.SetStateReceivedContext(ctx, sig) }, 1, 1},
 		// STARTED is queued without waiting; the read after it, through
 		// the same ordered batcher, sees it (the read itself is the 2nd
 		// command; both may share one round trip).
 		{"started, then read", func() error {
-			if err := b.SetStateStarted(ctx, sig); err != nil {
+			if err := b.SetStateStartedContext(ctx, sig); err != nil {
 				return err
 			}
-			st, err := b.GetState(ctx, sig.UUID)
+			st, err := b.GetStateContext(ctx, sig.UUID)
 			if err == nil && st.State != tasks.StateStarted {
 				err = fmt.Errorf("read after SetStateStarted saw %s", st.State)
 			}
 			return err
 		}, -1, 2},
-		{"retry", func() error { return b.SetStateRetry(ctx, sig) }, 1, 1},
+		{"retry", func() error { return b.SetStateRetryContext(ctx, sig) }, 1, 1},
 		{"success", func() error {
-			return b.SetStateSuccess(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(1)}})
+			return b.SetStateSuccessContext(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(1)}})
 		}, 1, 3},
-		{"failure", func() error { return b.SetStateFailure(ctx, sig, "no") }, 1, 3},
+		{"failure", func() error { return b.SetStateFailureContext(ctx, sig, "no") }, 1, 3},
 		{"started group member, then read", func() error {
-			if err := b.SetStateStarted(ctx, members[0]); err != nil {
+			if err := b.SetStateStartedContext(ctx, members[0]); err != nil {
 				return err
 			}
-			_, err := b.GetState(ctx, members[0].UUID)
+			_, err := b.GetStateContext(ctx, members[0].UUID)
 			return err
 		}, -1, 2},
-		{"success group member", func() error { return b.SetStateSuccess(ctx, members[0], nil) }, 1, 4},
-		{"failure group member", func() error { return b.SetStateFailure(ctx, members[1], "no") }, 1, 4},
+		{"success group member", func() error { return b.SetStateSuccessContext(ctx, members[0], nil) }, 1, 4},
+		{"failure group member", func() error { return b.SetStateFailureContext(ctx, members[1], "no") }, 1, 4},
 	} {
 		log.take()
 		must(t, tc.name, tc.write())
@@ -211,7 +211,7 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 			t.Errorf("%s: %d round trips, %d commands %v; want %d round trips, %d commands", tc.name, n, len(cmds), firstNames(cmds, 8), tc.roundTrips, tc.cmds)
 		}
 	}
-	if done, err := b.GroupCompleted(ctx, group, 2); !done || err != nil {
+	if done, err := b.GroupCompletedContext(ctx, group, 2); !done || err != nil {
 		t.Fatalf("GroupCompleted after both members were recorded: %t, %v; want true", done, err)
 	}
 }
@@ -239,19 +239,19 @@ func TestStateKeysExpire(t *testing.T) {
 		name  string
 		write func() error
 	}{
-		{"pending", func() error { return b.SetStatePending(ctx, sig) }},
-		{"received", func() error { return b.SetStateReceived(ctx, sig) }},
+		{"pending", func() error { return b.SetStatePendingContext(ctx, sig) }},
+		{"received", func() error { return b.SetStateReceivedContext(ctx, sig) }},
 		{"started", func() error {
 			// Queued without waiting; a read through the backend follows it.
-			if err := b.SetStateStarted(ctx, sig); err != nil {
+			if err := b.SetStateStartedContext(ctx, sig); err != nil {
 				return err
 			}
-			_, err := b.GetState(ctx, sig.UUID)
+			_, err := b.GetStateContext(ctx, sig.UUID)
 			return err
 		}},
-		{"retry", func() error { return b.SetStateRetry(ctx, sig) }},
-		{"success", func() error { return b.SetStateSuccess(ctx, sig, nil) }},
-		{"failure", func() error { return b.SetStateFailure(ctx, sig, "no") }},
+		{"retry", func() error { return b.SetStateRetryContext(ctx, sig) }},
+		{"success", func() error { return b.SetStateSuccessContext(ctx, sig, nil) }},
+		{"failure", func() error { return b.SetStateFailureContext(ctx, sig, "no") }},
 	} {
 		must(t, tc.name, rdb.Persist(ctx, key).Err()) // so that the write must set it
 		must(t, tc.name, tc.write())
@@ -269,12 +269,12 @@ func TestCreatedAtIsTheFirstWrite(t *testing.T) {
 	b, _, _ := standalone(t, config.Config{})
 	ctx := context.Background()
 	sig := &tasks.Signature{UUID: "task_" + uuid.NewString(), Name: "created"}
-	must(t, "SetStatePending", b.SetStatePending(ctx, sig))
-	sent, err := b.GetState(ctx, sig.UUID)
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, sig))
+	sent, err := b.GetStateContext(ctx, sig.UUID)
 	must(t, "GetState", err)
 	<-time.After(5 * time.Millisecond) // so that a later write has a later time
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sig, nil))
-	done, err := b.GetState(ctx, sig.UUID)
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sig, nil))
+	done, err := b.GetStateContext(ctx, sig.UUID)
 	must(t, "GetState", err)
 	if !done.IsSuccess() || !done.CreatedAt.Equal(sent.CreatedAt) {
 		t.Fatalf("after SUCCESS: %s created %s; want SUCCESS created %s (the PENDING write)", done.State, done.CreatedAt, sent.CreatedAt)
@@ -316,16 +316,16 @@ func TestGroupKeysExpire(t *testing.T) {
 		what := "implicit group"
 		if initialised {
 			what = "group"
-			must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+			must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 			wantTTL(what+" after InitGroup", groupUUID, []string{"group"}, safety-time.Minute, safety)
 		}
-		must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
+		must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], nil))
 		wantTTL(what+" with 1 of 3 finished", groupUUID, []string{"group", "done", "order"}, safety-time.Minute, safety)
-		must(t, "SetStateFailure", b.SetStateFailure(ctx, sigs[1], "no"))
+		must(t, "SetStateFailure", b.SetStateFailureContext(ctx, sigs[1], "no"))
 		wantTTL(what+" with 2 of 3 finished", groupUUID, []string{"group", "done", "order"}, safety-time.Minute, safety)
-		must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[2], nil))
+		must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[2], nil))
 		wantTTL(what+" complete", groupUUID, []string{"group", "done", "order"}, 0, expireIn)
-		won, err := b.TriggerChord(ctx, groupUUID, sigs[2].UUID)
+		won, err := b.TriggerChordContext(ctx, groupUUID, sigs[2].UUID)
 		if !won || err != nil {
 			t.Fatalf("TriggerChord: %t, %v; want true", won, err)
 		}
@@ -348,13 +348,13 @@ func TestGroupCompletedReadsNoMemberState(t *testing.T) {
 	ctx := context.Background()
 
 	groupUUID, sigs := newGroup(members)
-	must(t, "InitGroup", b.InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 	var wg sync.WaitGroup
 	errs := make(chan error, members)
 	for w := 0; w < 16; w++ {
 		wg.Go(func() {
 			for i := w; i < members; i += 16 {
-				errs <- b.SetStateSuccess(ctx, sigs[i], []*tasks.TaskResult{{Type: "int", Value: i}})
+				errs <- b.SetStateSuccessContext(ctx, sigs[i], []*tasks.TaskResult{{Type: "int", Value: i}})
 			}
 		})
 	}
@@ -369,7 +369,7 @@ func TestGroupCompletedReadsNoMemberState(t *testing.T) {
 		want  bool
 	}{{members, true}, {members + 1, false}} {
 		log.take()
-		done, err := b.GroupCompleted(ctx, groupUUID, tc.count)
+		done, err := b.GroupCompletedContext(ctx, groupUUID, tc.count)
 		must(t, "GroupCompleted", err)
 		if done != tc.want {
 			t.Fatalf("GroupCompleted(%d) with %d finished = %t, want %t", tc.count, members, done, tc.want)
@@ -404,7 +404,7 @@ func TestTriggerChordOnceOnCluster(t *testing.T) {
 		defer backends[i].Close()
 	}
 	groupUUID, sigs := newGroup(members)
-	must(t, "InitGroup", backends[0].InitGroup(ctx, groupUUID, uuids(sigs)))
+	must(t, "InitGroup", backends[0].InitGroupContext(ctx, groupUUID, uuids(sigs)))
 
 	var (
 		mu      sync.Mutex
@@ -417,7 +417,7 @@ func TestTriggerChordOnceOnCluster(t *testing.T) {
 		b := backends[i%processes]
 		wg.Go(func() {
 			<-start
-			won, err := b.TriggerChord(ctx, groupUUID, sig.UUID)
+			won, err := b.TriggerChordContext(ctx, groupUUID, sig.UUID)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -437,7 +437,7 @@ func TestTriggerChordOnceOnCluster(t *testing.T) {
 		t.Fatalf("%d of %d concurrent members won TriggerChord, want exactly 1", len(winners), members)
 	}
 	for _, b := range backends {
-		if won, err := b.TriggerChord(ctx, groupUUID, winners[0]); !won || err != nil {
+		if won, err := b.TriggerChordContext(ctx, groupUUID, winners[0]); !won || err != nil {
 			t.Fatalf("TriggerChord again by the winner: %t, %v; want true", won, err)
 		}
 	}
@@ -475,11 +475,11 @@ func TestResultsRoundTrip(t *testing.T) {
 		results[i] = &tasks.TaskResult{Type: v.typ, Value: v.value}
 	}
 	groupUUID, sigs := newGroup(1)
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], results))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], results))
 
-	st, err := b.GetState(ctx, sigs[0].UUID)
+	st, err := b.GetStateContext(ctx, sigs[0].UUID)
 	must(t, "GetState", err)
-	sts, err := b.GroupTaskStates(ctx, groupUUID, 1)
+	sts, err := b.GroupTaskStatesContext(ctx, groupUUID, 1)
 	must(t, "GroupTaskStates", err)
 	for from, got := range map[string][]*tasks.TaskResult{"GetState": st.Results, "GroupTaskStates": sts[0].Results} {
 		reflected, err := tasks.ReflectTaskResults(got)
@@ -501,14 +501,14 @@ func TestUnencodableResultWritesNothing(t *testing.T) {
 	b, _, _ := standalone(t, config.Config{})
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(1)
-	err := b.SetStateSuccess(ctx, sigs[0], []*tasks.TaskResult{{Type: "float64", Value: math.NaN()}})
+	err := b.SetStateSuccessContext(ctx, sigs[0], []*tasks.TaskResult{{Type: "float64", Value: math.NaN()}})
 	if err == nil || !strings.Contains(err.Error(), sigs[0].UUID) {
 		t.Fatalf("SetStateSuccess of NaN: err = %v, want an error naming the task", err)
 	}
-	if _, err := b.GetState(ctx, sigs[0].UUID); !errors.Is(err, iface.ErrStateNotFound) {
+	if _, err := b.GetStateContext(ctx, sigs[0].UUID); !errors.Is(err, iface.ErrStateNotFound) {
 		t.Fatalf("GetState after a failed write: %v, want ErrStateNotFound", err)
 	}
-	if _, err := b.GroupTaskStates(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.GroupTaskStatesContext(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
 		t.Fatalf("GroupTaskStates after a failed write: %v, want ErrGroupNotFound", err)
 	}
 }
@@ -523,10 +523,10 @@ func TestGroupRecordSurvivesScriptFlush(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	groupUUID, sigs := newGroup(2)
-	must(t, "SetStateSuccess", b.SetStateSuccess(ctx, sigs[0], nil))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sigs[0], nil))
 	must(t, "SCRIPT FLUSH", rdb.ScriptFlush(ctx).Err())
-	must(t, "SetStateSuccess after SCRIPT FLUSH", b.SetStateSuccess(ctx, sigs[1], nil))
-	if done, err := b.GroupCompleted(ctx, groupUUID, 2); !done || err != nil {
+	must(t, "SetStateSuccess after SCRIPT FLUSH", b.SetStateSuccessContext(ctx, sigs[1], nil))
+	if done, err := b.GroupCompletedContext(ctx, groupUUID, 2); !done || err != nil {
 		t.Fatalf("GroupCompleted: %t, %v; want true", done, err)
 	}
 }
@@ -538,23 +538,23 @@ func TestErrors(t *testing.T) {
 	b, _, _ := standalone(t, config.Config{})
 	ctx := context.Background()
 	missing := "task_" + uuid.NewString()
-	_, err := b.GetState(ctx, missing)
+	_, err := b.GetStateContext(ctx, missing)
 	if !errors.Is(err, iface.ErrStateNotFound) || errors.Is(err, goredis.Nil) ||
 		!strings.HasPrefix(err.Error(), "redisbackend: ") || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("GetState of a missing task: %v; want a redisbackend error naming it, wrapping ErrStateNotFound", err)
 	}
 	group := "group_" + uuid.NewString()
-	if _, err := b.GroupTaskStates(ctx, group, 1); !errors.Is(err, iface.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
+	if _, err := b.GroupTaskStatesContext(ctx, group, 1); !errors.Is(err, iface.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
 		t.Fatalf("GroupTaskStates of a missing group: %v", err)
 	}
-	if _, err := b.TriggerChord(ctx, group, "task_x"); !errors.Is(err, iface.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
+	if _, err := b.TriggerChordContext(ctx, group, "task_x"); !errors.Is(err, iface.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
 		t.Fatalf("TriggerChord of a missing group: %v", err)
 	}
-	if err := b.InitGroup(ctx, "", nil); !errors.Is(err, tasks.ErrEmptyGroupUUID) {
+	if err := b.InitGroupContext(ctx, "", nil); !errors.Is(err, tasks.ErrEmptyGroupUUID) {
 		t.Fatalf("InitGroup without a group UUID: %v, want ErrEmptyGroupUUID", err)
 	}
 	braces := &tasks.Signature{UUID: "task_" + uuid.NewString(), Name: "n", GroupUUID: "a}b", GroupTaskCount: 1}
-	if err := b.SetStateSuccess(ctx, braces, nil); err == nil || !strings.Contains(err.Error(), "braces") {
+	if err := b.SetStateSuccessContext(ctx, braces, nil); err == nil || !strings.Contains(err.Error(), "braces") {
 		t.Fatalf("SetStateSuccess of a member of group %q: %v, want an error about braces", braces.GroupUUID, err)
 	}
 }

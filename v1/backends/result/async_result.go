@@ -96,7 +96,7 @@ func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 	if cached.IsCompleted() {
 		return cached, nil
 	}
-	state, err := r.backend.GetState(ctx, r.Signature.UUID)
+	state, err := r.backend.GetStateContext(ctx, r.Signature.UUID)
 	if err != nil {
 		return nil, fmt.Errorf("result of task %s (%s): %w", r.Signature.UUID, r.Signature.Name, err)
 	}

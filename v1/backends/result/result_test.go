@@ -19,9 +19,9 @@ type countingBackend struct {
 	reads atomic.Int64
 }
 
-func (c *countingBackend) GetState(ctx context.Context, uuid string) (*tasks.TaskState, error) {
+func (c *countingBackend) GetStateContext(ctx context.Context, uuid string) (*tasks.TaskState, error) {
 	c.reads.Add(1)
-	return c.Backend.GetState(ctx, uuid)
+	return c.Backend.GetStateContext(ctx, uuid)
 }
 
 func newBackend(t *testing.T) *countingBackend {
@@ -44,9 +44,9 @@ func TestChordGetReadsOnlyTheCallbackWhenItSucceeded(t *testing.T) {
 	ctx := context.Background()
 	members, cb := sigs(100), sigs(1)[0]
 	for _, m := range members {
-		b.SetStateSuccess(ctx, m, nil)
+		b.SetStateSuccessContext(ctx, m, nil)
 	}
-	b.SetStateSuccess(ctx, cb, []*tasks.TaskResult{{Type: "int64", Value: int64(7)}})
+	b.SetStateSuccessContext(ctx, cb, []*tasks.TaskResult{{Type: "int64", Value: int64(7)}})
 	r := NewChordAsyncResult(members, cb, b)
 	out, err := r.GetWithContext(ctx, time.Millisecond)
 	if err != nil || len(out) != 1 || out[0].Int() != 7 {
@@ -62,9 +62,9 @@ func TestChordGetReportsTheMemberFailure(t *testing.T) {
 	b := newBackend(t)
 	ctx := context.Background()
 	members, cb := sigs(3), sigs(1)[0]
-	b.SetStateSuccess(ctx, members[0], nil)
-	b.SetStateFailure(ctx, members[1], "member broke")
-	b.SetStateFailure(ctx, cb, "chord member failed: member broke")
+	b.SetStateSuccessContext(ctx, members[0], nil)
+	b.SetStateFailureContext(ctx, members[1], "member broke")
+	b.SetStateFailureContext(ctx, cb, "chord member failed: member broke")
 	_, err := NewChordAsyncResult(members, cb, b).GetWithContext(ctx, time.Millisecond)
 	var te *TaskError
 	if !errors.As(err, &te) || te.Message != "member broke" || te.TaskUUID != members[1].UUID {
@@ -78,7 +78,7 @@ func TestChainGetReadsTheLastTaskFirst(t *testing.T) {
 	ctx := context.Background()
 	chain := sigs(10)
 	for _, s := range chain {
-		b.SetStateSuccess(ctx, s, []*tasks.TaskResult{{Type: "string", Value: s.UUID}})
+		b.SetStateSuccessContext(ctx, s, []*tasks.TaskResult{{Type: "string", Value: s.UUID}})
 	}
 	out, err := NewChainAsyncResult(chain, b).GetWithContext(ctx, time.Millisecond)
 	if err != nil || len(out) != 1 || out[0].String() != chain[9].UUID {
@@ -89,9 +89,9 @@ func TestChainGetReadsTheLastTaskFirst(t *testing.T) {
 	}
 	// A failure in the middle is reported while the last task waits.
 	broken := sigs(3)
-	b.SetStateSuccess(ctx, broken[0], nil)
-	b.SetStateFailure(ctx, broken[1], "middle failed")
-	b.SetStatePending(ctx, broken[2])
+	b.SetStateSuccessContext(ctx, broken[0], nil)
+	b.SetStateFailureContext(ctx, broken[1], "middle failed")
+	b.SetStatePendingContext(ctx, broken[2])
 	_, err = NewChainAsyncResult(broken, b).GetWithContext(ctx, time.Millisecond)
 	if err == nil || err.Error() != "middle failed" {
 		t.Fatalf("Get of a broken chain: %v", err)

@@ -77,7 +77,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	sig = newSig(q, "add")
 	started, fresh := newSig(nextQ, "started"), newSig(nextQ, "fresh")
 	must(t, "PublishPending", b.PublishPending(ctx, sig))
-	must(t, "SetStateStarted", be.SetStateStarted(ctx, started))
+	must(t, "SetStateStarted", be.SetStateStartedContext(ctx, started))
 	stale := fetchOne(t, b, q)
 	waitDone(t, stale.Lease, "unrenewed lease")
 	eventually(t, "task recovered", func() bool { return queueInfo(t, b, q).Pending == 1 })
@@ -94,10 +94,10 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	groupUUID := "group_" + uuid.NewString()
 	member := newSig(q, "part")
 	member.GroupUUID, member.GroupTaskCount = groupUUID, 1
-	must(t, "InitGroup", be.InitGroup(ctx, groupUUID, []string{member.UUID}))
+	must(t, "InitGroup", be.InitGroupContext(ctx, groupUUID, []string{member.UUID}))
 	must(t, "PublishPending", b.PublishPending(ctx, member))
 	must(t, "member's AckSuccess", b.AckSuccess(ctx, fetchOne(t, b, q), results, nil))
-	if done, err := be.GroupCompleted(ctx, groupUUID, 1); err != nil || !done {
+	if done, err := be.GroupCompletedContext(ctx, groupUUID, 1); err != nil || !done {
 		t.Fatalf("GroupCompleted after its member's AckSuccess: %t, %v; want true", done, err)
 	}
 }
@@ -116,7 +116,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 		m.GroupUUID, m.GroupTaskCount = groupUUID, 2
 		m.ChordCallback = &tasks.Signature{UUID: "chord_" + uuid.NewString(), Name: "sum", RoutingKey: q}
 	}
-	must(t, "InitGroup", be.InitGroup(ctx, groupUUID, []string{member.UUID, other.UUID}))
+	must(t, "InitGroup", be.InitGroupContext(ctx, groupUUID, []string{member.UUID, other.UUID}))
 	must(t, "PublishPending", b.PublishPending(ctx, plain, member))
 	wantState(t, be, plain.UUID, tasks.StatePending)
 
@@ -142,7 +142,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	next := newSig(nextQ, "double")
 	wantLeaseLost(t, "stale AckSuccess", b.AckSuccess(ctx, stalePlain, results, []*tasks.Signature{next}), stalePlain)
 	wantSizes(t, b, nextQ, iface.QueueInfo{})
-	if st, err := be.GetState(ctx, next.UUID); err == nil {
+	if st, err := be.GetStateContext(ctx, next.UUID); err == nil {
 		t.Fatalf("the stale AckSuccess wrote the next task's state %s", st.State)
 	}
 	for _, w := range []struct {
@@ -165,7 +165,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 
 	wantState(t, be, plain.UUID, tasks.StatePending)
 	wantState(t, be, member.UUID, tasks.StatePending)
-	if done, err := be.GroupCompleted(ctx, groupUUID, 1); err != nil || done {
+	if done, err := be.GroupCompletedContext(ctx, groupUUID, 1); err != nil || done {
 		t.Fatalf("GroupCompleted(1 member) after the stale writes: %t, %v; want false (nothing recorded)", done, err)
 	}
 	for _, d := range fresh {
@@ -181,7 +181,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 		t.Fatalf("holder's chord member SUCCESS: groupDone %t, %v; want false (1 of 2), nil", groupDone, err)
 	}
 	wantState(t, be, member.UUID, tasks.StateSuccess)
-	states, err := be.GroupTaskStates(ctx, groupUUID, 2)
+	states, err := be.GroupTaskStatesContext(ctx, groupUUID, 2)
 	if err != nil || len(states) != 2 || states[0].State != tasks.StateSuccess || states[1].State != tasks.StatePending {
 		t.Fatalf("GroupTaskStates after the holder's write: %v, %v; want [SUCCESS PENDING]", describeStates(states), err)
 	}
@@ -207,7 +207,7 @@ func shortLeasePair(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 // wantState checks the state of task id and returns it.
 func wantState(t *testing.T, be backends.Backend, id, want string) *tasks.TaskState {
 	t.Helper()
-	st, err := be.GetState(context.Background(), id)
+	st, err := be.GetStateContext(context.Background(), id)
 	if err != nil {
 		t.Fatalf("GetState(%s): %v", id, err)
 	}

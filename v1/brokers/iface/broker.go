@@ -24,13 +24,18 @@ import (
 )
 
 // Broker stores tasks and hands them to workers under leases: the seam
-// the Server and Worker run on, kept to what they need. What a broker may
+// the Server and Worker run on, and what Server.GetBroker returns. It has
+// machinery v1's methods with their signatures (Machinery, from an embedded
+// Compat, and Publish, GetPendingTasks, GetDelayedTasks); the rest are
+// machinist's, context-aware. What a broker may
 // offer besides is in interfaces of its own: Inspector (listing and
 // managing what it holds), Pauser (pausing queues), Claimer (periodic
 // ticks once across processes) and StateBroker (writing the result
 // backend's states in the same step as moving tasks). Every method is safe
 // for concurrent use.
 type Broker interface {
+	Machinery
+
 	// Publish adds tasks to the queues named by their RoutingKey, which
 	// must be set. A task whose ETA is in the future is scheduled and
 	// becomes pending at its ETA, never before. Publish fails with
@@ -86,7 +91,8 @@ type Broker interface {
 	Requeue(ctx context.Context, ds ...*Delivery) error
 
 	// GetPendingTasks lists the pending tasks of queue (the config's default
-	// queue when empty), as machinery's does.
+	// queue when empty), as machinery's does. (Inspector.ListTasks is the
+	// context-aware, paged form.)
 	GetPendingTasks(queue string) ([]*tasks.Signature, error)
 	// GetDelayedTasks lists the scheduled and retrying tasks of every queue,
 	// as machinery's does.

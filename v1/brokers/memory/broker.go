@@ -24,6 +24,8 @@ var _ iface.Broker = (*Broker)(nil)
 // Broker is the in-process broker. Create it with New; the zero value is not
 // usable. Every method is safe for concurrent use.
 type Broker struct {
+	iface.Compat // machinery's methods
+
 	leaseDuration   time.Duration
 	recoverInterval time.Duration
 	maxRecoveries   int

@@ -33,7 +33,7 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 	if b.backend == nil {
 		return fmt.Errorf("memory broker: publish pending: no paired backend")
 	}
-	if err := b.backend.SetStatePending(ctx, sigs...); err != nil {
+	if err := b.backend.SetStatePendingContext(ctx, sigs...); err != nil {
 		return err
 	}
 	return b.Publish(ctx, sigs...)
@@ -86,7 +86,7 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 // startedLocked reports whether the paired backend holds a state of task
 // uuid that shows it has started or finished.
 func (b *Broker) startedLocked(ctx context.Context, uuid string) bool {
-	st, err := b.backend.GetState(ctx, uuid)
+	st, err := b.backend.GetStateContext(ctx, uuid)
 	return err == nil && st.State != tasks.StatePending
 }
 

@@ -22,6 +22,8 @@ type UniversalClient = rdb.UniversalClient
 // Broker is the Redis broker: an adapter of iface.Broker over the store in
 // internal/rdb. See the package documentation for the protocol.
 type Broker struct {
+	iface.Compat // machinery's methods
+
 	store     *rdb.Store
 	ownsStore bool
 	opts      Options
@@ -109,7 +111,9 @@ func Dial(rawURL string, cnf *config.Config) (*Broker, error) {
 	}
 	opts := OptionsFrom(cnf)
 	opts.OwnsStore = true
-	return New(store, opts), nil
+	b := New(store, opts)
+	b.SetConfig(cnf)
+	return b, nil
 }
 
 // Store returns the store the broker runs on.

@@ -1,0 +1,171 @@
+package iface
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Machinery is machinery v1's Broker interface, less Publish,
+// GetPendingTasks and GetDelayedTasks, which Broker has with the same
+// signatures. An implementation embeds Compat for it.
+type Machinery interface {
+	// GetConfig returns the config the broker was made with, or, for a
+	// broker made on its own, the config of the Server it was given to.
+	GetConfig() *config.Config
+	// SetRegisteredTaskNames records the names of the tasks registered on
+	// the Server; Server.RegisterTask(s) calls it.
+	SetRegisteredTaskNames(names []string)
+	// IsTaskRegistered reports whether name is among those recorded.
+	IsTaskRegistered(name string) bool
+	// StartConsuming runs p's workers on the broker until StopConsuming,
+	// or until they stop of their own accord, and returns why. p must be a
+	// Runner (machinist's Worker is one). retry is always false: a worker
+	// waits out a broker outage by itself rather than returning.
+	StartConsuming(consumerTag string, concurrency int, p TaskProcessor) (retry bool, err error)
+	// StopConsuming stops, gracefully, every worker running through
+	// StartConsuming (and so every Worker launched on a Server with this
+	// broker). Safe to call more than once and when nothing runs; a later
+	// StartConsuming runs again.
+	StopConsuming()
+	// AdjustRoutingKey sets an empty RoutingKey to the default queue.
+	AdjustRoutingKey(s *tasks.Signature)
+}
+
+// TaskProcessor is what StartConsuming hands tasks to: machinery's
+// interface, which machinist's Worker satisfies.
+type TaskProcessor interface {
+	Process(signature *tasks.Signature) error
+	CustomQueue() string
+	PreConsumeHandler() bool
+}
+
+// Runner is a TaskProcessor that runs its own fetch loop on the broker,
+// under leases: machinist's Worker. Run returns nil once ctx ends and the
+// tasks it was running have finished or been requeued.
+type Runner interface {
+	TaskProcessor
+	Run(ctx context.Context) error
+}
+
+// Compat gives a broker machinery's methods (Machinery). Embed it; the
+// zero value is ready, with no config.
+type Compat struct {
+	mu        sync.Mutex
+	cnf       *config.Config
+	names     map[string]struct{}
+	consumers map[*consumer]struct{}
+}
+
+// consumer is one StartConsuming call: cancel stops it, done is closed
+// when it has returned.
+type consumer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// SetConfig records cnf as the broker's config; the Server calls it for a
+// broker made without one.
+func (c *Compat) SetConfig(cnf *config.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cnf = cnf
+}
+
+// GetConfig returns the broker's config, or nil if it has none.
+func (c *Compat) GetConfig() *config.Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cnf
+}
+
+// SetRegisteredTaskNames records names, replacing those recorded before.
+func (c *Compat) SetRegisteredTaskNames(names []string) {
+	set := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		set[n] = struct{}{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.names = set
+}
+
+// IsTaskRegistered reports whether name was recorded by
+// SetRegisteredTaskNames.
+func (c *Compat) IsTaskRegistered(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.names[name]
+	return ok
+}
+
+// GetRegisteredTaskNames returns the recorded names, sorted.
+func (c *Compat) GetRegisteredTaskNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.names))
+	for n := range c.names {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// StartConsuming runs p, a Runner, until StopConsuming or until it stops by
+// itself, and returns its error. consumerTag and concurrency are the
+// worker's own (a Runner keeps its settings); they are accepted for
+// machinery's signature.
+func (c *Compat) StartConsuming(consumerTag string, concurrency int, p TaskProcessor) (bool, error) {
+	r, ok := p.(Runner)
+	if !ok {
+		return false, fmt.Errorf("brokers: StartConsuming runs a worker that fetches under leases (a machinist Worker); %T is not one", p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	me := &consumer{cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	if c.consumers == nil {
+		c.consumers = make(map[*consumer]struct{})
+	}
+	c.consumers[me] = struct{}{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.consumers, me)
+		c.mu.Unlock()
+		cancel()
+		close(me.done)
+	}()
+	return false, r.Run(ctx)
+}
+
+// StopConsuming stops every worker running through StartConsuming and
+// returns once they have stopped: their running tasks finished, or, past
+// their shutdown timeout, requeued.
+func (c *Compat) StopConsuming() {
+	c.mu.Lock()
+	running := make([]*consumer, 0, len(c.consumers))
+	for r := range c.consumers {
+		running = append(running, r)
+	}
+	c.mu.Unlock()
+	for _, r := range running {
+		r.cancel()
+	}
+	for _, r := range running {
+		<-r.done
+	}
+}
+
+// AdjustRoutingKey sets an empty RoutingKey to the config's DefaultQueue.
+func (c *Compat) AdjustRoutingKey(s *tasks.Signature) {
+	if s.RoutingKey != "" {
+		return
+	}
+	if cnf := c.GetConfig(); cnf != nil {
+		s.RoutingKey = cnf.DefaultQueue
+	}
+}
