@@ -16,6 +16,9 @@ import (
 	memorybroker "github.com/b6192125/machinist/v1/brokers/memory"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	eagerlock "github.com/b6192125/machinist/v1/locks/eager"
+	lockiface "github.com/b6192125/machinist/v1/locks/iface"
+	redislock "github.com/b6192125/machinist/v1/locks/redis"
 )
 
 // BrokerFactory returns the broker cnf.Broker names, on a Redis connection
@@ -45,6 +48,26 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 	default:
 		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(u), errUnsupported)
 	}
+}
+
+// LockFactory returns the lock cnf.Lock names, as machinery's does: a Redis
+// lock for a "redis://" URL (a password in it is used; a user name is not),
+// the in-process lock for anything else. machinist's Server does not need
+// one (see NewServerWithBrokerBackendLock); Config.Lock is otherwise
+// ignored.
+func LockFactory(cnf *config.Config) (lockiface.Lock, error) {
+	if !strings.HasPrefix(cnf.Lock, "redis://") {
+		return eagerlock.New(), nil
+	}
+	t, err := rdb.Parse(cnf.Lock)
+	if err != nil {
+		return nil, fmt.Errorf("machinist: Lock: %w", err)
+	}
+	addrs := append([]string(nil), t.Addrs...)
+	if t.Password != "" && len(addrs) > 0 {
+		addrs[0] = t.Password + "@" + addrs[0]
+	}
+	return redislock.New(cnf, addrs, t.DB, 3), nil
 }
 
 // BackendFactory returns the result backend cnf.ResultBackend names. cnf must

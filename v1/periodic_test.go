@@ -201,7 +201,10 @@ func TestPeriodicEntryAddedAfterStartIsPickedUp(t *testing.T) {
 // broker's claim lets one of them send it.
 func TestPeriodicTickIsSentOnceAcrossServers(t *testing.T) {
 	a, clkA := newPeriodicServer(t, periodicStart)
-	b := NewServerWithBrokerBackend(&config.Config{Logger: slog.New(slog.DiscardHandler)}, a.GetBroker(), a.GetBackend())
+	b, err := NewServerWithBrokerBackend(&config.Config{Logger: slog.New(slog.DiscardHandler)}, a.GetBroker(), a.GetBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { b.Close() })
 	clkB := clock.NewFake(periodicStart)
 	b.scheduler.clock = clkB

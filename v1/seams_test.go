@@ -13,6 +13,7 @@ import (
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
+	lockiface "github.com/b6192125/machinist/v1/locks/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -237,3 +238,63 @@ type foreignProcessor struct{}
 func (foreignProcessor) Process(*tasks.Signature) error { return nil }
 func (foreignProcessor) CustomQueue() string            { return "" }
 func (foreignProcessor) PreConsumeHandler() bool        { return true }
+
+// NewServerWithBrokerBackend validates the config as NewServer does, less
+// the URLs; machinery's NewServerWithBrokerBackendLock, which has no error
+// to return, makes a Server that refuses to send or run.
+func TestServerOnCallersBrokerValidatesTheConfig(t *testing.T) {
+	t.Parallel()
+	base := newServer(t, &config.Config{NoUnixSignals: true})
+	bad := &config.Config{ResultsExpireIn: -1, Broker: "amqp://guest@localhost", NoUnixSignals: true}
+	if _, err := machinist.NewServerWithBrokerBackend(bad, base.GetBroker(), base.GetBackend()); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ResultsExpireIn") {
+		t.Fatalf("NewServerWithBrokerBackend(ResultsExpireIn -1) = %v, want config.ErrInvalid naming the field", err)
+	}
+	// The URLs name nothing here: an AMQP one is not refused.
+	ok := &config.Config{Broker: "amqp://guest@localhost", NoUnixSignals: true}
+	if _, err := machinist.NewServerWithBrokerBackend(ok, base.GetBroker(), base.GetBackend()); err != nil {
+		t.Fatalf("NewServerWithBrokerBackend with an unused AMQP URL: %v", err)
+	}
+
+	lock := machinistLock(t)
+	s := machinist.NewServerWithBrokerBackendLock(bad, base.GetBroker(), base.GetBackend(), lock)
+	if _, err := s.SendTask(&tasks.Signature{Name: "double"}); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("SendTask on a Server with a refused config = %v, want config.ErrInvalid", err)
+	}
+	group, _ := tasks.NewGroup(&tasks.Signature{Name: "double"})
+	if _, err := s.SendGroup(group, 0); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("SendGroup on a Server with a refused config = %v, want config.ErrInvalid", err)
+	}
+	if err := s.NewWorker("w", 1).Launch(); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("Launch on a Server with a refused config = %v, want config.ErrInvalid", err)
+	}
+
+	good := machinist.NewServerWithBrokerBackendLock(&config.Config{NoUnixSignals: true}, base.GetBroker(), base.GetBackend(), lock)
+	if err := good.RegisterTask("double", func(n int64) (int64, error) { return 2 * n, nil }); err != nil {
+		t.Fatal(err)
+	}
+	w := good.NewWorker("w", 1)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	defer func() {
+		w.Quit()
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}()
+	r, err := good.SendTask(&tasks.Signature{Name: "double", Args: []tasks.Arg{{Type: "int64", Value: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.GetWithTimeout(30*time.Second, time.Millisecond); err != nil || out[0].Int() != 6 {
+		t.Fatalf("Get: %v, %v", out, err)
+	}
+}
+
+func machinistLock(t *testing.T) lockiface.Lock {
+	t.Helper()
+	lock, err := machinist.LockFactory(&config.Config{Lock: "eager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}

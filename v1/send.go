@@ -26,6 +26,9 @@ func (s *Server) SendTask(signature *tasks.Signature) (*result.AsyncResult, erro
 // in place, as in machinery. In eager mode the task has run when
 // this returns.
 func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
+	if s.invalid != nil {
+		return nil, s.invalid
+	}
 	if err := signature.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send task: %w", err)
 	}
@@ -141,6 +144,9 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 // next when it succeeds. Every member's state is set to PENDING now, so that
 // the chain's result can be waited for from the start.
 func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (*result.ChainAsyncResult, error) {
+	if s.invalid != nil {
+		return nil, s.invalid
+	}
 	if err := chain.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send chain: %w", err)
 	}
@@ -168,6 +174,9 @@ func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.A
 // no limit). On error nothing is returned but the error; some tasks may
 // have been published.
 func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
+	if s.invalid != nil {
+		return nil, s.invalid
+	}
 	if err := group.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send group: %w", err)
 	}
@@ -249,6 +258,9 @@ func (s *Server) SendChord(chord *tasks.Chord, sendConcurrency int) (*result.Cho
 // fails for good, the callback's state becomes FAILURE and its OnError
 // signatures are sent with that member's error.
 func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, sendConcurrency int) (*result.ChordAsyncResult, error) {
+	if s.invalid != nil {
+		return nil, s.invalid
+	}
 	if err := chord.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send chord: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	lockiface "github.com/b6192125/machinist/v1/locks/iface"
 	mlog "github.com/b6192125/machinist/v1/log"
 	"github.com/b6192125/machinist/v1/tasks"
 	"github.com/b6192125/machinist/v1/worker"
@@ -32,6 +33,9 @@ type Server struct {
 	backend         backendiface.Backend
 	prePublish      func(*tasks.Signature)
 	log             *slog.Logger
+
+	lock    lockiface.Lock // machinery's lock, for a broker that is not a Claimer
+	invalid error          // the config's error, for NewServerWithBrokerBackendLock
 
 	scheduler *scheduler
 	eager     *worker.Worker // runs every task inside Send* in eager mode (see eager.go); nil otherwise
@@ -77,10 +81,34 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 
 // NewServerWithBrokerBackend makes a Server on a broker and backend built by
 // the caller, such as a test double or a broker on a connection the caller
-// owns. cnf gets its defaults as in NewServer but is not validated against
-// the URLs.
-func NewServerWithBrokerBackend(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend) *Server {
-	return newServer(withDefaults(cnf), broker, backend)
+// owns. cnf gets its defaults as in NewServer and is validated, except for
+// the Broker and ResultBackend URLs, which name nothing here (but
+// Broker "eager" still selects eager mode). Close closes broker and
+// backend.
+func NewServerWithBrokerBackend(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend) (*Server, error) {
+	c := withDefaults(cnf)
+	if err := c.ValidateSettings(); err != nil {
+		return nil, err
+	}
+	return newServer(c, broker, backend), nil
+}
+
+// NewServerWithBrokerBackendLock is machinery's NewServerWithBrokerBackend,
+// with its signature: a Server on the caller's broker and backend, and lock
+// for periodic ticks when broker cannot grant them once across processes
+// itself (it is not a brokers/iface.Claimer; machinist's brokers are, and
+// lock is then unused). It has no error to return, so a config
+// NewServerWithBrokerBackend would refuse is logged, and every send,
+// worker and periodic task of the Server fails with that error.
+func NewServerWithBrokerBackendLock(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend, lock lockiface.Lock) *Server {
+	c := withDefaults(cnf)
+	s := newServer(c, broker, backend)
+	s.lock = lock
+	if err := c.ValidateSettings(); err != nil {
+		s.invalid = fmt.Errorf("machinist: NewServerWithBrokerBackendLock: %w", err)
+		s.log.Error("the Server's config is refused; it will send and run nothing", slog.Any("error", err))
+	}
+	return s
 }
 
 // withDefaults returns cnf with its defaults; a nil Logger becomes one on

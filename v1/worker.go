@@ -115,6 +115,9 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 // abrupt stop). It handles no signals. A worker runs once: Run on a worker
 // that ran or runs returns ErrWorkerLaunched.
 func (w *Worker) Run(ctx context.Context) error {
+	if err := w.server.invalid; err != nil {
+		return err
+	}
 	w.mu.Lock()
 	if w.running != nil {
 		w.mu.Unlock()

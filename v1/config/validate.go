@@ -134,6 +134,19 @@ func (c *Config) Validate() error {
 	if err := validateURL(c.ResultBackend); err != nil {
 		return bad("ResultBackend", fmt.Sprintf("%q", redactURL(c.ResultBackend)), err.Error())
 	}
+	return c.ValidateSettings()
+}
+
+// ValidateSettings is Validate without the Broker and ResultBackend URLs:
+// for a Server on a broker and backend the caller made
+// (NewServerWithBrokerBackend), where the URLs name nothing.
+func (c *Config) ValidateSettings() error {
+	bad := func(field string, value interface{}, why string) error {
+		return fmt.Errorf("%w: %s = %v: %s", ErrInvalid, field, value, why)
+	}
+	if c == nil {
+		return fmt.Errorf("%w: nil *Config", ErrInvalid)
+	}
 	if strings.TrimSpace(c.DefaultQueue) == "" {
 		return bad("DefaultQueue", fmt.Sprintf("%q", c.DefaultQueue), "must not be blank")
 	}
