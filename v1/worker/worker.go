@@ -235,11 +235,23 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			}
 			continue
 		}
-		ds, err := w.p.Broker.Fetch(ctx, w.queues.next(), n)
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if w.p.PreConsumeFunc != nil {
+			// The gate is asked before each fetch, as in machinery, so a
+			// fetch waits no longer than the poll period before asking it
+			// again: a gate that closes while the queue is empty is obeyed.
+			fctx, cancel = context.WithTimeout(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond)
+		}
+		ds, err := w.p.Broker.Fetch(fctx, w.queues.next(), n)
+		timedOut := fctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err != nil {
 			release(n)
 			if ctx.Err() != nil {
 				return nil
+			}
+			if timedOut {
+				continue // the poll period passed with nothing to take
 			}
 			if errors.Is(err, brokers.ErrClosed) {
 				return err

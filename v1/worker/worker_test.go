@@ -863,6 +863,42 @@ func TestPreConsumeFuncGatesFetch(t *testing.T) {
 	}
 }
 
+// A fetch on an empty queue does not outlast the poll period: the gate is
+// asked again, so a gate that closes while the worker waits keeps a task
+// sent afterwards from being taken (machinery's test leaves a worker whose
+// gate blocks; it must not go on taking tasks).
+func TestPreConsumeFuncIsAskedWhileTheQueueIsEmpty(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{Redis: &config.RedisConfig{NormalTasksPollPeriod: 5}})
+	h.reg["ok"] = func() error { return nil }
+	var open atomic.Bool
+	open.Store(true)
+	var asked atomic.Int32
+	p := h.params()
+	p.PreConsumeFunc = func() bool {
+		asked.Add(1)
+		return open.Load()
+	}
+	r := h.start(p)
+	waitFor(t, "PreConsumeFunc to be asked three times while the queue is empty", func() bool { return asked.Load() >= 3 })
+
+	open.Store(false)
+	seen := asked.Load()
+	waitFor(t, "the closed gate to be asked twice", func() bool { return asked.Load() >= seen+2 })
+	sig := newSig("ok")
+	h.publish(sig)
+	seen = asked.Load()
+	waitFor(t, "the closed gate to be asked twice more", func() bool { return asked.Load() >= seen+2 })
+	if st := h.state(sig.UUID); st != tasks.StatePending {
+		t.Fatalf("state = %q after the gate closed, want %q", st, tasks.StatePending)
+	}
+	open.Store(true)
+	waitFor(t, "the task to succeed", func() bool { return h.state(sig.UUID) == tasks.StateSuccess })
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}
+
 func TestFibonacciNext(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, want int }{
