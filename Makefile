@@ -5,15 +5,20 @@ GO       ?= go
 PKGS     ?= ./...
 TESTFLAGS ?=
 
-.PHONY: help test vet fmt lint bench bench-go quickstart fuzz chaos
+.PHONY: help test vet fmt lint bench bench-go quickstart fuzz chaos machinery-compat
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: ## go vet, then every test with -race (installs redis-server if missing)
+test: ## go vet, every test with -race, then machinery's own tests (installs redis-server if missing)
 	@bash scripts/ensure-redis.sh
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
+	@bash scripts/machinery-compat.sh
+
+machinery-compat: ## machinery v1's own integration tests and example/redis, import prefix rewritten, on this checkout
+	@bash scripts/ensure-redis.sh
+	@bash scripts/machinery-compat.sh
 
 vet: ## go vet
 	$(GO) vet $(PKGS)

@@ -68,6 +68,17 @@ func launch(t *testing.T, w *machinist.Worker) (stop func() error) {
 	return stop
 }
 
+// sharedPair returns a pair whose Servers all share p's broker and backend,
+// as processes share a Redis: on memory, a named in-process broker.
+func sharedPair(t *testing.T, p pair) pair {
+	base := p.config(t)
+	if base.Broker == "memory://" {
+		name := "memory://" + strings.ReplaceAll(t.Name(), "/", "-")
+		base.Broker, base.ResultBackend = name, name
+	}
+	return pair{name: p.name, config: func(*testing.T) *config.Config { c := *base; return &c }}
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	t.Cleanup(cancel)
@@ -370,18 +381,12 @@ func TestHandlers(t *testing.T) {
 
 func TestPeriodicTaskFiresOncePerTickAcrossServers(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		base := p.config(t)
-		if base.Broker == "memory://" {
-			// Two Servers of one process share a named in-process broker,
-			// as two processes share a Redis.
-			name := "memory://" + strings.ReplaceAll(t.Name(), "/", "-")
-			base.Broker, base.ResultBackend = name, name
-		}
+		shared := sharedPair(t, p)
 		var mu sync.Mutex
 		var fires []time.Time
 		var servers []*machinist.Server
 		for i := 0; i < 2; i++ {
-			s := bareServer(t, pair{config: func(*testing.T) *config.Config { c := *base; return &c }})
+			s := bareServer(t, shared)
 			s.RegisterTask("tick", func() error {
 				mu.Lock()
 				fires = append(fires, time.Now())
@@ -593,5 +598,64 @@ func TestUndecodableMessageFailsWithTheReason(t *testing.T) {
 		archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, queue, brokeriface.StatusArchived, 0, 10)
 		return err == nil && len(archived) == 1 && archived[0].Signature.UUID == "task_bad" &&
 			strings.Contains(archived[0].LastError, "cannot decode")
+	})
+}
+
+// Workers that register different tasks share a queue, as in machinery's
+// TestWorkerOnlyConsumesRegisteredTaskRedis: each task reaches a worker
+// that has it, rerouted at once by one that does not; none waits for the
+// hand-back delay (a minute here, longer than the test may take).
+func TestWorkersWithDifferentTasksShareAQueue(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		shared := sharedPair(t, p)
+		slow := func(c *config.Config) { c.UnregisteredTaskDelay = time.Minute }
+		adder, multiplier := bareServer(t, shared, slow), bareServer(t, shared, slow)
+		adder.RegisterTask("add", func(a, b int64) (int64, error) { return a + b, nil })
+		multiplier.RegisterTask("multiply", func(a, b int64) (int64, error) { return a * b, nil })
+		ctx := testCtx(t)
+
+		// The adder runs (it announced its tasks before its first fetch)
+		// before the multiplier starts.
+		launch(t, adder.NewWorker("adder", 4))
+		r, err := adder.SendTaskWithContext(ctx, sig("add", int64Arg(1), int64Arg(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+		// The multiplier fetches (its pre-consume handler is asked) only
+		// once it has announced its tasks; a task taken by the adder
+		// before then would wait the hand-back delay.
+		fetching := make(chan struct{})
+		var once sync.Once
+		m := multiplier.NewWorker("multiplier", 4)
+		m.SetPreConsumeHandler(func(*machinist.Worker) bool { once.Do(func() { close(fetching) }); return true })
+		launch(t, m)
+		<-fetching
+
+		var results []*result.AsyncResult
+		var want []int64
+		for i := int64(1); i <= 20; i++ {
+			group, err := tasks.NewGroup(sig("multiply", int64Arg(i), int64Arg(5)), sig("add", int64Arg(i), int64Arg(3)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := adder.SendGroupWithContext(ctx, group, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, rs...)
+			want = append(want, i*5, i+3)
+		}
+		for i, r := range results {
+			out, err := r.GetWithContext(ctx, poll)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Signature.Name, err)
+			}
+			if got := out[0].Int(); got != want[i] {
+				t.Fatalf("%s = %d, want %d", r.Signature.Name, got, want[i])
+			}
+		}
 	})
 }

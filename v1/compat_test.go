@@ -8,8 +8,8 @@ import (
 
 	"github.com/b6192125/machinist/v1"
 	backendsiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokersiface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
+	brokersiface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/log"
 	"github.com/b6192125/machinist/v1/retry"

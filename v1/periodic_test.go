@@ -3,7 +3,9 @@ package machinery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,8 +43,8 @@ func newPeriodicServer(t *testing.T, start time.Time) (*Server, *clock.Fake) {
 }
 
 // fired records, through the fake clock, when an entry fired.
-func fired(clk *clock.Fake, c chan<- time.Time) func(context.Context) error {
-	return func(context.Context) error {
+func fired(clk *clock.Fake, c chan<- time.Time) func(context.Context, tick) error {
+	return func(context.Context, tick) error {
 		c <- clk.Now()
 		return nil
 	}
@@ -120,8 +122,9 @@ func TestPeriodicTaskSendsAFreshCopyEachTick(t *testing.T) {
 		waitArmed(t, clk)
 		clk.Advance(time.Minute)
 		got := next(t, sent)
-		if got.Name != "report" || got.UUID == "" || got.UUID == "fixed-uuid" || seen[got.UUID] {
-			t.Errorf("tick %d sent %s with UUID %q, want report with a new UUID", i, got.Name, got.UUID)
+		want := tickUUID("report-every-minute", "@every 1m", periodicStart.Add(time.Duration(i)*time.Minute))
+		if got.Name != "report" || got.UUID != want || seen[got.UUID] {
+			t.Errorf("tick %d sent %s with UUID %q, want report with the UUID of the tick, %s", i, got.Name, got.UUID, want)
 		}
 		seen[got.UUID] = true
 	}
@@ -234,7 +237,7 @@ func TestSchedulerStopBeforeStartAndTwice(t *testing.T) {
 	s, _ := newPeriodicServer(t, periodicStart)
 	s.scheduler.Stop() // before any entry: nothing is running
 	s.scheduler.Stop()
-	err := s.scheduler.add("@every 1m", "late", func(context.Context) error { return nil })
+	err := s.scheduler.add("@every 1m", "late", func(context.Context, tick) error { return nil })
 	if !errors.Is(err, ErrServerClosed) {
 		t.Errorf("add after stop = %v, want ErrServerClosed", err)
 	}
@@ -271,7 +274,7 @@ func TestSchedulerStopWaitsForTheTickInFlight(t *testing.T) {
 	firing := make(chan struct{})
 	ended := make(chan struct{})
 	var early atomic.Bool
-	err := s.scheduler.add("@every 1m", "slow", func(ctx context.Context) error {
+	err := s.scheduler.add("@every 1m", "slow", func(ctx context.Context, _ tick) error {
 		close(firing)
 		<-ctx.Done()
 		// A scheduler that did not wait for its ticks would report
@@ -308,7 +311,7 @@ func TestSchedulerStopWaitsForTheTickInFlight(t *testing.T) {
 
 func TestSchedulerRefusesBadEntries(t *testing.T) {
 	s, clk := newPeriodicServer(t, periodicStart)
-	noop := func(context.Context) error { return nil }
+	noop := func(context.Context, tick) error { return nil }
 	for _, tc := range []struct{ spec, name, want string }{
 		{"@every 1m", "", "has no name"},
 		{"not a spec", "bad", `spec "not a spec"`},
@@ -331,7 +334,7 @@ func TestPeriodicTickMayAddAnEntry(t *testing.T) {
 	added := make(chan error, 1)
 	inner := make(chan time.Time, 100)
 	var once sync.Once
-	err := s.scheduler.add("@every 1h", "outer", func(context.Context) error {
+	err := s.scheduler.add("@every 1h", "outer", func(context.Context, tick) error {
 		once.Do(func() { added <- s.scheduler.add("@every 1m", "inner", fired(clk, inner)) })
 		return nil
 	})
@@ -347,5 +350,95 @@ func TestPeriodicTickMayAddAnEntry(t *testing.T) {
 	clk.Advance(time.Minute)
 	if got, want := next(t, inner), periodicStart.Add(time.Hour+time.Minute); !got.Equal(want) {
 		t.Errorf("the entry added by a tick fired at %v, want %v", got, want)
+	}
+}
+
+// "@every D" ticks at the multiples of D since the Unix epoch, whenever the
+// process started.
+func TestPeriodicEveryTicksOnTheEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		every time.Duration
+		from  time.Time
+		want  time.Time
+	}{
+		{time.Minute, periodicStart, periodicStart.Add(time.Minute)},
+		{time.Minute, periodicStart.Add(17 * time.Second), periodicStart.Add(time.Minute)},
+		{time.Minute, periodicStart.Add(time.Minute - time.Nanosecond), periodicStart.Add(time.Minute)},
+		{time.Hour, periodicStart.Add(90 * time.Minute), periodicStart.Add(2 * time.Hour)},
+		{7 * time.Second, time.Unix(1704067201, 0), time.Unix(1704067204, 0)}, // 1704067204 = 7 × 243438172
+		{7 * time.Second, time.Unix(-5, 0), time.Unix(0, 0)},
+	} {
+		if got := everyAligned(tc.every).Next(tc.from); !got.Equal(tc.want) {
+			t.Errorf("every %v after %v: %v, want %v", tc.every, tc.from.UTC(), got.UTC(), tc.want.UTC())
+		}
+	}
+	// Through the scheduler: a spec under a second is one second, as
+	// cron rounds it.
+	s, clk := newPeriodicServer(t, periodicStart.Add(300*time.Millisecond))
+	if err := s.scheduler.add("@every 500ms", "half", func(context.Context, tick) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, clk)
+	if at, _ := clk.NextDeadline(); !at.Equal(periodicStart.Add(time.Second)) {
+		t.Errorf("@every 500ms from %v waits until %v, want the next second", periodicStart.Add(300*time.Millisecond), at)
+	}
+}
+
+// A tick's tasks get UUIDs derived from the tick and their place: the same
+// in every process, new at every tick, never the registered one.
+func TestPeriodicTickUUIDs(t *testing.T) {
+	sig := &tasks.Signature{
+		UUID: "fixed", Name: "a",
+		OnSuccess: []*tasks.Signature{{UUID: "fixed-s", Name: "s"}},
+		OnError:   []*tasks.Signature{{Name: "e"}},
+	}
+	t1 := tick{key: "periodic:x:@every 1m:60"}
+	t2 := tick{key: "periodic:x:@every 1m:120"}
+	uuids := func(tk tick) []string {
+		c := tk.copies("", sig, sig)
+		return []string{c[0].UUID, c[0].OnSuccess[0].UUID, c[0].OnError[0].UUID, c[1].UUID}
+	}
+	a, again, other := uuids(t1), uuids(t1), uuids(t2)
+	seen := map[string]bool{}
+	for i := range a {
+		if a[i] != again[i] {
+			t.Errorf("place %d: %s, then %s for the same tick", i, a[i], again[i])
+		}
+		if !strings.HasPrefix(a[i], "task_") || seen[a[i]] || seen[other[i]] || a[i] == other[i] {
+			t.Errorf("place %d: %s and %s for two ticks, want task_ UUIDs distinct across places and ticks", i, a[i], other[i])
+		}
+		seen[a[i]], seen[other[i]] = true, true
+	}
+	if sig.UUID != "fixed" || sig.OnError[0].UUID != "" {
+		t.Error("copies changed the registered signature")
+	}
+	g1, err := t1.group(sig, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, _ := t1.group(sig, sig)
+	if !strings.HasPrefix(g1.GroupUUID, "group_") || g1.GroupUUID != g2.GroupUUID || g1.Tasks[1].GroupUUID != g1.GroupUUID || g1.Tasks[1].GroupTaskCount != 2 {
+		t.Errorf("group %s (members' %s, count %d), then %s: want one group_ UUID per tick on every member",
+			g1.GroupUUID, g1.Tasks[1].GroupUUID, g1.Tasks[1].GroupTaskCount, g2.GroupUUID)
+	}
+}
+
+// A periodic chord's members and callback carry the tick's UUIDs.
+func TestPeriodicChordCarriesTheTickUUIDs(t *testing.T) {
+	s, clk := newPeriodicServer(t, periodicStart)
+	sent := make(chan *tasks.Signature, 100)
+	s.SetPreTaskHandler(func(sig *tasks.Signature) { sent <- tasks.CopySignature(sig) })
+	if err := s.RegisterPeriodicChord("@every 1m", "chord", 0, &tasks.Signature{Name: "sum"}, &tasks.Signature{Name: "a"}, &tasks.Signature{Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, clk)
+	clk.Advance(time.Minute)
+	tk := tick{key: fmt.Sprintf("periodic:chord:@every 1m:%d", periodicStart.Add(time.Minute).Unix())}
+	for i := range 2 {
+		m := next(t, sent)
+		if m.UUID != tk.uuid("task_", "/"+strconv.Itoa(i)) || m.GroupUUID != tk.uuid("group_", "group") ||
+			m.ChordCallback == nil || m.ChordCallback.UUID != tk.uuid("chord_", "callback") {
+			t.Errorf("member %d: UUID %s, group %s, callback %v; want the tick's", i, m.UUID, m.GroupUUID, m.ChordCallback)
+		}
 	}
 }

@@ -189,17 +189,7 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
-	publish := s.publish
-	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
-		// Each batch's states and tasks in one step.
-		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
-			s.runPrePublish(sigs...)
-			return sb.PublishPending(ctx, sigs...)
-		}
-	} else if err := backend.SetStatePendingContext(ctx, group.Tasks...); err != nil {
-		return nil, fmt.Errorf("machinist: send group %s: set state pending: %w", group.GroupUUID, err)
-	}
-	if err := publishBatches(ctx, group.Tasks, sendConcurrency, publish); err != nil {
+	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
 	}
 	results := make([]*result.AsyncResult, len(group.Tasks))
@@ -207,6 +197,24 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 		results[i] = result.NewAsyncResult(sig, backend)
 	}
 	return results, nil
+}
+
+// publishMembers writes the PENDING states of members of a group and
+// publishes them, in batches of at most sendConcurrency at a time; with
+// a broker paired with the backend, each batch's states and tasks in one
+// step.
+func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature, sendConcurrency int) error {
+	backend := s.GetBackend()
+	publish := s.publish
+	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
+		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
+			s.runPrePublish(sigs...)
+			return sb.PublishPending(ctx, sigs...)
+		}
+	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
+		return fmt.Errorf("set state pending: %w", err)
+	}
+	return publishBatches(ctx, members, sendConcurrency, publish)
 }
 
 // publishBatches publishes sigs with publish in batches, at most

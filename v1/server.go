@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -293,12 +294,7 @@ func (s *Server) GetRegisteredTask(name string) (interface{}, error) {
 func (s *Server) GetRegisteredTaskNames() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	names := make([]string, 0, len(s.registeredTasks))
-	for name := range s.registeredTasks {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(s.registeredTasks))
 }
 
 // Close stops the periodic scheduler and closes the broker and backend.
@@ -311,13 +307,21 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// claim reports whether this process is the first to claim key in the last
-// ttl, through the broker's Claimer; a broker without one (a user's own)
-// grants every claim, so each process fires its own ticks.
-func (s *Server) claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	c, ok := s.GetBroker().(brokeriface.Claimer)
-	if !ok {
-		return true, nil
+// claim takes the tick key for lease, keeping its record for keep, through
+// the broker's Claimer. A broker that is not one leaves the claim to
+// machinery's lock, when the Server has one (NewServerWithBrokerBackendLock):
+// the process that takes the lock sends the tick, with nothing to complete;
+// with neither, each process sends its own ticks.
+func (s *Server) claim(ctx context.Context, key string, lease, keep time.Duration) (brokeriface.ClaimResult, error) {
+	if c, ok := s.GetBroker().(brokeriface.Claimer); ok {
+		return c.ClaimLease(ctx, key, lease, keep)
 	}
-	return c.Claim(ctx, key, ttl)
+	won := brokeriface.ClaimResult{Status: brokeriface.ClaimWon}
+	if s.lock == nil {
+		return won, nil
+	}
+	if err := s.lock.Lock(key, time.Now().Add(keep).UnixNano()); err != nil {
+		return brokeriface.ClaimResult{Status: brokeriface.ClaimDone}, nil // held by another process
+	}
+	return won, nil
 }

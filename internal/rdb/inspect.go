@@ -36,13 +36,29 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 	retry := pipe.ZCard(ctx, qk.retry)
 	archived := pipe.ZCard(ctx, qk.archived)
 	paused := pipe.Exists(ctx, qk.paused)
+	rerouted := pipe.SMembers(ctx, qk.rerouted)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
+	}
+	nPending := pending.Val()
+	if names := rerouted.Val(); len(names) > 0 {
+		// Tasks rerouted to the workers that have them are pending too.
+		pipe := s.client.Pipeline()
+		lens := make([]*goredis.IntCmd, len(names))
+		for i, n := range names {
+			lens[i] = pipe.LLen(ctx, qk.rerouted+":"+n)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("queue info %s: %w", queue, err)
+		}
+		for _, l := range lens {
+			nPending += l.Val()
+		}
 	}
 	return &brokers.QueueInfo{
 		Queue:     queue,
 		Paused:    paused.Val() == 1,
-		Pending:   int(pending.Val()),
+		Pending:   int(nPending),
 		Active:    int(active.Val()),
 		Scheduled: int(scheduled.Val()),
 		Retry:     int(retry.Val()),
@@ -64,7 +80,7 @@ func (s *Store) ListTasks(ctx context.Context, queue string, status brokers.Task
 	var err error
 	switch status {
 	case brokers.StatusPending:
-		ids, err = s.client.LRange(ctx, qk.pending, start, stop).Result()
+		ids, err = s.pendingIDs(ctx, qk, start, stop)
 	case brokers.StatusActive:
 		ids, err = s.client.ZRange(ctx, qk.lease, start, stop).Result()
 	case brokers.StatusScheduled:
@@ -80,6 +96,40 @@ func (s *Store) ListTasks(ctx context.Context, queue string, status brokers.Task
 		return nil, fmt.Errorf("list %s tasks of %s: %w", status, queue, err)
 	}
 	return s.taskInfos(ctx, queue, status, ids)
+}
+
+// pendingIDs returns the ids of the pending tasks from start to stop (-1:
+// to the end): the pending list, then the tasks rerouted to the workers
+// that have them, by name.
+func (s *Store) pendingIDs(ctx context.Context, qk *queueKeys, start, stop int64) ([]string, error) {
+	names, err := s.client.SMembers(ctx, qk.rerouted).Result()
+	if err != nil || len(names) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		return s.client.LRange(ctx, qk.pending, start, stop).Result()
+	}
+	// Rerouted tasks are few and short-lived: read them all, then page.
+	sort.Strings(names)
+	pipe := s.client.Pipeline()
+	lists := []*goredis.StringSliceCmd{pipe.LRange(ctx, qk.pending, 0, -1)}
+	for _, n := range names {
+		lists = append(lists, pipe.LRange(ctx, qk.rerouted+":"+n, 0, -1))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, l := range lists {
+		ids = append(ids, l.Val()...)
+	}
+	if start >= int64(len(ids)) {
+		return nil, nil
+	}
+	if stop < 0 || stop >= int64(len(ids)) {
+		stop = int64(len(ids)) - 1
+	}
+	return ids[start : stop+1], nil
 }
 
 // taskInfos reads the hashes of ids in one pipeline.

@@ -28,12 +28,24 @@ import (
 //	                                lease_exp, outcome (committed), retried,
 //	                                recovered, error, failed_at, process_at,
 //	                                pub (the publish's token), settled (the
-//	                                lease it was last settled under)
+//	                                lease it was last settled under),
+//	                                rerouted (the name it waits for)
 //	<prefix>:state:<task id>        hash: state, name, results, error, created_at
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
 //	<prefix>:{<group>}:done         hash: member id → JSON TaskState
 //	<prefix>:{<group>}:order        list: member ids in the order they first finished
-//	<prefix>:claim:<name>           string held while a Claim lasts
+//	<prefix>:claim:<name>           string: "<token> <lease end, ms> <0|1
+//	                                taken over>" while a lease runs, or
+//	                                "done"; it lives for the claim's keep
+//	<prefix>:{<queue>}:handlers     hash: task name → until when (ms) a
+//	                                worker alive has announced it
+//	<prefix>:{<queue>}:names:<d>    set: the task names of the workers whose
+//	                                names have digest d; :notify after it,
+//	                                their wake-up list
+//	<prefix>:{<queue>}:namekeys:<n> set: the digests whose names include n
+//	<prefix>:{<queue>}:rerouted     set: names with rerouted tasks
+//	<prefix>:{<queue>}:rerouted:<n> list: task ids rerouted to workers
+//	                                that have task name n
 type keys struct {
 	prefix string
 	cache  sync.Map // queue name → *queueKeys
@@ -42,6 +54,13 @@ type keys struct {
 // queueKeys are the keys of one queue.
 type queueKeys struct {
 	pending, lease, scheduled, retry, archived, completed, paused, notify, maintainer string
+	// rerouted is the set of task names with rerouted tasks (each name's
+	// list is rerouted + ":" + name); handlers says until when a worker
+	// alive has announced each name; names + a TaskNames key is the set of
+	// names of the workers with that key, and namesNotify their wake-up
+	// list; nameKeys + ":" + name is the set of the TaskNames keys that
+	// include name (route.go).
+	rerouted, handlers, names, nameKeys string
 	// task is the prefix of the task hashes: task + id.
 	task string
 }
@@ -74,10 +93,19 @@ func (k *keys) queue(name string) *queueKeys {
 		paused:     base + "paused",
 		notify:     base + "notify",
 		maintainer: base + "maintainer",
+		rerouted:   base + "rerouted",
+		handlers:   base + "handlers",
+		names:      base + "names:",
+		nameKeys:   base + "namekeys",
 		task:       base + "t:",
 	}
 	k.cache.Store(name, qk)
 	return qk
+}
+
+// namesNotify is the wake-up list of the workers of the queue with names.
+func (qk *queueKeys) namesNotify(names *brokers.TaskNames) string {
+	return qk.names + names.Key() + ":notify"
 }
 
 func (k *keys) group(groupUUID string) groupKeys {

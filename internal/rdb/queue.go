@@ -170,7 +170,7 @@ func randomHex(n int) string {
 
 // Dequeue takes up to n pending tasks of queue q under fresh leases. A
 // message that cannot be decoded is returned with Delivery.Err set.
-func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delivery, error) {
+func (s *Store) Dequeue(ctx context.Context, q string, n int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
 	qk := s.keys.queue(q)
 	lease := s.opts.LeaseDuration
 	args := make([]interface{}, 0, 3+n)
@@ -179,8 +179,12 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int) ([]*brokers.Delive
 	for i := 0; i < n; i++ {
 		args = append(args, base+strconv.Itoa(i))
 	}
+	keys := []string{qk.pending, qk.paused, qk.lease, qk.notify}
+	if names != nil {
+		keys = append(keys, qk.rerouted, qk.names+names.Key())
+	}
 	start := time.Now()
-	cmd := s.batch.repl.eval(ctx, s.client, true, dequeueScript, []string{qk.pending, qk.paused, qk.lease, qk.notify}, args)
+	cmd := s.batch.repl.eval(ctx, s.client, true, dequeueScript, keys, args)
 	if err := cmd.Err(); err != nil {
 		if outcomeUnknown(err) {
 			// The fetch may have taken tasks nobody will run: put them
@@ -234,6 +238,10 @@ const releaseScanLimit = 100000
 // base, took if its reply was lost (release_fetch.lua). It is best effort:
 // when it fails too, those tasks come back when their leases end.
 func (s *Store) releaseFetch(ctx context.Context, q, base string, start time.Time) {
+	// The fetch's own context may be what ended it (its deadline cut the
+	// reply off): the tasks are put back regardless, within a bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	qk := s.keys.queue(q)
 	// The fetch set its leases at Redis's time, no earlier than start
 	// (less a second for the clocks' difference).
@@ -327,18 +335,29 @@ func (s *Store) blpop(ctx context.Context, timeout time.Duration, keys ...string
 }
 
 // Wait blocks until a wake-up token arrives on one of the queues' notify
-// lists, or for at most BlockTimeout. It returns the queue whose token it
-// took, or "" when the time ran out.
-func (s *Store) Wait(ctx context.Context, queues []string) (string, error) {
+// lists, or, with names, on the lists that wake the workers with those
+// names for the tasks rerouted to them (route.go), or for at most
+// BlockTimeout. It returns the queue whose token it took, or "" when the
+// time ran out.
+func (s *Store) Wait(ctx context.Context, queues []string, names *brokers.TaskNames) (string, error) {
 	timeout := s.blockTimeout(ctx)
 	byNotify := make(map[string]string, len(queues))
+	notifies := make(map[string][]string, len(queues)) // by queue, in a slot
 	for _, q := range queues {
-		byNotify[s.keys.queue(q).notify] = q
+		qk := s.keys.queue(q)
+		keys := []string{qk.notify}
+		if names != nil {
+			keys = append(keys, qk.namesNotify(names))
+		}
+		for _, k := range keys {
+			byNotify[k] = q
+		}
+		notifies[q] = keys
 	}
 	if !s.cluster || len(queues) == 1 {
-		notify := make([]string, len(queues))
-		for i, q := range queues {
-			notify[i] = s.keys.queue(q).notify
+		var notify []string
+		for _, q := range queues {
+			notify = append(notify, notifies[q]...)
 		}
 		key, err := s.blpop(ctx, timeout, notify...)
 		switch {
@@ -362,17 +381,17 @@ func (s *Store) Wait(ctx context.Context, queues []string) (string, error) {
 	var settled atomic.Bool
 	defer settled.Store(true)
 	for _, q := range queues {
-		notify := s.keys.queue(q).notify
+		notify := notifies[q]
 		go func() {
-			_, err := s.blpop(ctx, timeout, notify)
+			_, err := s.blpop(ctx, timeout, notify...)
 			switch {
 			case errors.Is(err, goredis.Nil):
 				err = errTimeout
 			case err == nil && !settled.CompareAndSwap(false, true):
-				s.Resignal(byNotify[notify])
+				s.Resignal(q)
 				return
 			}
-			woke <- wake{queue: byNotify[notify], err: err}
+			woke <- wake{queue: q, err: err}
 		}()
 	}
 	for range queues {
@@ -687,29 +706,138 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 	return errors.Join(errs...)
 }
 
-// Claim reports whether the caller is the first to claim name within ttl.
-func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	// The claim holds a token of this call's, so that a SET sent again
-	// by go-redis after a lost reply, which finds the first one's claim,
-	// knows it as its own.
+// ClaimLease takes the claim name for lease unless another lease on it runs
+// or it is done, and keeps its key for keep (see brokers.Claimer and
+// lua/claim_lease.lua). The call's token lets a run sent again after a lost
+// reply recognise the first run's lease as its own.
+func (s *Store) ClaimLease(ctx context.Context, name string, lease, keep time.Duration) (brokers.ClaimResult, error) {
+	if lease < time.Millisecond {
+		return brokers.ClaimResult{}, fmt.Errorf("claim %s: lease %v is shorter than 1ms", name, lease)
+	}
 	key, token := s.keys.claim(name), randomHex(12)
-	var ok bool
+	args := []interface{}{token, lease.Milliseconds(), max(keep, lease).Milliseconds()}
+	var cmd *goredis.Cmd
 	err := again(ctx, func() error {
-		var err error
-		set := goredis.NewBoolCmd(ctx, "set", key, token, "px", ttl.Milliseconds(), "nx")
-		s.batch.repl.process(ctx, s.client, set)
-		if ok, err = set.Result(); err != nil || ok {
-			return err
+		cmd = s.batch.repl.eval(ctx, s.client, false, claimLeaseScript, []string{key}, args)
+		return cmd.Err()
+	}, retry{})
+	var res brokers.ClaimResult
+	if err == nil {
+		res, err = parseClaimLeaseReply(cmd.Val())
+	}
+	if err != nil {
+		return brokers.ClaimResult{}, fmt.Errorf("claim %s: %w", name, err)
+	}
+	if res.Status == brokers.ClaimWon {
+		res.Token = token
+	}
+	return res, nil
+}
+
+// Status codes of claim_lease.
+const (
+	claimWon       = 0
+	claimTakenOver = 1
+	claimHeld      = 2
+	claimDone      = 3
+)
+
+// parseClaimLeaseReply decodes claim_lease's {status, ms}.
+func parseClaimLeaseReply(v interface{}) (brokers.ClaimResult, error) {
+	const script = "claim_lease"
+	arr, err := asArray(script, v)
+	if err != nil {
+		return brokers.ClaimResult{}, err
+	}
+	if len(arr) != 2 {
+		return brokers.ClaimResult{}, malformed(script, nil, "%s, want 2 elements", describe(v))
+	}
+	code, err := asInt(script, elem(0, "status"), arr[0])
+	if err != nil {
+		return brokers.ClaimResult{}, err
+	}
+	ms, err := asInt(script, elem(1, "ms"), arr[1])
+	if err != nil {
+		return brokers.ClaimResult{}, err
+	}
+	switch code {
+	case claimWon, claimTakenOver:
+		return brokers.ClaimResult{Status: brokers.ClaimWon, TakenOver: code == claimTakenOver}, nil
+	case claimHeld:
+		if ms <= 0 {
+			return brokers.ClaimResult{}, malformed(script, nil, "held for %d ms, want a positive time", ms)
 		}
-		holder, err := s.client.Get(ctx, key).Result()
-		ok = holder == token
+		return brokers.ClaimResult{Status: brokers.ClaimHeld, Remaining: time.Duration(ms) * time.Millisecond}, nil
+	case claimDone:
+		return brokers.ClaimResult{Status: brokers.ClaimDone}, nil
+	default:
+		return brokers.ClaimResult{}, malformed(script, nil, "status %d, want 0 to 3", code)
+	}
+}
+
+// CompleteClaim marks the claim name done for the holder of token (see
+// brokers.Claimer and lua/complete_claim.lua); safe to send again.
+func (s *Store) CompleteClaim(ctx context.Context, name, token string) error {
+	var cmd *goredis.Cmd
+	err := again(ctx, func() error {
+		cmd = s.batch.repl.eval(ctx, s.client, false, completeClaimScript, []string{s.keys.claim(name)}, []interface{}{token})
+		return cmd.Err()
+	}, retry{})
+	var code int64
+	if err == nil {
+		code, err = parseStatusReply("complete_claim", cmd.Val(), 0, 1)
+	}
+	if err != nil {
+		return fmt.Errorf("complete claim %s: %w", name, err)
+	}
+	if code == 1 {
+		return fmt.Errorf("complete claim %s: %w", name, brokers.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Holds reports, for each of sigs, whether its queue (RoutingKey) holds a
+// task with its UUID, as enqueue's duplicate check (lib/queue.lua's held)
+// sees it: a task hash that is not archived. One round trip (on Cluster,
+// one per node).
+func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, error) {
+	if len(sigs) == 0 {
+		return nil, nil
+	}
+	for i, sig := range sigs {
+		if sig == nil {
+			return nil, fmt.Errorf("holds: task %d: %w", i, tasks.ErrNilSignature)
+		}
+		if err := ValidQueue(sig.RoutingKey); err != nil {
+			return nil, fmt.Errorf("holds: task %s: %w", sig.UUID, err)
+		}
+	}
+	cmds := make([]*goredis.StringCmd, len(sigs))
+	err := again(ctx, func() error {
+		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, sig := range sigs {
+				cmds[i] = p.HGet(ctx, s.keys.queue(sig.RoutingKey).task+sig.UUID, "state")
+			}
+			return nil
+		})
 		if errors.Is(err, goredis.Nil) {
-			return nil // the claim ended in between: it was not ours
+			return nil // a task hash that is missing: reported per command
 		}
 		return err
 	}, retry{})
 	if err != nil {
-		return false, fmt.Errorf("claim %s: %w", name, err)
+		return nil, fmt.Errorf("holds: %w", err)
 	}
-	return ok, nil
+	out := make([]bool, len(sigs))
+	for i, cmd := range cmds {
+		state, err := cmd.Result()
+		switch {
+		case errors.Is(err, goredis.Nil):
+		case err != nil:
+			return nil, fmt.Errorf("holds: task %s: %w", sigs[i].UUID, err)
+		default:
+			out[i] = state != "archived"
+		}
+	}
+	return out, nil
 }

@@ -20,15 +20,16 @@ import (
 // every script is one of four kinds:
 //
 //   - Safe to run twice: the state and group writes, extend, forward,
-//     recover, elect, resign. go-redis may send them again, and RunScript
-//     does after such an error.
+//     recover, elect, resign, claim_lease and complete_claim (which know
+//     their own token), announce, unroute. go-redis may send them again,
+//     and RunScript does after such an error.
 //   - Enqueue, which go-redis never sends twice: on a single server
 //     machinist sends it again marked as a repeat, which finds the first
 //     run's tasks by their publish token, or their states once they ran
 //     and were forgotten. On Cluster the states live on other nodes, so
 //     it is sent again only after Redis refused it, and a lost reply is
 //     reported as an error that says it may have run.
-//   - A settle (ack, ack_success, retry, archive, requeue), which a second
+//   - A settle (ack, ack_success, retry, archive, requeue, reroute), which a second
 //     run would refuse, finding the lease gone: go-redis never sends it
 //     twice (onceCmd); settle sends it again with its "again" argument set,
 //     for as long as the worker holds the lease, and the script recognises

@@ -56,6 +56,11 @@ var (
 	requeueScript    = loadScript("requeue")
 	commitScript     = loadScript("commit")
 
+	// Routing tasks to the workers that have them (route.go).
+	announceScript = loadScript("announce")
+	rerouteScript  = loadScript("reroute")
+	unrouteScript  = loadScript("unroute")
+
 	// Maintenance.
 	forwardScript = loadScript("forward")
 	recoverScript = loadScript("recover")
@@ -73,6 +78,10 @@ var (
 	groupDoneScript    = loadScript("group_done")
 	initGroupScript    = loadScript("init_group")
 	triggerChordScript = loadScript("trigger_chord")
+
+	// Claims (periodic ticks).
+	claimLeaseScript    = loadScript("claim_lease")
+	completeClaimScript = loadScript("complete_claim")
 )
 
 // pipelined are the scripts sent inside pipelines, where EVALSHA cannot
@@ -95,6 +104,8 @@ func statusError(code int64, id string) error {
 		return fmt.Errorf("task %s: %w", id, brokers.ErrDuplicateTask)
 	case statusLeaseLost:
 		return fmt.Errorf("task %s: %w", id, brokers.ErrLeaseLost)
+	case statusNoHandler:
+		return fmt.Errorf("task %s: %w", id, errNoHandler)
 	default:
 		return fmt.Errorf("task %s: unexpected script status %d", id, code)
 	}

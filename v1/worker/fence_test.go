@@ -40,7 +40,10 @@ func (c *writeCounter) SetStateStartedContext(context.Context, *tasks.Signature)
 	c.count()
 	return nil
 }
-func (c *writeCounter) SetStateRetryContext(context.Context, *tasks.Signature) error { c.count(); return nil }
+func (c *writeCounter) SetStateRetryContext(context.Context, *tasks.Signature) error {
+	c.count()
+	return nil
+}
 func (c *writeCounter) SetStateSuccessContext(context.Context, *tasks.Signature, []*tasks.TaskResult) error {
 	c.count()
 	return nil
@@ -97,7 +100,7 @@ func TestRefusedCommitWritesNothing(t *testing.T) {
 			if err := mem.Publish(ctx, sig); err != nil {
 				t.Fatal(err)
 			}
-			ds, err := mem.Fetch(ctx, []string{sig.RoutingKey}, 1)
+			ds, err := mem.Fetch(ctx, []string{sig.RoutingKey}, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +146,7 @@ func TestCommittedTaskIsFinishedNotRun(t *testing.T) {
 			if err := broker.Publish(ctx, sig); err != nil {
 				t.Fatal(err)
 			}
-			first, err := broker.Fetch(ctx, []string{testQueue}, 1)
+			first, err := broker.Fetch(ctx, []string{testQueue}, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,6 +258,10 @@ func (r registry) GetRegisteredTask(name string) (interface{}, error) {
 	return fn, nil
 }
 
+func (r registry) GetRegisteredTaskNames() []string {
+	return slices.Sorted(maps.Keys(r))
+}
+
 // sendRecorder is a SendFunc that records copies of what it is given.
 type sendRecorder struct {
 	mu   sync.Mutex
@@ -346,7 +352,7 @@ func newSpyBroker(b brokers.Broker) *spyBroker {
 	return &spyBroker{Broker: b, fetchStopped: make(chan struct{})}
 }
 
-func (b *spyBroker) Fetch(ctx context.Context, queues []string, max int) ([]*brokers.Delivery, error) {
+func (b *spyBroker) Fetch(ctx context.Context, queues []string, max int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
 	b.mu.Lock()
 	b.fetchMaxes = append(b.fetchMaxes, max)
 	if b.slots > 0 && max > b.slots-b.unsettled {
@@ -354,7 +360,7 @@ func (b *spyBroker) Fetch(ctx context.Context, queues []string, max int) ([]*bro
 	}
 	b.mu.Unlock()
 
-	ds, err := b.Broker.Fetch(ctx, queues, max)
+	ds, err := b.Broker.Fetch(ctx, queues, max, names)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -473,7 +479,7 @@ type failingFetchBroker struct {
 	calls []time.Time
 }
 
-func (b *failingFetchBroker) Fetch(ctx context.Context, queues []string, max int) ([]*brokers.Delivery, error) {
+func (b *failingFetchBroker) Fetch(ctx context.Context, queues []string, max int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
 	b.mu.Lock()
 	b.calls = append(b.calls, time.Now())
 	n := len(b.calls)
@@ -481,7 +487,7 @@ func (b *failingFetchBroker) Fetch(ctx context.Context, queues []string, max int
 	if b.fails < 0 || n <= b.fails {
 		return nil, b.err
 	}
-	return b.Broker.Fetch(ctx, queues, max)
+	return b.Broker.Fetch(ctx, queues, max, names)
 }
 
 func (b *failingFetchBroker) callTimes() []time.Time {

@@ -48,7 +48,7 @@ func TestRecoveredTaskDoesNotResendCallbacksThatRan(t *testing.T) {
 		if err := broker.Publish(ctx, parent); err != nil {
 			t.Fatal(err)
 		}
-		ds, err := broker.Fetch(ctx, []string{"q"}, 1)
+		ds, err := broker.Fetch(ctx, []string{"q"}, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,10 @@ import (
 // Registry finds the function registered under a task name.
 type Registry interface {
 	GetRegisteredTask(name string) (interface{}, error)
+	// GetRegisteredTaskNames returns every name registered. The worker
+	// announces them to the broker (brokers.Broker.Announce), so that the
+	// tasks it lacks are rerouted to workers that have them.
+	GetRegisteredTaskNames() []string
 }
 
 // Params configures a Worker.
@@ -85,6 +89,8 @@ type Worker struct {
 	mu     sync.Mutex
 	active map[*running]struct{}
 	wg     sync.WaitGroup
+
+	names atomic.Pointer[brokers.TaskNames] // the registry's names, as last announced
 }
 
 // running is one task being run. Its owner (the task's goroutine, which
@@ -163,6 +169,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start the lease renewal: %w", err)
 	}
 
+	// Announced before the first fetch, so that other workers reroute to
+	// this one the tasks they lack from the start; then by the heartbeat.
+	if err := w.announce(ctx, min(w.p.Config.LeaseRenewInterval, time.Second)); err != nil {
+		w.reportError(err)
+		w.log.Warn("announcing the worker's tasks failed; it is tried again with the lease renewal", slog.Any("error", err))
+	}
 	w.log.Info("worker started", slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
 
@@ -242,7 +254,7 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			// again: a gate that closes while the queue is empty is obeyed.
 			fctx, cancel = context.WithTimeout(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond)
 		}
-		ds, err := w.p.Broker.Fetch(fctx, w.queues.next(), n)
+		ds, err := w.p.Broker.Fetch(fctx, w.queues.next(), n, w.names.Load())
 		timedOut := fctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil {
@@ -358,25 +370,42 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
+// settleUnregistered settles a task whose name this worker has not
+// registered: it is dropped (IgnoreWhenTaskNotRegistered), or rerouted to
+// the workers alive on its queue that announced its name, or, when there is
+// none, tried again after UnregisteredTaskDelay (a worker that has it may
+// be starting) and failed after UnregisteredTaskTries.
 func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, log *slog.Logger) {
 	sig := d.Signature
-	switch {
-	case sig.IgnoreWhenTaskNotRegistered:
+	if sig.IgnoreWhenTaskNotRegistered {
 		log.Info("dropping task: not registered, and IgnoreWhenTaskNotRegistered is set")
 		if err := w.p.Broker.Ack(ctx, d); err != nil {
 			log.Error("acknowledging dropped task failed", slog.Any("error", err))
 		}
+		return
+	}
+	rerouted, err := w.p.Broker.Reroute(ctx, d)
+	switch {
+	case err != nil:
+		log.Error("rerouting unregistered task failed", slog.Any("error", err))
+		return
+	case rerouted:
+		log.Debug("task not registered here; rerouted to the workers that have it")
+		return
+	}
+	switch {
 	case d.Retried+1 >= w.p.Config.UnregisteredTaskTries:
-		msg := fmt.Sprintf("task %q is not registered on any worker that took it (%d tries)", sig.Name, d.Retried+1)
+		msg := fmt.Sprintf("task %q is not registered on any worker of queue %q (%d tries, %s apart)",
+			sig.Name, d.Queue, d.Retried+1, w.p.Config.UnregisteredTaskDelay)
 		log.Error("task not registered; failing it", slog.Int("tries", d.Retried+1))
 		if err := w.fail(ctx, sig, d, msg, log); err != nil {
 			log.Error("failing unregistered task failed", slog.Any("error", err))
 		}
 	default:
-		log.Warn("task not registered here; handing it back for other workers",
+		log.Warn("task not registered on any worker alive; trying it again later",
 			slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", d.Retried+1))
 		at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
-		if err := w.p.Broker.Retry(ctx, d, at, fmt.Sprintf("task %q is not registered on worker %q", sig.Name, w.p.ConsumerTag)); err != nil {
+		if err := w.p.Broker.Retry(ctx, d, at, fmt.Sprintf("task %q is not registered on any worker alive on queue %q", sig.Name, d.Queue)); err != nil {
 			log.Error("handing back unregistered task failed", slog.Any("error", err))
 		}
 	}
@@ -402,6 +431,7 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 		Clock:    w.clock,
 		Logger:   w.log,
 		RunFunc: func(ctx context.Context) error {
+			announced := w.announce(ctx, interval)
 			w.mu.Lock()
 			ds := make([]*brokers.Delivery, 0, len(w.active))
 			for r := range w.active {
@@ -411,16 +441,33 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 			}
 			w.mu.Unlock()
 			if len(ds) == 0 {
-				return nil
+				return announced
 			}
 			rctx, cancel := context.WithTimeout(ctx, interval)
 			defer cancel()
 			if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
-				return fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err)
+				return errors.Join(fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err), announced)
 			}
-			return nil
+			return announced
 		},
 	})
+}
+
+// announce tells the broker the registry's task names (read again each
+// time: tasks may be registered while the worker runs), for a
+// LeaseDuration, and makes them the names the worker fetches with. It
+// makes one attempt, of at most timeout.
+func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
+	names := brokers.NewTaskNames(w.p.Tasks.GetRegisteredTaskNames())
+	if old := w.names.Load(); !names.Equal(old) {
+		w.names.Store(names)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := w.p.Broker.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
+		return fmt.Errorf("worker: announce the task names: %w", err)
+	}
+	return nil
 }
 
 // waitRunning waits up to timeout for running tasks to finish, or until Abort.

@@ -83,6 +83,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"Close", testClose},
 		{"ExpiredLeaseRefusedBeforeRecovery", testExpiredLeaseRefusedBeforeRecovery},
 		{"CommitTravelsToNextHolder", testCommitTravelsToNextHolder},
+		{"Reroute", testReroute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -152,7 +153,7 @@ func testPublishValidation(t *testing.T, s *suite) {
 	if err := b.Publish(ctx, noUUID); err == nil {
 		t.Fatal("Publish without UUID: err = nil, want an error")
 	}
-	if _, err := b.Fetch(ctx, nil, 1); !errors.Is(err, iface.ErrNoQueue) {
+	if _, err := b.Fetch(ctx, nil, 1, nil); !errors.Is(err, iface.ErrNoQueue) {
 		t.Fatalf("Fetch without queues: err = %v, want ErrNoQueue", err)
 	}
 }
@@ -228,7 +229,7 @@ type fetchResult struct {
 func goFetch(ctx context.Context, b iface.Broker, queues []string, max int) <-chan fetchResult {
 	ch := make(chan fetchResult, 1)
 	go func() {
-		ds, err := b.Fetch(ctx, queues, max)
+		ds, err := b.Fetch(ctx, queues, max, nil)
 		ch <- fetchResult{ds, err, time.Now()}
 	}()
 	return ch
@@ -300,7 +301,7 @@ func testFetchContextEnds(t *testing.T, s *suite) {
 	// Already cancelled with a task pending: ctx's error, the task stays.
 	sig := newSig(q, "stays")
 	publish(t, b, sig)
-	ds, err := b.Fetch(ctx, []string{q}, 1)
+	ds, err := b.Fetch(ctx, []string{q}, 1, nil)
 	if !errors.Is(err, context.Canceled) || len(ds) != 0 {
 		t.Fatalf("Fetch with a cancelled ctx: %d deliveries, err %v; want none and context.Canceled", len(ds), err)
 	}
@@ -815,7 +816,7 @@ func testConcurrentFetchers(t *testing.T, s *suite) {
 	for range fetchers {
 		wg.Go(func() {
 			for {
-				ds, err := b.Fetch(ctx, []string{q}, 7)
+				ds, err := b.Fetch(ctx, []string{q}, 7, nil)
 				if err != nil {
 					if ctx.Err() == nil {
 						mu.Lock()
@@ -865,34 +866,14 @@ func testConcurrentFetchers(t *testing.T, s *suite) {
 func testClaim(t *testing.T, s *suite) {
 	b := s.broker(t)
 	ctx := context.Background()
-	key := func(label string) string { return queueName(t, label) }
-
-	claim := func(k string, ttl time.Duration) bool {
-		t.Helper()
-		ok, err := b.Claim(ctx, k, ttl)
-		if err != nil {
-			t.Fatalf("Claim(%s): %v", k, err)
-		}
-		return ok
-	}
-	k1, k2 := key("k1"), key("k2")
-	if !claim(k1, time.Minute) {
-		t.Fatal("first Claim refused")
-	}
-	if claim(k1, time.Minute) {
-		t.Fatal("second Claim of a held key granted")
-	}
-	if !claim(k2, time.Minute) {
-		t.Fatal("Claim of another key refused")
-	}
 
 	// One winner among concurrent claimers.
-	k3 := key("k3")
+	k := queueName(t, "concurrent")
 	var wins atomic.Int64
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			if ok, err := b.Claim(ctx, k3, time.Minute); err == nil && ok {
+			if r, err := b.ClaimLease(ctx, k, time.Minute, time.Minute); err == nil && r.Status == iface.ClaimWon {
 				wins.Add(1)
 			}
 		})
@@ -902,16 +883,164 @@ func testClaim(t *testing.T, s *suite) {
 		t.Fatalf("%d of 20 concurrent claims won, want 1", n)
 	}
 
-	// A claim ends after its ttl.
-	const ttl = 200 * time.Millisecond
-	k4 := key("k4")
-	claimedAt := time.Now()
-	if !claim(k4, ttl) {
-		t.Fatal("first Claim refused")
+	t.Run("Lease", func(t *testing.T) { testClaimLease(t, b) })
+	t.Run("TakeOver", func(t *testing.T) { testClaimTakeOver(t, b) })
+	t.Run("Keep", func(t *testing.T) { testClaimKeep(t, b) })
+	t.Run("Holds", func(t *testing.T) { testClaimHolds(t, b) })
+}
+
+// claimLease calls ClaimLease, failing the test on an error.
+func claimLease(t *testing.T, b Broker, k string, lease, keep time.Duration) iface.ClaimResult {
+	t.Helper()
+	r, err := b.ClaimLease(context.Background(), k, lease, keep)
+	if err != nil {
+		t.Fatalf("ClaimLease(%s): %v", k, err)
 	}
-	eventually(t, "claim free again after its ttl", func() bool { return claim(k4, ttl) })
-	if since := time.Since(claimedAt); since < ttl {
-		t.Fatalf("claim granted again %s after the first, before its ttl (%s)", since, ttl)
+	return r
+}
+
+// A lease is won once, held against every other caller, and completed by
+// its holder only.
+func testClaimLease(t *testing.T, b Broker) {
+	ctx := context.Background()
+	k := queueName(t, "lease")
+	first := claimLease(t, b, k, time.Minute, time.Hour)
+	if first.Status != iface.ClaimWon || first.TakenOver || first.Token == "" {
+		t.Fatalf("first ClaimLease = %+v, want won, not taken over, with a token", first)
+	}
+	second := claimLease(t, b, k, time.Minute, time.Hour)
+	if second.Status != iface.ClaimHeld || second.Remaining <= 0 || second.Remaining > time.Minute || second.Token != "" {
+		t.Fatalf("ClaimLease of a held key = %+v, want held for at most 1m", second)
+	}
+	if err := b.CompleteClaim(ctx, k, "not-the-token"); !errors.Is(err, iface.ErrLeaseLost) {
+		t.Fatalf("CompleteClaim with another token: %v, want ErrLeaseLost", err)
+	}
+	if err := b.CompleteClaim(ctx, queueName(t, "never"), first.Token); !errors.Is(err, iface.ErrLeaseLost) {
+		t.Fatalf("CompleteClaim of a key never claimed: %v, want ErrLeaseLost", err)
+	}
+	must(t, "CompleteClaim", b.CompleteClaim(ctx, k, first.Token))
+	must(t, "CompleteClaim again", b.CompleteClaim(ctx, k, first.Token))
+	if r := claimLease(t, b, k, time.Minute, time.Hour); r.Status != iface.ClaimDone {
+		t.Fatalf("ClaimLease of a completed key = %+v, want done", r)
+	}
+
+	// One winner among concurrent claimers; the others are told it is held.
+	k2 := queueName(t, "race")
+	var won, held atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			r, err := b.ClaimLease(ctx, k2, time.Minute, time.Hour)
+			switch {
+			case err != nil:
+			case r.Status == iface.ClaimWon:
+				won.Add(1)
+			case r.Status == iface.ClaimHeld:
+				held.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 || held.Load() != 19 {
+		t.Fatalf("20 concurrent ClaimLease: %d won, %d held; want 1 and 19", won.Load(), held.Load())
+	}
+}
+
+// A lease that ends without CompleteClaim goes to the next caller, taken
+// over; the earlier holder can no longer complete the key.
+func testClaimTakeOver(t *testing.T, b Broker) {
+	ctx := context.Background()
+	const lease = 200 * time.Millisecond
+	k := queueName(t, "takeover")
+	claimedAt := time.Now()
+	first := claimLease(t, b, k, lease, time.Minute)
+	if first.Status != iface.ClaimWon {
+		t.Fatalf("first ClaimLease = %+v, want won", first)
+	}
+	var next iface.ClaimResult
+	eventually(t, "the lease taken over once it ended", func() bool {
+		next = claimLease(t, b, k, lease, time.Minute)
+		if next.Status == iface.ClaimHeld && next.Remaining > lease {
+			t.Fatalf("ClaimLease = %+v, held for longer than the lease (%v)", next, lease)
+		}
+		return next.Status == iface.ClaimWon
+	})
+	if since := time.Since(claimedAt); since < lease {
+		t.Fatalf("lease taken over %v after it was won, before it ended (%v)", since, lease)
+	}
+	if !next.TakenOver || next.Token == "" || next.Token == first.Token {
+		t.Fatalf("ClaimLease after the lease ended = %+v, want won with a new token, taken over", next)
+	}
+	if err := b.CompleteClaim(ctx, k, first.Token); !errors.Is(err, iface.ErrLeaseLost) {
+		t.Fatalf("CompleteClaim by the holder whose lease was taken over: %v, want ErrLeaseLost", err)
+	}
+	if r := claimLease(t, b, k, lease, time.Minute); r.Status != iface.ClaimHeld {
+		t.Fatalf("ClaimLease during the new lease = %+v, want held", r)
+	}
+	must(t, "CompleteClaim by the new holder", b.CompleteClaim(ctx, k, next.Token))
+	if r := claimLease(t, b, k, lease, time.Minute); r.Status != iface.ClaimDone {
+		t.Fatalf("ClaimLease after CompleteClaim = %+v, want done", r)
+	}
+}
+
+// A key's record, completed or not, ends keep after it was taken: the key
+// is then free, and not taken over.
+func testClaimKeep(t *testing.T, b Broker) {
+	ctx := context.Background()
+	const lease, keep = 50 * time.Millisecond, 300 * time.Millisecond
+	k := queueName(t, "keep")
+	claimedAt := time.Now()
+	first := claimLease(t, b, k, lease, keep)
+	must(t, "CompleteClaim", b.CompleteClaim(ctx, k, first.Token))
+	var again iface.ClaimResult
+	eventually(t, "a completed key free once its record ended", func() bool {
+		again = claimLease(t, b, k, lease, keep)
+		return again.Status == iface.ClaimWon
+	})
+	if since := time.Since(claimedAt); since < keep {
+		t.Fatalf("completed key won again %v after it was taken, before its record ended (%v)", since, keep)
+	}
+	if again.TakenOver {
+		t.Fatalf("ClaimLease of a key whose record ended = %+v, want not taken over", again)
+	}
+	if err := b.CompleteClaim(ctx, k, first.Token); !errors.Is(err, iface.ErrLeaseLost) {
+		t.Fatalf("CompleteClaim with the token of a record that ended: %v, want ErrLeaseLost", err)
+	}
+}
+
+// Holds sees a task while its queue holds it: pending, scheduled, running;
+// not once it was acknowledged or archived.
+func testClaimHolds(t *testing.T, b Broker) {
+	ctx := context.Background()
+	q := queueName(t, "q")
+	holds := func(what string, sigs []*tasks.Signature, want ...bool) {
+		t.Helper()
+		got, err := b.Holds(ctx, sigs...)
+		if err != nil {
+			t.Fatalf("Holds %s: %v", what, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Holds %s = %v, want %v", what, got, want)
+		}
+	}
+	a, c := newSig(q, "a"), newSig(q, "c")
+	later := newSig(q, "later")
+	eta := time.Now().Add(time.Hour)
+	later.ETA = &eta
+	holds("before any publish", []*tasks.Signature{a, c, later}, false, false, false)
+	publish(t, b, a, later)
+	holds("pending and scheduled", []*tasks.Signature{a, c, later}, true, false, true)
+	d := fetchOne(t, b, q)
+	holds("running", []*tasks.Signature{a}, true)
+	if err := b.Archive(ctx, d, "dead"); err != nil {
+		t.Fatalf("Archive: %v", err)
+	}
+	holds("archived", []*tasks.Signature{a}, false)
+	publish(t, b, c)
+	ack(t, b, fetchOne(t, b, q))
+	holds("acknowledged", []*tasks.Signature{c, later}, false, true)
+	if _, err := b.Holds(ctx, &tasks.Signature{UUID: "task_x", Name: "x"}); !errors.Is(err, iface.ErrNoQueue) {
+		t.Fatalf("Holds of a task with no RoutingKey: %v, want ErrNoQueue", err)
 	}
 }
 
@@ -1073,7 +1202,7 @@ func testClose(t *testing.T, s *suite) {
 	if err := b.Publish(context.Background(), newSig(q, "late")); !errors.Is(err, iface.ErrClosed) {
 		t.Fatalf("Publish after Close: err = %v, want ErrClosed", err)
 	}
-	if _, err := b.Fetch(ctx, []string{q}, 1); !errors.Is(err, iface.ErrClosed) {
+	if _, err := b.Fetch(ctx, []string{q}, 1, nil); !errors.Is(err, iface.ErrClosed) {
 		t.Fatalf("Fetch after Close: err = %v, want ErrClosed", err)
 	}
 }

@@ -90,9 +90,15 @@ func publish(t *testing.T, b Broker, sigs ...*tasks.Signature) {
 // within waitLong.
 func fetch(t *testing.T, b Broker, queues []string, n int) []*iface.Delivery {
 	t.Helper()
+	return fetchFor(t, b, nil, queues, n)
+}
+
+// fetchFor is fetch for a worker with names.
+func fetchFor(t *testing.T, b Broker, names *iface.TaskNames, queues []string, n int) []*iface.Delivery {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	ds, err := b.Fetch(ctx, queues, n)
+	ds, err := b.Fetch(ctx, queues, n, names)
 	if err != nil {
 		t.Fatalf("Fetch(%v, %d): %v", queues, n, err)
 	}
@@ -116,9 +122,15 @@ func fetchOne(t *testing.T, b Broker, queue string) *iface.Delivery {
 // fetchNone checks that Fetch finds nothing in queues for waitShort.
 func fetchNone(t *testing.T, b Broker, queues ...string) {
 	t.Helper()
+	fetchNoneFor(t, b, nil, queues...)
+}
+
+// fetchNoneFor is fetchNone for a worker with names.
+func fetchNoneFor(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
 	defer cancel()
-	ds, err := b.Fetch(ctx, queues, 10)
+	ds, err := b.Fetch(ctx, queues, 10, names)
 	if len(ds) != 0 {
 		t.Fatalf("Fetch(%v) took %d tasks (first %s), want none", queues, len(ds), ds[0].Signature.UUID)
 	}

@@ -51,9 +51,30 @@ type Broker interface {
 	// Fetch waits until at least one task is pending in one of queues, then
 	// takes up to max pending tasks, each under its own lease. Queues are
 	// tried in the order given (the worker orders them by priority or weight
-	// for each call), and paused queues are skipped. It returns ctx's error
-	// when ctx ends first, having taken nothing.
-	Fetch(ctx context.Context, queues []string, max int) ([]*Delivery, error)
+	// for each call), and paused queues are skipped. Tasks rerouted to the
+	// workers that have their names (Reroute) come first, to a caller whose
+	// names include theirs and were announced for the queue (Announce);
+	// with names nil, Fetch takes none of them. Tasks
+	// whose names the caller lacks are not filtered out: a worker reroutes
+	// those it takes. It returns ctx's error when ctx ends first, having
+	// taken nothing.
+	Fetch(ctx context.Context, queues []string, max int, names *TaskNames) ([]*Delivery, error)
+
+	// Announce tells the broker that a worker with names consumes queues,
+	// for ttl: Reroute sends a task to the workers that announced its name
+	// and are alive. A worker announces before it fetches, then again well
+	// within ttl while it runs.
+	Announce(ctx context.Context, queues []string, names *TaskNames, ttl time.Duration) error
+
+	// Reroute settles d, a task whose name the caller has not registered,
+	// by handing it to the workers of its queue that have: it waits,
+	// pending, for a Fetch whose names include its name, and nothing is
+	// counted against it. It returns false, changing nothing, when no
+	// worker alive on the queue has announced the name; the caller then
+	// retries or fails the task. A task rerouted whose workers then all
+	// stop announcing goes back to pending within the broker's recover
+	// interval after their announcements expire.
+	Reroute(ctx context.Context, d *Delivery) (bool, error)
 
 	// ExtendLeases renews the leases of deliveries. A delivery whose lease
 	// the broker no longer grants has its Lease marked lost; that is not an
@@ -163,13 +184,66 @@ type QueueInfo struct {
 	Archived  int
 }
 
-// Claimer is a broker that can grant a claim once across every process
-// sharing it.
+// Claimer is a broker through which the processes sharing it agree that a
+// piece of work is done once: periodic tasks use it so that each tick is
+// sent once, even when the process sending it dies.
+//
+// A claim on a key is a lease held by a token, by the broker's clock. The
+// first ClaimLease on a key wins it (ClaimWon); while the lease runs, every
+// other ClaimLease is told ClaimHeld and how long the lease has left; once
+// the holder calls CompleteClaim, every ClaimLease is told ClaimDone. A
+// lease that ends without CompleteClaim goes to the next caller, with
+// TakenOver set: its holder may have done part of the work, and the new
+// holder must find out which part (periodic ticks do, through Holds and the
+// task states). A key's record, done or not, ends keep after the last
+// ClaimLease that took it; the key is then free.
 type Claimer interface {
-	// Claim reports whether the caller is the first to claim key in the
-	// last ttl. Periodic tasks use it so that one tick fires once across
-	// every process sharing the broker.
-	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	// ClaimLease takes key for lease, unless another caller's lease on it
+	// runs or it is done, and keeps the key's record for keep from now
+	// (keep is raised to lease when shorter). On Redis a claim is one key,
+	// so it lives in one Cluster slot.
+	ClaimLease(ctx context.Context, key string, lease, keep time.Duration) (ClaimResult, error)
+
+	// CompleteClaim marks key done for the holder of token; the key stays
+	// done until its record ends. It returns nil when the key is done (by
+	// this call or an earlier one), and an error wrapping ErrLeaseLost
+	// when another caller took the key over or its record ended. After
+	// the lease ended it may succeed, if no one took the key over (Redis),
+	// or fail with ErrLeaseLost (the memory broker forgets ended leases).
+	CompleteClaim(ctx context.Context, key, token string) error
+
+	// Holds reports, for each of sigs in order, whether the broker holds a
+	// task with its UUID in the queue its RoutingKey names (pending,
+	// scheduled, waiting for a retry, running, or completed and kept;
+	// not archived): exactly when Publish would refuse it with
+	// ErrDuplicateTask. A RoutingKey must be set (else ErrNoQueue).
+	Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error)
+}
+
+// ClaimStatus says what ClaimLease found.
+type ClaimStatus int
+
+// What ClaimLease found.
+const (
+	// ClaimWon: the caller holds the key's lease now.
+	ClaimWon ClaimStatus = iota + 1
+	// ClaimHeld: another caller's lease runs for ClaimResult.Remaining.
+	ClaimHeld
+	// ClaimDone: the key was completed.
+	ClaimDone
+)
+
+// ClaimResult is the answer of ClaimLease.
+type ClaimResult struct {
+	Status ClaimStatus
+	// Token names the caller's lease (ClaimWon): CompleteClaim takes it.
+	Token string
+	// TakenOver (ClaimWon) says that an earlier lease on the key ended
+	// without CompleteClaim: its holder may have done part of the work.
+	TakenOver bool
+	// Remaining (ClaimHeld) is how long the holder's lease has left by the
+	// broker's clock.
+	Remaining time.Duration
 }
 
 // Pauser is a broker whose queues can be paused.

@@ -3,7 +3,8 @@ package iface
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/b6192125/machinist/v1/config"
@@ -107,12 +108,7 @@ func (c *Compat) IsTaskRegistered(name string) bool {
 func (c *Compat) GetRegisteredTaskNames() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names := make([]string, 0, len(c.names))
-	for n := range c.names {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(c.names))
 }
 
 // StartConsuming runs p, a Runner, until StopConsuming or until it stops by

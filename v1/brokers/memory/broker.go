@@ -45,7 +45,7 @@ type Broker struct {
 	held   map[string]*task     // pending, scheduled, retry and active tasks by UUID
 	leases map[string]*task     // active tasks by lease token
 	dead   map[string]*task     // archived tasks by UUID
-	claims map[string]time.Time // Claim keys and when their claim ends
+	claims map[string]time.Time // claim keys (ClaimLease) and when they end
 	wake   chan struct{}        // closed and replaced when a task may be fetchable
 }
 
@@ -58,6 +58,11 @@ type queue struct {
 	retry     map[string]*task
 	active    map[string]*task
 	archived  []*task // oldest first
+	// rerouted holds, by task name, the tasks rerouted to the workers
+	// that have that name; handlers says until when a worker alive has
+	// announced each name (route.go).
+	rerouted map[string]*deque
+	handlers map[string]time.Time
 }
 
 // task is one task held by the broker, in exactly one place of its queue.
@@ -243,7 +248,7 @@ func (b *Broker) publishLocked(sigs []*tasks.Signature) {
 // order given, skipping paused queues, each under a fresh lease. When none
 // is pending it waits, without polling, until one is, ctx ends (its error is
 // returned and nothing is taken) or the broker is closed (ErrClosed).
-func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.Delivery, error) {
+func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *iface.TaskNames) ([]*iface.Delivery, error) {
 	if len(queues) == 0 {
 		return nil, fmt.Errorf("memory broker: fetch: %w", iface.ErrNoQueue)
 	}
@@ -263,7 +268,7 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 			b.mu.Unlock()
 			return nil, err
 		}
-		if ds := b.takeLocked(queues, max); len(ds) > 0 {
+		if ds := b.takeLocked(queues, max, names); len(ds) > 0 {
 			b.mu.Unlock()
 			return ds, nil
 		}
@@ -278,8 +283,9 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 	}
 }
 
-// takeLocked moves up to max pending tasks of queues to active.
-func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
+// takeLocked moves up to max pending tasks of queues to active: in each
+// queue, those rerouted to names first.
+func (b *Broker) takeLocked(queues []string, max int, names *iface.TaskNames) []*iface.Delivery {
 	var out []*iface.Delivery
 	now := b.clock.Now()
 	for _, name := range queues {
@@ -287,8 +293,7 @@ func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
 		if q == nil || q.paused {
 			continue
 		}
-		for len(out) < max && q.pending.len() > 0 {
-			t := q.pending.popFront()
+		take := func(t *task) {
 			t.status = iface.StatusActive
 			t.token = rand.Text()
 			t.leaseExpiresAt = now.Add(b.leaseDuration)
@@ -302,6 +307,10 @@ func (b *Broker) takeLocked(queues []string, max int) []*iface.Delivery {
 				Recovered: t.recovered,
 				Outcome:   copyState(t.outcome),
 			})
+		}
+		b.takeReroutedLocked(q, names, max-len(out), take)
+		for len(out) < max && q.pending.len() > 0 {
+			take(q.pending.popFront())
 		}
 		if len(out) == max {
 			break
@@ -491,20 +500,101 @@ func (b *Broker) Requeue(ctx context.Context, ds ...*iface.Delivery) error {
 	return errors.Join(errs...)
 }
 
-// Claim reports whether the caller is the first to claim key since the last
-// claim of it ended; a claim lasts ttl.
-func (b *Broker) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// ClaimLease takes key for lease unless another lease on it runs or it is
+// done; see iface.Claimer.
+//
+// Its claims live in b.claims under keys of their own, each
+// entry holding until its time passes (the recoverer drops it then):
+// claimRecord(key) until the key's record ends, claimLease(key) until the
+// lease ends, and claimDone(key) from CompleteClaim until the record ends.
+// A lease's token is its end: a lease that takes over ends later than the
+// one it replaces, so an earlier holder's token no longer matches.
+func (b *Broker) ClaimLease(ctx context.Context, key string, lease, keep time.Duration) (iface.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return iface.ClaimResult{}, err
+	}
+	if lease <= 0 {
+		return iface.ClaimResult{}, fmt.Errorf("memory broker: claim %s: lease %v is not positive", key, lease)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return false, errClosed("claim")
+		return iface.ClaimResult{}, errClosed("claim")
 	}
 	now := b.clock.Now()
-	if until, ok := b.claims[key]; ok && now.Before(until) {
-		return false, nil
+	if b.claimLiveLocked(claimDone(key), now) {
+		return iface.ClaimResult{Status: iface.ClaimDone}, nil
 	}
-	b.claims[key] = now.Add(ttl)
-	return true, nil
+	if end := b.claims[claimLease(key)]; now.Before(end) {
+		return iface.ClaimResult{Status: iface.ClaimHeld, Remaining: end.Sub(now)}, nil
+	}
+	takenOver := b.claimLiveLocked(claimRecord(key), now)
+	end := now.Add(lease)
+	b.claims[claimLease(key)] = end
+	b.claims[claimRecord(key)] = now.Add(max(keep, lease))
+	return iface.ClaimResult{Status: iface.ClaimWon, Token: claimToken(end), TakenOver: takenOver}, nil
+}
+
+// CompleteClaim marks key done for the holder of token; see iface.Claimer.
+func (b *Broker) CompleteClaim(ctx context.Context, key, token string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("complete claim")
+	}
+	now := b.clock.Now()
+	if b.claimLiveLocked(claimDone(key), now) {
+		return nil
+	}
+	end, leased := b.claims[claimLease(key)]
+	if !leased || claimToken(end) != token || !b.claimLiveLocked(claimRecord(key), now) {
+		return fmt.Errorf("memory broker: complete claim %s: %w", key, iface.ErrLeaseLost)
+	}
+	delete(b.claims, claimLease(key))
+	b.claims[claimDone(key)] = b.claims[claimRecord(key)]
+	return nil
+}
+
+// claimLiveLocked reports whether the entry k of b.claims holds at now.
+func (b *Broker) claimLiveLocked(k string, now time.Time) bool {
+	until, ok := b.claims[k]
+	return ok && now.Before(until)
+}
+
+// The keys of b.claims that hold a ClaimLease key's record, lease and
+// completion (see ClaimLease), apart from Claim's keys.
+func claimRecord(key string) string { return "\x00record\x00" + key }
+func claimLease(key string) string  { return "\x00lease\x00" + key }
+func claimDone(key string) string   { return "\x00done\x00" + key }
+
+// claimToken names the lease that ends at end.
+func claimToken(end time.Time) string { return fmt.Sprintf("%x", end.UnixNano()) }
+
+// Holds reports which of sigs the broker holds (any queue: the memory
+// broker refuses a UUID it holds in any queue); see iface.Claimer.
+func (b *Broker) Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("holds")
+	}
+	out := make([]bool, len(sigs))
+	for i, sig := range sigs {
+		switch {
+		case sig == nil:
+			return nil, fmt.Errorf("memory broker: holds: task %d: %w", i, tasks.ErrNilSignature)
+		case sig.RoutingKey == "":
+			return nil, fmt.Errorf("memory broker: holds: task %s has no RoutingKey: %w", sig.UUID, iface.ErrNoQueue)
+		}
+		out[i] = b.held[sig.UUID] != nil
+	}
+	return out, nil
 }
 
 // Close stops the timers of scheduled and retrying tasks and the recoverer,

@@ -67,8 +67,11 @@
 // signature and checks them all before it adds any, so a failed Publish
 // adds nothing. A UUID still pending, scheduled, retrying or active in any
 // queue is refused with iface.ErrDuplicateTask; an archived task with that
-// UUID is deleted from the archive. Claim grants a key to its first caller
-// until its ttl passes. Inspection of a queue the broker never saw returns
+// UUID is deleted from the archive. ClaimLease grants a key's lease to its
+// first caller (see iface.Claimer). A task rerouted to the workers with its
+// name (Reroute) waits for a Fetch with names that include it, or, once no
+// worker announces the name, goes back to pending when the recoverer runs.
+// Inspection of a queue the broker never saw returns
 // empty results, not an error; an empty queue name is iface.ErrNoQueue,
 // except in GetPendingTasks, where it means DefaultQueue.
 //

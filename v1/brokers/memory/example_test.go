@@ -29,7 +29,7 @@ func Example() {
 		return
 	}
 
-	ds, err := b.Fetch(ctx, []string{"math"}, 10)
+	ds, err := b.Fetch(ctx, []string{"math"}, 10, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -57,7 +57,7 @@ func Example_archive() {
 	ctx := context.Background()
 
 	_ = b.Publish(ctx, &tasks.Signature{UUID: "task_2", Name: "parse", RoutingKey: "in"})
-	ds, _ := b.Fetch(ctx, []string{"in"}, 1)
+	ds, _ := b.Fetch(ctx, []string{"in"}, 1, nil)
 	_ = b.Archive(ctx, ds[0], "bad input")
 
 	dead, _ := b.ListTasks(ctx, "in", "archived", 0, 10)

@@ -38,6 +38,9 @@ func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo,
 	b.trimArchiveLocked(q, b.clock.Now())
 	info.Paused = q.paused
 	info.Pending = q.pending.len()
+	for _, list := range q.rerouted {
+		info.Pending += list.len()
+	}
 	info.Active = len(q.active)
 	info.Scheduled = len(q.scheduled)
 	info.Retry = len(q.retry)
@@ -246,11 +249,20 @@ func (b *Broker) checkLocked(op, queue string) error {
 	return nil
 }
 
-// pendingTasks returns q's pending tasks in the order Fetch takes them.
+// pendingTasks returns q's pending tasks: the pending list in the order
+// Fetch takes it, then the tasks rerouted to the workers that have them,
+// by name.
 func (q *queue) pendingTasks() []*task {
 	out := make([]*task, q.pending.len())
 	for i := range out {
 		out[i] = q.pending.at(i)
+	}
+	// Then the tasks rerouted to the workers that have them, by name.
+	for _, n := range slices.Sorted(maps.Keys(q.rerouted)) {
+		list := q.rerouted[n]
+		for i := range list.len() {
+			out = append(out, list.at(i))
+		}
 	}
 	return out
 }

@@ -22,7 +22,7 @@ func TestNegativeMaxRecoveriesNeverArchives(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		ds, err := b.Fetch(ctx, []string{"q"}, 1)
+		ds, err := b.Fetch(ctx, []string{"q"}, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestRecoveryIsLogged(t *testing.T) {
 	if err := b.Publish(ctx, &tasks.Signature{UUID: "task_logged", Name: "n", RoutingKey: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := b.Fetch(ctx, []string{"q"}, 1)
+	ds, err := b.Fetch(ctx, []string{"q"}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestValuesKeptAsTheyAre(t *testing.T) {
 	if err := b.Publish(ctx, sig); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := b.Fetch(ctx, []string{"q"}, 1)
+	ds, err := b.Fetch(ctx, []string{"q"}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

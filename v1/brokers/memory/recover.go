@@ -57,6 +57,9 @@ func (b *Broker) recoverExpired(now time.Time) {
 		woken = true
 		done = append(done, recovery{uuid: t.uuid, queue: q.name, recovered: t.recovered})
 	}
+	if b.unrouteLocked(now) {
+		woken = true
+	}
 	if woken {
 		b.notifyLocked()
 	}

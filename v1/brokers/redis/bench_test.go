@@ -75,7 +75,7 @@ func benchFetchAck(b *testing.B, batch int) {
 	}
 	b.ResetTimer()
 	for done := 0; done < b.N; {
-		ds, err := br.Fetch(ctx, []string{"bench"}, min(batch, b.N-done))
+		ds, err := br.Fetch(ctx, []string{"bench"}, min(batch, b.N-done), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -168,9 +168,10 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 	return wrap(b.store.Publish(ctx, sigs, true))
 }
 
-// Fetch takes up to max pending tasks from queues, in order, waiting on the
-// queues' wake-up lists while there are none.
-func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.Delivery, error) {
+// Fetch takes up to max pending tasks from queues, in order (in each
+// queue, tasks rerouted to names first), waiting on the queues' wake-up
+// lists while there are none.
+func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *iface.TaskNames) ([]*iface.Delivery, error) {
 	if len(queues) == 0 {
 		return nil, iface.ErrNoQueue
 	}
@@ -204,7 +205,7 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 		servedWoken := false // whether the queue whose token we took was tried
 		var fetchErr error
 		for _, q := range queues {
-			ds, err := b.store.Dequeue(ctx, q, max-len(out))
+			ds, err := b.store.Dequeue(ctx, q, max-len(out), names)
 			if err != nil {
 				fetchErr = err
 				break
@@ -227,10 +228,28 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int) ([]*iface.
 			return out, nil
 		}
 		var err error
-		if woken, err = b.store.Wait(ctx, queues); err != nil {
+		if woken, err = b.store.Wait(ctx, queues, names); err != nil {
 			return nil, b.fetchError(ctx, err)
 		}
 	}
+}
+
+// Announce records that a worker with names consumes queues, for ttl.
+func (b *Broker) Announce(ctx context.Context, queues []string, names *iface.TaskNames, ttl time.Duration) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.Announce(ctx, queues, names, ttl))
+}
+
+// Reroute hands d's task to the workers that announced its name, or
+// reports false when none alive has.
+func (b *Broker) Reroute(ctx context.Context, d *iface.Delivery) (bool, error) {
+	if err := b.checkOpen(); err != nil {
+		return false, err
+	}
+	ok, err := b.store.Reroute(ctx, d)
+	return ok, wrap(err)
 }
 
 // fetchError says why a Fetch stopped: the broker closed, the caller's
@@ -295,13 +314,31 @@ func (b *Broker) Requeue(ctx context.Context, ds ...*iface.Delivery) error {
 	return wrap(b.store.Requeue(ctx, ds))
 }
 
-// Claim reports whether the caller is the first to claim key within ttl.
-func (b *Broker) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// ClaimLease takes key for lease unless another lease on it runs or it is
+// done; see iface.Claimer.
+func (b *Broker) ClaimLease(ctx context.Context, key string, lease, keep time.Duration) (iface.ClaimResult, error) {
 	if err := b.checkOpen(); err != nil {
-		return false, err
+		return iface.ClaimResult{}, err
 	}
-	ok, err := b.store.Claim(ctx, key, ttl)
-	return ok, wrap(err)
+	res, err := b.store.ClaimLease(ctx, key, lease, keep)
+	return res, wrap(err)
+}
+
+// CompleteClaim marks key done for the holder of token; see iface.Claimer.
+func (b *Broker) CompleteClaim(ctx context.Context, key, token string) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.CompleteClaim(ctx, key, token))
+}
+
+// Holds reports which of sigs their queues hold; see iface.Claimer.
+func (b *Broker) Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	held, err := b.store.Holds(ctx, sigs)
+	return held, wrap(err)
 }
 
 // Close stops the background work, and closes the store when the broker

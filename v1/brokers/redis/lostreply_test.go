@@ -69,7 +69,7 @@ func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
 	if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
-	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 1)
+	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 1, nil)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
 	}
@@ -161,21 +161,23 @@ func TestLostReplySettleReportsSuccess(t *testing.T) {
 	}
 }
 
-// TestLostReplyClaimIsKept: a claim whose reply was lost, sent again by
-// go-redis, finds its own first run's claim and reports it won.
+// TestLostReplyClaimIsKept: a claim whose reply was lost, sent again,
+// finds its own first run's lease and reports it won.
 func TestLostReplyClaimIsKept(t *testing.T) {
 	t.Parallel()
 	l := newLostReply(t)
-	if _, err := l.broker.Claim(ctxFor(t), "warm:"+t.Name(), time.Minute); err != nil {
-		t.Fatalf("Claim: %v", err)
+	// The script is loaded first, so the lost reply is the claim's own.
+	if _, err := l.broker.ClaimLease(ctxFor(t), "warm:"+t.Name(), time.Minute, time.Minute); err != nil {
+		t.Fatalf("ClaimLease: %v", err)
 	}
-	l.loseReplyTo(t, "nx")
-	won, err := l.broker.Claim(ctxFor(t), "tick:"+t.Name(), time.Minute)
-	if err != nil || !won {
-		t.Fatalf("Claim with its reply lost: %t, %v; want true, nil", won, err)
+	key := "tick:" + t.Name()
+	l.loseReplyTo(t, key)
+	r, err := l.broker.ClaimLease(ctxFor(t), key, time.Minute, time.Minute)
+	if err != nil || r.Status != iface.ClaimWon {
+		t.Fatalf("ClaimLease with its reply lost: %+v, %v; want won, nil", r, err)
 	}
-	if won, err := l.broker.Claim(ctxFor(t), "tick:"+t.Name(), time.Minute); err != nil || won {
-		t.Fatalf("second Claim: %t, %v; want false, nil", won, err)
+	if r, err := l.broker.ClaimLease(ctxFor(t), key, time.Minute, time.Minute); err != nil || r.Status != iface.ClaimHeld {
+		t.Fatalf("second ClaimLease: %+v, %v; want held, nil", r, err)
 	}
 }
 
@@ -210,7 +212,7 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 		t.Fatalf("PublishPending: %v", err)
 	}
 	take := func() {
-		ds, err := worker.Fetch(ctx, []string{queue}, 1)
+		ds, err := worker.Fetch(ctx, []string{queue}, 1, nil)
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
 		}
@@ -261,13 +263,13 @@ func TestLostReplyFetchPutsTheTasksBack(t *testing.T) {
 		}
 	}
 	l.loseReplyTo(t, ":paused") // a key only the fetch's script names
-	if ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3); err == nil {
+	if ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3, nil); err == nil {
 		t.Fatalf("Fetch with its reply lost: %d deliveries and no error", len(ds))
 	}
 	if got := l.info(t); got.Pending != 3 || got.Active != 0 {
 		t.Fatalf("queue right after the lost fetch: %+v, want the 3 tasks pending, none active", got)
 	}
-	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3)
+	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3, nil)
 	if err != nil || len(ds) != 3 {
 		t.Fatalf("Fetch: %d deliveries, %v; want 3", len(ds), err)
 	}

@@ -149,8 +149,17 @@ func (m *maintainer) run(ctx context.Context) {
 	}
 }
 
-// recoverExpired returns tasks whose lease expired, a batch at a time.
+// recoverExpired returns tasks whose lease expired, a batch at a time, and
+// puts back on pending the rerouted tasks no worker alive has any more.
 func (m *maintainer) recoverExpired(ctx context.Context) error {
+	n, err := m.b.store.Unroute(ctx, m.queue)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		m.b.log.Warn("put back rerouted tasks whose workers stopped announcing them",
+			slog.Int64("tasks", n), slog.String("queue", m.queue))
+	}
 	for {
 		recovered, archived, more, err := m.b.store.Recover(ctx, m.queue)
 		if err != nil {

@@ -82,13 +82,13 @@ func TestStaleWorkerCannotAcknowledgeAfterTakeover(t *testing.T) {
 	ctx := ctxFor(t)
 	publishOne(t, b, "takeover")
 
-	stale, err := b.Fetch(ctx, []string{"takeover"}, 1)
+	stale, err := b.Fetch(ctx, []string{"takeover"}, 1, nil)
 	if err != nil || len(stale) != 1 {
 		t.Fatalf("first fetch: %v, %v", stale, err)
 	}
 	// The stale worker stops renewing; the recoverer hands the task to a
 	// new worker.
-	fresh, err := b.Fetch(ctx, []string{"takeover"}, 1)
+	fresh, err := b.Fetch(ctx, []string{"takeover"}, 1, nil)
 	if err != nil || len(fresh) != 1 {
 		t.Fatalf("second fetch: %v, %v", fresh, err)
 	}
@@ -136,7 +136,7 @@ func TestUndecodableMessageIsDeliveredWithTheError(t *testing.T) {
 	if err := client.LPush(ctx, prefix+":{garbage}:pending", "bad1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := b.Fetch(ctx, []string{"garbage"}, 10)
+	ds, err := b.Fetch(ctx, []string{"garbage"}, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestWakeUpTokenIsPassedOnWhenNotUsed(t *testing.T) {
 		err error
 	}
 	fetched := make(chan got, 1)
-	go func() { ds, err := b.Fetch(ctx, []string{"A", "B"}, 1); fetched <- got{ds, err} }()
+	go func() { ds, err := b.Fetch(ctx, []string{"A", "B"}, 1, nil); fetched <- got{ds, err} }()
 	waitBlocked := func(n int) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -293,7 +293,7 @@ func TestOneElectedMaintainerPerQueue(t *testing.T) {
 	key := prefix + "{" + q + "}:maintainer"
 	for i := 0; i < 3; i++ {
 		b := newBroker(t, client, prefix, nil)
-		go func() { _, _ = b.Fetch(ctx, []string{q}, 1) }() // fetching starts the queue's maintenance
+		go func() { _, _ = b.Fetch(ctx, []string{q}, 1, nil) }() // fetching starts the queue's maintenance
 	}
 	waitFor(t, "a maintainer elected", func() bool { return client.Exists(ctx, key).Val() == 1 })
 	first := client.Get(ctx, key).Val()
@@ -405,7 +405,7 @@ func TestCompletedRetentionKeepsAcknowledgedTasks(t *testing.T) {
 		cnf := (&config.Config{CompletedRetention: keep}).WithDefaults()
 		b := newBroker(t, client, prefix, cnf)
 		sig := publishOne(t, b, "kept")
-		ds, err := b.Fetch(ctx, []string{"kept"}, 1)
+		ds, err := b.Fetch(ctx, []string{"kept"}, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

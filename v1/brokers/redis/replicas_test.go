@@ -69,7 +69,7 @@ func TestMinReplicasWritesReachTheReplica(t *testing.T) {
 			t.Fatalf("task %s on the replica right after the send: %d, %v (keys %v)", sig.UUID, got, err, keys)
 		}
 	}
-	ds, err := b.Fetch(ctx, []string{"q"}, n)
+	ds, err := b.Fetch(ctx, []string{"q"}, n, nil)
 	if err != nil || len(ds) != n {
 		t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
 	}

@@ -1,0 +1,36 @@
+-- unroute: put back at the head of pending the rerouted tasks of names no
+-- worker alive has announced any more, and forget expired announcements.
+-- Run by the queue's maintainer with the recoverer.
+--
+-- KEYS[1] rerouted set (each name's list is KEYS[1] .. ":" .. name)
+-- KEYS[2] handlers hash   KEYS[3] pending list   KEYS[4] notify list
+-- ARGV[1] task hash key prefix
+--
+-- Returns: the number of tasks put back.
+-- Complexity: O(N + H) for N tasks put back and H names announced.
+local now = now_ms()
+local moved = 0
+for _, name in ipairs(redis.call("SMEMBERS", KEYS[1])) do
+	if (tonumber(redis.call("HGET", KEYS[2], name)) or 0) <= now then
+		local list = KEYS[1] .. ":" .. name
+		local ids = redis.call("LRANGE", list, 0, -1)
+		-- Backwards, so that they keep their order at the head.
+		for i = #ids, 1, -1 do
+			redis.call("HDEL", ARGV[1] .. ids[i], "rerouted")
+			redis.call("LPUSH", KEYS[3], ids[i])
+		end
+		redis.call("DEL", list)
+		redis.call("SREM", KEYS[1], name)
+		moved = moved + #ids
+	end
+end
+local handlers = redis.call("HGETALL", KEYS[2])
+for i = 1, #handlers, 2 do
+	if tonumber(handlers[i + 1]) <= now then
+		redis.call("HDEL", KEYS[2], handlers[i])
+	end
+end
+if moved > 0 then
+	wake(KEYS[4])
+end
+return moved

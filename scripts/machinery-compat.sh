@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# machinery-compat: the drop-in promise, tested with machinery's own code.
+#
+# machinery v1's integration tests (suite, eager, redis, redis over a Unix
+# socket, pending tasks, workers that register different tasks) and its
+# example/redis program are taken from the Go module proxy, their import
+# prefix github.com/RichardKnop/machinery/v1 rewritten to
+# github.com/b6192125/machinist/v1 and nothing else, then built against this
+# checkout and run against two redis-servers of their own (TCP and a Unix
+# socket). Nothing of machinery is kept in this repository.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VERSION=${MACHINERY_VERSION:-v1.10.8}
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+export GOFLAGS=-mod=mod GOWORK=off
+
+cd "$WORK"
+SRC=$(go mod download -json "github.com/RichardKnop/machinery@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -d "$SRC/integration-tests" ] || { echo "machinery-compat: no source for machinery $VERSION" >&2; exit 1; }
+
+mkdir -p m/it m/example/redis m/example/tasks m/example/tracers
+cat > m/go.mod <<MOD
+module compat
+
+go 1.26
+
+require github.com/b6192125/machinist v0.0.0
+
+replace github.com/b6192125/machinist => $ROOT
+MOD
+rewrite() {
+	sed -e 's#github.com/RichardKnop/machinery/v1#github.com/b6192125/machinist/v1#g' \
+		-e 's#github.com/RichardKnop/machinery/example/#compat/example/#g' "$1" > "$2"
+}
+for f in suite_test.go eager_eager_test.go redis_redis_test.go redis_socket_test.go \
+	redis_get_pending_tasks_test.go worker_only_consumes_registered_tasks_test.go; do
+	rewrite "$SRC/integration-tests/$f" "m/it/$f"
+done
+rewrite "$SRC/example/redis/main.go" m/example/redis/main.go
+rewrite "$SRC/example/tasks/tasks.go" m/example/tasks/tasks.go
+rewrite "$SRC/example/tracers/jaeger.go" m/example/tracers/jaeger.go
+
+cd m
+go mod tidy >/dev/null 2>&1 || go mod tidy
+echo "machinery-compat: machinery $VERSION, build"
+go vet ./...
+go build -o /dev/null ./example/redis
+
+SOCK=$WORK/redis.sock
+# A free loopback port: one nothing answers on.
+PORT=
+for _ in $(seq 50); do
+	p=$((20000 + RANDOM % 40000))
+	if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then PORT=$p; break; fi
+done
+[ -n "$PORT" ] || { echo "machinery-compat: no free port" >&2; exit 1; }
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" >"$WORK/tcp.log" 2>&1 &
+PIDS+=($!)
+redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' --appendonly no --dir "$WORK" >"$WORK/sock.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do
+	redis-cli -p "$PORT" ping >/dev/null 2>&1 && redis-cli -s "$SOCK" ping >/dev/null 2>&1 && break
+	sleep 0.05
+done
+
+echo "machinery-compat: machinery's integration tests"
+REDIS_URL=127.0.0.1:$PORT REDIS_SOCKET=$SOCK go test -count=1 -timeout 300s ${COMPAT_TESTFLAGS:-} ./it
