@@ -119,8 +119,9 @@ type Config struct {
 	// inside SendTask, before it returns), or "redis://", "rediss://" or
 	// "redis+socket://" (a Unix socket) for Redis.
 	Broker string `yaml:"broker" envconfig:"BROKER"`
-	// Lock is accepted for compatibility and ignored: periodic tasks fire
-	// once per tick through the broker whatever it says.
+	// Lock names machinery's lock for LockFactory ("eager", or a
+	// "redis://" URL); NewServer does not use it: periodic tasks fire once
+	// per tick through the broker whatever it says.
 	Lock string `yaml:"lock" envconfig:"LOCK"`
 	// MultipleBrokerSeparator is accepted for compatibility and ignored
 	// (machinery uses it for AMQP only). The environment name keeps
