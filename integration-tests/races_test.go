@@ -340,3 +340,48 @@ func TestWorkerRetriesConnectionWithBackoff(t *testing.T) {
 		t.Errorf("the logs show the password: ...%s...", l[max(0, i-200):min(len(l), i+50)])
 	}
 }
+
+// A worker with a pre-consume handler still reports a Redis that stopped
+// answering: the gate is watched while a fetch waits, and the fetch's own
+// errors are not taken for the gate closing.
+func TestHungRedisIsReportedWithAPreConsumeHandler(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	server := chaosServer(t, srv.URL(), chaosPrefix, func(c *config.Config) {
+		c.Redis.ReadTimeout = 1
+		c.Redis.NormalTasksPollPeriod = 50
+	})
+	reported := make(chan error, 16)
+	w := server.NewWorker("gated", 1)
+	w.SetErrorHandler(func(err error) {
+		select {
+		case reported <- err:
+		default:
+		}
+	})
+	asked := make(chan struct{}, 1)
+	w.SetPreConsumeHandler(func(*machinist.Worker) bool {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	<-asked // fetching
+	srv.Pause(t)
+	select {
+	case err := <-reported:
+		if !strings.Contains(err.Error(), "fetch") {
+			t.Fatalf("reported %v, want the fetch's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a hung Redis was not reported in 30s by a worker with a pre-consume handler")
+	}
+	srv.Resume(t)
+	w.Quit()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}

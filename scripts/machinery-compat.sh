@@ -31,7 +31,14 @@ module compat
 
 go 1.26
 
-require github.com/b6192125/machinist v0.0.0
+// machinery v1.10.8's own versions of what its tests and example import,
+// so that nothing newer is fetched.
+require (
+	github.com/b6192125/machinist v0.0.0
+	github.com/opentracing/opentracing-go v1.2.0
+	github.com/stretchr/testify v1.8.1
+	github.com/urfave/cli v1.22.5
+)
 
 replace github.com/b6192125/machinist => $ROOT
 MOD
@@ -48,7 +55,10 @@ rewrite "$SRC/example/tasks/tasks.go" m/example/tasks/tasks.go
 rewrite "$SRC/example/tracers/jaeger.go" m/example/tracers/jaeger.go
 
 cd m
-go mod tidy >/dev/null 2>&1 || go mod tidy
+if ! go mod tidy >"$WORK/tidy.log" 2>&1; then
+	cat "$WORK/tidy.log" >&2
+	exit 1
+fi
 echo "machinery-compat: machinery $VERSION, build"
 go vet ./...
 go build -o /dev/null ./example/redis
@@ -65,10 +75,19 @@ redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$W
 PIDS+=($!)
 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --save '' --appendonly no --dir "$WORK" >"$WORK/sock.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 100); do
-	redis-cli -p "$PORT" ping >/dev/null 2>&1 && redis-cli -s "$SOCK" ping >/dev/null 2>&1 && break
+ready=
+for _ in $(seq 200); do
+	if redis-cli -p "$PORT" ping >/dev/null 2>&1 && redis-cli -s "$SOCK" ping >/dev/null 2>&1; then
+		ready=1
+		break
+	fi
 	sleep 0.05
 done
+if [ -z "$ready" ]; then
+	echo "machinery-compat: redis-server did not start on port $PORT and $SOCK" >&2
+	cat "$WORK/tcp.log" "$WORK/sock.log" >&2
+	exit 1
+fi
 
 echo "machinery-compat: machinery's integration tests"
 REDIS_URL=127.0.0.1:$PORT REDIS_SOCKET=$SOCK go test -count=1 -timeout 300s ${COMPAT_TESTFLAGS:-} ./it

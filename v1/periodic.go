@@ -79,14 +79,24 @@ import (
 //     state, which the second read, later, finds (states last
 //     ResultsExpireIn). So a root found in neither was never published,
 //     and publishing it now is its first publish.
-//  4. The first attempt at a tick sends without reading: the key was
-//     free, so no attempt preceded it.
+//  4. The first attempt at a tick sends without reading only when it
+//     fires within a lease of the tick and the key was free: no attempt
+//     preceded it, since every attempt's record lasts keep. An attempt
+//     later than a lease reads first, as a resend does; one later than
+//     keep less a lease, when the record may be gone, is skipped.
 //
 // What this assumes: the processes' clocks run at the broker's rate and
-// agree within keep; a publish lands within half a lease; ResultsExpireIn
-// is longer than keep (the default hour is); and no task leaves the broker
-// without a final state (one that IgnoreWhenTaskNotRegistered drops does:
-// a process that takes its tick over sends it again).
+// agree within keep; a publish lands within half a lease; a finished
+// root's state outlives the resends that may read it: ResultsExpireIn is
+// longer than keep (the default hour is, for periods up to an hour; a
+// daily tick keeps its claim a day, so a takeover after the state expired,
+// which needs the sender to die between sending and completing and Redis
+// to be unreachable for longer than ResultsExpireIn, may send it again);
+// the claim key is not lost (a Sentinel failover with asynchronous
+// replication can lose it: Redis.MinReplicas prevents that); and no task
+// leaves the broker without a final state (one that
+// IgnoreWhenTaskNotRegistered drops does: a process that takes its tick
+// over sends it again).
 //
 // Cost, per tick (Redis round trips): the sender claims and completes;
 // every other process claims, and claims again when the lease ends, to
@@ -644,6 +654,20 @@ func (sc *scheduler) attempt(ctx context.Context, e *periodicEntry, t tick) {
 	log := sc.server.log.With(slog.String("periodic", e.name), slog.String("spec", e.spec), slog.Time("tick", t.at))
 	lease := sc.leaseDuration()
 	start, startReal := sc.clock.Now(), time.Now()
+	switch late := start.Sub(t.at); {
+	case late >= t.keep-lease:
+		// The tick's claim record may be gone (it lives keep from when it
+		// was taken): a free key would no longer mean that no attempt
+		// preceded this one. A process this late (it was paused, or its
+		// clock jumped) leaves the tick to those that fired it in time.
+		log.Warn("periodic tick skipped: fired too late to know whether another process sent it",
+			slog.Duration("late", late), slog.Duration("keep", t.keep))
+		return
+	case late > lease:
+		// Another process may have sent it and seen its claim taken over
+		// or completed long ago: read before sending.
+		t.resend = true
+	}
 	claim, err := sc.server.claim(ctx, t.key, lease, t.keep)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -644,3 +644,37 @@ func TestPeriodicClaimWhoseReplyWasLostIsKept(t *testing.T) {
 		t.Fatalf("queue after the tick: %+v, %v; want its task pending", info, err)
 	}
 }
+
+// A process that fires a tick later than its claim's keep (it was paused
+// past it) does not send it: the claim record may be gone, so a free key no
+// longer says that nobody sent the tick.
+func TestPeriodicTickFiredTooLateIsNotSentAgain(t *testing.T) {
+	st := memoryStore(t, true, nil)
+	a := newProc(st.newServer(), periodicStart, 0)
+	b := newProc(st.newServer(), periodicStart, 0)
+	runs := startWorker(t, a.s)
+	const spec, name = "@every 1m", "report"
+	for _, p := range []*proc{a, b} {
+		if err := p.s.RegisterPeriodicTask(spec, name, &tasks.Signature{Name: "report"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := periodicStart.Add(time.Minute)
+	st.setTime(at)
+	a.set(t, at)
+	if !a.attemptAt(t, at).sent {
+		t.Fatal("the first Server did not send the tick")
+	}
+	if got := next(t, runs).uuid; got != tickUUID(name, spec, at) {
+		t.Fatalf("ran %s, want the tick's task %s", got, tickUUID(name, spec, at))
+	}
+	waitIdle(t, a.s)
+	// b was paused through the tick and past its claim's keep.
+	late := at.Add(10 * time.Minute)
+	st.setTime(late)
+	b.set(t, late)
+	if b.attemptAt(t, at).sent {
+		t.Fatalf("a Server that fired tick %s 10 minutes late sent it again", at.Format(time.TimeOnly))
+	}
+	stopAll(t, runs, a, b)
+}

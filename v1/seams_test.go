@@ -298,3 +298,28 @@ func machinistLock(t *testing.T) lockiface.Lock {
 	}
 	return lock
 }
+
+// machinery's Quit is the broker's StopConsuming: one called right after
+// LaunchAsync, before the worker's goroutine has begun, stops the worker.
+func TestStopConsumingRightAfterLaunchAsync(t *testing.T) {
+	t.Parallel()
+	for name, s := range seamServers(t) {
+		t.Run(name, func(t *testing.T) {
+			for range 20 {
+				w := s.NewWorker("stopped-at-once", 1)
+				errs := make(chan error, 1)
+				w.LaunchAsync(errs)
+				s.GetBroker().StopConsuming()
+				select {
+				case err := <-errs:
+					if err != nil {
+						t.Fatalf("LaunchAsync after StopConsuming: %v, want nil", err)
+					}
+				case <-time.After(30 * time.Second):
+					w.Quit()
+					t.Fatal("StopConsuming right after LaunchAsync did not stop the worker")
+				}
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/b6192125/machinist/internal/service"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 	"github.com/b6192125/machinist/v1/worker"
 )
@@ -97,8 +98,17 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 		_ = signals.Start(context.Background())
 	}
 
+	// Registered as the broker's consumer now, so that a StopConsuming
+	// right after LaunchAsync stops it.
+	broker := w.server.GetBroker()
+	consume := func() (bool, error) { return broker.StartConsuming(w.ConsumerTag, w.Concurrency, w) }
+	if c, ok := broker.(interface {
+		Consumer(brokeriface.TaskProcessor) func() (bool, error)
+	}); ok {
+		consume = c.Consumer(w)
+	}
 	go func() {
-		_, err := w.server.GetBroker().StartConsuming(w.ConsumerTag, w.Concurrency, w)
+		_, err := consume()
 		// Shutdown, in order: the worker has stopped (tasks finished or
 		// requeued); signals are no longer ours; the caller is told why.
 		signals.Stop()

@@ -353,6 +353,29 @@ func parseForwardReply(v interface{}) (moved, next int64, err error) {
 // recover.lua's reply.
 const recoverSeparator = "|"
 
+// parseUnrouteReply reads unroute.lua's {moved, more}.
+func parseUnrouteReply(v interface{}) (moved int64, more bool, err error) {
+	const reply = "unroute"
+	arr, err := asArray(reply, v)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(arr) != 2 {
+		return 0, false, malformed(reply, nil, "an array of %d, want {moved, more}", len(arr))
+	}
+	if moved, err = asInt(reply, elem(0, "tasks moved"), arr[0]); err != nil {
+		return 0, false, err
+	}
+	flag, err := asInt(reply, elem(1, "more"), arr[1])
+	if err != nil {
+		return 0, false, err
+	}
+	if moved < 0 || flag < 0 || flag > 1 {
+		return 0, false, malformed(reply, nil, "{%d, %d}, want tasks moved >= 0 and more 0 or 1", moved, flag)
+	}
+	return moved, flag == 1, nil
+}
+
 // parseRecoverReply decodes recover.lua's reply: {recovered ids..., "|",
 // archived ids...}, exactly one "|". None recovered (archived) is nil.
 func parseRecoverReply(v interface{}) (recovered, archived []string, err error) {

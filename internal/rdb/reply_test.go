@@ -235,6 +235,21 @@ func TestParseForwardReply(t *testing.T) {
 
 type recoverResult struct{ recovered, archived []string }
 
+func TestParseUnrouteReply(t *testing.T) {
+	t.Parallel()
+	testParser(t, "unroute", func(v interface{}) (interface{}, error) {
+		moved, more, err := parseUnrouteReply(v)
+		return [2]interface{}{moved, more}, err
+	}, append(notArrays(),
+		replyCase{name: "nothing", v: arr(int64(0), int64(0)), want: [2]interface{}{int64(0), false}},
+		replyCase{name: "a batch, more to come", v: arr(int64(1000), int64(1)), want: [2]interface{}{int64(1000), true}},
+		replyCase{name: "short", v: arr(int64(3)), bad: "an array of 1"},
+		replyCase{name: "negative moved", v: arr(int64(-1), int64(0)), bad: "{-1, 0}"},
+		replyCase{name: "more out of range", v: arr(int64(1), int64(2)), bad: "{1, 2}"},
+		replyCase{name: "more as a string", v: arr(int64(0), "1"), bad: "element 1 (more)"},
+	))
+}
+
 func TestParseRecoverReply(t *testing.T) {
 	t.Parallel()
 	testParser(t, "recover", func(v interface{}) (interface{}, error) {
@@ -911,6 +926,21 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	n, err = parseCountReply("delete_archived", run(deleteArchivedScript, []string{qk.archived}, qk.task))
 	if err != nil || n != 0 {
 		t.Fatalf("delete_archived: %d, %v", n, err)
+	}
+
+	// unroute: nothing rerouted, then one name whose announcement ended
+	// with 3 tasks, put back 2 at a time.
+	unrouteKeys := []string{qk.rerouted, qk.handlers, qk.pending, qk.notify}
+	if moved, more, err := parseUnrouteReply(run(unrouteScript, unrouteKeys, qk.task, 2)); err != nil || moved != 0 || more {
+		t.Fatalf("unroute of nothing: %d, %v, %v", moved, more, err)
+	}
+	must(client.RPush(ctx, qk.rerouted+":gone", "r1", "r2", "r3").Err())
+	must(client.SAdd(ctx, qk.rerouted, "gone").Err())
+	if moved, more, err := parseUnrouteReply(run(unrouteScript, unrouteKeys, qk.task, 2)); err != nil || moved != 2 || !more {
+		t.Fatalf("first unroute: %d, %v, %v; want 2, true", moved, more, err)
+	}
+	if moved, more, err := parseUnrouteReply(run(unrouteScript, unrouteKeys, qk.task, 2)); err != nil || moved != 1 || more {
+		t.Fatalf("second unroute: %d, %v, %v; want 1, false", moved, more, err)
 	}
 
 	// elect: 1, then 0 for another holder.

@@ -68,14 +68,30 @@ func (s *Store) Reroute(ctx context.Context, d *brokers.Delivery) (bool, error) 
 	return true, nil
 }
 
+// unrouteBatch bounds the tasks one unroute script puts back.
+const unrouteBatch = 1000
+
 // Unroute puts back on q's pending list the rerouted tasks of names no
-// worker alive has announced any more, and returns how many.
+// worker alive has announced any more, a batch per script, and returns how
+// many.
 func (s *Store) Unroute(ctx context.Context, q string) (int64, error) {
 	qk := s.keys.queue(q)
-	n, err := s.batch.repl.eval(ctx, s.client, true, unrouteScript,
-		[]string{qk.rerouted, qk.handlers, qk.pending, qk.notify}, []interface{}{qk.task}).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("put back the rerouted tasks of queue %s: %w", q, err)
+	var total int64
+	for {
+		cmd := s.batch.repl.eval(ctx, s.client, true, unrouteScript,
+			[]string{qk.rerouted, qk.handlers, qk.pending, qk.notify}, []interface{}{qk.task, unrouteBatch})
+		err := cmd.Err()
+		var moved int64
+		var more bool
+		if err == nil {
+			moved, more, err = parseUnrouteReply(cmd.Val())
+		}
+		total += moved
+		if err != nil {
+			return total, fmt.Errorf("put back the rerouted tasks of queue %s: %w", q, err)
+		}
+		if !more {
+			return total, nil
+		}
 	}
-	return n, nil
 }

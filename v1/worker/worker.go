@@ -247,23 +247,17 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			}
 			continue
 		}
-		fctx, cancel := ctx, context.CancelFunc(func() {})
-		if w.p.PreConsumeFunc != nil {
-			// The gate is asked before each fetch, as in machinery, so a
-			// fetch waits no longer than the poll period before asking it
-			// again: a gate that closes while the queue is empty is obeyed.
-			fctx, cancel = context.WithTimeout(ctx, time.Duration(w.p.Config.Redis.NormalTasksPollPeriod)*time.Millisecond)
-		}
+		fctx, stopGate := w.gated(ctx)
 		ds, err := w.p.Broker.Fetch(fctx, w.queues.next(), n, w.names.Load())
-		timedOut := fctx.Err() != nil && ctx.Err() == nil
-		cancel()
+		closed := fctx.Err() != nil && ctx.Err() == nil
+		stopGate()
 		if err != nil {
 			release(n)
 			if ctx.Err() != nil {
 				return nil
 			}
-			if timedOut {
-				continue // the poll period passed with nothing to take
+			if closed {
+				continue // the gate closed while the fetch waited
 			}
 			if errors.Is(err, brokers.ErrClosed) {
 				return err
@@ -284,6 +278,52 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 		for _, d := range ds {
 			w.start(taskCtx, d, func() { release(1) })
 		}
+	}
+}
+
+// gated returns the context of one fetch: with a pre-consume gate, it ends
+// when the gate, asked again every poll period while the fetch waits (as
+// machinery asks it before each BLPOP), closes or does not answer within
+// a poll period; the fetch loop then asks it again itself before the next
+// fetch. Errors of the fetch itself (Redis hung or down) are the fetch's,
+// not the gate's. stop ends the watch.
+func (w *Worker) gated(ctx context.Context) (fctx context.Context, stop func()) {
+	if w.p.PreConsumeFunc == nil {
+		return ctx, func() {}
+	}
+	period := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer cancel()
+		timer := w.clock.NewTimer(period)
+		defer timer.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-timer.C():
+			}
+			// A gate that blocks is given up on, not waited for: its
+			// goroutine returns whenever the gate does.
+			answer := make(chan bool, 1)
+			go func() { answer <- w.p.PreConsumeFunc() }()
+			timer.Reset(period)
+			select {
+			case <-done:
+				return
+			case open := <-answer:
+				if !open {
+					return
+				}
+			case <-timer.C():
+				return
+			}
+		}
+	}()
+	return fctx, func() {
+		close(done)
+		cancel()
 	}
 }
 

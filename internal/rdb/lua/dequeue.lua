@@ -61,6 +61,14 @@ if #KEYS >= 6 and redis.call("EXISTS", KEYS[5]) == 1 then
 		end
 		if redis.call("LLEN", list) == 0 then
 			redis.call("SREM", KEYS[5], name)
+		elseif used >= n then
+			-- Tasks of the caller's names remain: wake another of its kind.
+			local notify = KEYS[6] .. ":notify"
+			wake(notify)
+			local ttl = redis.call("PTTL", KEYS[6])
+			if ttl > 0 then
+				redis.call("PEXPIRE", notify, ttl)
+			end
 		end
 		if used >= n then
 			break

@@ -7,8 +7,9 @@
 -- until when, in ms, a worker alive has announced it)
 -- KEYS[4] rerouted set (names with rerouted tasks; each name's list is
 -- KEYS[4] .. ":" .. name)   KEYS[5] notify list
--- KEYS[6] name-keys prefix (announce.lua: KEYS[6] .. ":" .. name holds the
--- digests of the names sets that include name)   KEYS[7] names prefix (the
+-- KEYS[6] name-keys prefix (announce.lua: KEYS[6] .. ":" .. name is a
+-- zset of the digests of the names sets that include name, by until when
+-- their workers announced them)   KEYS[7] names prefix (the
 -- workers of digest d wait on KEYS[7] .. d .. ":notify")
 -- ARGV[1] "1" when the caller runs this again, not knowing whether its
 --         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
@@ -34,7 +35,11 @@ redis.call("RPUSH", KEYS[4] .. ":" .. ARGV[4], ARGV[2])
 redis.call("SADD", KEYS[4], ARGV[4])
 -- Wake a worker that has the name; the queue's own token may go to one
 -- that has not.
-for _, digest in ipairs(redis.call("SMEMBERS", KEYS[6] .. ":" .. ARGV[4])) do
-	wake(KEYS[7] .. digest .. ":notify")
+local digests = redis.call("ZRANGEBYSCORE", KEYS[6] .. ":" .. ARGV[4], now, "+inf", "WITHSCORES")
+for i = 1, #digests, 2 do
+	local notify = KEYS[7] .. digests[i] .. ":notify"
+	wake(notify)
+	-- The list goes with its workers' announcement.
+	redis.call("PEXPIREAT", notify, digests[i + 1])
 end
 return 0

@@ -64,7 +64,7 @@ func testReroute(t *testing.T, s *suite) {
 	div := newSig(q, "div")
 	publish(t, b, div)
 	d = fetchFor(t, b, mul, []string{q}, 1)[0]
-	must(t, "Announce", b.Announce(ctx, []string{q}, iface.NewTaskNames([]string{"div"}), 200*time.Millisecond))
+	must(t, "Announce", b.Announce(ctx, []string{q}, iface.NewTaskNames([]string{"div"}), time.Second))
 	if ok, err := b.Reroute(ctx, d); !ok || err != nil {
 		t.Fatalf("Reroute = %v, %v; want true, nil", ok, err)
 	}

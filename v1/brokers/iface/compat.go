@@ -30,8 +30,9 @@ type Machinery interface {
 	StartConsuming(consumerTag string, concurrency int, p TaskProcessor) (retry bool, err error)
 	// StopConsuming stops, gracefully, every worker running through
 	// StartConsuming (and so every Worker launched on a Server with this
-	// broker). Safe to call more than once and when nothing runs; a later
-	// StartConsuming runs again.
+	// broker, even one whose LaunchAsync has only just returned). Safe to
+	// call more than once and when nothing runs; a later StartConsuming,
+	// with a Worker that has not run, runs again.
 	StopConsuming()
 	// AdjustRoutingKey sets an empty RoutingKey to the default queue.
 	AdjustRoutingKey(s *tasks.Signature)
@@ -116,9 +117,20 @@ func (c *Compat) GetRegisteredTaskNames() []string {
 // worker's own (a Runner keeps its settings); they are accepted for
 // machinery's signature.
 func (c *Compat) StartConsuming(consumerTag string, concurrency int, p TaskProcessor) (bool, error) {
+	return c.Consumer(p)()
+}
+
+// Consumer registers p, a Runner, as a consumer at once and returns the
+// function that runs it as StartConsuming does: a StopConsuming from now on
+// stops it, even one that comes before run is called (run then returns at
+// once). LaunchAsync registers its worker this way before it starts the
+// goroutine that runs it.
+func (c *Compat) Consumer(p TaskProcessor) (run func() (retry bool, err error)) {
 	r, ok := p.(Runner)
 	if !ok {
-		return false, fmt.Errorf("brokers: StartConsuming runs a worker that fetches under leases (a machinist Worker); %T is not one", p)
+		return func() (bool, error) {
+			return false, fmt.Errorf("brokers: StartConsuming runs a worker that fetches under leases (a machinist Worker); %T is not one", p)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	me := &consumer{cancel: cancel, done: make(chan struct{})}
@@ -128,14 +140,16 @@ func (c *Compat) StartConsuming(consumerTag string, concurrency int, p TaskProce
 	}
 	c.consumers[me] = struct{}{}
 	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.consumers, me)
-		c.mu.Unlock()
-		cancel()
-		close(me.done)
-	}()
-	return false, r.Run(ctx)
+	return func() (bool, error) {
+		defer func() {
+			c.mu.Lock()
+			delete(c.consumers, me)
+			c.mu.Unlock()
+			cancel()
+			close(me.done)
+		}()
+		return false, r.Run(ctx)
+	}
 }
 
 // StopConsuming stops every worker running through StartConsuming and

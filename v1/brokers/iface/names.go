@@ -7,8 +7,8 @@ import (
 )
 
 // TaskNames is the set of task names a worker has registered. A worker
-// announces it (Router.Announce) and fetches with it (Broker.Fetch), so
-// that a task it does not have reaches a worker that does (Router.Reroute).
+// announces it (Broker.Announce) and fetches with it (Broker.Fetch), so
+// that a task it does not have reaches a worker that does (Broker.Reroute).
 // It is immutable; nil means "any name" (Fetch then takes no rerouted
 // task).
 type TaskNames struct {

@@ -3,6 +3,7 @@ package redisbroker
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -152,10 +153,8 @@ func (m *maintainer) run(ctx context.Context) {
 // recoverExpired returns tasks whose lease expired, a batch at a time, and
 // puts back on pending the rerouted tasks no worker alive has any more.
 func (m *maintainer) recoverExpired(ctx context.Context) error {
-	n, err := m.b.store.Unroute(ctx, m.queue)
-	if err != nil {
-		return err
-	}
+	// A failure here does not keep expired leases from being recovered.
+	n, unrouteErr := m.b.store.Unroute(ctx, m.queue)
 	if n > 0 {
 		m.b.log.Warn("put back rerouted tasks whose workers stopped announcing them",
 			slog.Int64("tasks", n), slog.String("queue", m.queue))
@@ -163,7 +162,7 @@ func (m *maintainer) recoverExpired(ctx context.Context) error {
 	for {
 		recovered, archived, more, err := m.b.store.Recover(ctx, m.queue)
 		if err != nil {
-			return err
+			return errors.Join(err, unrouteErr)
 		}
 		for _, id := range recovered {
 			m.b.log.Warn("recovered task whose lease expired", slog.String("task_id", id), slog.String("queue", m.queue))
@@ -172,7 +171,7 @@ func (m *maintainer) recoverExpired(ctx context.Context) error {
 			m.b.log.Error("archived task that kept losing its worker", slog.String("task_id", id), slog.String("queue", m.queue))
 		}
 		if !more {
-			return nil
+			return unrouteErr
 		}
 	}
 }
