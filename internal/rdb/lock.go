@@ -6,20 +6,41 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/v1/config"
 )
 
-// LockUntil takes key on c until, a Unix time in nanoseconds, unless it is
+// Locker is machinery's Redis lock (v1/locks/redis) on a connection of its
+// own.
+type Locker struct {
+	client goredis.UniversalClient
+}
+
+// DialLocker returns a Locker on the Redis rawURL names, configured by cnf
+// (through WithDefaults).
+func DialLocker(rawURL string, cnf *config.Config) (*Locker, error) {
+	c, err := NewClient(rawURL, cnf)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{client: c}, nil
+}
+
+// LockUntil takes key until until, a Unix time in nanoseconds, unless it is
 // held: one SET NX PXAT, so a lock whose time has passed is gone and can be
 // taken again. It reports whether it took the key; a time already past
-// takes nothing. It is machinery's Redis lock (v1/locks/redis).
-func LockUntil(ctx context.Context, c goredis.UniversalClient, key string, until int64) (bool, error) {
+// takes nothing.
+func (l *Locker) LockUntil(ctx context.Context, key string, until int64) (bool, error) {
 	at := time.Unix(0, until)
 	if !at.After(time.Now()) {
 		return false, nil
 	}
-	err := c.SetArgs(ctx, key, until, goredis.SetArgs{Mode: "NX", ExpireAt: at}).Err()
+	err := l.client.SetArgs(ctx, key, until, goredis.SetArgs{Mode: "NX", ExpireAt: at}).Err()
 	if errors.Is(err, goredis.Nil) {
 		return false, nil
 	}
 	return err == nil, err
 }
+
+// Close closes the Locker's connection.
+func (l *Locker) Close() error { return l.client.Close() }

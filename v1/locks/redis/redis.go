@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/locks/iface"
@@ -25,8 +23,8 @@ var _ iface.Lock = Lock{}
 
 // Lock is a lock on Redis. Make it with New.
 type Lock struct {
-	client   goredis.UniversalClient
-	err      error // why there is no client
+	locker   *rdb.Locker
+	err      error // why there is none
 	retries  int
 	interval time.Duration
 }
@@ -52,7 +50,7 @@ func New(cnf *config.Config, addrs []string, db, retries int) Lock {
 		userinfo, hosts[0] = ":"+hosts[0][:i]+"@", hosts[0][i+1:]
 	}
 	url := "redis://" + userinfo + strings.Join(hosts, ",") + "/" + strconv.Itoa(db)
-	l.client, l.err = rdb.NewClient(url, cnf.WithDefaults())
+	l.locker, l.err = rdb.DialLocker(url, cnf.WithDefaults())
 	return l
 }
 
@@ -74,7 +72,7 @@ func (l Lock) Lock(key string, unixTsToExpireNs int64) error {
 	if l.err != nil {
 		return fmt.Errorf("%w: %v", ErrRedisLockFailed, l.err)
 	}
-	took, err := rdb.LockUntil(context.Background(), l.client, key, unixTsToExpireNs)
+	took, err := l.locker.LockUntil(context.Background(), key, unixTsToExpireNs)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrRedisLockFailed, err)
@@ -86,8 +84,8 @@ func (l Lock) Lock(key string, unixTsToExpireNs int64) error {
 
 // Close closes the lock's Redis connections.
 func (l Lock) Close() error {
-	if l.client == nil {
+	if l.locker == nil {
 		return nil
 	}
-	return l.client.Close()
+	return l.locker.Close()
 }
