@@ -624,15 +624,11 @@ func TestWorkersWithDifferentTasksShareAQueue(t *testing.T) {
 		if _, err := r.GetWithContext(ctx, poll); err != nil {
 			t.Fatal(err)
 		}
-		// The multiplier fetches (its pre-consume handler is asked) only
-		// once it has announced its tasks; a task taken by the adder
-		// before then would wait the hand-back delay.
-		fetching := make(chan struct{})
-		var once sync.Once
+		// Started: the multiplier has announced its tasks; a task taken
+		// by the adder before then would wait the hand-back delay.
 		m := multiplier.NewWorker("multiplier", 4)
-		m.SetPreConsumeHandler(func(*machinist.Worker) bool { once.Do(func() { close(fetching) }); return true })
 		launch(t, m)
-		<-fetching
+		<-m.Started()
 
 		var results []*result.AsyncResult
 		var want []int64

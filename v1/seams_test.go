@@ -323,3 +323,17 @@ func TestStopConsumingRightAfterLaunchAsync(t *testing.T) {
 		})
 	}
 }
+
+// Eager mode runs each task as it is sent: it cannot hold members for an
+// aggregate, and says so rather than running a member alone.
+func TestEagerRefusesAggregationMembers(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, &config.Config{Broker: "eager", ResultBackend: "eager"})
+	if err := s.RegisterTask("notify", func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.SendTask(&tasks.Signature{Name: "notify", AggregationKey: "alice"})
+	if !errors.Is(err, brokeriface.ErrNoAggregator) || !strings.Contains(err.Error(), "eager") {
+		t.Fatalf("SendTask of a member in eager mode: %v, want ErrNoAggregator saying why", err)
+	}
+}

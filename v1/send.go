@@ -32,6 +32,10 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	if err := signature.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send task: %w", err)
 	}
+	if s.eager != nil && signature.AggregationKey != "" {
+		return nil, fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
+			signature.Name, signature.AggregationKey, brokeriface.ErrNoAggregator)
+	}
 	s.prepare(signature)
 	backend := s.GetBackend()
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {

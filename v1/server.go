@@ -30,6 +30,7 @@ type Server struct {
 	mu              sync.RWMutex
 	config          *config.Config
 	registeredTasks map[string]interface{}
+	aggregators     map[string]worker.Aggregation // by task name
 	broker          brokeriface.Broker
 	backend         backendiface.Backend
 	prePublish      func(*tasks.Signature)

@@ -43,6 +43,7 @@ type Worker struct {
 	stop              context.CancelFunc // stops Run gracefully
 	done              chan struct{}      // closed when Run returns
 	launched          bool               // LaunchAsync was called
+	started           chan struct{}      // closed once Run has begun fetching
 	quit              bool
 }
 
@@ -137,7 +138,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 		return nil
 	}
-	engine := w.engine()
+	started := w.startedLocked()
+	engine := w.engine(func(p *worker.Params) {
+		p.StartedFunc = func() { close(started) }
+	})
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan struct{})
@@ -149,6 +153,23 @@ func (w *Worker) Run(ctx context.Context) error {
 		err = ErrWorkerQuitAbruptly
 	}
 	return err
+}
+
+// Started returns a channel closed once the worker runs: it has told the
+// broker its task names and aggregators, so that tasks sent from then on
+// are rerouted to it and aggregation members of its names are accepted,
+// and it has begun fetching. A worker that never runs never closes it.
+func (w *Worker) Started() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.startedLocked()
+}
+
+func (w *Worker) startedLocked() chan struct{} {
+	if w.started == nil {
+		w.started = make(chan struct{})
+	}
+	return w.started
 }
 
 // stopRun stops the running worker: gracefully, or, when abrupt, at once.

@@ -37,7 +37,12 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 	archived := pipe.ZCard(ctx, qk.archived)
 	paused := pipe.Exists(ctx, qk.paused)
 	rerouted := pipe.SMembers(ctx, qk.rerouted)
-	if _, err := pipe.Exec(ctx); err != nil {
+	count := pipe.Get(ctx, qk.aggCount) // last: the only one that may be redis.Nil
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("queue info %s: %w", queue, err)
+	}
+	nAggregating, err := aggregating(count)
+	if err != nil {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
 	nPending := pending.Val()
@@ -63,6 +68,8 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 		Scheduled: int(scheduled.Val()),
 		Retry:     int(retry.Val()),
 		Archived:  int(archived.Val()),
+
+		Aggregating: nAggregating,
 	}, nil
 }
 

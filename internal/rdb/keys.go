@@ -46,6 +46,26 @@ import (
 //	<prefix>:{<queue>}:rerouted     set: names with rerouted tasks
 //	<prefix>:{<queue>}:rerouted:<n> list: task ids rerouted to workers
 //	                                that have task name n
+//
+// Aggregation (aggregate.go, lua/lib/aggregate.lua); g is a group,
+// "<name>\n<key>", and a member's task hash also has group and joined
+// (its join stamp: ms × 1000 plus a sequence number):
+//
+//	<prefix>:{<queue>}:agg:policies    hash: task name → "<till ms> <max
+//	                                   size> <max delay ms> <grace ms>",
+//	                                   the policy last announced and until
+//	                                   when an announcement lives
+//	<prefix>:{<queue>}:agg:groups      set: groups with waiting members
+//	<prefix>:{<queue>}:agg:count       string: members waiting or in batches
+//	<prefix>:{<queue>}:agg:group:<g>   zset: waiting member ids by join stamp
+//	<prefix>:{<queue>}:agg:due:<n>     zset: keys of task name n's groups
+//	                                   that will be due, by due time (ms)
+//	<prefix>:{<queue>}:agg:batches:<n> zset: n's batch ids by lease end or
+//	                                   retry time (ms)
+//	<prefix>:{<queue>}:agg:batch:<id>  hash: name, key, msg (member ids,
+//	                                   oldest first, JSON), lease,
+//	                                   lease_exp, settled, failed,
+//	                                   recovered, error
 type keys struct {
 	prefix string
 	cache  sync.Map // queue name → *queueKeys
@@ -63,6 +83,10 @@ type queueKeys struct {
 	rerouted, handlers, names, nameKeys string
 	// task is the prefix of the task hashes: task + id.
 	task string
+	// agg is the prefix of the aggregation keys (lua/lib/aggregate.lua
+	// finds it from task); aggPolicies, aggGroups and aggCount are three
+	// of them.
+	agg, aggPolicies, aggGroups, aggCount string
 }
 
 // groupKeys are the keys of one group.
@@ -99,6 +123,8 @@ func (k *keys) queue(name string) *queueKeys {
 		nameKeys:   base + "namekeys",
 		task:       base + "t:",
 	}
+	qk.agg = base + "agg:"
+	qk.aggPolicies, qk.aggGroups, qk.aggCount = qk.agg+"policies", qk.agg+"groups", qk.agg+"count"
 	k.cache.Store(name, qk)
 	return qk
 }
@@ -107,6 +133,23 @@ func (k *keys) queue(name string) *queueKeys {
 func (qk *queueKeys) namesNotify(names *brokers.TaskNames) string {
 	return qk.names + names.Key() + ":notify"
 }
+
+// aggGroup is the zset of the waiting members of the group of name and key.
+func (qk *queueKeys) aggGroup(name, key string) string {
+	return qk.agg + "group:" + aggGroupID(name, key)
+}
+
+// aggDue is the due index of name's groups.
+func (qk *queueKeys) aggDue(name string) string { return qk.agg + "due:" + name }
+
+// aggBatches is the zset of name's batches.
+func (qk *queueKeys) aggBatches(name string) string { return qk.agg + "batches:" + name }
+
+// aggBatch is the hash of batch id.
+func (qk *queueKeys) aggBatch(id string) string { return qk.agg + "batch:" + id }
+
+// aggGroupID names the group of name and key in the aggregation keys.
+func aggGroupID(name, key string) string { return name + "\n" + key }
 
 func (k *keys) group(groupUUID string) groupKeys {
 	base := k.prefix + ":{" + groupUUID + "}:"

@@ -38,7 +38,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			if err := ValidQueue(sig.RoutingKey); err != nil {
 				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 			}
-			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), states: pending && s.oneNode, keyed: s.oneNode}
+			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), states: pending && s.oneNode, keyed: s.oneNode, groups: true}
 			byQueue[sig.RoutingKey] = q
 			order = append(order, sig.RoutingKey)
 		}
@@ -47,7 +47,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		}
 	}
 	if pending && !s.oneNode {
-		states, err := s.pendingWrites(ctx, sigs)
+		states, err := s.pendingWrites(ctx, sigs, tasks.NewPendingTaskState)
 		if err != nil {
 			return err
 		}
@@ -90,8 +90,9 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 }
 
 // enqueueArgs gathers the tasks of one queue for enqueue.lua or, as next
-// tasks, for ack_success.lua: for each task its id, message and ETA, and
-// with states its state hash key and PENDING fields.
+// tasks, for ack_success.lua: for each task its id, message and ETA, with
+// groups its aggregation group, and with states its state hash key and
+// PENDING fields.
 type enqueueArgs struct {
 	queue     *queueKeys
 	states    bool
@@ -102,6 +103,8 @@ type enqueueArgs struct {
 	// single server), where a repeat of a publish finds the state of a
 	// task that ran and was forgotten.
 	keyed bool
+	// groups gives each task's aggregation group (enqueue.lua).
+	groups bool
 }
 
 // pendingItems is how many items of PENDING state fields each task has in
@@ -129,6 +132,13 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		q.lane = sig.UUID
 	}
 	q.tasks = append(q.tasks, sig.UUID, msg, eta)
+	if q.groups {
+		g, err := memberGroup(sig)
+		if err != nil {
+			return err
+		}
+		q.tasks = append(q.tasks, g)
+	}
 	if q.states {
 		w, err := encodeState(tasks.NewPendingTaskState(sig))
 		if err != nil {

@@ -172,8 +172,9 @@ func asIDs(reply string, arr []interface{}, offset int) ([]string, error) {
 }
 
 // parseEnqueueReply decodes enqueue.lua's reply: {0} when every task was
-// published, {1, id} when a task with that id is held already. It returns
-// the status and, with 1, the id.
+// published, {1, id} when a task with that id is held already, {4, id}
+// when that task is a member no worker alive aggregates. It returns the
+// status and, with 1 or 4, the id.
 func parseEnqueueReply(v interface{}) (code int64, id string, err error) {
 	const reply = "enqueue"
 	arr, err := asArray(reply, v)
@@ -181,7 +182,7 @@ func parseEnqueueReply(v interface{}) (code int64, id string, err error) {
 		return 0, "", err
 	}
 	if len(arr) == 0 {
-		return 0, "", malformed(reply, nil, "an empty array, want {0} or {1, id}")
+		return 0, "", malformed(reply, nil, "an empty array, want {0}, {1, id} or {4, id}")
 	}
 	if code, err = asInt(reply, elem(0, "status"), arr[0]); err != nil {
 		return 0, "", err
@@ -189,13 +190,13 @@ func parseEnqueueReply(v interface{}) (code int64, id string, err error) {
 	switch {
 	case code == statusOK && len(arr) == 1:
 		return code, "", nil
-	case code == statusDuplicate && len(arr) == 2:
+	case (code == statusDuplicate || code == statusNoAggregator) && len(arr) == 2:
 		if id, err = asID(reply, elem(1, "task id"), arr[1]); err != nil {
 			return 0, "", err
 		}
 		return code, id, nil
 	}
-	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0} or {1, id}", code, len(arr))
+	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id} or {4, id}", code, len(arr))
 }
 
 // dequeued is a task a dequeue reply delivers.
@@ -549,4 +550,76 @@ func parseGroupMeta(vals []interface{}) (members []string, found bool, err error
 		return nil, false, malformed(reply, err, "%s is not a JSON array of strings", elem(0, "uuids"))
 	}
 	return members, true, nil
+}
+
+// claimedBatch is a batch claim_batch.lua took.
+type claimedBatch struct {
+	id, name, key, token string
+	failed, recovered    int
+	members              []claimedMember
+}
+
+// claimedMember is a member of a claimedBatch; msg is "" when its hash is
+// gone.
+type claimedMember struct{ id, msg string }
+
+// claimBatchHead is how many elements of claim_batch.lua's reply come
+// before the members.
+const claimBatchHead = 7
+
+// parseClaimBatchReply decodes claim_batch.lua's reply: {} when nothing
+// was due (nil), else {id, name, key, token, lease_exp, failed, recovered,
+// then for each member: id, msg}, with id, name, key, token and member ids
+// not empty, lease_exp, failed and recovered integers (failed and
+// recovered at least 0), and at least one member.
+//
+// A batch of a malformed reply was taken under a lease no caller holds:
+// it is taken again when the lease ends.
+func parseClaimBatchReply(v interface{}) (*claimedBatch, error) {
+	const reply = "claim_batch"
+	arr, err := asArray(reply, v)
+	if err != nil {
+		return nil, err
+	}
+	if len(arr) == 0 {
+		return nil, nil
+	}
+	if len(arr) < claimBatchHead+2 || (len(arr)-claimBatchHead)%2 != 0 {
+		return nil, malformed(reply, nil, "an array of %d, want %d + 2 per member, at least one", len(arr), claimBatchHead)
+	}
+	var c claimedBatch
+	for i, f := range []struct {
+		name string
+		dst  *string
+	}{{"batch id", &c.id}, {"task name", &c.name}, {"aggregation key", &c.key}, {"fencing token", &c.token}} {
+		if *f.dst, err = asID(reply, elem(i, f.name), arr[i]); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := asInt(reply, elem(4, "lease expiry"), arr[4]); err != nil {
+		return nil, err
+	}
+	failed, err := asInt(reply, elem(5, "failed"), arr[5])
+	if err != nil {
+		return nil, err
+	}
+	recovered, err := asInt(reply, elem(6, "recovered"), arr[6])
+	if err != nil {
+		return nil, err
+	}
+	if failed < 0 || recovered < 0 {
+		return nil, malformed(reply, nil, "failed %d, recovered %d, want counts of at least 0", failed, recovered)
+	}
+	c.failed, c.recovered = clampInt(failed), clampInt(recovered)
+	for i := claimBatchHead; i < len(arr); i += 2 {
+		var m claimedMember
+		if m.id, err = asID(reply, elem(i, "task id"), arr[i]); err != nil {
+			return nil, err
+		}
+		if m.msg, err = asString(reply, elem(i+1, "message"), arr[i+1]); err != nil {
+			return nil, err
+		}
+		c.members = append(c.members, m)
+	}
+	return &c, nil
 }

@@ -110,6 +110,8 @@ func TestParseEnqueueReply(t *testing.T) {
 	}, append(notArrays(),
 		replyCase{name: "published", v: arr(int64(0)), want: codeID{0, ""}},
 		replyCase{name: "duplicate", v: arr(int64(1), "t1"), want: codeID{1, "t1"}},
+		replyCase{name: "no aggregator", v: arr(int64(4), "t1"), want: codeID{4, "t1"}},
+		replyCase{name: "no aggregator without its id", v: arr(int64(4)), bad: "status 4 in an array of 1"},
 		replyCase{name: "empty", v: arr(), bad: "an empty array"},
 		replyCase{name: "duplicate without its id", v: arr(int64(1)), bad: "status 1 in an array of 1"},
 		replyCase{name: "published with an id", v: arr(int64(0), "t1"), bad: "status 0 in an array of 2"},
@@ -169,6 +171,41 @@ func TestParseDequeueReply(t *testing.T) {
 		{name: "none asked for", v: dequeueReply(), want: []dequeued(nil)},
 		{name: "one when none asked for", v: dequeueReply(good), bad: "1 tasks, more than the 0 asked for"},
 	})
+}
+
+// claimBatchReply is a claim_batch reply of a batch: its head, then
+// members, each an id and a message.
+func claimBatchReply(members ...interface{}) []interface{} {
+	return append(arr("b1", "notify", "alice", "tok", int64(1700000000000), int64(1), int64(2)), members...)
+}
+
+func TestParseClaimBatchReply(t *testing.T) {
+	t.Parallel()
+	const msg = `{"UUID":"a","Name":"notify"}`
+	head := claimBatchReply()
+	with := func(i int, v interface{}) []interface{} {
+		r := claimBatchReply("a", msg)
+		r[i] = v
+		return r
+	}
+	testParser(t, "claim_batch", func(v interface{}) (interface{}, error) { return parseClaimBatchReply(v) }, append(notArrays(),
+		replyCase{name: "nothing due", v: arr(), want: (*claimedBatch)(nil)},
+		replyCase{name: "a batch", v: claimBatchReply("a", msg, "b", ""), want: &claimedBatch{id: "b1", name: "notify", key: "alice", token: "tok",
+			failed: 1, recovered: 2, members: []claimedMember{{"a", msg}, {"b", ""}}}},
+		replyCase{name: "no member", v: head, bad: "an array of 7, want 7 + 2 per member"},
+		replyCase{name: "a member cut short", v: claimBatchReply("a", msg, "b"), bad: "an array of 10"},
+		replyCase{name: "short head", v: arr("b1", "notify", "alice"), bad: "an array of 3"},
+		replyCase{name: "empty id", v: with(0, ""), bad: "element 0 (batch id)"},
+		replyCase{name: "name as an integer", v: with(1, int64(3)), bad: "element 1 (task name) is integer 3"},
+		replyCase{name: "empty key", v: with(2, ""), bad: "element 2 (aggregation key)"},
+		replyCase{name: "no token", v: with(3, nil), bad: "element 3 (fencing token) is nil"},
+		replyCase{name: "expiry as a string", v: with(4, "1700000000000"), bad: "element 4 (lease expiry)"},
+		replyCase{name: "failed as a string", v: with(5, "1"), bad: "element 5 (failed)"},
+		replyCase{name: "negative recoveries", v: with(6, int64(-1)), bad: "failed 1, recovered -1"},
+		replyCase{name: "member id empty", v: with(7, ""), bad: "element 7 (task id)"},
+		replyCase{name: "message nil", v: with(8, nil), bad: "element 8 (message) is nil"},
+		replyCase{name: "error inside", v: with(8, protoError("ERR x")), bad: "element 8 (message) is a Redis error, want a string: ERR x"},
+	))
 }
 
 func TestParseExtendReply(t *testing.T) {
@@ -292,6 +329,14 @@ func TestParseStatusReply(t *testing.T) {
 		{name: "not ack's", v: int64(1), bad: "status 1, want one of [0 2]"},
 		{name: "string", v: "0", bad: `the reply is string "0"`},
 		{name: "array", v: arr(int64(0)), bad: "the reply is an array of 1"},
+	})
+	testParser(t, "complete_batch", func(v interface{}) (interface{}, error) {
+		return parseStatusReply("complete_batch", v, statusOK, statusLeaseLost, statusDuplicate)
+	}, []replyCase{
+		{name: "done", v: int64(0), want: int64(0)},
+		{name: "duplicate aggregate", v: int64(1), want: int64(1)},
+		{name: "lease lost", v: int64(2), want: int64(2)},
+		{name: "unknown", v: int64(3), bad: "status 3, want one of [0 2 1]"},
 	})
 	testParser(t, "trigger_chord", func(v interface{}) (interface{}, error) {
 		return parseStatusReply("trigger_chord", v, chordLost, chordElected, chordNotFound)
@@ -649,6 +694,21 @@ func FuzzIDReplies(f *testing.F) {
 				t.Fatalf("recover reply %#v parsed as %q, %q", v, recovered, archived)
 			}
 		}
+		if c, err := parseClaimBatchReply(v); err != nil {
+			checkReplyError(t, err, "claim_batch")
+		} else if a := v.([]interface{}); c == nil {
+			if len(a) != 0 {
+				t.Fatalf("claim_batch reply %#v parsed as no batch", v)
+			}
+		} else {
+			got := arr(c.id, c.name, c.key, c.token, a[4], int64(c.failed), int64(c.recovered))
+			for _, m := range c.members {
+				got = append(got, m.id, m.msg)
+			}
+			if !reflect.DeepEqual(got, a) || !isInt(a[4]) || len(c.members) == 0 || c.id == "" || c.key == "" {
+				t.Fatalf("claim_batch reply %#v parsed as %+v", v, c)
+			}
+		}
 	})
 }
 
@@ -663,7 +723,7 @@ func FuzzScalarReplies(f *testing.F) {
 		if code, id, err := parseEnqueueReply(v); err != nil {
 			checkReplyError(t, err, "enqueue")
 		} else if !(code == 0 && reflect.DeepEqual(a, arr(int64(0))) && id == "") &&
-			!(code == 1 && reflect.DeepEqual(a, arr(int64(1), id)) && id != "") {
+			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") {
 			t.Fatalf("enqueue reply %#v parsed as %d, %q", v, code, id)
 		}
 		if code, finished, err := parseCommitReply(v); err != nil {
@@ -788,11 +848,11 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 
 	// enqueue: {0}, then {1, id}.
 	code, id, err := parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0",
-		"a", msg("a"), 0, "b", msg("b"), 0, "c", msg("c"), later))
+		"a", msg("a"), 0, "", "b", msg("b"), 0, "", "c", msg("c"), later, ""))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", "a", msg("a"), 0))
+	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", "a", msg("a"), 0, ""))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
 	}
@@ -986,6 +1046,76 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 			t.Fatalf("trigger_chord by %s: %d, %v; want %d", tc.member, chord, err, tc.want)
 		}
 	}
+
+	// Aggregation. enqueue: {4, id} for a member no worker aggregates;
+	// announce_aggregators: 0; claim_batch: {} for other names, then a
+	// batch; the batch settles: 0, then 2 (and complete_batch 1 for an
+	// aggregate the queue holds).
+	aggKeys := []string{qk.aggPolicies, qk.aggGroups}
+	member := func(id string) string {
+		return `{"UUID":"` + id + `","Name":"agg","RoutingKey":"q","AggregationKey":"k"}`
+	}
+	grp := aggGroupID("agg", "k")
+	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", "m1", member("m1"), 0, grp))
+	if err != nil || code != statusNoAggregator || id != "m1" {
+		t.Fatalf("enqueue of a member no worker aggregates: %d, %q, %v", code, id, err)
+	}
+	if code, err := parseStatusReply("announce_aggregators", run(announceAggregatorsScript, aggKeys, qk.agg, ttl, "agg", "2 0 0"), 0); err != nil || code != 0 {
+		t.Fatalf("announce_aggregators: %d, %v", code, err)
+	}
+	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0",
+		"m1", member("m1"), 0, grp, "m2", member("m2"), 0, grp, "m3", member("m3"), 0, grp))
+	if err != nil || code != statusOK {
+		t.Fatalf("enqueue of members: %d, %q, %v", code, id, err)
+	}
+	claim := func(token, batchID string, names ...interface{}) *claimedBatch {
+		t.Helper()
+		c, err := parseClaimBatchReply(run(claimBatchScript, append(aggKeys, qk.paused), append([]interface{}{qk.agg, qk.task, ttl, token, batchID}, names...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := claim("x", "x", "other"); c != nil {
+		t.Fatalf("claim_batch of other names: %+v", c)
+	}
+	c := claim("btok", "batch1", "other", "agg")
+	wantBatch := &claimedBatch{id: "batch1", name: "agg", key: "k", token: "btok", members: []claimedMember{{"m1", member("m1")}, {"m2", member("m2")}}}
+	if !reflect.DeepEqual(c, wantBatch) {
+		t.Fatalf("claim_batch: %+v, want %+v", c, wantBatch)
+	}
+	batchKeys := []string{qk.aggBatch("batch1"), qk.aggBatches("agg")}
+	settle := func(script string, code int64, v interface{}) {
+		t.Helper()
+		got, err := parseStatusReply(script, v, statusOK, statusLeaseLost, statusDuplicate)
+		if err != nil || got != code {
+			t.Fatalf("%s: %d, %v; want %d", script, got, err, code)
+		}
+	}
+	settle("retry_batch", statusOK, run(retryBatchScript, batchKeys, "0", "batch1", "btok", 1, "boom"))
+	settle("retry_batch", statusLeaseLost, run(retryBatchScript, batchKeys, "0", "batch1", "btok", 1, "boom"))
+	c = claim("btok2", "unused", "agg")
+	wantBatch.token, wantBatch.failed = "btok2", 1
+	if !reflect.DeepEqual(c, wantBatch) {
+		t.Fatalf("claim_batch of the batch retried: %+v, want %+v", c, wantBatch)
+	}
+	completeKeys := func(aggregate string) []string {
+		return append(batchKeys, qk.aggCount, qk.task+aggregate, qk.pending, qk.scheduled, qk.archived, qk.notify)
+	}
+	settle("complete_batch", statusDuplicate, run(completeBatchScript, completeKeys("m3"), "0", "batch1", "btok2", qk.task, "m3", member("m3"), 0))
+	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0))
+	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
+	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
+	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", "m4", member("m4"), 0, grp))
+	if err != nil || code != statusOK {
+		t.Fatalf("enqueue of a member: %d, %q, %v", code, id, err)
+	}
+	if c := claim("btok3", "batch2", "agg"); c == nil || c.id != "batch2" || len(c.members) != 2 {
+		t.Fatalf("claim_batch of m3 and m4: %+v", c)
+	}
+	archiveKeys := []string{qk.aggBatch("batch2"), qk.aggBatches("agg"), qk.aggCount, qk.archived}
+	settle("archive_batch", statusOK, run(archiveBatchScript, archiveKeys, "0", "batch2", "btok3", "dead", ttl, 100, qk.task))
+	settle("archive_batch", statusLeaseLost, run(archiveBatchScript, archiveKeys, "0", "batch2", "btok3", "dead", ttl, 100, qk.task))
 
 	// BLPOP of a wake-up token.
 	must(client.Del(ctx, qk.notify).Err())

@@ -17,12 +17,13 @@ var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
 // lua/lib (now_ms; holds, settled_by, check_settle; forget; write_state;
-// record_member; held, put, wake, given_or_all), so that the
-// fence check, the end of an acknowledgement, the state write and the group
-// record are each written once.
+// record_member; held, put, wake, given_or_all; agg_prefix, agg_split,
+// agg_policy, agg_schedule, agg_join), so that the fence check, the end of
+// an acknowledgement, the state write, the group record and an
+// aggregation group's filing are each written once.
 var luaLib = func() string {
 	var b strings.Builder
-	for _, name := range []string{"now", "fence", "forget", "state", "group", "queue"} {
+	for _, name := range []string{"now", "fence", "forget", "state", "group", "queue", "aggregate"} {
 		src, err := luaFiles.ReadFile("lua/lib/" + name + ".lua")
 		if err != nil {
 			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", name, err))
@@ -82,6 +83,13 @@ var (
 	// Claims (periodic ticks).
 	claimLeaseScript    = loadScript("claim_lease")
 	completeClaimScript = loadScript("complete_claim")
+
+	// Aggregation (aggregate.go).
+	announceAggregatorsScript = loadScript("announce_aggregators")
+	claimBatchScript          = loadScript("claim_batch")
+	completeBatchScript       = loadScript("complete_batch")
+	retryBatchScript          = loadScript("retry_batch")
+	archiveBatchScript        = loadScript("archive_batch")
 )
 
 // pipelined are the scripts sent inside pipelines, where EVALSHA cannot
@@ -106,6 +114,8 @@ func statusError(code int64, id string) error {
 		return fmt.Errorf("task %s: %w", id, brokers.ErrLeaseLost)
 	case statusNoHandler:
 		return fmt.Errorf("task %s: %w", id, errNoHandler)
+	case statusNoAggregator:
+		return fmt.Errorf("task %s: %w", id, brokers.ErrNoAggregator)
 	default:
 		return fmt.Errorf("task %s: unexpected script status %d", id, code)
 	}

@@ -40,9 +40,14 @@ func (w *stateWrite) fields() []interface{} {
 }
 
 // pendingFields are the fields of a PENDING write, which sends a task:
-// fields and created_at.
+// fields and created_at, and, for an aggregation member, the aggregate it
+// joined.
 func (w *stateWrite) pendingFields() []interface{} {
-	return append(w.fields(), "created_at", formatTime(w.state.CreatedAt))
+	f := append(w.fields(), "created_at", formatTime(w.state.CreatedAt))
+	if w.state.Aggregate != "" {
+		f = append(f, "aggregate", w.state.Aggregate)
+	}
+	return f
 }
 
 // queueState adds the writes of w to pipe: its fields, created_at (set by
@@ -79,15 +84,15 @@ func checkSig(sig *tasks.Signature) error {
 	return nil
 }
 
-// pendingWrites checks and encodes the PENDING states of sigs and returns
-// the commands that write them.
-func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature) (QueueFunc, error) {
+// pendingWrites checks and encodes the PENDING states of sigs, made by
+// newState, and returns the commands that write them.
+func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) (QueueFunc, error) {
 	writes := make([]*stateWrite, len(sigs))
 	for i, sig := range sigs {
 		if err := checkSig(sig); err != nil {
 			return nil, fmt.Errorf("set state pending: signature %d: %w", i, err)
 		}
-		w, err := encodeState(tasks.NewPendingTaskState(sig))
+		w, err := encodeState(newState(sig))
 		if err != nil {
 			return nil, fmt.Errorf("set state pending of task %s: %w", sig.UUID, err)
 		}
@@ -105,10 +110,22 @@ func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature) (Que
 // WritePending writes the PENDING state of every signature: one pipeline
 // per 1000 signatures, every signature checked before anything is written.
 func (s *Store) WritePending(ctx context.Context, sigs []*tasks.Signature) error {
+	return s.writePending(ctx, sigs, tasks.NewPendingTaskState)
+}
+
+// WriteAggregated writes the state of each member of the aggregate
+// aggregateUUID: PENDING, pointing at it; as WritePending.
+func (s *Store) WriteAggregated(ctx context.Context, aggregateUUID string, members []*tasks.Signature) error {
+	return s.writePending(ctx, members, func(sig *tasks.Signature) *tasks.TaskState {
+		return tasks.NewAggregatedTaskState(sig, aggregateUUID)
+	})
+}
+
+func (s *Store) writePending(ctx context.Context, sigs []*tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) error {
 	var chunks []QueueFunc
 	for start := 0; start < len(sigs); start += pendingChunk {
 		chunk := sigs[start:min(start+pendingChunk, len(sigs))]
-		writes, err := s.pendingWrites(ctx, chunk)
+		writes, err := s.pendingWrites(ctx, chunk, newState)
 		if err != nil {
 			return err
 		}
@@ -273,10 +290,11 @@ func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState
 		return nil, fmt.Errorf("task %s: %w", taskUUID, backends.ErrStateNotFound)
 	}
 	st := &tasks.TaskState{
-		TaskUUID: taskUUID,
-		TaskName: fields["name"],
-		State:    fields["state"],
-		Error:    fields["error"],
+		TaskUUID:  taskUUID,
+		TaskName:  fields["name"],
+		State:     fields["state"],
+		Error:     fields["error"],
+		Aggregate: fields["aggregate"],
 	}
 	if raw := fields["results"]; raw != "" {
 		if err := decodeJSON(raw, &st.Results); err != nil {

@@ -41,7 +41,9 @@
 // ResultsExpireIn 3600 (seconds), LeaseDuration 10s, LeaseRenewInterval
 // LeaseDuration/4, RecoverInterval 1s, MaxRecoveries 3, ShutdownTimeout 30s,
 // UnregisteredTaskTries 10, UnregisteredTaskDelay 5s, ArchiveMaxSize 10000,
-// ArchiveMaxAge 90 days, CompletedRetention 0, Redis.KeyPrefix "machinist",
+// ArchiveMaxAge 90 days, CompletedRetention 0, AggregationMaxSize 100,
+// AggregationMaxDelay 1m, AggregationGracePeriod 5s, AggregatorRetries 3,
+// Redis.KeyPrefix "machinist",
 // Redis.NormalTasksPollPeriod 1000 (ms) and Redis.DelayedTasksPollPeriod 20
 // (ms). The other Redis fields left zero mean go-redis's defaults.
 //
@@ -56,7 +58,9 @@
 //
 //	LEASE_DURATION, LEASE_RENEW_INTERVAL, RECOVER_INTERVAL, MAX_RECOVERIES,
 //	SHUTDOWN_TIMEOUT, UNREGISTERED_TASK_TRIES, UNREGISTERED_TASK_DELAY,
-//	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE, COMPLETED_RETENTION
+//	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE, COMPLETED_RETENTION,
+//	AGGREGATION_MAX_SIZE, AGGREGATION_MAX_DELAY, AGGREGATION_GRACE_PERIOD,
+//	AGGREGATOR_RETRIES
 //
 //	REDIS_MAX_IDLE, REDIS_MAX_ACTIVE, REDIS_IDLE_TIMEOUT, REDIS_WAIT,
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
@@ -105,6 +109,10 @@ const (
 	DefaultUnregisteredTaskDelay  = 5 * time.Second
 	DefaultArchiveMaxSize         = 10000
 	DefaultArchiveMaxAge          = 90 * 24 * time.Hour
+	DefaultAggregationMaxSize     = 100
+	DefaultAggregationMaxDelay    = time.Minute
+	DefaultAggregationGracePeriod = 5 * time.Second
+	DefaultAggregatorRetries      = 3
 	DefaultRedisKeyPrefix         = "machinist"
 	DefaultNormalTasksPollPeriod  = 1000 // ms
 	DefaultDelayedTasksPollPeriod = 20   // ms
@@ -192,6 +200,20 @@ type Config struct {
 	CompletedRetention time.Duration `yaml:"completed_retention" envconfig:"COMPLETED_RETENTION"`
 	// ArchiveMaxAge is how long a dead letter is kept. Default 90 days.
 	ArchiveMaxAge time.Duration `yaml:"archive_max_age" envconfig:"ARCHIVE_MAX_AGE"`
+
+	// AggregationMaxSize, AggregationMaxDelay and AggregationGracePeriod
+	// are the policy of an aggregator registered with the zero policy
+	// (Server.RegisterAggregator): a group of members is released when it
+	// holds AggregationMaxSize members, or its oldest waited
+	// AggregationMaxDelay, or no member joined for AggregationGracePeriod.
+	// Defaults 100, 1m and 5s.
+	AggregationMaxSize     int           `yaml:"aggregation_max_size" envconfig:"AGGREGATION_MAX_SIZE"`
+	AggregationMaxDelay    time.Duration `yaml:"aggregation_max_delay" envconfig:"AGGREGATION_MAX_DELAY"`
+	AggregationGracePeriod time.Duration `yaml:"aggregation_grace_period" envconfig:"AGGREGATION_GRACE_PERIOD"`
+	// AggregatorRetries is how many times a batch whose aggregator failed
+	// (returned an error or panicked) is tried again, after 1, 2, 3, 5 …
+	// seconds, before its members are archived with the error. Default 3.
+	AggregatorRetries int `yaml:"aggregator_retries" envconfig:"AGGREGATOR_RETRIES"`
 
 	// Logger receives the Server's and its workers' logs. Default:
 	// slog.Default(), or, once a program replaced machinery's level

@@ -81,6 +81,10 @@ func TestNewFromEnvironmentReadsEveryName(t *testing.T) {
 		{"ARCHIVE_MAX_SIZE", "500", func(c *Config) any { return c.ArchiveMaxSize }, 500},
 		{"ARCHIVE_MAX_AGE", "168h", func(c *Config) any { return c.ArchiveMaxAge }, 168 * time.Hour},
 		{"COMPLETED_RETENTION", "30m", func(c *Config) any { return c.CompletedRetention }, 30 * time.Minute},
+		{"AGGREGATION_MAX_SIZE", "50", func(c *Config) any { return c.AggregationMaxSize }, 50},
+		{"AGGREGATION_MAX_DELAY", "2m", func(c *Config) any { return c.AggregationMaxDelay }, 2 * time.Minute},
+		{"AGGREGATION_GRACE_PERIOD", "10s", func(c *Config) any { return c.AggregationGracePeriod }, 10 * time.Second},
+		{"AGGREGATOR_RETRIES", "5", func(c *Config) any { return c.AggregatorRetries }, 5},
 		{"REDIS_KEY_PREFIX", "envapp", func(c *Config) any { return c.Redis.KeyPrefix }, "envapp"},
 		{"REDIS_CA_CERT_FILE", "/etc/ca.pem", func(c *Config) any { return c.Redis.CACertFile }, "/etc/ca.pem"},
 	}

@@ -73,6 +73,11 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 		ArchiveMaxSize:        500,
 		ArchiveMaxAge:         7 * 24 * time.Hour,
 		CompletedRetention:    30 * time.Minute,
+
+		AggregationMaxSize:     50,
+		AggregationMaxDelay:    2 * time.Minute,
+		AggregationGracePeriod: 10 * time.Second,
+		AggregatorRetries:      5,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewFromYaml(full.yml) =\n%+v\nAMQP %+v\nRedis %+v\nwant\n%+v\nAMQP %+v\nRedis %+v",

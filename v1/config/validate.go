@@ -70,6 +70,18 @@ func (c *Config) WithDefaults() *Config {
 	if out.ArchiveMaxAge == 0 {
 		out.ArchiveMaxAge = DefaultArchiveMaxAge
 	}
+	if out.AggregationMaxSize == 0 {
+		out.AggregationMaxSize = DefaultAggregationMaxSize
+	}
+	if out.AggregationMaxDelay == 0 {
+		out.AggregationMaxDelay = DefaultAggregationMaxDelay
+	}
+	if out.AggregationGracePeriod == 0 {
+		out.AggregationGracePeriod = DefaultAggregationGracePeriod
+	}
+	if out.AggregatorRetries == 0 {
+		out.AggregatorRetries = DefaultAggregatorRetries
+	}
 	return out
 }
 
@@ -102,6 +114,10 @@ func (c *Config) copyFields() Config {
 		ArchiveMaxSize:          c.ArchiveMaxSize,
 		ArchiveMaxAge:           c.ArchiveMaxAge,
 		CompletedRetention:      c.CompletedRetention,
+		AggregationMaxSize:      c.AggregationMaxSize,
+		AggregationMaxDelay:     c.AggregationMaxDelay,
+		AggregationGracePeriod:  c.AggregationGracePeriod,
+		AggregatorRetries:       c.AggregatorRetries,
 		Logger:                  c.Logger,
 	}
 	if c.Redis != nil {
@@ -179,6 +195,18 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.ArchiveMaxAge < 0 {
 		return bad("ArchiveMaxAge", c.ArchiveMaxAge, "must not be negative")
+	}
+	if c.AggregationMaxSize < 0 || c.AggregationMaxSize == 1 {
+		return bad("AggregationMaxSize", c.AggregationMaxSize, "must be 0 (default 100) or at least 2")
+	}
+	if c.AggregationMaxDelay < 0 {
+		return bad("AggregationMaxDelay", c.AggregationMaxDelay, "must not be negative")
+	}
+	if c.AggregationGracePeriod < 0 {
+		return bad("AggregationGracePeriod", c.AggregationGracePeriod, "must not be negative")
+	}
+	if c.AggregatorRetries < 0 {
+		return bad("AggregatorRetries", c.AggregatorRetries, "must not be negative")
 	}
 	if c.Redis != nil {
 		r := c.Redis

@@ -33,6 +33,11 @@ func defaults() *Config {
 		UnregisteredTaskDelay: 5 * time.Second,
 		ArchiveMaxSize:        10000,
 		ArchiveMaxAge:         90 * 24 * time.Hour,
+
+		AggregationMaxSize:     100,
+		AggregationMaxDelay:    time.Minute,
+		AggregationGracePeriod: 5 * time.Second,
+		AggregatorRetries:      3,
 	}
 }
 
@@ -74,7 +79,12 @@ func fullConfig() *Config {
 		ArchiveMaxSize:        5,
 		ArchiveMaxAge:         time.Hour,
 		CompletedRetention:    time.Minute,
-		Logger:                slog.Default(),
+
+		AggregationMaxSize:     7,
+		AggregationMaxDelay:    2 * time.Minute,
+		AggregationGracePeriod: 3 * time.Second,
+		AggregatorRetries:      1,
+		Logger:                 slog.Default(),
 	}
 }
 

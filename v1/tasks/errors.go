@@ -22,6 +22,11 @@ var (
 
 	// ErrNilSignature is returned for a nil signature.
 	ErrNilSignature = errors.New("tasks: signature is nil")
+	// ErrAggregationMember is returned for a signature with an
+	// AggregationKey that has callbacks or is part of a chain, group or
+	// chord: a member never runs by itself, only as part of the task its
+	// aggregator builds, so its callbacks would never run.
+	ErrAggregationMember = errors.New("tasks: an aggregation member runs only in its aggregate: it cannot have callbacks or be part of a chain, group or chord (give them to the aggregate)")
 	// ErrEmptyTaskName is returned for a signature without a Name.
 	ErrEmptyTaskName = errors.New("tasks: signature has no task name")
 	// ErrEmptyWorkflow is returned for a chain, group or chord without tasks.

@@ -78,6 +78,13 @@ type Signature struct {
 	// far after the start. Zero means no deadline. machinist extension;
 	// machinery ignores the field.
 	Timeout time.Duration `json:",omitempty"`
+
+	// AggregationKey makes the task a member of an aggregation group: the
+	// broker holds it with the other tasks of its name and key in its queue
+	// until the group is due, and a worker that aggregates the name runs
+	// one task built from them all instead (see brokers/iface.Aggregator).
+	// machinist extension.
+	AggregationKey string `json:",omitempty"`
 }
 
 // NewSignature returns a signature for the task name with args and a fresh
@@ -108,6 +115,9 @@ func (s *Signature) validate(depth int) error {
 	}
 	if depth > 1000 {
 		return fmt.Errorf("tasks: callbacks of signature %q nest deeper than 1000 (a cycle?)", s.Name)
+	}
+	if s.AggregationKey != "" && (depth > 0 || len(s.OnSuccess) > 0 || len(s.OnError) > 0 || s.ChordCallback != nil || s.GroupUUID != "") {
+		return fmt.Errorf("%w (%q, key %q)", ErrAggregationMember, s.Name, s.AggregationKey)
 	}
 	for _, list := range []struct {
 		name string

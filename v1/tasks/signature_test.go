@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -92,5 +93,42 @@ func TestSignatureValidate(t *testing.T) {
 	}
 	if err := (&Signature{Name: "n"}).Validate(); err != nil {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+// An aggregation member runs only inside its aggregate: callbacks of its own,
+// or a place in a chain, group or chord, would never run, and are refused.
+func TestAggregationMembersHaveNoWorkflow(t *testing.T) {
+	t.Parallel()
+	member := func() *Signature { return &Signature{Name: "notify", AggregationKey: "alice"} }
+	if err := member().Validate(); err != nil {
+		t.Fatalf("a plain member: %v", err)
+	}
+	withCallback := member()
+	withCallback.OnSuccess = []*Signature{{Name: "next"}}
+	asCallback := &Signature{Name: "first", OnError: []*Signature{member()}}
+	chain, err := NewChain(&Signature{Name: "first"}, member())
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := NewGroup(member(), &Signature{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chordGroup, _ := NewGroup(member())
+	chord, err := NewChord(chordGroup, &Signature{Name: "callback"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"a member with an OnSuccess": withCallback.Validate(),
+		"a member as an OnError":     asCallback.Validate(),
+		"a member in a chain":        chain.Validate(),
+		"a member in a group":        group.Validate(),
+		"a member in a chord":        chord.Validate(),
+	} {
+		if !errors.Is(err, ErrAggregationMember) {
+			t.Errorf("%s: %v, want ErrAggregationMember", what, err)
+		}
 	}
 }

@@ -30,6 +30,10 @@ type TaskState struct {
 	Error     string        `bson:"error"`
 	CreatedAt time.Time     `bson:"created_at"`
 	TTL       int64         `bson:"ttl,omitempty"`
+	// Aggregate, on the PENDING state of an aggregation member, is the
+	// UUID of the task it was aggregated into: the member's outcome is
+	// that task's (result.AsyncResult follows it). machinist extension.
+	Aggregate string `bson:"aggregate,omitempty"`
 }
 
 // GroupMeta is what a result backend stores for a group.
@@ -67,6 +71,14 @@ func NewRetryTaskState(sig *Signature) *TaskState { return newState(sig, StateRe
 func NewSuccessTaskState(sig *Signature, results []*TaskResult) *TaskState {
 	s := newState(sig, StateSuccess)
 	s.Results = results
+	return s
+}
+
+// NewAggregatedTaskState returns the state of sig, a member of the
+// aggregate aggregateUUID: PENDING, pointing at it.
+func NewAggregatedTaskState(sig *Signature, aggregateUUID string) *TaskState {
+	s := newState(sig, StatePending)
+	s.Aggregate = aggregateUUID
 	return s
 }
 

@@ -111,6 +111,11 @@ func (group *Group) Validate() error {
 	if group.GroupUUID == "" {
 		return ErrEmptyGroupUUID
 	}
+	for _, s := range group.Tasks {
+		if s != nil && s.AggregationKey != "" {
+			return fmt.Errorf("%w (%q, key %q)", ErrAggregationMember, s.Name, s.AggregationKey)
+		}
+	}
 	return validateAll(group.Tasks)
 }
 

@@ -73,6 +73,11 @@ type Params struct {
 	// Clock times the worker: STARTED, retries, lease renewal, shutdown.
 	// Default the wall clock.
 	Clock clock.Clock
+
+	// StartedFunc, if set, is called once Run has announced the worker's
+	// task names and aggregators to the broker (or failed to) and is about
+	// to fetch.
+	StartedFunc func()
 }
 
 // Worker fetches tasks from a broker and runs them. Run it once.
@@ -176,7 +181,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Warn("announcing the worker's tasks failed; it is tried again with the lease renewal", slog.Any("error", err))
 	}
 	w.log.Info("worker started", slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
+	if w.p.StartedFunc != nil {
+		w.p.StartedFunc()
+	}
+	// Aggregation runs beside fetching, and stops with it.
+	aggregating := make(chan struct{})
+	if agg, ok := w.p.Broker.(brokers.Aggregator); ok && len(w.aggregators()) > 0 {
+		go func() {
+			defer close(aggregating)
+			w.aggregateLoop(fetchCtx, agg)
+		}()
+	} else {
+		close(aggregating)
+	}
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
+	stopFetch()
+	<-aggregating
 
 	// Shutdown, in order: fetching has stopped; wait for running tasks;
 	// abandon and requeue the rest; stop renewing leases.
@@ -507,7 +527,7 @@ func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
 	if err := w.p.Broker.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
 		return fmt.Errorf("worker: announce the task names: %w", err)
 	}
-	return nil
+	return w.announceAggregators(actx)
 }
 
 // waitRunning waits up to timeout for running tasks to finish, or until Abort.

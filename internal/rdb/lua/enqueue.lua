@@ -2,7 +2,9 @@
 -- states when the state hashes are given. Safe to run twice: a second run
 -- with the same publish token (sent again after a lost reply) finds the
 -- first's tasks, or, marked as a repeat, their states once the tasks ran
--- and were forgotten, and reports success.
+-- and were forgotten, and reports success. A member of an aggregation
+-- group (lib/aggregate.lua) joins its group instead of pending when it is
+-- due now, or waits in the scheduled zset with its group recorded.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
@@ -21,21 +23,29 @@
 --         (k = 0: the PENDING state the sender wrote has been replaced by
 --         the task's outcome)
 -- ARGV[6..] for each task: id, message (JSON signature), ETA in ms since
---           the epoch (0: now), then k items: its PENDING state's fields
+--           the epoch (0: now), its aggregation group ("<name>\n<key>", ""
+--           for a task that is no member), then k items: its PENDING
+--           state's fields
+-- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Returns: {0} when every task was published (by this run or an earlier
 -- one with the same token, whose tasks may have run, been archived or
 -- been forgotten since: then nothing is written), or {1, id} when a
 -- task with that id is held by the queue (lib/queue.lua's held) from
--- another publish or appears twice in ARGV; then nothing was written. A
--- task whose id is archived replaces it.
--- Complexity: O(N log M) for N tasks and M scheduled tasks.
+-- another publish or appears twice in ARGV, or {4, id} when the task is a
+-- member and no announcement alive (announce_aggregators.lua) covers its
+-- task name; then nothing was written. A task whose id is archived
+-- replaces it.
+-- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
+-- a group.
 local now = now_ms()
 local k = tonumber(ARGV[3])
-local stride = 3 + k
+local stride = 4 + k
 local states = #KEYS > 4
 local repeated = ARGV[5] == "1"
 local seen, archived = {}, {}
+local P -- the aggregation prefix, once a member is met
+local live = {} -- task names with an announcement alive
 local n = 4
 for i = 6, #ARGV, stride do
 	local id = ARGV[i]
@@ -57,23 +67,53 @@ for i = 6, #ARGV, stride do
 	if seen[id] or busy then
 		return {1, id}
 	end
+	local g = ARGV[i + 3]
+	if g ~= "" then
+		P = P or agg_prefix(ARGV[1])
+		local name = agg_split(g)
+		if not live[name] then
+			local policy = agg_policy(P, name)
+			if not policy or policy.till <= now then
+				return {4, id}
+			end
+			live[name] = true
+		end
+	end
 	seen[id] = true
 	archived[id] = was_archived
 end
 local ready = false
+local joined = {} -- groups joined, to file once
 n = 4
 for i = 6, #ARGV, stride do
 	local id = ARGV[i]
 	if k > 0 then
 		n = n + 1
-		local fields = { unpack(ARGV, i + 3, i + 2 + k) }
+		local fields = { unpack(ARGV, i + 4, i + 3 + k) }
 		table.insert(fields, "pub")
 		table.insert(fields, ARGV[4])
 		write_state(KEYS[n], ARGV[2], "", fields)
 	end
-	if put(KEYS[1], KEYS[2], KEYS[3], ARGV[1] .. id, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived[id], ARGV[4], now) then
-		ready = true
+	local key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
+	if g == "" then
+		if put(KEYS[1], KEYS[2], KEYS[3], key, id, ARGV[i + 1], eta, archived[id], ARGV[4], now) then
+			ready = true
+		end
+	elseif eta > now then
+		put(KEYS[1], KEYS[2], KEYS[3], key, id, ARGV[i + 1], eta, archived[id], ARGV[4], now)
+		redis.call("HSET", key, "group", g)
+	else
+		if archived[id] then
+			redis.call("ZREM", KEYS[3], id)
+			redis.call("DEL", key)
+		end
+		redis.call("HSET", key, "msg", ARGV[i + 1], "pub", ARGV[4])
+		agg_join(P, g, key, id, nil, now)
+		joined[g] = true
 	end
+end
+for g in pairs(joined) do
+	agg_schedule(P, g)
 end
 if ready then
 	wake(KEYS[4])

@@ -1,29 +1,44 @@
--- forward: move scheduled and retry tasks whose time has come to pending.
+-- forward: move scheduled and retry tasks whose time has come to pending;
+-- a member of an aggregation group (its hash names the group) joins its
+-- group instead, filed by its name's last announced policy (never due
+-- without one; lib/aggregate.lua).
 --
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
 -- KEYS[4] notify list
--- ARGV[1] task hash key prefix
+-- ARGV[1] task hash key prefix (the queue's aggregation keys are found
+--         from it)
 -- ARGV[2] the most tasks to move from each zset
 --
 -- Returns: {moved, next_ms}: how many moved, and when the earliest task
 -- still waiting is due (-1: none).
 -- Complexity: O(N log S) for N tasks moved.
 local now = now_ms()
-local moved = 0
+local moved, ready = 0, false
+local joined = {} -- groups joined, to file once
 for z = 1, 2 do
 	local ids = redis.call("ZRANGEBYSCORE", KEYS[z], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
 	for _, id in ipairs(ids) do
 		redis.call("ZREM", KEYS[z], id)
 		local key = ARGV[1] .. id
-		if redis.call("EXISTS", key) == 1 then
-			redis.call("HSET", key, "state", "pending")
+		local task = redis.call("HMGET", key, "state", "group")
+		if task[1] then
 			redis.call("HDEL", key, "process_at")
-			redis.call("RPUSH", KEYS[3], id)
+			if task[2] then
+				agg_join(agg_prefix(ARGV[1]), task[2], key, id, nil, now)
+				joined[task[2]] = true
+			else
+				redis.call("HSET", key, "state", "pending")
+				redis.call("RPUSH", KEYS[3], id)
+				ready = true
+			end
 			moved = moved + 1
 		end
 	end
 end
-if moved > 0 then
+for g in pairs(joined) do
+	agg_schedule(agg_prefix(ARGV[1]), g)
+end
+if ready then
 	wake(KEYS[4])
 end
 local nextDue = -1

@@ -101,6 +101,11 @@ type ContextBackend interface {
 	// chord member; TriggerChordContext still elects the one member that
 	// sends the callback.
 	CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error)
+	// SetStateAggregatedContext writes the state of each member, tasks
+	// aggregated into the task aggregateUUID: PENDING, with Aggregate set
+	// to it. It is safe to repeat (a batch built again after its worker
+	// died writes it again).
+	SetStateAggregatedContext(ctx context.Context, aggregateUUID string, members ...*tasks.Signature) error
 	// SetStateFailureContext writes the FAILURE state of sig with errMsg and, for
 	// a group member, records it in the group's bookkeeping.
 	SetStateFailureContext(ctx context.Context, sig *tasks.Signature, errMsg string) error

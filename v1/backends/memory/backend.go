@@ -197,6 +197,25 @@ func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Sig
 	return nil
 }
 
+// SetStateAggregatedContext writes the state of each member of the
+// aggregate aggregateUUID: PENDING, pointing at it.
+func (b *Backend) SetStateAggregatedContext(ctx context.Context, aggregateUUID string, members ...*tasks.Signature) error {
+	for i, sig := range members {
+		if err := checkSig(sig); err != nil {
+			return fmt.Errorf("memory backend: set state aggregated: signature %d: %w", i, err)
+		}
+	}
+	now, err := b.beginWrite("set state aggregated")
+	if err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	for _, sig := range members {
+		b.putLocked(tasks.NewAggregatedTaskState(sig, aggregateUUID), now)
+	}
+	return nil
+}
+
 // SetStateReceivedContext writes the RECEIVED state of sig.
 func (b *Backend) SetStateReceivedContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState("set state received", sig, tasks.NewReceivedTaskState)

@@ -113,6 +113,15 @@ func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Sig
 	return wrap(b.store.WritePending(ctx, sigs))
 }
 
+// SetStateAggregatedContext writes the state of each member of the
+// aggregate aggregateUUID: PENDING, pointing at it.
+func (b *Backend) SetStateAggregatedContext(ctx context.Context, aggregateUUID string, members ...*tasks.Signature) error {
+	if err := b.checkOpen("set state aggregated"); err != nil {
+		return err
+	}
+	return wrap(b.store.WriteAggregated(ctx, aggregateUUID, members))
+}
+
 // SetStateReceivedContext writes the RECEIVED state of sig.
 func (b *Backend) SetStateReceivedContext(ctx context.Context, sig *tasks.Signature) error {
 	return b.setState(ctx, "set state received", sig, tasks.NewReceivedTaskState)

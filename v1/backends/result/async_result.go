@@ -100,6 +100,12 @@ func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("result of task %s (%s): %w", r.Signature.UUID, r.Signature.Name, err)
 	}
+	if aggregate := state.Aggregate; aggregate != "" {
+		// An aggregation member: its outcome is its aggregate's.
+		if state, err = r.backend.GetStateContext(ctx, aggregate); err != nil {
+			return nil, fmt.Errorf("result of task %s (%s), aggregated into %s: %w", r.Signature.UUID, r.Signature.Name, aggregate, err)
+		}
+	}
 	r.mu.Lock()
 	r.taskState = state
 	r.mu.Unlock()

@@ -52,7 +52,7 @@ import (
 func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Broker) {
 	t.Helper()
 	s := &suite{newBroker: newBroker}
-	for _, tc := range []struct {
+	for _, tc := range append([]struct {
 		name string
 		run  func(*testing.T, *suite)
 	}{
@@ -84,7 +84,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"ExpiredLeaseRefusedBeforeRecovery", testExpiredLeaseRefusedBeforeRecovery},
 		{"CommitTravelsToNextHolder", testCommitTravelsToNextHolder},
 		{"Reroute", testReroute},
-	} {
+	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.run(t, s)

@@ -31,6 +31,7 @@ type Broker interface {
 	iface.Inspector
 	iface.Pauser
 	iface.Claimer
+	iface.Aggregator
 }
 
 type suite struct {
@@ -159,11 +160,17 @@ func ack(t *testing.T, b Broker, ds ...*iface.Delivery) {
 // marked lost.
 func wantLeaseLost(t *testing.T, what string, err error, d *iface.Delivery) {
 	t.Helper()
+	wantLost(t, what, err, d.Lease)
+}
+
+// wantLost checks that err is ErrLeaseLost and l is marked lost.
+func wantLost(t *testing.T, what string, err error, l *iface.Lease) {
+	t.Helper()
 	if !errors.Is(err, iface.ErrLeaseLost) {
 		t.Fatalf("%s: err = %v, want ErrLeaseLost", what, err)
 	}
 	select {
-	case <-d.Lease.Done():
+	case <-l.Done():
 	default:
 		t.Fatalf("%s: lease not marked lost (Done not closed)", what)
 	}

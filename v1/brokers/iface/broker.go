@@ -182,6 +182,9 @@ type QueueInfo struct {
 	Scheduled int
 	Retry     int
 	Archived  int
+	// Aggregating counts the members waiting in aggregation groups or
+	// taken in batches not yet completed (see Aggregator).
+	Aggregating int
 }
 
 // Claimer is a broker through which the processes sharing it agree that a

@@ -63,6 +63,9 @@ type queue struct {
 	// announced each name (route.go).
 	rerouted map[string]*deque
 	handlers map[string]time.Time
+	// aggregations holds, by task name, the aggregation groups and
+	// batches of the queue and who aggregates them (aggregate.go).
+	aggregations map[string]*aggregation
 }
 
 // task is one task held by the broker, in exactly one place of its queue.
@@ -183,7 +186,10 @@ func errClosed(op string) error {
 // signature needs a UUID and a RoutingKey; a UUID the broker still holds
 // in any queue (stricter than the per-queue uniqueness the interface
 // requires) fails with ErrDuplicateTask, and an archived task with the same
-// UUID is deleted from the archive. The broker stores deep copies.
+// UUID is deleted from the archive. A member (a signature with an
+// AggregationKey) of a name no worker alive aggregates on its queue fails
+// with ErrNoAggregator; the others join their groups (aggregate.go), when
+// their ETA comes if they have one. The broker stores deep copies.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -193,6 +199,16 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if b.closed {
 		return errClosed("publish")
 	}
+	if err := b.checkPublishLocked(sigs, b.clock.Now()); err != nil {
+		return err
+	}
+	b.publishLocked(sigs)
+	return nil
+}
+
+// checkPublishLocked reports why sigs cannot all be published at now, or
+// nil.
+func (b *Broker) checkPublishLocked(sigs []*tasks.Signature, now time.Time) error {
 	seen := make(map[string]bool, len(sigs))
 	for i, sig := range sigs {
 		if err := checkPublish(i, sig); err != nil {
@@ -202,8 +218,11 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 			return fmt.Errorf("memory broker: publish: task %s: %w", sig.UUID, iface.ErrDuplicateTask)
 		}
 		seen[sig.UUID] = true
+		if sig.AggregationKey != "" && !b.aggregatedLocked(sig, now) {
+			return fmt.Errorf("memory broker: publish: task %s (%q, key %q) on queue %s: %w",
+				sig.UUID, sig.Name, sig.AggregationKey, sig.RoutingKey, iface.ErrNoAggregator)
+		}
 	}
-	b.publishLocked(sigs)
 	return nil
 }
 
@@ -233,6 +252,10 @@ func (b *Broker) publishLocked(sigs []*tasks.Signature) {
 		b.held[t.uuid] = t
 		if sig.ETA != nil && sig.ETA.After(now) {
 			b.scheduleLocked(q, t, iface.StatusScheduled, *sig.ETA)
+			continue
+		}
+		if sig.AggregationKey != "" {
+			b.joinLocked(q, t, now)
 			continue
 		}
 		t.status = iface.StatusPending
@@ -663,9 +686,10 @@ func (b *Broker) scheduleLocked(q *queue, t *task, status iface.TaskStatus, at t
 	t.timer = b.clock.AfterFunc(b.clock.Until(at), func() { b.due(t, gen) })
 }
 
-// due runs on t's timer: it makes t pending, unless it was rescheduled, the
-// broker was closed, or the timer fired early by the wall clock, in which
-// case it re-arms the timer for the rest.
+// due runs on t's timer: it makes t pending (a member joins its group
+// instead), unless it was rescheduled, the broker was closed, or the timer
+// fired early by the wall clock, in which case it re-arms the timer for the
+// rest.
 func (b *Broker) due(t *task, gen uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -679,6 +703,10 @@ func (b *Broker) due(t *task, gen uint64) {
 	q := b.queues[t.queue]
 	delete(q.scheduled, t.uuid)
 	delete(q.retry, t.uuid)
+	if t.sig.AggregationKey != "" {
+		b.joinLocked(q, t, b.clock.Now())
+		return
+	}
 	t.status, t.nextAt, t.timer = iface.StatusPending, time.Time{}, nil
 	q.pending.pushBack(t)
 	b.notifyLocked()

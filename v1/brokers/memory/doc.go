@@ -61,6 +61,23 @@
 // that lost it can no longer settle it: its Ack fails with ErrLeaseLost,
 // while the new holder's succeeds.
 //
+// # Aggregation
+//
+// A member (a task with an AggregationKey; see iface.Aggregator) is in none
+// of the places above: Publish, or its ETA, puts it in the group of its
+// queue, name and key, oldest first, where it waits until the group is due
+// by the policy last announced for its name (AnnounceAggregators; Publish
+// refuses a member no announcement alive covers). Per queue and name, two
+// heaps keep the groups by due time and the batches by when they may be
+// taken again, so ClaimBatch looks only at their tops. A batch is leased
+// like a delivery, with no renewal: when its lease ends, the next ClaimBatch
+// takes it again whole, same ID and members, with Recovered+1. CompleteBatch
+// publishes the aggregate and forgets the members under the broker's lock,
+// only for the current lease's token. Members are held, so their UUIDs are
+// duplicates, until their batch is completed or archived; they are counted
+// in QueueInfo.Aggregating and listed only once archived, and requeued from
+// the archive they join their group again.
+//
 // # Other rules
 //
 // Publish needs a UUID and a RoutingKey (iface.ErrNoQueue) on every

@@ -45,6 +45,7 @@ func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo,
 	info.Scheduled = len(q.scheduled)
 	info.Retry = len(q.retry)
 	info.Archived = len(q.archived)
+	info.Aggregating = q.aggregating()
 	return info, nil
 }
 
@@ -102,7 +103,8 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 
 // RequeueArchived moves the archived tasks of queue with the given UUIDs
 // (all when none are given) to the tail of its pending list, oldest dead
-// letter first. Their counts and LastError stay as they were.
+// letter first; an aggregation member joins its group again instead, as
+// its newest member. Their counts and LastError stay as they were.
 func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -114,10 +116,15 @@ func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...str
 		return 0, nil
 	}
 	moved := b.takeArchivedLocked(q, uuids)
+	now := b.clock.Now()
 	for _, t := range moved {
-		t.status = iface.StatusPending
 		t.archivedAt = time.Time{}
 		b.held[t.uuid] = t
+		if t.sig.AggregationKey != "" {
+			b.joinLocked(q, t, now)
+			continue
+		}
+		t.status = iface.StatusPending
 		q.pending.pushBack(t)
 	}
 	if len(moved) > 0 {

@@ -103,6 +103,25 @@
 // There is no separate active list, unlike asynq: the lease zset is the set
 // of active tasks, so acknowledging is O(log n) instead of an O(n) LREM.
 //
+// # Aggregation
+//
+// A member (a task with an AggregationKey) is published by the same
+// enqueue script as any task, in the same round trip: it joins its group,
+// a zset of member ids by join time under the queue's hash tag, and the
+// group is filed in its task name's due index by the policy last
+// announced for the name (AnnounceAggregators); Publish refuses it with
+// ErrNoAggregator when no announcement alive covers the name. A member
+// with an ETA waits in the scheduled zset, and the forwarder files it in
+// its group when due. ClaimBatch is one script per queue: it takes again,
+// whole and under a new lease, a batch whose lease ended (Recovered+1) or
+// whose retry came, else moves the oldest members of the earliest due
+// group into a new batch hash under a lease, so a batch comes back
+// without a maintainer. CompleteBatch, RetryBatch and ArchiveBatch are
+// settle scripts fenced by the batch's lease like a task's; CompleteBatch
+// publishes the aggregate and deletes the batch and its members in one
+// script, so on Redis Cluster the aggregate must go to the batch's queue.
+// The keys are listed in internal/rdb/keys.go.
+//
 // # Guarantees
 //
 // At least once: a task is removed only by the acknowledgement of the worker

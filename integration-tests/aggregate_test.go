@@ -1,0 +1,144 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/backends/result"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Members sent with an aggregation key run as one task per batch, built by
+// the registered aggregator; each member's result is its aggregate's, and
+// every member is in exactly one aggregate.
+func TestAggregationRunsOneTaskPerBatch(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		ctx := testCtx(t)
+		var mu sync.Mutex
+		ran := map[string][]string{} // aggregate UUID → member UUIDs
+		if err := s.RegisterTask("notify_many", func(ctx context.Context, members []string) (int64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[tasks.SignatureFromContext(ctx).UUID] = members
+			return int64(len(members)), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 10, GracePeriod: 200 * time.Millisecond},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				uuids := make([]string, len(members))
+				for i, m := range members {
+					if m.AggregationKey != key {
+						return nil, fmt.Errorf("member %s of key %q in a batch of %q", m.UUID, m.AggregationKey, key)
+					}
+					uuids[i] = m.UUID
+				}
+				return &tasks.Signature{Name: "notify_many", Args: []tasks.Arg{{Type: "[]string", Value: uuids}}}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No worker aggregates yet: a member is refused at once.
+		if _, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "alice"}); !errors.Is(err, brokeriface.ErrNoAggregator) {
+			t.Fatalf("SendTask of a member with no worker running: %v, want ErrNoAggregator", err)
+		}
+		w := s.NewWorker("aggregator", 4)
+		launch(t, w)
+		<-w.Started()
+
+		var results []*result.AsyncResult
+		for i := 0; i < 30; i++ {
+			key := "alice"
+			if i%6 == 5 {
+				key = "bob"
+			}
+			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: key})
+			if err != nil {
+				t.Fatalf("member %d: %v", i, err)
+			}
+			results = append(results, r)
+		}
+		for _, r := range results {
+			out, err := r.GetWithContext(ctx, poll)
+			if err != nil {
+				t.Fatalf("member %s: %v", r.Signature.UUID, err)
+			}
+			if n := out[0].Int(); n < 1 || n > 10 {
+				t.Fatalf("member %s: its aggregate had %d members, want 1 to 10", r.Signature.UUID, n)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen := map[string]int{}
+		var sizes []int
+		for _, members := range ran {
+			sizes = append(sizes, len(members))
+			for _, m := range members {
+				seen[m]++
+			}
+		}
+		for _, r := range results {
+			if seen[r.Signature.UUID] != 1 {
+				t.Fatalf("member %s ran in %d aggregates, want 1", r.Signature.UUID, seen[r.Signature.UUID])
+			}
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(sizes)))
+		// alice's 25 members go 10, 10, 5; bob's 5 in one.
+		if fmt.Sprint(sizes) != "[10 10 5 5]" {
+			t.Fatalf("aggregate sizes %v, want [10 10 5 5]", sizes)
+		}
+	})
+}
+
+// An aggregator that keeps failing has its batch tried again, then its
+// members archived: their results are FAILURE with the reason; nothing is
+// lost and nothing hangs.
+func TestFailingAggregatorArchivesTheMembers(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p, func(c *config.Config) { c.AggregatorRetries = 1 })
+		ctx := testCtx(t)
+		var calls sync.Map
+		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				n, _ := calls.LoadOrStore(key, new(int))
+				*n.(*int)++
+				if *n.(*int) == 1 {
+					return nil, errors.New("the aggregator failed")
+				}
+				panic("the aggregator panicked")
+			}); err != nil {
+			t.Fatal(err)
+		}
+		w := s.NewWorker("aggregator", 1)
+		launch(t, w)
+		<-w.Started()
+		var results []*result.AsyncResult
+		for range 3 {
+			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, r)
+		}
+		for _, r := range results {
+			_, err := r.GetWithContext(ctx, poll)
+			if err == nil || !strings.Contains(err.Error(), "panicked") || !strings.Contains(err.Error(), "2 times") {
+				t.Fatalf("member %s: %v, want the aggregator's failure, after 2 tries", r.Signature.UUID, err)
+			}
+		}
+		archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+		if err != nil || len(archived) != 3 {
+			t.Fatalf("archived: %d, %v; want the 3 members", len(archived), err)
+		}
+	})
+}

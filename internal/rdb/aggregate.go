@@ -1,0 +1,402 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Aggregation (brokers.Aggregator; the keys in keys.go, the shared Lua in
+// lua/lib/aggregate.lua). A member, a task published with an
+// AggregationKey, is held in its queue's group of its name and key: a zset
+// of member ids by join stamp. Each task name has a due index, a zset of
+// its groups' keys by when each is due, kept by every script that changes
+// a group from the group's members and the name's last announced policy
+// (a group due by size only and not full is absent). Publish (enqueue.lua)
+// files a member at once, or, with an ETA, the forwarder does when it is
+// due (forward.lua). A worker claims a batch (claim_batch.lua): the oldest
+// members of the earliest due group of its names move into a batch hash
+// under a lease, listed in the name's batches zset by lease end; a batch
+// whose lease ends, or whose retry comes, is taken again whole by the next
+// claim, so no maintainer is needed to recover it. Completing, retrying
+// and archiving a batch are settle scripts fenced by the batch's lease
+// (lib/fence.lua's check_settle on the batch hash).
+//
+// Cost of a member: no round trip of its own (it travels in its publish's
+// enqueue script), O(log G) in a group of G; about ten commands, the
+// group filed once per script. A claim is one script per queue tried,
+// O(N log B) for N names, plus O(M log G) for the M members it takes.
+
+// statusNoAggregator is enqueue.lua's answer for a member whose name no
+// worker alive aggregates on its queue.
+const statusNoAggregator = 4
+
+// memberGroup returns the aggregation group of sig for enqueue.lua:
+// "<name>\n<key>", or "" when sig is no member.
+func memberGroup(sig *tasks.Signature) (string, error) {
+	if sig.AggregationKey == "" {
+		return "", nil
+	}
+	if err := validAggregationName(sig.Name); err != nil {
+		return "", err
+	}
+	return aggGroupID(sig.Name, sig.AggregationKey), nil
+}
+
+// validAggregationName reports why name cannot name the task of
+// aggregation groups, or nil.
+func validAggregationName(name string) error {
+	if name == "" || strings.Contains(name, "\n") {
+		return fmt.Errorf("aggregation: task name %q: it must be set and hold no newline", name)
+	}
+	return nil
+}
+
+// AnnounceAggregators records that a worker alive aggregates each task
+// name of policies on queues, with its policy, for ttl
+// (announce_aggregators.lua): one script per queue.
+func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, policies map[string]brokers.AggregationPolicy, ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("announce aggregators: ttl %v is shorter than 1ms", ttl)
+	}
+	if len(policies) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(policies))
+	for name, p := range policies {
+		if err := validAggregationName(name); err != nil {
+			return fmt.Errorf("announce aggregators: %w", err)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("announce aggregator of %s: %w", name, err)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, q := range queues {
+		if err := ValidQueue(q); err != nil {
+			return fmt.Errorf("announce aggregators: %w", err)
+		}
+		qk := s.keys.queue(q)
+		args := make([]interface{}, 0, 2+2*len(names))
+		args = append(args, qk.agg, ttl.Milliseconds())
+		for _, name := range names {
+			p := policies[name]
+			args = append(args, name, fmt.Sprintf("%d %d %d", p.MaxSize, ceilMs(p.MaxDelay), ceilMs(p.GracePeriod)))
+		}
+		err := again(ctx, func() error {
+			return s.batch.repl.eval(ctx, s.client, false, announceAggregatorsScript, []string{qk.aggPolicies, qk.aggGroups, qk.paused}, args).Err()
+		}, retry{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("announce the aggregators of queue %s: %w", q, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ceilMs is d in whole milliseconds, rounded up, so that a limit shorter
+// than 1ms still applies.
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// ClaimBatch takes one batch of queues, tried in order, whose task name is
+// in names, under a lease (claim_batch.lua), or returns nil when none is
+// due. A claim whose reply was lost is not sent again: its batch comes
+// back when the lease ends.
+func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.TaskNames) (*brokers.Batch, error) {
+	if names == nil || len(names.List()) == 0 {
+		return nil, nil
+	}
+	for _, q := range queues {
+		if err := ValidQueue(q); err != nil {
+			return nil, fmt.Errorf("claim a batch: %w", err)
+		}
+	}
+	lease := s.opts.LeaseDuration
+	for _, q := range queues {
+		qk := s.keys.queue(q)
+		args := make([]interface{}, 0, 5+len(names.List()))
+		args = append(args, qk.agg, qk.task, lease.Milliseconds(), randomHex(12), randomHex(12))
+		for _, n := range names.List() {
+			args = append(args, n)
+		}
+		start := time.Now()
+		cmd := s.batch.repl.eval(ctx, s.client, true, claimBatchScript, []string{qk.aggPolicies, qk.aggGroups, qk.paused}, args)
+		err := cmd.Err()
+		var c *claimedBatch
+		if err == nil {
+			c, err = parseClaimBatchReply(cmd.Val())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim a batch of queue %s: %w", q, err)
+		}
+		if c == nil {
+			continue
+		}
+		b := &brokers.Batch{
+			ID:        c.id,
+			Queue:     q,
+			Name:      c.name,
+			Key:       c.key,
+			Lease:     brokers.NewLease(c.token, start.Add(lease)),
+			Failed:    c.failed,
+			Recovered: c.recovered,
+		}
+		for _, m := range c.members {
+			sig, err := tasks.DecodeSignature([]byte(m.msg))
+			if err != nil {
+				// The batch is the aggregator's to judge: the member is
+				// kept, as much of it as is known.
+				sig = &tasks.Signature{Name: c.name}
+			}
+			sig.UUID, sig.RoutingKey, sig.AggregationKey = m.id, q, c.key
+			b.Members = append(b.Members, sig)
+		}
+		return b, nil
+	}
+	return nil, nil
+}
+
+// NextDue returns when the next group or batch of queues whose task name
+// is in names becomes due, or the zero time when none waits: one
+// pipeline.
+func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.TaskNames) (time.Time, error) {
+	if names == nil || len(names.List()) == 0 {
+		return time.Time{}, nil
+	}
+	pipe := s.client.Pipeline()
+	type firstsOf struct {
+		paused *goredis.IntCmd
+		firsts []*goredis.ZSliceCmd
+	}
+	var all []firstsOf
+	for _, q := range queues {
+		if err := ValidQueue(q); err != nil {
+			return time.Time{}, fmt.Errorf("next due batch: %w", err)
+		}
+		qk := s.keys.queue(q)
+		f := firstsOf{paused: pipe.Exists(ctx, qk.paused)}
+		for _, n := range names.List() {
+			f.firsts = append(f.firsts, pipe.ZRangeWithScores(ctx, qk.aggDue(n), 0, 0), pipe.ZRangeWithScores(ctx, qk.aggBatches(n), 0, 0))
+		}
+		all = append(all, f)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return time.Time{}, fmt.Errorf("next due batch of %v: %w", queues, err)
+	}
+	var next time.Time
+	for _, f := range all {
+		if f.paused.Val() == 1 {
+			continue // a paused queue's batches wait
+		}
+		for _, cmd := range f.firsts {
+			zs := cmd.Val()
+			if len(zs) == 0 {
+				continue
+			}
+			if t := time.UnixMilli(int64(zs[0].Score)); next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return next, nil
+}
+
+// CompleteBatch publishes aggregate and forgets b's members, in one step,
+// only while the caller holds b's lease (complete_batch.lua). The
+// aggregate goes to its own queue, which on Redis Cluster must be b's
+// (one script touches one slot).
+func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature) error {
+	what := "complete batch " + b.ID
+	if err := checkSig(aggregate); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := ValidQueue(aggregate.RoutingKey); err != nil {
+		return fmt.Errorf("%s: aggregate %s: %w", what, aggregate.UUID, err)
+	}
+	if aggregate.AggregationKey != "" {
+		return fmt.Errorf("%s: aggregate %s has AggregationKey %q: an aggregate is no member", what, aggregate.UUID, aggregate.AggregationKey)
+	}
+	if aggregate.RoutingKey != b.Queue && !s.oneNode {
+		return fmt.Errorf("%s: aggregate %s goes to queue %s, not the batch's %s: only on a single Redis server", what, aggregate.UUID, aggregate.RoutingKey, b.Queue)
+	}
+	msg, err := tasks.EncodeSignature(aggregate)
+	if err != nil {
+		return fmt.Errorf("%s: aggregate %s: %w", what, aggregate.UUID, err)
+	}
+	var eta int64
+	if aggregate.ETA != nil {
+		eta = msOf(*aggregate.ETA)
+	}
+	if err := s.registerQueue(ctx, aggregate.RoutingKey); err != nil {
+		return err
+	}
+	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
+	keys := []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, ak.task + aggregate.UUID,
+		ak.pending, ak.scheduled, ak.archived, ak.notify}
+	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", what, err)
+	case code == statusDuplicate:
+		return fmt.Errorf("%s: %w", what, statusError(code, aggregate.UUID))
+	}
+	return batchSettled(b, what, code)
+}
+
+// RetryBatch gives b back, whole, to be taken again from at, only while
+// the caller holds b's lease (retry_batch.lua).
+func (s *Store) RetryBatch(ctx context.Context, b *brokers.Batch, at time.Time, errMsg string) error {
+	what := "retry batch " + b.ID
+	qk := s.keys.queue(b.Queue)
+	code, err := s.settleBatch(ctx, "retry_batch", retryBatchScript, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name)},
+		b.ID, b.Lease.Token(), msOf(at), errMsg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return batchSettled(b, what, code)
+}
+
+// ArchiveBatch keeps b's members as dead letters of b's queue with reason,
+// only while the caller holds b's lease (archive_batch.lua).
+func (s *Store) ArchiveBatch(ctx context.Context, b *brokers.Batch, reason string) error {
+	what := "archive batch " + b.ID
+	qk := s.keys.queue(b.Queue)
+	code, err := s.settleBatch(ctx, "archive_batch", archiveBatchScript, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, qk.archived},
+		b.ID, b.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return batchSettled(b, what, code)
+}
+
+// settleBatch runs script (name.lua), a settle script of batch b, as
+// runSettle runs a task's: never sent twice by go-redis, and sent again with its "again"
+// argument set after an error that leaves unknown whether it ran, while
+// b's lease is held. It returns the script's status code.
+func (s *Store) settleBatch(ctx context.Context, name string, script *goredis.Script, b *brokers.Batch, keys []string, args ...interface{}) (int64, error) {
+	if err := ValidQueue(b.Queue); err != nil {
+		return 0, err
+	}
+	args = append([]interface{}{"0"}, args...)
+	var cmd *goredis.Cmd
+	err := again(ctx, func() error {
+		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
+		return cmd.Err()
+	}, retry{while: b.Lease.Valid, before: func() { args[0] = "1" }})
+	if err != nil {
+		return 0, err
+	}
+	codes := []int64{statusOK, statusLeaseLost}
+	if script == completeBatchScript {
+		codes = append(codes, statusDuplicate)
+	}
+	return parseStatusReply(name, cmd.Val(), codes...)
+}
+
+// batchSettled finishes a settle of b with status code: its lease is
+// released on success and marked lost when Redis refused it.
+func batchSettled(b *brokers.Batch, what string, code int64) error {
+	switch code {
+	case statusOK:
+		b.Lease.Release()
+		return nil
+	case statusLeaseLost:
+		b.Lease.Lose()
+		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+	}
+	return fmt.Errorf("%s: unexpected script status %d", what, code)
+}
+
+// Aggregations lists queue's groups with waiting members, by name then
+// key: two round trips, one pipeline reading each group.
+func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.AggregationInfo, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	qk := s.keys.queue(queue)
+	groups, err := s.client.SMembers(ctx, qk.aggGroups).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the aggregation groups of %s: %w", queue, err)
+	}
+	type read struct {
+		info           *brokers.AggregationInfo
+		size           *goredis.IntCmd
+		oldest, newest *goredis.ZSliceCmd
+		due            *goredis.FloatCmd
+	}
+	reads := make([]read, 0, len(groups))
+	pipe := s.client.Pipeline()
+	for _, g := range groups {
+		name, key, ok := strings.Cut(g, "\n")
+		if !ok {
+			continue
+		}
+		members := qk.aggGroup(name, key)
+		reads = append(reads, read{
+			info:   &brokers.AggregationInfo{Queue: queue, Name: name, Key: key},
+			size:   pipe.ZCard(ctx, members),
+			oldest: pipe.ZRangeWithScores(ctx, members, 0, 0),
+			newest: pipe.ZRangeWithScores(ctx, members, -1, -1),
+			due:    pipe.ZScore(ctx, qk.aggDue(name), key),
+		})
+	}
+	if len(reads) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("read the aggregation groups of %s: %w", queue, err)
+	}
+	var out []*brokers.AggregationInfo
+	for _, r := range reads {
+		oldest, newest := r.oldest.Val(), r.newest.Val()
+		if r.size.Val() == 0 || len(oldest) == 0 || len(newest) == 0 {
+			continue // emptied between the reads
+		}
+		r.info.Size = clampInt(r.size.Val())
+		r.info.Oldest, r.info.Newest = joinTime(oldest[0].Score), joinTime(newest[0].Score)
+		if due, err := r.due.Result(); err == nil {
+			r.info.Due = time.UnixMilli(int64(due))
+		}
+		out = append(out, r.info)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out, nil
+}
+
+// joinTime is the time of a member's join stamp (ms × 1000 plus a
+// sequence number; lua/lib/aggregate.lua).
+func joinTime(stamp float64) time.Time { return time.UnixMilli(int64(stamp) / 1000) }
+
+// aggregating reads the count of members waiting or in batches of qk's
+// queue from cmd, a GET of qk.aggCount: 0 when the key is missing.
+func aggregating(cmd *goredis.StringCmd) (int, error) {
+	v, err := cmd.Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, malformed("GET aggregation count", nil, "%s, want a decimal count", describe(v))
+	}
+	return clampInt(n), nil
+}

@@ -1,0 +1,49 @@
+-- archive_batch: for the holder of a batch's lease only, keep each of its
+-- members as a dead letter of its queue with a reason, as archive.lua
+-- keeps a task (their hashes still name their group: requeued, they join
+-- it again), forget the batch, and trim the archive by age and size.
+--
+-- KEYS[1] batch hash   KEYS[2] the batch name's batches zset
+-- KEYS[3] count of members (P .. "count")   KEYS[4] archived zset
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle; see rdb's
+--         RunSettle)
+-- ARGV[2] batch id
+-- ARGV[3] fencing token
+-- ARGV[4] reason
+-- ARGV[5] maximum age of dead letters in ms
+-- ARGV[6] maximum number of dead letters
+-- ARGV[7] task hash key prefix
+--
+-- Returns: 0 done; 2 the caller does not hold the lease.
+-- Complexity: O(M log A) for M members, plus O(T) for T dead letters
+-- trimmed.
+local now = now_ms()
+local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+if refused then
+	return refused
+end
+local ids = cjson.decode(redis.call("HGET", KEYS[1], "msg"))
+for _, id in ipairs(ids) do
+	local key = ARGV[7] .. id
+	if redis.call("EXISTS", key) == 1 then
+		redis.call("HSET", key, "state", "archived", "error", ARGV[4], "failed_at", now, "settled", ARGV[3])
+		redis.call("ZADD", KEYS[4], now, id)
+	end
+end
+redis.call("DECRBY", KEYS[3], #ids)
+redis.call("ZREM", KEYS[2], ARGV[2])
+redis.call("DEL", KEYS[1])
+local old = redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", now - tonumber(ARGV[5]))
+for _, id in ipairs(old) do
+	redis.call("DEL", ARGV[7] .. id)
+end
+redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now - tonumber(ARGV[5]))
+local excess = redis.call("ZCARD", KEYS[4]) - tonumber(ARGV[6])
+if excess > 0 then
+	for _, id in ipairs(redis.call("ZRANGE", KEYS[4], 0, excess - 1)) do
+		redis.call("DEL", ARGV[7] .. id)
+	end
+	redis.call("ZREMRANGEBYRANK", KEYS[4], 0, excess - 1)
+end
+return 0

@@ -1,0 +1,43 @@
+-- complete_batch: for the holder of a batch's lease only, publish the
+-- aggregate built from it and forget the batch and its members, in one
+-- step (lib/aggregate.lua). The aggregate is published as enqueue.lua
+-- publishes a task (lib/queue.lua's held and put), without its state: a
+-- task its queue holds is refused and nothing changes.
+--
+-- KEYS[1] batch hash   KEYS[2] the batch name's batches zset
+-- KEYS[3] count of members (P .. "count")
+-- KEYS[4] the aggregate's task hash
+-- KEYS[5] the aggregate queue's pending list   KEYS[6] scheduled zset
+-- KEYS[7] archived zset   KEYS[8] notify list
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle; see rdb's
+--         RunSettle)
+-- ARGV[2] batch id
+-- ARGV[3] fencing token (kept as the aggregate's publish token, pub)
+-- ARGV[4] task hash key prefix of the batch's queue
+-- ARGV[5] the aggregate's id   ARGV[6] its message (JSON signature)
+-- ARGV[7] its ETA in ms since the epoch (0: now)
+--
+-- Returns: 0 done; 1 the aggregate's queue holds a task with its id; 2
+-- the caller does not hold the lease.
+-- Complexity: O(M) for M members, plus O(log B + log S).
+local now = now_ms()
+local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+if refused then
+	return refused
+end
+local busy, archived = held(KEYS[4])
+if busy then
+	return 1
+end
+if put(KEYS[5], KEYS[6], KEYS[7], KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), archived, ARGV[3], now) then
+	wake(KEYS[8])
+end
+local ids = cjson.decode(redis.call("HGET", KEYS[1], "msg"))
+for _, id in ipairs(ids) do
+	redis.call("DEL", ARGV[4] .. id)
+end
+redis.call("DECRBY", KEYS[3], #ids)
+redis.call("ZREM", KEYS[2], ARGV[2])
+redis.call("DEL", KEYS[1])
+return 0

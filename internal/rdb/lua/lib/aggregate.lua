@@ -1,0 +1,102 @@
+-- Aggregation (rdb's aggregate.go). A queue's aggregation keys start with
+-- its aggregation prefix P, "<prefix>:{<queue>}:agg:": P .. "policies"
+-- (hash: task name → "<till ms> <max size> <max delay ms> <grace ms>"),
+-- P .. "groups" (set of the groups with waiting members), P .. "count"
+-- (members waiting or in batches), P .. "group:" .. g (zset: a group's
+-- waiting member ids by join stamp), P .. "due:" .. name (zset: the keys of
+-- name's groups that will be due, by due time in ms), P .. "batches:" ..
+-- name (zset: name's batch ids by lease end or retry time, ms) and
+-- P .. "batch:" .. id (hash: name, key, msg (the member ids, oldest first,
+-- as a JSON array), lease, lease_exp, settled, failed, recovered, error).
+-- A group g is "<name>\n<key>" (task names hold no newline). A member's
+-- join stamp is when it joined, in ms, times 1000 plus a sequence number,
+-- so members that join in the same millisecond keep their order; its task
+-- hash keeps it (joined) and its group (group).
+
+-- agg_prefix returns the aggregation prefix of the queue whose task hash
+-- prefix is task_prefix ("<prefix>:{<queue>}:t:").
+local function agg_prefix(task_prefix)
+	return string.sub(task_prefix, 1, -3) .. "agg:"
+end
+
+-- agg_split returns the name and key of group g.
+local function agg_split(g)
+	local i = string.find(g, "\n", 1, true)
+	return string.sub(g, 1, i - 1), string.sub(g, i + 1)
+end
+
+-- agg_policy returns the policy last announced for name on P's queue,
+-- {till, size, delay, grace, rule} (ms; rule is the text after till), or
+-- nil when none was.
+local function agg_policy(P, name)
+	local v = redis.call("HGET", P .. "policies", name)
+	if not v then
+		return nil
+	end
+	local till, size, delay, grace = string.match(v, "^(%d+) (%d+) (%d+) (%d+)$")
+	if not till then
+		return nil
+	end
+	return { till = tonumber(till), size = tonumber(size), delay = tonumber(delay), grace = tonumber(grace),
+		rule = size .. " " .. delay .. " " .. grace }
+end
+
+-- agg_schedule files group g in its name's due index by when its policy
+-- makes it due (full: when its MaxSize-th member joined; its oldest
+-- member's join plus MaxDelay; its newest's plus GracePeriod; the
+-- soonest), or takes it out when it is never due. An empty group leaves
+-- the set of groups.
+local function agg_schedule(P, g)
+	local name, key = agg_split(g)
+	local members = P .. "group:" .. g
+	local due_key = P .. "due:" .. name
+	local n = redis.call("ZCARD", members)
+	if n == 0 then
+		redis.call("SREM", P .. "groups", g)
+		redis.call("ZREM", due_key, key)
+		return
+	end
+	local policy = agg_policy(P, name)
+	local due
+	local function sooner(rank, delay)
+		local m = redis.call("ZRANGE", members, rank, rank, "WITHSCORES")
+		local t = math.floor(tonumber(m[2]) / 1000) + delay
+		if not due or t < due then
+			due = t
+		end
+	end
+	if policy then
+		if policy.size > 0 and n >= policy.size then
+			sooner(policy.size - 1, 0)
+		end
+		if policy.delay > 0 then
+			sooner(0, policy.delay)
+		end
+		if policy.grace > 0 then
+			sooner(-1, policy.grace)
+		end
+	end
+	if due then
+		redis.call("ZADD", due_key, due, key)
+	else
+		redis.call("ZREM", due_key, key)
+	end
+end
+
+-- agg_join adds task id (its hash task_key) to group g with join stamp
+-- stamp or, when stamp is nil, as the group's newest member now. The
+-- caller files the group (agg_schedule) once it has added its members.
+local function agg_join(P, g, task_key, id, stamp, now)
+	local members = P .. "group:" .. g
+	if not stamp then
+		stamp = now * 1000
+		local last = redis.call("ZRANGE", members, -1, -1, "WITHSCORES")
+		if last[2] and tonumber(last[2]) >= stamp then
+			stamp = tonumber(last[2]) + 1
+		end
+	end
+	redis.call("ZADD", members, stamp, id)
+	redis.call("SADD", P .. "groups", g)
+	redis.call("INCR", P .. "count")
+	redis.call("HSET", task_key, "state", "aggregating", "group", g, "joined", string.format("%d", stamp))
+end

@@ -1,0 +1,25 @@
+-- retry_batch: for the holder of a batch's lease only, give the batch back
+-- whole, to be taken again (claim_batch.lua) from a given time, after its
+-- aggregator failed (lib/aggregate.lua).
+--
+-- KEYS[1] batch hash   KEYS[2] the batch name's batches zset
+-- ARGV[1] "1" when the caller runs this again, not knowing whether its
+--         first run happened (lib/fence.lua's check_settle; see rdb's
+--         RunSettle)
+-- ARGV[2] batch id
+-- ARGV[3] fencing token
+-- ARGV[4] when it may be taken again, in ms since the epoch
+-- ARGV[5] error message
+--
+-- Returns: 0 done; 2 the caller does not hold the lease.
+-- Complexity: O(log B).
+local now = now_ms()
+local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+if refused then
+	return refused
+end
+redis.call("HDEL", KEYS[1], "lease", "lease_exp")
+redis.call("HSET", KEYS[1], "error", ARGV[5], "settled", ARGV[3])
+redis.call("HINCRBY", KEYS[1], "failed", 1)
+redis.call("ZADD", KEYS[2], ARGV[4], ARGV[2])
+return 0

@@ -1,0 +1,452 @@
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// The aggregation suite: iface.Aggregator's contract (see the top of
+// iface/aggregate.go).
+
+func aggregationTests() []struct {
+	name string
+	run  func(*testing.T, *suite)
+} {
+	return []struct {
+		name string
+		run  func(*testing.T, *suite)
+	}{
+		{"AggregationNeedsAnAggregator", testAggregationNeedsAnAggregator},
+		{"AggregationMaxSize", testAggregationMaxSize},
+		{"AggregationGracePeriod", testAggregationGracePeriod},
+		{"AggregationMaxDelay", testAggregationMaxDelay},
+		{"AggregationCompleteBatch", testAggregationCompleteBatch},
+		{"AggregationLeaseEndsBatchTakenAgainWhole", testAggregationLeaseEnds},
+		{"AggregationRetryBatch", testAggregationRetryBatch},
+		{"AggregationArchiveBatch", testAggregationArchiveBatch},
+		{"AggregationETA", testAggregationETA},
+		{"AggregationConcurrentClaimers", testAggregationConcurrentClaimers},
+		{"AggregationPaused", testAggregationPaused},
+	}
+}
+
+// member returns a member of the group name/key of queue.
+func member(queue, name, key string) *tasks.Signature {
+	sig := newSig(queue, name)
+	sig.AggregationKey = key
+	return sig
+}
+
+func announce(t *testing.T, b Broker, queue string, policies map[string]iface.AggregationPolicy) {
+	t.Helper()
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{queue}, policies, time.Minute))
+}
+
+// claim calls ClaimBatch once, failing the test on an error.
+func claim(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) *iface.Batch {
+	t.Helper()
+	batch, err := b.ClaimBatch(context.Background(), queues, names)
+	if err != nil {
+		t.Fatalf("ClaimBatch(%v): %v", queues, err)
+	}
+	return batch
+}
+
+// claimEventually polls ClaimBatch until it returns a batch.
+func claimEventually(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) *iface.Batch {
+	t.Helper()
+	var batch *iface.Batch
+	eventually(t, fmt.Sprintf("a batch of %v to be due", queues), func() bool {
+		batch = claim(t, b, names, queues...)
+		return batch != nil
+	})
+	return batch
+}
+
+func wantBatch(t *testing.T, what string, batch *iface.Batch, queue, name, key string, members ...*tasks.Signature) {
+	t.Helper()
+	if batch == nil {
+		t.Fatalf("%s: no batch, want one of %d members", what, len(members))
+	}
+	if batch.ID == "" || batch.Queue != queue || batch.Name != name || batch.Key != key {
+		t.Fatalf("%s: batch %q of %q %q/%q, want an ID and %q %q/%q", what, batch.ID, batch.Queue, batch.Name, batch.Key, queue, name, key)
+	}
+	if batch.Lease == nil || !batch.Lease.Valid() {
+		t.Fatalf("%s: batch without a valid lease", what)
+	}
+	wantOrder(t, what, sigUUIDs(batch.Members), sigUUIDs(members))
+	for i, m := range batch.Members {
+		sameSignature(t, fmt.Sprintf("%s: member %d", what, i), m, members[i])
+	}
+}
+
+func noBatch(t *testing.T, what string, b Broker, names *iface.TaskNames, queues ...string) {
+	t.Helper()
+	if batch := claim(t, b, names, queues...); batch != nil {
+		t.Fatalf("%s: ClaimBatch took batch %s of %d members (%s/%s), want none", what, batch.ID, len(batch.Members), batch.Name, batch.Key)
+	}
+}
+
+func testAggregationNeedsAnAggregator(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	m := member(q, "notify", "alice")
+	if err := b.Publish(context.Background(), m); !errors.Is(err, iface.ErrNoAggregator) {
+		t.Fatalf("Publish of a member no worker aggregates: %v, want ErrNoAggregator", err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+	// An announcement on another queue, or of another name, does not do.
+	other := queueName(t, "other")
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{other}, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}}, time.Minute))
+	announce(t, b, q, map[string]iface.AggregationPolicy{"index": {MaxSize: 2}})
+	if err := b.Publish(context.Background(), m); !errors.Is(err, iface.ErrNoAggregator) {
+		t.Fatalf("Publish of a member aggregated on another queue only: %v, want ErrNoAggregator", err)
+	}
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	publish(t, b, m)
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+	if err := b.Publish(context.Background(), m); !errors.Is(err, iface.ErrDuplicateTask) {
+		t.Fatalf("Publish of a member already waiting: %v, want ErrDuplicateTask", err)
+	}
+	// A member is no pending task: Fetch does not take it.
+	fetchNone(t, b, q)
+	// An announcement lasts its ttl.
+	expiring := queueName(t, "expiring")
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{expiring}, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}}, 100*time.Millisecond))
+	eventually(t, "the announcement to end", func() bool {
+		return errors.Is(b.Publish(context.Background(), member(expiring, "notify", "bob")), iface.ErrNoAggregator)
+	})
+}
+
+func testAggregationMaxSize(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 3}})
+	var alice []*tasks.Signature
+	for i := 0; i < 7; i++ {
+		alice = append(alice, member(q, "notify", "alice"))
+	}
+	bob := member(q, "notify", "bob")
+	publish(t, b, alice[0], alice[1], bob)
+	noBatch(t, "two members of 3", b, names, q)
+	if due, err := b.NextDue(context.Background(), []string{q}, names); err != nil || !due.IsZero() {
+		t.Fatalf("NextDue of groups due by size only: %v, %v; want the zero time", due, err)
+	}
+	publish(t, b, alice[2])
+	noBatch(t, "a full group, to a worker without its name", b, iface.NewTaskNames([]string{"index"}), q)
+	first := claim(t, b, names, q)
+	wantBatch(t, "the full group", first, q, "notify", "alice", alice[:3]...)
+	noBatch(t, "after the full group was taken", b, names, q)
+
+	// Four more: a batch takes the oldest 3, the fourth waits.
+	publish(t, b, alice[3:]...)
+	second := claim(t, b, names, q)
+	wantBatch(t, "the group refilled", second, q, "notify", "alice", alice[3:6]...)
+	if second.ID == first.ID {
+		t.Fatalf("two batches share ID %s", first.ID)
+	}
+	noBatch(t, "one member left", b, names, q)
+	info := aggregations(t, b, q)
+	if len(info) != 2 || info[0].Key != "alice" || info[0].Size != 1 || info[1].Key != "bob" || info[1].Size != 1 {
+		t.Fatalf("Aggregations: %s, want alice (1) and bob (1)", describeAggregations(info))
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 8})
+}
+
+func testAggregationGracePeriod(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	const grace = 300 * time.Millisecond
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
+	m1 := member(q, "notify", "alice")
+	joined := time.Now()
+	publish(t, b, m1)
+	noBatch(t, "at once", b, names, q)
+	due, err := b.NextDue(context.Background(), []string{q}, names)
+	if err != nil || !near(due, joined.Add(grace), 250*time.Millisecond) {
+		t.Fatalf("NextDue = %v, %v; want about %v", due, err, joined.Add(grace))
+	}
+	info := aggregations(t, b, q)
+	if len(info) != 1 || info[0].Size != 1 || !near(info[0].Due, due, 5*time.Millisecond) {
+		t.Fatalf("Aggregations: %s, want one group of 1 due %v", describeAggregations(info), due)
+	}
+	batch := claimEventually(t, b, names, q)
+	if since := time.Since(joined); since < grace {
+		t.Fatalf("batch taken %v after its member joined, before the grace period (%v)", since, grace)
+	}
+	wantBatch(t, "after the grace period", batch, q, "notify", "alice", m1)
+}
+
+func testAggregationMaxDelay(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	const maxDelay = 400 * time.Millisecond
+	// The grace period alone would keep the group waiting while members
+	// arrive more often than it; MaxDelay releases it.
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxDelay: maxDelay, GracePeriod: time.Hour}})
+	first := time.Now()
+	var members []*tasks.Signature
+	var batch *iface.Batch
+	for batch == nil {
+		m := member(q, "notify", "alice")
+		publish(t, b, m)
+		members = append(members, m)
+		batch = claim(t, b, names, q)
+		if batch == nil {
+			waitUntil(time.Now().Add(50 * time.Millisecond))
+		}
+		if time.Since(first) > waitLong {
+			t.Fatalf("no batch %v after the oldest member joined", waitLong)
+		}
+	}
+	if since := time.Since(first); since < maxDelay {
+		t.Fatalf("batch taken %v after its oldest member joined, before MaxDelay (%v)", since, maxDelay)
+	}
+	wantBatch(t, "after MaxDelay", batch, q, "notify", "alice", members...)
+}
+
+func testAggregationCompleteBatch(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	members := []*tasks.Signature{member(q, "notify", "alice"), member(q, "notify", "alice")}
+	publish(t, b, members...)
+	batch := claim(t, b, names, q)
+	wantBatch(t, "the full group", batch, q, "notify", "alice", members...)
+
+	aggregate := newSig(q, "notify_many")
+	must(t, "CompleteBatch", b.CompleteBatch(ctx, batch, aggregate))
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	d := fetchOne(t, b, q)
+	sameSignature(t, "the aggregate", d.Signature, aggregate)
+	ack(t, b, d)
+	wantSizes(t, b, q, iface.QueueInfo{})
+	if info := aggregations(t, b, q); len(info) != 0 {
+		t.Fatalf("Aggregations after the batch completed: %s, want none", describeAggregations(info))
+	}
+	// The members are forgotten: their UUIDs can be published again.
+	publish(t, b, members[0])
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+	// A batch is completed once.
+	err := b.CompleteBatch(ctx, batch, newSig(q, "notify_many"))
+	wantLost(t, "CompleteBatch of a completed batch", err, batch.Lease)
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+}
+
+func testAggregationLeaseEnds(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
+	publish(t, b, members...)
+	stale := claim(t, b, names, q)
+	wantBatch(t, "the full group", stale, q, "notify", "k", members...)
+	// More members wait meanwhile, in a group of their own.
+	later := member(q, "notify", "k")
+	publish(t, b, later)
+
+	// The worker holding it dies: when its lease ends the batch is taken
+	// again whole, under a new lease; the member that joined later is not
+	// in it.
+	again := claimEventually(t, b, names, q)
+	if again.ID != stale.ID || again.Recovered != 1 {
+		t.Fatalf("batch taken again as %s (Recovered %d), want %s (Recovered 1)", again.ID, again.Recovered, stale.ID)
+	}
+	wantBatch(t, "the batch taken again", again, q, "notify", "k", members...)
+	if again.Lease.Token() == stale.Lease.Token() {
+		t.Fatal("the batch taken again has its first lease's token")
+	}
+	err := b.CompleteBatch(ctx, stale, newSig(q, "agg"))
+	wantLost(t, "CompleteBatch under the ended lease", err, stale.Lease)
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 3})
+	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Aggregating: 1})
+}
+
+func testAggregationRetryBatch(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
+	publish(t, b, members...)
+	batch := claim(t, b, names, q)
+	at := time.Now().Add(300 * time.Millisecond)
+	must(t, "RetryBatch", b.RetryBatch(ctx, batch, at, "the aggregator failed"))
+	err := b.RetryBatch(ctx, batch, at, "again")
+	wantLost(t, "RetryBatch of a batch given back", err, batch.Lease)
+	noBatch(t, "before the retry is due", b, names, q)
+	due, err := b.NextDue(ctx, []string{q}, names)
+	if err != nil || !near(due, at, 250*time.Millisecond) {
+		t.Fatalf("NextDue with a batch to retry = %v, %v; want about %v", due, err, at)
+	}
+	again := claimEventually(t, b, names, q)
+	if time.Now().Before(at) {
+		t.Fatal("the batch was taken again before its retry")
+	}
+	if again.ID != batch.ID || again.Failed != 1 {
+		t.Fatalf("batch taken again as %s (Failed %d), want %s (Failed 1)", again.ID, again.Failed, batch.ID)
+	}
+	wantBatch(t, "the retried batch", again, q, "notify", "k", members...)
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 2})
+}
+
+func testAggregationArchiveBatch(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
+	publish(t, b, members...)
+	batch := claim(t, b, names, q)
+	must(t, "ArchiveBatch", b.ArchiveBatch(ctx, batch, "the aggregator panicked"))
+	wantSizes(t, b, q, iface.QueueInfo{Archived: 2})
+	archived := list(t, b, q, iface.StatusArchived)
+	got := infoUUIDs(archived)
+	sort.Strings(got)
+	want := sigUUIDs(members)
+	sort.Strings(want)
+	wantOrder(t, "archived members", got, want)
+	for _, info := range archived {
+		if info.LastError != "the aggregator panicked" {
+			t.Fatalf("archived member %s: LastError %q, want the reason", info.Signature.UUID, info.LastError)
+		}
+	}
+	err := b.ArchiveBatch(ctx, batch, "again")
+	wantLost(t, "ArchiveBatch of an archived batch", err, batch.Lease)
+	// Requeued, they join their group again.
+	n, err := b.RequeueArchived(ctx, q)
+	if err != nil || n != 2 {
+		t.Fatalf("RequeueArchived: %d, %v; want 2", n, err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 2})
+	wantBatch(t, "the requeued members", claimEventually(t, b, names, q), q, "notify", "k", members...)
+}
+
+func testAggregationETA(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	eta := time.Now().Add(300 * time.Millisecond)
+	later := member(q, "notify", "k")
+	later.ETA = &eta
+	now := member(q, "notify", "k")
+	publish(t, b, later, now)
+	wantSizes(t, b, q, iface.QueueInfo{Scheduled: 1, Aggregating: 1})
+	noBatch(t, "before the ETA", b, names, q)
+	batch := claimEventually(t, b, names, q)
+	if time.Now().Before(eta) {
+		t.Fatal("a member joined its group before its ETA")
+	}
+	wantBatch(t, "with the member that became due", batch, q, "notify", "k", now, later)
+}
+
+func testAggregationConcurrentClaimers(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	const keys, perKey = 20, 5
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: perKey}})
+	var all []*tasks.Signature
+	for k := 0; k < keys; k++ {
+		for i := 0; i < perKey; i++ {
+			all = append(all, member(q, "notify", fmt.Sprintf("key%d", k)))
+		}
+	}
+	publish(t, b, all...)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var batches int
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			for {
+				batch, err := b.ClaimBatch(ctx, []string{q}, names)
+				if err != nil {
+					t.Errorf("ClaimBatch: %v", err)
+					return
+				}
+				if batch == nil {
+					return
+				}
+				if err := b.CompleteBatch(ctx, batch, newSig(q, "agg")); err != nil {
+					t.Errorf("CompleteBatch: %v", err)
+					return
+				}
+				mu.Lock()
+				batches++
+				for _, m := range batch.Members {
+					seen[m.UUID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if batches != keys {
+		t.Fatalf("%d batches, want %d", batches, keys)
+	}
+	for _, m := range all {
+		if seen[m.UUID] != 1 {
+			t.Fatalf("member %s in %d batches, want 1", m.UUID, seen[m.UUID])
+		}
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: keys})
+}
+
+func aggregations(t *testing.T, b Broker, queue string) []*iface.AggregationInfo {
+	t.Helper()
+	info, err := b.Aggregations(context.Background(), queue)
+	if err != nil {
+		t.Fatalf("Aggregations(%s): %v", queue, err)
+	}
+	return info
+}
+
+func describeAggregations(info []*iface.AggregationInfo) string {
+	s := "["
+	for i, a := range info {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s/%s size %d due %v", a.Name, a.Key, a.Size, a.Due)
+	}
+	return s + "]"
+}
+
+// A paused queue's batches wait, as its pending tasks do.
+func testAggregationPaused(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
+	publish(t, b, members...)
+	must(t, "PauseQueue", b.PauseQueue(ctx, q))
+	noBatch(t, "a due group of a paused queue", b, names, q)
+	if due, err := b.NextDue(ctx, []string{q}, names); err != nil || !due.IsZero() {
+		t.Fatalf("NextDue of a paused queue = %v, %v; want the zero time", due, err)
+	}
+	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
+	wantBatch(t, "after resuming", claim(t, b, names, q), q, "notify", "k", members...)
+}

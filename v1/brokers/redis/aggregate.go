@@ -1,0 +1,85 @@
+package redisbroker
+
+import (
+	"context"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+var _ iface.Aggregator = (*Broker)(nil)
+
+// AnnounceAggregators records that a worker alive aggregates each task name
+// of policies on queues, with that policy, for ttl; see iface.Aggregator.
+func (b *Broker) AnnounceAggregators(ctx context.Context, queues []string, policies map[string]iface.AggregationPolicy, ttl time.Duration) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.AnnounceAggregators(ctx, queues, policies, ttl))
+}
+
+// ClaimBatch takes one due batch of queues, in order, whose task name is in
+// names, under a lease, or returns nil. It starts the queues' maintenance,
+// as Fetch does, so that members with an ETA join their groups when due.
+func (b *Broker) ClaimBatch(ctx context.Context, queues []string, names *iface.TaskNames) (*iface.Batch, error) {
+	if len(queues) == 0 {
+		return nil, iface.ErrNoQueue
+	}
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	batch, err := b.store.ClaimBatch(ctx, queues, names)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	b.maintain(queues)
+	return batch, nil
+}
+
+// NextDue returns when the next group or batch of queues whose task name is
+// in names becomes due, or the zero time.
+func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.TaskNames) (time.Time, error) {
+	if err := b.checkOpen(); err != nil {
+		return time.Time{}, err
+	}
+	due, err := b.store.NextDue(ctx, queues, names)
+	return due, wrap(err)
+}
+
+// CompleteBatch publishes aggregate and forgets batch's members in one
+// script, only while the caller holds batch's lease. On Redis Cluster the
+// aggregate must go to the batch's queue.
+func (b *Broker) CompleteBatch(ctx context.Context, batch *iface.Batch, aggregate *tasks.Signature) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.CompleteBatch(ctx, batch, aggregate))
+}
+
+// RetryBatch gives batch back, whole, to be taken again from at, only
+// while the caller holds its lease.
+func (b *Broker) RetryBatch(ctx context.Context, batch *iface.Batch, at time.Time, errMsg string) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.RetryBatch(ctx, batch, at, errMsg))
+}
+
+// ArchiveBatch keeps batch's members as dead letters with reason, only
+// while the caller holds its lease.
+func (b *Broker) ArchiveBatch(ctx context.Context, batch *iface.Batch, reason string) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.ArchiveBatch(ctx, batch, reason))
+}
+
+// Aggregations lists queue's groups with waiting members, by name then key.
+func (b *Broker) Aggregations(ctx context.Context, queue string) ([]*iface.AggregationInfo, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	info, err := b.store.Aggregations(ctx, queue)
+	return info, wrap(err)
+}

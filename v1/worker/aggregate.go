@@ -1,0 +1,203 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/retry"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// AggregatorFunc builds the task that runs in place of a batch of members
+// of one aggregation group: key is their AggregationKey, members their
+// signatures, oldest first. It returns the task to run, or an error (the
+// batch is tried again, then its members are archived with the error).
+type AggregatorFunc func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error)
+
+// Aggregation is an aggregator registered for a task name, with its policy.
+type Aggregation struct {
+	Policy brokers.AggregationPolicy
+	Func   AggregatorFunc
+}
+
+// AggregatorRegistry is a Registry that also holds aggregators, by the task
+// name of their members. A worker whose registry is one, on a broker that is
+// a brokers.Aggregator, announces them and builds the aggregates of its
+// queues' due groups.
+type AggregatorRegistry interface {
+	GetAggregators() map[string]Aggregation
+}
+
+// aggregators returns the registry's aggregators, or none.
+func (w *Worker) aggregators() map[string]Aggregation {
+	if r, ok := w.p.Tasks.(AggregatorRegistry); ok {
+		return r.GetAggregators()
+	}
+	return nil
+}
+
+// announceAggregators tells the broker the registry's aggregators, for a
+// LeaseDuration, when it aggregates and there are any.
+func (w *Worker) announceAggregators(ctx context.Context) error {
+	agg, ok := w.p.Broker.(brokers.Aggregator)
+	regs := w.aggregators()
+	if !ok || len(regs) == 0 {
+		return nil
+	}
+	policies := make(map[string]brokers.AggregationPolicy, len(regs))
+	for name, a := range regs {
+		policies[name] = a.Policy
+	}
+	if err := agg.AnnounceAggregators(ctx, w.p.Queues, policies, w.p.Config.LeaseDuration); err != nil {
+		return fmt.Errorf("worker: announce the aggregators: %w", err)
+	}
+	return nil
+}
+
+// aggregateLoop builds the aggregates of the due groups of the worker's
+// queues whose names it aggregates, one batch at a time, until ctx ends.
+// With nothing due it waits for the next due time, at most a poll period
+// (a group filled by a new member is due at once; it is found at the next
+// look).
+func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
+	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
+	fails := 0
+	for ctx.Err() == nil {
+		regs := w.aggregators()
+		names := brokers.NewTaskNames(slices.Collect(maps.Keys(regs)))
+		b, err := agg.ClaimBatch(ctx, w.p.Queues, names)
+		if err == nil && b != nil {
+			fails = 0
+			w.aggregate(ctx, agg, b, regs[b.Name])
+			continue
+		}
+		wait := poll
+		if err == nil {
+			var next time.Time
+			if next, err = agg.NextDue(ctx, w.p.Queues, names); err == nil && !next.IsZero() {
+				wait = max(min(wait, w.clock.Until(next)), time.Millisecond)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			fails++
+			w.reportError(fmt.Errorf("worker: aggregation: %w", err))
+			w.log.Warn("aggregation failed; trying again", slog.Any("error", err))
+			wait = min(poll*time.Duration(fails), 10*poll)
+		}
+		if !w.sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// aggregate builds b's aggregate with a and hands it to the broker: the
+// aggregate's PENDING state, then the members' states pointing at it, then
+// the aggregate published and the batch forgotten in one step. An
+// aggregator that fails or panics has its batch tried again after 1, 2, 3 …
+// seconds, AggregatorRetries times, then the members are archived, their
+// states FAILURE with the error.
+func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, a Aggregation) {
+	log := w.log.With(slog.String("batch", b.ID), slog.String("queue", b.Queue),
+		slog.String("task_name", b.Name), slog.String("aggregation_key", b.Key), slog.Int("members", len(b.Members)))
+	sctx, cancel := detach(ctx)
+	defer cancel()
+	aggregate, err := w.buildAggregate(ctx, b, a)
+	if err == nil {
+		err = w.publishAggregate(sctx, agg, b, aggregate)
+		if errors.Is(err, brokers.ErrLeaseLost) {
+			log.Warn("aggregation batch lost its lease; another worker builds it again", slog.Any("error", err))
+			return
+		}
+		if err == nil {
+			log.Debug("aggregated", slog.String("aggregate", aggregate.UUID))
+			return
+		}
+	}
+	w.reportError(fmt.Errorf("worker: aggregate batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
+	if b.Failed < w.p.Config.AggregatorRetries {
+		in := time.Duration(retry.FibonacciNext(b.Failed)) * time.Second
+		log.Warn("aggregator failed; the batch is tried again", slog.Any("error", err), slog.Duration("retry_in", in))
+		if rerr := agg.RetryBatch(sctx, b, w.clock.Now().Add(in), err.Error()); rerr != nil {
+			log.Error("giving the batch back failed; it is taken again when its lease ends", slog.Any("error", rerr))
+		}
+		return
+	}
+	reason := fmt.Sprintf("aggregator of %q failed %d times: %v", b.Name, b.Failed+1, err)
+	log.Error("aggregator failed for good; archiving the members", slog.String("reason", reason))
+	if aerr := agg.ArchiveBatch(sctx, b, reason); aerr != nil {
+		log.Error("archiving the members failed; the batch is taken again when its lease ends", slog.Any("error", aerr))
+		return
+	}
+	for _, m := range b.Members {
+		if serr := w.p.Backend.SetStateFailureContext(sctx, m, reason); serr != nil {
+			log.Error("writing a member's FAILURE failed", slog.String("task_id", m.UUID), slog.Any("error", serr))
+		}
+	}
+}
+
+// buildAggregate calls the aggregator, a panic becoming its error, under a
+// deadline of half the batch's lease, and readies what it returns: a UUID
+// derived from the batch (the same if the batch is built again after a
+// crash), b's queue unless it names another, and the Server's preparation.
+func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggregation) (aggregate *tasks.Signature, err error) {
+	if a.Func == nil {
+		return nil, fmt.Errorf("no aggregator of %q is registered here", b.Name)
+	}
+	actx, cancel := context.WithTimeout(ctx, w.p.Config.LeaseDuration/2)
+	defer cancel()
+	members := make([]*tasks.Signature, len(b.Members))
+	for i, m := range b.Members {
+		members[i] = tasks.CopySignature(m)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("aggregator panicked: %v", p)
+				w.log.Error("aggregator panicked", slog.String("batch", b.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			}
+		}()
+		aggregate, err = a.Func(actx, b.Key, members)
+	}()
+	switch {
+	case err != nil:
+		return nil, err
+	case aggregate == nil:
+		return nil, errors.New("aggregator returned no task")
+	}
+	if aggregate.UUID == "" {
+		aggregate.UUID = "aggregate_" + b.ID
+	}
+	if aggregate.RoutingKey == "" {
+		aggregate.RoutingKey = b.Queue
+	}
+	if w.p.PrepareFunc != nil {
+		w.p.PrepareFunc(aggregate)
+	}
+	if err := aggregate.Validate(); err != nil {
+		return nil, fmt.Errorf("aggregator returned a task that cannot be sent: %w", err)
+	}
+	return aggregate, nil
+}
+
+// publishAggregate writes the aggregate's PENDING state and the members'
+// states pointing at it (both safe to repeat), then publishes it and
+// forgets the batch, under the batch's lease.
+func (w *Worker) publishAggregate(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, aggregate *tasks.Signature) error {
+	if err := w.p.Backend.SetStatePendingContext(ctx, aggregate); err != nil {
+		return fmt.Errorf("set the aggregate's state: %w", err)
+	}
+	if err := w.p.Backend.SetStateAggregatedContext(ctx, aggregate.UUID, b.Members...); err != nil {
+		return fmt.Errorf("set the members' states: %w", err)
+	}
+	return agg.CompleteBatch(ctx, b, aggregate)
+}
