@@ -15,7 +15,10 @@ type AggregationPolicy = brokeriface.AggregationPolicy
 
 // AggregatorFunc builds the task that runs in place of a batch of members
 // (tasks sent with the same Name and AggregationKey to one queue): key is
-// their AggregationKey, members their signatures, oldest first. The task
+// their AggregationKey, members their signatures, oldest first, with
+// their Args as a worker receives them (from Redis, as JSON decodes them:
+// numbers are json.Number; tasks.ReflectValue converts a value to its
+// Arg's Type). The task
 // it returns runs as any task (retries, leases, archive); its UUID, if
 // left empty, derives from the batch, and its RoutingKey defaults to the
 // members' queue. An error (or a panic) has the batch tried again after

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -72,7 +73,34 @@ func run() error {
 			return "succeeded on attempt 3", nil
 		},
 		"now": func() (string, error) { return time.Now().Format("15:04:05.000"), nil },
+		// sum_all adds up an aggregated batch of numbers.
+		"sum_all": func(key string, numbers []int64) (string, error) {
+			var sum int64
+			for _, n := range numbers {
+				sum += n
+			}
+			return fmt.Sprintf("%s: %d numbers, sum %d", key, len(numbers), sum), nil
+		},
 	})
+	if err != nil {
+		return err
+	}
+	// Members of "count" sent with the same AggregationKey run as one
+	// sum_all, 5 at a time (or 200ms after the last one joined).
+	err = server.RegisterAggregator("count", machinery.AggregationPolicy{MaxSize: 5, GracePeriod: 200 * time.Millisecond},
+		func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			numbers := make([]int64, len(members))
+			for i, m := range members {
+				// On Redis, values arrive as JSON decodes them (numbers as
+				// json.Number): ReflectValue converts to the Arg's Type.
+				v, err := tasks.ReflectValue(m.Args[0].Type, m.Args[0].Value)
+				if err != nil {
+					return nil, err
+				}
+				numbers[i] = v.Int()
+			}
+			return &tasks.Signature{Name: "sum_all", Args: []tasks.Arg{{Type: "string", Value: key}, {Type: "[]int64", Value: numbers}}}, nil
+		})
 	if err != nil {
 		return err
 	}
@@ -188,6 +216,21 @@ func run() error {
 	}
 	fmt.Printf("delayed: sent at %s with ETA %s, ran at %v\n",
 		sentAt.Format("15:04:05.000"), eta.Format("15:04:05.000"), tasks.HumanReadableResults(out))
+
+	// Aggregation: five small tasks run as one, once a worker has told
+	// the broker it aggregates them.
+	<-worker.Started()
+	var last *result.AsyncResult
+	for i := int64(1); i <= 5; i++ {
+		sig := &tasks.Signature{Name: "count", AggregationKey: "visits", Args: []tasks.Arg{{Type: "int64", Value: i}}}
+		if last, err = server.SendTaskWithContext(ctx, sig); err != nil {
+			return err
+		}
+	}
+	if out, err = last.GetWithContext(ctx, poll); err != nil {
+		return err
+	}
+	fmt.Printf("batch:   %v\n", tasks.HumanReadableResults(out))
 
 	// Arguments that do not fit the function fail the task with a reason
 	// (and archive it) instead of panicking or hanging.
