@@ -45,6 +45,16 @@ func member(queue, name, key string) *tasks.Signature {
 	return sig
 }
 
+// fullGroupOfTwo announces "notify" with MaxSize 2 on queue and publishes a full
+// group of two members of key.
+func fullGroupOfTwo(t *testing.T, b Broker, queue, key string) []*tasks.Signature {
+	t.Helper()
+	announce(t, b, queue, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	members := []*tasks.Signature{member(queue, "notify", key), member(queue, "notify", key)}
+	publish(t, b, members...)
+	return members
+}
+
 func announce(t *testing.T, b Broker, queue string, policies map[string]iface.AggregationPolicy) {
 	t.Helper()
 	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{queue}, policies, time.Minute))
@@ -221,9 +231,7 @@ func testAggregationCompleteBatch(t *testing.T, s *suite) {
 	ctx := context.Background()
 	q := queueName(t, "q")
 	names := iface.NewTaskNames([]string{"notify"})
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
-	members := []*tasks.Signature{member(q, "notify", "alice"), member(q, "notify", "alice")}
-	publish(t, b, members...)
+	members := fullGroupOfTwo(t, b, q, "alice")
 	batch := claim(t, b, names, q)
 	wantBatch(t, "the full group", batch, q, "notify", "alice", members...)
 
@@ -251,9 +259,7 @@ func testAggregationLeaseEnds(t *testing.T, s *suite) {
 	ctx := context.Background()
 	q := queueName(t, "q")
 	names := iface.NewTaskNames([]string{"notify"})
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
-	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
-	publish(t, b, members...)
+	members := fullGroupOfTwo(t, b, q, "k")
 	stale := claim(t, b, names, q)
 	wantBatch(t, "the full group", stale, q, "notify", "k", members...)
 	// More members wait meanwhile, in a group of their own.
@@ -283,9 +289,7 @@ func testAggregationRetryBatch(t *testing.T, s *suite) {
 	ctx := context.Background()
 	q := queueName(t, "q")
 	names := iface.NewTaskNames([]string{"notify"})
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
-	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
-	publish(t, b, members...)
+	members := fullGroupOfTwo(t, b, q, "k")
 	batch := claim(t, b, names, q)
 	at := time.Now().Add(300 * time.Millisecond)
 	must(t, "RetryBatch", b.RetryBatch(ctx, batch, at, "the aggregator failed"))
@@ -312,9 +316,7 @@ func testAggregationArchiveBatch(t *testing.T, s *suite) {
 	ctx := context.Background()
 	q := queueName(t, "q")
 	names := iface.NewTaskNames([]string{"notify"})
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
-	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
-	publish(t, b, members...)
+	members := fullGroupOfTwo(t, b, q, "k")
 	batch := claim(t, b, names, q)
 	must(t, "ArchiveBatch", b.ArchiveBatch(ctx, batch, "the aggregator panicked"))
 	wantSizes(t, b, q, iface.QueueInfo{Archived: 2})
@@ -439,9 +441,7 @@ func testAggregationPaused(t *testing.T, s *suite) {
 	ctx := context.Background()
 	q := queueName(t, "q")
 	names := iface.NewTaskNames([]string{"notify"})
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
-	members := []*tasks.Signature{member(q, "notify", "k"), member(q, "notify", "k")}
-	publish(t, b, members...)
+	members := fullGroupOfTwo(t, b, q, "k")
 	must(t, "PauseQueue", b.PauseQueue(ctx, q))
 	noBatch(t, "a due group of a paused queue", b, names, q)
 	if due, err := b.NextDue(ctx, []string{q}, names); err != nil || !due.IsZero() {
