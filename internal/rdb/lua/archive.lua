@@ -22,16 +22,5 @@ redis.call("ZREM", KEYS[2], ARGV[2])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at", "outcome")
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", now, "settled", ARGV[3])
 redis.call("ZADD", KEYS[3], now, ARGV[2])
-local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[5]))
-for _, id in ipairs(old) do
-	redis.call("DEL", ARGV[7] .. id)
-end
-redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now - tonumber(ARGV[5]))
-local excess = redis.call("ZCARD", KEYS[3]) - tonumber(ARGV[6])
-if excess > 0 then
-	for _, id in ipairs(redis.call("ZRANGE", KEYS[3], 0, excess - 1)) do
-		redis.call("DEL", ARGV[7] .. id)
-	end
-	redis.call("ZREMRANGEBYRANK", KEYS[3], 0, excess - 1)
-end
+trim_archive(KEYS[3], ARGV[7], now, tonumber(ARGV[5]), tonumber(ARGV[6]))
 return 0

@@ -34,16 +34,5 @@ end
 redis.call("DECRBY", KEYS[3], #ids)
 redis.call("ZREM", KEYS[2], ARGV[2])
 redis.call("DEL", KEYS[1])
-local old = redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", now - tonumber(ARGV[5]))
-for _, id in ipairs(old) do
-	redis.call("DEL", ARGV[7] .. id)
-end
-redis.call("ZREMRANGEBYSCORE", KEYS[4], "-inf", now - tonumber(ARGV[5]))
-local excess = redis.call("ZCARD", KEYS[4]) - tonumber(ARGV[6])
-if excess > 0 then
-	for _, id in ipairs(redis.call("ZRANGE", KEYS[4], 0, excess - 1)) do
-		redis.call("DEL", ARGV[7] .. id)
-	end
-	redis.call("ZREMRANGEBYRANK", KEYS[4], 0, excess - 1)
-end
+trim_archive(KEYS[4], ARGV[7], now, tonumber(ARGV[5]), tonumber(ARGV[6]))
 return 0

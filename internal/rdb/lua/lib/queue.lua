@@ -57,3 +57,20 @@ local function given_or_all(zset, first)
 	end
 	return ids
 end
+
+-- trim_archive deletes the dead letters of the archive zset older than
+-- max_age ms, then the oldest beyond max_size, with their task hashes
+-- (task_prefix .. id).
+local function trim_archive(archived, task_prefix, now, max_age, max_size)
+	for _, id in ipairs(redis.call("ZRANGEBYSCORE", archived, "-inf", now - max_age)) do
+		redis.call("DEL", task_prefix .. id)
+	end
+	redis.call("ZREMRANGEBYSCORE", archived, "-inf", now - max_age)
+	local excess = redis.call("ZCARD", archived) - max_size
+	if excess > 0 then
+		for _, id in ipairs(redis.call("ZRANGE", archived, 0, excess - 1)) do
+			redis.call("DEL", task_prefix .. id)
+		end
+		redis.call("ZREMRANGEBYRANK", archived, 0, excess - 1)
+	end
+end
