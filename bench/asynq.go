@@ -15,9 +15,13 @@ type asynqDriver struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	handlers  Handlers
+	agg       *Aggregation // set by OpenAggregating
 }
 
-var _ Driver = (*asynqDriver)(nil)
+var (
+	_ Driver            = (*asynqDriver)(nil)
+	_ AggregatingDriver = (*asynqDriver)(nil)
+)
 
 // nopLogger silences asynq.
 type nopLogger struct{}
@@ -38,6 +42,19 @@ func (d *asynqDriver) Open(ctx context.Context, addr string, h Handlers) error {
 	return d.client.Ping()
 }
 
+// OpenAggregating has the servers started later aggregate each asynq.Group
+// with agg's GroupMaxSize, GroupMaxDelay and GroupGracePeriod, concatenating
+// the members' payloads into one taskBatch. asynq looks for due groups
+// every min(GroupGracePeriod, 7 s), and GroupGracePeriod is at least 1 s:
+// there is no PollPeriod to set.
+func (d *asynqDriver) OpenAggregating(ctx context.Context, addr string, h Handlers, agg Aggregation) error {
+	if agg.PollPeriod > 0 {
+		return fmt.Errorf("%w: asynq looks for due groups every min(GroupGracePeriod, 7 s), GroupGracePeriod at least 1 s", errNA)
+	}
+	d.agg = &agg
+	return d.Open(ctx, addr, h)
+}
+
 func (d *asynqDriver) Close() {
 	if d.client != nil {
 		d.client.Close()
@@ -52,6 +69,9 @@ func (d *asynqDriver) Send(ctx context.Context, t Task) error {
 	if !t.ETA.IsZero() {
 		opts = append(opts, asynq.ProcessAt(t.ETA))
 	}
+	if t.Group != "" {
+		opts = append(opts, asynq.Group(t.Group))
+	}
 	_, err := d.client.EnqueueContext(ctx, asynq.NewTask(t.Name, encodeArgs(t.Args)), opts...)
 	return err
 }
@@ -62,11 +82,24 @@ func (d *asynqDriver) SendBulk(ctx context.Context, ts []Task) error {
 }
 
 func (d *asynqDriver) StartWorker(concurrency int) (func(), error) {
-	srv := asynq.NewServer(d.opt, asynq.Config{
+	cfg := asynq.Config{
 		Concurrency: concurrency,
 		Logger:      nopLogger{},
 		LogLevel:    asynq.FatalLevel,
-	})
+	}
+	if d.agg != nil {
+		cfg.GroupMaxSize = d.agg.MaxSize
+		cfg.GroupMaxDelay = d.agg.MaxDelay
+		cfg.GroupGracePeriod = d.agg.GracePeriod
+		cfg.GroupAggregator = asynq.GroupAggregatorFunc(func(group string, members []*asynq.Task) *asynq.Task {
+			var payload []byte
+			for _, m := range members {
+				payload = append(payload, m.Payload()...)
+			}
+			return asynq.NewTask(taskBatch, payload)
+		})
+	}
+	srv := asynq.NewServer(d.opt, cfg)
 	mux := asynq.NewServeMux()
 	for name, fn := range d.handlers {
 		mux.HandleFunc(name, func(ctx context.Context, t *asynq.Task) error {

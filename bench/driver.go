@@ -15,6 +15,11 @@ const (
 	taskSleep = "sleep" // one argument, a task number; the crash workload's two-second task
 	taskAdd   = "add"   // adds its arguments
 	taskSum   = "sum"   // the chord callback: adds its arguments
+	// taskMember is an aggregation member: one argument, its id, sent with
+	// Task.Group; taskBatch the task its aggregator builds from a batch of
+	// members, the members' arguments in order as its own.
+	taskMember = "member"
+	taskBatch  = "batch"
 )
 
 // HandlerFunc is a task body: it receives the task's int64 arguments and
@@ -30,6 +35,29 @@ type Task struct {
 	Name string
 	Args []int64
 	ETA  time.Time // zero: now
+	// Group, when set, makes the task an aggregation member of the group
+	// of its name and Group (machinist's AggregationKey, asynq.Group).
+	Group string
+}
+
+// Aggregation is when a group of members is released as one task.
+type Aggregation struct {
+	MaxSize     int
+	MaxDelay    time.Duration
+	GracePeriod time.Duration
+	// PollPeriod, when set, is machinist's Redis.NormalTasksPollPeriod: the
+	// longest its worker waits before it looks for due groups again.
+	PollPeriod time.Duration
+}
+
+// AggregatingDriver is a Driver whose library aggregates tasks.
+type AggregatingDriver interface {
+	Driver
+	// OpenAggregating is Open, and has the workers started later release
+	// the taskMember tasks of each Group by agg as one taskBatch task whose
+	// arguments are the members' arguments, oldest member first. Once
+	// StartWorker has returned, members are accepted.
+	OpenAggregating(ctx context.Context, addr string, h Handlers, agg Aggregation) error
 }
 
 // errNA is returned for what a library does not have (asynq's workflows,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -16,19 +17,37 @@ import (
 // machinistDriver runs machinist with its defaults: the Redis broker and
 // the Redis result backend on the same URL (results stored), leases of 10 s.
 type machinistDriver struct {
-	server *machinist.Server
+	server      *machinist.Server
+	aggregating bool // StartWorker waits until the worker announced its aggregator
 }
 
-var _ Driver = (*machinistDriver)(nil)
+var (
+	_ Driver            = (*machinistDriver)(nil)
+	_ AggregatingDriver = (*machinistDriver)(nil)
+)
 
 func (d *machinistDriver) Name() string { return "machinist" }
 
 func (d *machinistDriver) Open(ctx context.Context, addr string, h Handlers) error {
-	s, err := machinist.NewServer(&config.Config{
+	return d.open(addr, h, nil)
+}
+
+// OpenAggregating registers an aggregator of taskMember with agg's policy
+// that sends the members' arguments as one taskBatch.
+func (d *machinistDriver) OpenAggregating(ctx context.Context, addr string, h Handlers, agg Aggregation) error {
+	return d.open(addr, h, &agg)
+}
+
+func (d *machinistDriver) open(addr string, h Handlers, agg *Aggregation) error {
+	cnf := &config.Config{
 		Broker:        "redis://" + addr,
 		NoUnixSignals: true, // this program handles Ctrl-C itself
 		Logger:        slog.New(slog.DiscardHandler),
-	})
+	}
+	if agg != nil && agg.PollPeriod > 0 {
+		cnf.Redis = &config.RedisConfig{NormalTasksPollPeriod: int(agg.PollPeriod.Milliseconds())}
+	}
+	s, err := machinist.NewServer(cnf)
 	if err != nil {
 		return err
 	}
@@ -43,6 +62,21 @@ func (d *machinistDriver) Open(ctx context.Context, addr string, h Handlers) err
 			s.Close()
 			return err
 		}
+	}
+	if agg != nil {
+		policy := machinist.AggregationPolicy{MaxSize: agg.MaxSize, MaxDelay: agg.MaxDelay, GracePeriod: agg.GracePeriod}
+		err := s.RegisterAggregator(taskMember, policy, func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			batch := &tasks.Signature{Name: taskBatch}
+			for _, m := range members {
+				batch.Args = append(batch.Args, m.Args...)
+			}
+			return batch, nil
+		})
+		if err != nil {
+			s.Close()
+			return err
+		}
+		d.aggregating = true
 	}
 	d.server = s
 	return nil
@@ -63,6 +97,7 @@ func machinistSignature(t Task) *tasks.Signature {
 		eta := t.ETA
 		sig.ETA = &eta
 	}
+	sig.AggregationKey = t.Group
 	return sig
 }
 
@@ -90,10 +125,25 @@ func (d *machinistDriver) StartWorker(concurrency int) (func(), error) {
 	w := d.server.NewWorker("bench", concurrency)
 	errs := make(chan error, 1)
 	w.LaunchAsync(errs)
-	return func() {
+	stop := func() {
 		w.Quit()
 		<-errs
-	}, nil
+	}
+	if !d.aggregating {
+		return stop, nil
+	}
+	// Members are refused until a worker has announced its aggregator.
+	t := time.NewTimer(15 * time.Second)
+	defer t.Stop()
+	select {
+	case <-w.Started():
+		return stop, nil
+	case err := <-errs:
+		return nil, fmt.Errorf("worker stopped before it started: %w", err)
+	case <-t.C:
+		stop()
+		return nil, errors.New("worker did not start in 15 s")
+	}
 }
 
 func (d *machinistDriver) Chord(ctx context.Context, members [][]int64) (int64, error) {

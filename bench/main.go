@@ -23,7 +23,7 @@ import (
 
 // allWorkloads in the order they run (redis-benchmark last, so that its
 // 200,000 keys and 50 connections never precede a library's run).
-var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "crash", "idle", "ceiling"}
+var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "aggregate", "crash", "idle", "ceiling"}
 
 func main() {
 	if lib := os.Getenv(envIdleWorker); lib != "" {
@@ -47,7 +47,7 @@ func main() {
 
 func run() int {
 	reps := flag.Int("reps", 3, "repetitions of each workload")
-	n := flag.Int("n", 20000, "tasks per enqueue and e2e run (bulk groups and the big chord use min(n, 10000))")
+	n := flag.Int("n", 20000, "tasks per enqueue and e2e run (bulk groups and the big chord use min(n, 10000); aggregate sends n rounded down to 100s, 100 per key)")
 	only := flag.String("only", strings.Join(allWorkloads, ","), "workloads to run, comma-separated")
 	libsFlag := flag.String("libs", strings.Join(allLibs, ","), "libraries to run, comma-separated")
 	retries := flag.Int("retries", 2, "times to repeat a run during which other processes took 5% or more of the CPUs")
@@ -131,11 +131,12 @@ func run() int {
 		in.version, rs.addr, strings.Join(libs, ","), strings.Join(workloads, ","), *reps, *n)
 
 	perLib := map[string]func(context.Context, string, int){
-		"enqueue":  b.enqueue,
-		"e2e":      b.e2e,
-		"latency":  b.latency,
-		"delay":    b.delay,
-		"workflow": b.workflow,
+		"enqueue":   b.enqueue,
+		"e2e":       b.e2e,
+		"latency":   b.latency,
+		"delay":     b.delay,
+		"workflow":  b.workflow,
+		"aggregate": b.aggregate,
 	}
 	for _, w := range workloads {
 		if w == "cost" && b.wantE2E {
