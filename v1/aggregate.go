@@ -19,9 +19,10 @@ type AggregationPolicy = brokeriface.AggregationPolicy
 // their Args as a worker receives them (from Redis, as JSON decodes them:
 // numbers are json.Number; tasks.ReflectValue converts a value to its
 // Arg's Type). The task
-// it returns runs as any task (retries, leases, archive); its UUID, if
-// left empty, derives from the batch, and its RoutingKey defaults to the
-// members' queue. An error (or a panic) has the batch tried again after
+// it returns runs as any task (retries, leases, archive); its UUID is
+// derived from the batch (a UUID it sets is replaced: a batch built again
+// after its worker died must make the same task), and its RoutingKey
+// defaults to the members' queue. An error (or a panic) has the batch tried again after
 // 1, 2, 3 … seconds, AggregatorRetries times, and then its members
 // archived with it.
 type AggregatorFunc = worker.AggregatorFunc

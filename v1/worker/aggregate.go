@@ -75,6 +75,7 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 		b, err := agg.ClaimBatch(ctx, w.p.Queues, names)
 		if err == nil && b != nil {
 			fails = 0
+			w.aggregationStep("claimed")
 			w.aggregate(ctx, agg, b, regs[b.Name])
 			continue
 		}
@@ -113,12 +114,14 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 	defer cancel()
 	aggregate, err := w.buildAggregate(ctx, b, a)
 	if err == nil {
+		w.aggregationStep("built")
 		err = w.publishAggregate(sctx, agg, b, aggregate)
 		if errors.Is(err, brokers.ErrLeaseLost) {
 			log.Warn("aggregation batch lost its lease; another worker builds it again", slog.Any("error", err))
 			return
 		}
 		if err == nil {
+			w.aggregationStep("completed")
 			log.Debug("aggregated", slog.String("aggregate", aggregate.UUID))
 			return
 		}
@@ -148,7 +151,8 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 // buildAggregate calls the aggregator, a panic becoming its error, under a
 // deadline of half the batch's lease, and readies what it returns: a UUID
 // derived from the batch (the same if the batch is built again after a
-// crash), b's queue unless it names another, and the Server's preparation.
+// crash; one the aggregator set is replaced), b's queue unless it names
+// another, and the Server's preparation.
 func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggregation) (aggregate *tasks.Signature, err error) {
 	if a.Func == nil {
 		return nil, fmt.Errorf("no aggregator of %q is registered here", b.Name)
@@ -174,9 +178,9 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 	case aggregate == nil:
 		return nil, errors.New("aggregator returned no task")
 	}
-	if aggregate.UUID == "" {
-		aggregate.UUID = "aggregate_" + b.ID
-	}
+	// The UUID comes from the batch, so that a batch built again after its
+	// worker died makes the same task, which cannot be published twice.
+	aggregate.UUID = "aggregate_" + b.ID
 	if aggregate.RoutingKey == "" {
 		aggregate.RoutingKey = b.Queue
 	}
@@ -193,11 +197,28 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 // states pointing at it (both safe to repeat), then publishes it and
 // forgets the batch, under the batch's lease.
 func (w *Worker) publishAggregate(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, aggregate *tasks.Signature) error {
+	// A worker that lost the batch's lease (it was paused past it) writes
+	// nothing: another built the same aggregate, and may have finished it,
+	// whose state a PENDING write would hide.
+	if !b.Lease.Valid() {
+		return fmt.Errorf("batch %s: %w", b.ID, brokers.ErrLeaseLost)
+	}
+	if st, err := w.p.Backend.GetStateContext(ctx, aggregate.UUID); err == nil && st.IsCompleted() {
+		return fmt.Errorf("batch %s: its aggregate %s has finished: %w", b.ID, aggregate.UUID, brokers.ErrLeaseLost)
+	}
 	if err := w.p.Backend.SetStatePendingContext(ctx, aggregate); err != nil {
 		return fmt.Errorf("set the aggregate's state: %w", err)
 	}
 	if err := w.p.Backend.SetStateAggregatedContext(ctx, aggregate.UUID, b.Members...); err != nil {
 		return fmt.Errorf("set the members' states: %w", err)
 	}
+	w.aggregationStep("states")
 	return agg.CompleteBatch(ctx, b, aggregate)
+}
+
+// aggregationStep calls Params.AggregationStepFunc, if set, after step.
+func (w *Worker) aggregationStep(step string) {
+	if w.p.AggregationStepFunc != nil {
+		w.p.AggregationStepFunc(step)
+	}
 }

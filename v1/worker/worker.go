@@ -78,6 +78,15 @@ type Params struct {
 	// task names and aggregators to the broker (or failed to) and is about
 	// to fetch.
 	StartedFunc func()
+
+	// AggregationStepFunc, if set, is called by the aggregation loop after
+	// each step of a batch, with the step's name: "claimed" (ClaimBatch
+	// returned the batch), "built" (the aggregator built its aggregate),
+	// "states" (the aggregate's PENDING state and the members' states are
+	// written) and "completed" (CompleteBatch published the aggregate and
+	// forgot the batch). For fault-injection tests: a test kills or pauses
+	// the worker at a step. Default none.
+	AggregationStepFunc func(step string)
 }
 
 // Worker fetches tasks from a broker and runs them. Run it once.
