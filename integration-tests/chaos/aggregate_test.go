@@ -356,30 +356,9 @@ func record(ctx context.Context, witness goredis.UniversalClient, key, kind, who
 // aggregatorEnv) with env; it is killed when the test ends.
 func (w *aggWitness) startAggregator(t *testing.T, who string, policy machinist.AggregationPolicy, killAt, queue string, env ...string) *process {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := logFile(t, who+".log")
-	cmd := exec.Command(exe, "-test.run=^$")
 	spec := strings.Join([]string{"redis://" + w.client.Options().Addr, w.key, who,
 		strconv.Itoa(policy.MaxSize), policy.GracePeriod.String(), killAt, queue}, "|")
-	cmd.Env = append(append(os.Environ(), aggregatorEnv+"="+spec), env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker process %s: %v", who, err)
-	}
-	p := &process{who: who, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
+	return spawn(t, who, append([]string{aggregatorEnv + "=" + spec}, env...)...)
 }
 
 // runAggregator runs an aggregating worker process for spec (see

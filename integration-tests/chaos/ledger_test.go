@@ -539,14 +539,22 @@ type process struct {
 // when the test ends, and its output shown if the test failed.
 func (l *ledger) startProcess(t *testing.T, who string, concurrency int, env ...string) *process {
 	t.Helper()
+	mode := fmt.Sprintf("%s=%s|%s|%s|%d", childEnv, "redis://"+l.witness.Options().Addr, l.key, who, concurrency)
+	return spawn(t, who, append([]string{mode}, env...)...)
+}
+
+// spawn starts the test binary as the child process who, with env added to
+// this process's environment (the first entry selects the child's mode).
+// It is killed when the test ends, and its output shown if the test failed.
+func spawn(t *testing.T, who string, env ...string) *process {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := logFile(t, who+".log")
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%d", childEnv, "redis://"+l.witness.Options().Addr, l.key, who, concurrency))
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
