@@ -118,6 +118,7 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		err = w.publishAggregate(sctx, agg, b, aggregate)
 		if errors.Is(err, brokers.ErrLeaseLost) {
 			log.Warn("aggregation batch lost its lease; another worker builds it again", slog.Any("error", err))
+			w.aggregationStep("lost")
 			return
 		}
 		if err == nil {

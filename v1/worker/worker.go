@@ -83,8 +83,9 @@ type Params struct {
 	// each step of a batch, with the step's name: "claimed" (ClaimBatch
 	// returned the batch), "built" (the aggregator built its aggregate),
 	// "states" (the aggregate's PENDING state and the members' states are
-	// written) and "completed" (CompleteBatch published the aggregate and
-	// forgot the batch). For fault-injection tests: a test kills or pauses
+	// written), "completed" (CompleteBatch published the aggregate and
+	// forgot the batch) or "lost" (the batch's lease ended first: nothing
+	// was written). For fault-injection tests: a test kills or pauses
 	// the worker at a step. Default none.
 	AggregationStepFunc func(step string)
 }
