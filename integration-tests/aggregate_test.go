@@ -142,3 +142,45 @@ func TestFailingAggregatorArchivesTheMembers(t *testing.T) {
 		}
 	})
 }
+
+// A group filled by its last member is built at once: the worker is woken,
+// not left to find it at its next look (here a minute away).
+func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p, func(c *config.Config) {
+			if c.Redis == nil {
+				c.Redis = &config.RedisConfig{}
+			}
+			c.Redis.NormalTasksPollPeriod = 60000
+		})
+		ctx := testCtx(t)
+		if err := s.RegisterTask("count", func(members []string) (int64, error) { return int64(len(members)), nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				ids := make([]string, len(members))
+				for i, m := range members {
+					ids[i] = m.UUID
+				}
+				return &tasks.Signature{Name: "count", Args: []tasks.Arg{{Type: "[]string", Value: ids}}}, nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		w := s.NewWorker("aggregator", 2)
+		launch(t, w)
+		<-w.Started()
+		var last *result.AsyncResult
+		for range 3 {
+			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r
+		}
+		out, err := last.GetWithContext(ctx, poll)
+		if err != nil || out[0].Int() != 3 {
+			t.Fatalf("the full group's aggregate: %v, %v; want 3 members, before the worker's next look", out, err)
+		}
+	})
+}

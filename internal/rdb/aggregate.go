@@ -213,6 +213,44 @@ func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.Tas
 	return next, nil
 }
 
+// WaitDue waits for a wake-up token on the aggregation notify list of
+// queues (left when a member makes its group due), or for at most max. On
+// Redis Cluster with several queues, it waits on the first queue's list
+// only (the others' groups are found within max).
+func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, max time.Duration) error {
+	if len(queues) == 0 {
+		return fmt.Errorf("wait for a due batch: %w", brokers.ErrNoQueue)
+	}
+	keys := make([]string, 0, len(queues))
+	for _, q := range queues {
+		if err := ValidQueue(q); err != nil {
+			return fmt.Errorf("wait for a due batch: %w", err)
+		}
+		keys = append(keys, s.keys.queue(q).agg+"notify")
+		if s.cluster {
+			break
+		}
+	}
+	// One BLPOP blocks for less than the client's read timeout: wait in
+	// several until max has passed.
+	deadline := time.Now().Add(max)
+	for {
+		_, err := s.blpop(ctx, min(time.Until(deadline), s.blockTimeout(ctx)), keys...)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, goredis.Nil):
+			if !time.Now().Before(deadline) {
+				return nil
+			}
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			return fmt.Errorf("wait for a due batch: %w", err)
+		}
+	}
+}
+
 // CompleteBatch publishes aggregate and forgets b's members, in one step,
 // only while the caller holds b's lease (complete_batch.lua). The
 // aggregate goes to its own queue, which on Redis Cluster must be b's

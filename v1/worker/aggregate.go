@@ -63,9 +63,8 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 
 // aggregateLoop builds the aggregates of the due groups of the worker's
 // queues whose names it aggregates, one batch at a time, until ctx ends.
-// With nothing due it waits for the next due time, at most a poll period
-// (a group filled by a new member is due at once; it is found at the next
-// look).
+// With nothing due it waits (WaitDue) until a member fills a group, or the
+// next due time, or at most a poll period.
 func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
 	fails := 0
@@ -84,6 +83,12 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 			var next time.Time
 			if next, err = agg.NextDue(ctx, w.p.Queues, names); err == nil && !next.IsZero() {
 				wait = max(min(wait, w.clock.Until(next)), time.Millisecond)
+			}
+		}
+		if err == nil {
+			// Woken at once when a member fills a group.
+			if err = agg.WaitDue(ctx, w.p.Queues, names, wait); err == nil || ctx.Err() != nil {
+				continue
 			}
 		}
 		if err != nil {

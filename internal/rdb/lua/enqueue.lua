@@ -112,9 +112,7 @@ for i = 6, #ARGV, stride do
 		joined[g] = true
 	end
 end
-for g in pairs(joined) do
-	agg_schedule(P, g)
-end
+agg_file(P, joined, now)
 if ready then
 	wake(KEYS[4])
 end

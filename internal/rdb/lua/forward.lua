@@ -35,9 +35,7 @@ for z = 1, 2 do
 		end
 	end
 end
-for g in pairs(joined) do
-	agg_schedule(agg_prefix(ARGV[1]), g)
-end
+agg_file(agg_prefix(ARGV[1]), joined, now)
 if ready then
 	wake(KEYS[4])
 end

@@ -34,9 +34,7 @@ for _, id in ipairs(ids) do
 		end
 	end
 end
-for g in pairs(joined) do
-	agg_schedule(agg_prefix(ARGV[1]), g)
-end
+agg_file(agg_prefix(ARGV[1]), joined, now)
 if ready then
 	wake(KEYS[3])
 end

@@ -35,6 +35,7 @@ func aggregationTests() []struct {
 		{"AggregationETA", testAggregationETA},
 		{"AggregationConcurrentClaimers", testAggregationConcurrentClaimers},
 		{"AggregationPaused", testAggregationPaused},
+		{"AggregationWaitDue", testAggregationWaitDue},
 	}
 }
 
@@ -449,4 +450,33 @@ func testAggregationPaused(t *testing.T, s *suite) {
 	}
 	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
 	wantBatch(t, "after resuming", claim(t, b, names, q), q, "notify", "k", members...)
+}
+
+// WaitDue returns once a member fills a group, without waiting for max, and
+// returns by max when nothing happens.
+func testAggregationWaitDue(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	names := iface.NewTaskNames([]string{"notify"})
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	must(t, "WaitDue with nothing due", b.WaitDue(ctx, []string{q}, names, 50*time.Millisecond))
+
+	woken := make(chan error, 1)
+	go func() { woken <- b.WaitDue(ctx, []string{q}, names, time.Hour) }()
+	publish(t, b, member(q, "notify", "k"), member(q, "notify", "k"))
+	select {
+	case err := <-woken:
+		must(t, "WaitDue", err)
+	case <-time.After(waitLong):
+		t.Fatalf("WaitDue not woken %v after a member filled a group", waitLong)
+	}
+	if batch := claim(t, b, names, q); batch == nil {
+		t.Fatal("no batch after WaitDue was woken")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.WaitDue(cctx, []string{q}, names, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitDue with an ended context: %v, want context.Canceled", err)
+	}
 }

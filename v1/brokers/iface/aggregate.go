@@ -102,6 +102,13 @@ type Aggregator interface {
 	// name is in names becomes due, or the zero time when none waits.
 	NextDue(ctx context.Context, queues []string, names *TaskNames) (time.Time, error)
 
+	// WaitDue waits until a group of queues may have become due because a
+	// member filled it (a member's publish, or its ETA, makes it due by
+	// MaxSize), or max has passed; it returns ctx's error if ctx ends
+	// first. A wake-up may be spurious, or taken by another waiter: the
+	// caller claims, and waits again at most until NextDue.
+	WaitDue(ctx context.Context, queues []string, names *TaskNames, max time.Duration) error
+
 	// CompleteBatch publishes aggregate (its RoutingKey must be set; it is
 	// published as Publish would, and is refused with ErrDuplicateTask
 	// like any task) and forgets b's members, in one step, only while the

@@ -136,6 +136,59 @@ func (b *Broker) joinLocked(q *queue, t *task, now time.Time) {
 	g.members = append(g.members, member{t: t, joined: now})
 	a.size++
 	a.reschedule(g)
+	if g.index >= 0 && !g.at.After(now) {
+		b.wakeAggregatorsLocked()
+	}
+}
+
+// wakeAggregatorsLocked wakes the WaitDue calls: a group may be due.
+func (b *Broker) wakeAggregatorsLocked() {
+	if b.aggWake != nil {
+		close(b.aggWake)
+		b.aggWake = nil
+	}
+}
+
+// WaitDue waits until a group of queues may have become due (a member
+// filled it), or max has passed, or ctx ends (its error).
+func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.TaskNames, max time.Duration) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed("wait due")
+	}
+	if names != nil {
+		// A group or batch already due needs no waiting.
+		now := b.clock.Now()
+		for _, name := range queues {
+			q := b.queues[name]
+			if q == nil || q.paused || len(q.aggregations) == 0 {
+				continue
+			}
+			if _, bt := firstDue(q, names, now, batchesOf); bt != nil {
+				b.mu.Unlock()
+				return nil
+			}
+			if _, g := firstDue(q, names, now, groupsOf); g != nil {
+				b.mu.Unlock()
+				return nil
+			}
+		}
+	}
+	if b.aggWake == nil {
+		b.aggWake = make(chan struct{})
+	}
+	wake := b.aggWake
+	b.mu.Unlock()
+	timer := b.clock.NewTimer(max)
+	defer timer.Stop()
+	select {
+	case <-wake:
+	case <-timer.C():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // ClaimBatch takes one batch of queues (in the order given, skipping paused

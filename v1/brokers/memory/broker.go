@@ -47,6 +47,9 @@ type Broker struct {
 	dead   map[string]*task     // archived tasks by UUID
 	claims map[string]time.Time // claim keys (ClaimLease) and when they end
 	wake   chan struct{}        // closed and replaced when a task may be fetchable
+	// aggWake is closed (and forgotten) when an aggregation group may have
+	// become due; WaitDue makes it.
+	aggWake chan struct{}
 }
 
 // queue holds the tasks of one queue.
@@ -639,6 +642,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	close(b.wake) // blocked Fetch calls wake up and see closed
+	b.wakeAggregatorsLocked()
 	b.mu.Unlock()
 
 	b.recoverer.Stop()

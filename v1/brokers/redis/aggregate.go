@@ -47,6 +47,15 @@ func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.Task
 	return due, wrap(err)
 }
 
+// WaitDue waits until a member may have made a group of queues due, or
+// max has passed.
+func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.TaskNames, max time.Duration) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.WaitDue(ctx, queues, names, max))
+}
+
 // CompleteBatch publishes aggregate and forgets batch's members in one
 // script, only while the caller holds batch's lease. On Redis Cluster the
 // aggregate must go to the batch's queue.

@@ -44,8 +44,8 @@ end
 -- agg_schedule files group g in its name's due index by when its policy
 -- makes it due (full: when its MaxSize-th member joined; its oldest
 -- member's join plus MaxDelay; its newest's plus GracePeriod; the
--- soonest), or takes it out when it is never due. An empty group leaves
--- the set of groups.
+-- soonest), or takes it out when it is never due, and returns the due
+-- time (nil: never). An empty group leaves the set of groups.
 local function agg_schedule(P, g)
 	local name, key = agg_split(g)
 	local members = P .. "group:" .. g
@@ -54,7 +54,7 @@ local function agg_schedule(P, g)
 	if n == 0 then
 		redis.call("SREM", P .. "groups", g)
 		redis.call("ZREM", due_key, key)
-		return
+		return nil
 	end
 	local policy = agg_policy(P, name)
 	local due
@@ -80,6 +80,21 @@ local function agg_schedule(P, g)
 		redis.call("ZADD", due_key, due, key)
 	else
 		redis.call("ZREM", due_key, key)
+	end
+	return due
+end
+
+-- agg_file files the groups of the set joined (agg_schedule) and, when one
+-- is due by now, leaves a wake-up token for an idle aggregating worker
+-- (P .. "notify", at most one).
+local function agg_file(P, joined, now)
+	local woken = false
+	for g in pairs(joined) do
+		local due = agg_schedule(P, g)
+		if due and due <= now and not woken then
+			wake(P .. "notify")
+			woken = true
+		end
 	end
 end
 
