@@ -45,7 +45,7 @@ local states = #KEYS > 4
 local repeated = ARGV[5] == "1"
 local seen, archived = {}, {}
 local P -- the aggregation prefix, once a member is met
-local live = {} -- task names with an announcement alive
+local live = {} -- task name → its policy, with an announcement alive
 local n = 4
 for i = 6, #ARGV, stride do
 	local id = ARGV[i]
@@ -76,7 +76,7 @@ for i = 6, #ARGV, stride do
 			if not policy or policy.till <= now then
 				return {4, id}
 			end
-			live[name] = true
+			live[name] = policy
 		end
 	end
 	seen[id] = true
@@ -107,12 +107,11 @@ for i = 6, #ARGV, stride do
 			redis.call("ZREM", KEYS[3], id)
 			redis.call("DEL", key)
 		end
-		redis.call("HSET", key, "msg", ARGV[i + 1], "pub", ARGV[4])
-		agg_join(P, g, key, id, nil, now)
+		agg_join(P, g, key, id, nil, now, { "msg", ARGV[i + 1], "pub", ARGV[4] })
 		joined[g] = true
 	end
 end
-agg_file(P, joined, now)
+agg_file(P, joined, now, live)
 if ready then
 	wake(KEYS[4])
 end

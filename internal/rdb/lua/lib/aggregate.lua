@@ -45,8 +45,9 @@ end
 -- makes it due (full: when its MaxSize-th member joined; its oldest
 -- member's join plus MaxDelay; its newest's plus GracePeriod; the
 -- soonest), or takes it out when it is never due, and returns the due
--- time (nil: never). An empty group leaves the set of groups.
-local function agg_schedule(P, g)
+-- time (nil: never). An empty group leaves the set of groups. policy, when
+-- the caller has read it (agg_policy), saves reading it again.
+local function agg_schedule(P, g, policy)
 	local name, key = agg_split(g)
 	local members = P .. "group:" .. g
 	local due_key = P .. "due:" .. name
@@ -56,7 +57,7 @@ local function agg_schedule(P, g)
 		redis.call("ZREM", due_key, key)
 		return nil
 	end
-	local policy = agg_policy(P, name)
+	policy = policy or agg_policy(P, name)
 	local due
 	local function sooner(rank, delay)
 		local m = redis.call("ZRANGE", members, rank, rank, "WITHSCORES")
@@ -84,13 +85,14 @@ local function agg_schedule(P, g)
 	return due
 end
 
--- agg_file files the groups of the set joined (agg_schedule) and, when one
--- is due by now, leaves a wake-up token for an idle aggregating worker
+-- agg_file files the groups of the set joined (agg_schedule; policies,
+-- when given, holds the policies the caller read, by task name) and, when
+-- one is due by now, leaves a wake-up token for an idle aggregating worker
 -- (P .. "notify", at most one).
-local function agg_file(P, joined, now)
+local function agg_file(P, joined, now, policies)
 	local woken = false
 	for g in pairs(joined) do
-		local due = agg_schedule(P, g)
+		local due = agg_schedule(P, g, policies and policies[(agg_split(g))])
 		if due and due <= now and not woken then
 			wake(P .. "notify")
 			woken = true
@@ -99,19 +101,30 @@ local function agg_file(P, joined, now)
 end
 
 -- agg_join adds task id (its hash task_key) to group g with join stamp
--- stamp or, when stamp is nil, as the group's newest member now. The
+-- stamp or, when stamp is nil, as the group's newest member now; fields
+-- (optional) are more fields of the task hash to set in the same HSET. The
 -- caller files the group (agg_schedule) once it has added its members.
-local function agg_join(P, g, task_key, id, stamp, now)
+local function agg_join(P, g, task_key, id, stamp, now, fields)
 	local members = P .. "group:" .. g
+	local new_group = true
 	if not stamp then
 		stamp = now * 1000
 		local last = redis.call("ZRANGE", members, -1, -1, "WITHSCORES")
-		if last[2] and tonumber(last[2]) >= stamp then
-			stamp = tonumber(last[2]) + 1
+		if last[2] then
+			new_group = false
+			if tonumber(last[2]) >= stamp then
+				stamp = tonumber(last[2]) + 1
+			end
 		end
 	end
 	redis.call("ZADD", members, stamp, id)
-	redis.call("SADD", P .. "groups", g)
+	if new_group then
+		redis.call("SADD", P .. "groups", g)
+	end
 	redis.call("INCR", P .. "count")
-	redis.call("HSET", task_key, "state", "aggregating", "group", g, "joined", string.format("%d", stamp))
+	local set = { "state", "aggregating", "group", g, "joined", string.format("%d", stamp) }
+	for _, f in ipairs(fields or {}) do
+		table.insert(set, f)
+	end
+	redis.call("HSET", task_key, unpack(set))
 end
