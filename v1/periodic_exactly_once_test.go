@@ -189,6 +189,19 @@ func stopAll(t *testing.T, runs <-chan ran, procs ...*proc) {
 	}
 }
 
+// The periodic task most of these tests register: "report" every minute.
+const reportSpec, reportName = "@every 1m", "report"
+
+// registerReport registers the periodic task "report" on every proc.
+func registerReport(t *testing.T, procs ...*proc) {
+	t.Helper()
+	for _, p := range procs {
+		if err := p.s.RegisterPeriodicTask(reportSpec, reportName, &tasks.Signature{Name: "report"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func quietConfig() *config.Config {
 	return &config.Config{Logger: slog.New(slog.DiscardHandler), NoUnixSignals: true}
 }
@@ -392,12 +405,8 @@ func TestPeriodicClaimantDies(t *testing.T) {
 				b := newProc(st.newServer(), periodicStart, st.lease)
 				runs := startWorker(t, b.s)
 				a.dieAt.Store(int32(dies.step))
-				const spec, name = "@every 1m", "report"
-				for _, p := range []*proc{a, b} {
-					if err := p.s.RegisterPeriodicTask(spec, name, &tasks.Signature{Name: "report"}); err != nil {
-						t.Fatal(err)
-					}
-				}
+				const spec, name = reportSpec, reportName
+				registerReport(t, a, b)
 				at := periodicStart.Add(time.Minute)
 				want := tickUUID(name, spec, at)
 				st.setTime(at)
@@ -439,12 +448,8 @@ func TestPeriodicLateTakeOverFindsTheTickSent(t *testing.T) {
 			b := newProc(st.newServer(), periodicStart, st.lease)
 			runs := startWorker(t, b.s)
 			a.dieAt.Store(int32(stepSent))
-			const spec, name = "@every 1m", "report"
-			for _, p := range []*proc{a, b} {
-				if err := p.s.RegisterPeriodicTask(spec, name, &tasks.Signature{Name: "report"}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			const spec, name = reportSpec, reportName
+			registerReport(t, a, b)
 			at := periodicStart.Add(time.Minute)
 			st.setTime(at)
 			a.set(t, at)
@@ -498,10 +503,8 @@ func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
 	st := memoryStore(t, false, func(b *memorybroker.Broker) brokeriface.Broker { return &flakyBroker{Broker: b, fail: 1} })
 	p := newProc(st.newServer(), periodicStart, 0)
 	runs := startWorker(t, p.s)
-	const spec, name = "@every 1m", "report"
-	if err := p.s.RegisterPeriodicTask(spec, name, &tasks.Signature{Name: "report"}); err != nil {
-		t.Fatal(err)
-	}
+	const spec, name = reportSpec, reportName
+	registerReport(t, p)
 	at := periodicStart.Add(time.Minute)
 	st.setTime(at)
 	p.set(t, at)
@@ -653,12 +656,8 @@ func TestPeriodicTickFiredTooLateIsNotSentAgain(t *testing.T) {
 	a := newProc(st.newServer(), periodicStart, 0)
 	b := newProc(st.newServer(), periodicStart, 0)
 	runs := startWorker(t, a.s)
-	const spec, name = "@every 1m", "report"
-	for _, p := range []*proc{a, b} {
-		if err := p.s.RegisterPeriodicTask(spec, name, &tasks.Signature{Name: "report"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const spec, name = reportSpec, reportName
+	registerReport(t, a, b)
 	at := periodicStart.Add(time.Minute)
 	st.setTime(at)
 	a.set(t, at)
