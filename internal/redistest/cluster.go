@@ -181,19 +181,30 @@ func (c *Cluster) ReplicasOf(tb testing.TB, key string) []*Server {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
 	defer cancel()
-	st, slot, err := c.slotView(ctx, key)
-	if err != nil {
-		tb.Fatalf("redistest: replicas of %q: %v", key, err)
+	// The node asked may not have heard of every replica yet (gossip):
+	// look again until it lists as many as the cluster was started with.
+	for {
+		st, slot, err := c.slotView(ctx, key)
+		if err != nil {
+			tb.Fatalf("redistest: replicas of %q: %v", key, err)
+		}
+		master, ok := st.owner(slot)
+		if !ok {
+			tb.Fatalf("redistest: replicas of %q: no node serves slot %d", key, slot)
+		}
+		var replicas []*Server
+		for _, n := range st.replicasOf(master.id) {
+			replicas = append(replicas, c.node(tb, n))
+		}
+		if len(replicas) >= c.replicas {
+			return replicas
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("redistest: replicas of %q: %d listed after %v, want %d", key, len(replicas), clusterReadyTimeout, c.replicas)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	master, ok := st.owner(slot)
-	if !ok {
-		tb.Fatalf("redistest: replicas of %q: no node serves slot %d", key, slot)
-	}
-	var replicas []*Server
-	for _, n := range st.replicasOf(master.id) {
-		replicas = append(replicas, c.node(tb, n))
-	}
-	return replicas
 }
 
 // Failover fails the master serving key's slot over to its replica, as an
