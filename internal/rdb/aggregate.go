@@ -214,10 +214,10 @@ func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.Tas
 }
 
 // WaitDue waits for a wake-up token on the aggregation notify list of
-// queues (left when a member makes its group due), or for at most max. On
+// queues (left when a member makes its group due), or for at most limit. On
 // Redis Cluster with several queues, it waits on the first queue's list
-// only (the others' groups are found within max).
-func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, max time.Duration) error {
+// only (the others' groups are found within limit).
+func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, limit time.Duration) error {
 	if len(queues) == 0 {
 		return fmt.Errorf("wait for a due batch: %w", brokers.ErrNoQueue)
 	}
@@ -232,10 +232,11 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.Tas
 		}
 	}
 	// One BLPOP blocks for less than the client's read timeout: wait in
-	// several until max has passed.
-	deadline := time.Now().Add(max)
+	// several until limit has passed.
+	deadline := time.Now().Add(limit)
 	for {
-		_, err := s.blpop(ctx, min(time.Until(deadline), s.blockTimeout(ctx)), keys...)
+		// At least 10 ms: a timeout that rounds to 0 would block forever.
+		_, err := s.blpop(ctx, max(min(time.Until(deadline), s.blockTimeout(ctx)), 10*time.Millisecond), keys...)
 		switch {
 		case err == nil:
 			return nil

@@ -117,7 +117,19 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		slog.String("task_name", b.Name), slog.String("aggregation_key", b.Key), slog.Int("members", len(b.Members)))
 	sctx, cancel := detach(ctx)
 	defer cancel()
+	if limit := w.p.Config.MaxRecoveries; limit >= 0 && b.Recovered > limit {
+		// Its workers keep dying or hanging while building it.
+		reason := fmt.Sprintf("batch lost its worker %d times: a batch whose aggregator keeps killing or hanging its worker is archived after MaxRecoveries (%d)", b.Recovered, limit)
+		w.archiveBatch(sctx, agg, b, reason, log)
+		return
+	}
 	aggregate, err := w.buildAggregate(ctx, b, a)
+	if err != nil && ctx.Err() != nil {
+		// The worker is stopping: the aggregator's error is the stop's, not
+		// its own. The batch comes back when its lease ends.
+		log.Info("worker stopping while building a batch; it is taken again", slog.Any("error", err))
+		return
+	}
 	if err == nil {
 		w.aggregationStep("built")
 		err = w.publishAggregate(sctx, agg, b, aggregate)
@@ -141,15 +153,20 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		}
 		return
 	}
-	reason := fmt.Sprintf("aggregator of %q failed %d times: %v", b.Name, b.Failed+1, err)
-	log.Error("aggregator failed for good; archiving the members", slog.String("reason", reason))
-	if aerr := agg.ArchiveBatch(sctx, b, reason); aerr != nil {
-		log.Error("archiving the members failed; the batch is taken again when its lease ends", slog.Any("error", aerr))
+	w.archiveBatch(sctx, agg, b, fmt.Sprintf("aggregator of %q failed %d times: %v", b.Name, b.Failed+1, err), log)
+}
+
+// archiveBatch archives b's members with reason and writes their FAILURE
+// states.
+func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, reason string, log *slog.Logger) {
+	log.Error("archiving the members of an aggregation batch", slog.String("reason", reason))
+	if err := agg.ArchiveBatch(ctx, b, reason); err != nil {
+		log.Error("archiving the members failed; the batch is taken again when its lease ends", slog.Any("error", err))
 		return
 	}
 	for _, m := range b.Members {
-		if serr := w.p.Backend.SetStateFailureContext(sctx, m, reason); serr != nil {
-			log.Error("writing a member's FAILURE failed", slog.String("task_id", m.UUID), slog.Any("error", serr))
+		if err := w.p.Backend.SetStateFailureContext(ctx, m, reason); err != nil {
+			log.Error("writing a member's FAILURE failed", slog.String("task_id", m.UUID), slog.Any("error", err))
 		}
 	}
 }
@@ -183,6 +200,8 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 		return nil, err
 	case aggregate == nil:
 		return nil, errors.New("aggregator returned no task")
+	case aggregate.AggregationKey != "":
+		return nil, fmt.Errorf("aggregator returned a task with an AggregationKey (%q): an aggregate is not a member", aggregate.AggregationKey)
 	}
 	// The UUID comes from the batch, so that a batch built again after its
 	// worker died makes the same task, which cannot be published twice.

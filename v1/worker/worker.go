@@ -206,7 +206,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
 	stopFetch()
-	<-aggregating
+	// An aggregator that ignores its context is not waited for past the
+	// shutdown timeout, nor after Abort: its batch's lease ends, and another
+	// worker builds it again.
+	aggTimer := w.clock.NewTimer(w.p.Config.ShutdownTimeout)
+	select {
+	case <-aggregating:
+	case <-aggTimer.C():
+		w.log.Warn("an aggregator did not return within the shutdown timeout; its batch is taken again")
+	case <-w.abort:
+	}
+	aggTimer.Stop()
 
 	// Shutdown, in order: fetching has stopped; wait for running tasks;
 	// abandon and requeue the rest; stop renewing leases.
