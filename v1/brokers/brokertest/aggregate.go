@@ -334,12 +334,15 @@ func testAggregationArchiveBatch(t *testing.T, s *suite) {
 	}
 	err := b.ArchiveBatch(ctx, batch, "again")
 	wantLost(t, "ArchiveBatch of an archived batch", err, batch.Lease)
-	// Requeued, they join their group again.
+	// Requeued, they join their group again, in their first places: before
+	// a member that joined meanwhile.
+	later := member(q, "notify", "k")
+	publish(t, b, later)
 	n, err := b.RequeueArchived(ctx, q)
 	if err != nil || n != 2 {
 		t.Fatalf("RequeueArchived: %d, %v; want 2", n, err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 2})
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 3})
 	wantBatch(t, "the requeued members", claimEventually(t, b, names, q), q, "notify", "k", members...)
 }
 

@@ -122,7 +122,8 @@ type Aggregator interface {
 
 	// ArchiveBatch archives each of b's members with reason (they are dead
 	// letters of b's queue, listed as any; requeued, they join their group
-	// again), only under b's lease.
+	// again in their first places, by when they first joined), only under
+	// b's lease.
 	ArchiveBatch(ctx context.Context, b *Batch, reason string) error
 
 	// Aggregations lists queue's groups with waiting members, by name then

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
@@ -133,7 +134,15 @@ func (b *Broker) joinLocked(q *queue, t *task, now time.Time) {
 		a.groups[key] = g
 	}
 	t.status, t.nextAt, t.timer = statusAggregating, time.Time{}, nil
-	g.members = append(g.members, member{t: t, joined: now})
+	// A member that joins again (requeued from the archive) keeps its
+	// first join time, and its place among the members.
+	joined := now
+	if !t.joined.IsZero() {
+		joined = t.joined
+	}
+	t.joined = joined
+	i := sort.Search(len(g.members), func(i int) bool { return g.members[i].joined.After(joined) })
+	g.members = slices.Insert(g.members, i, member{t: t, joined: joined})
 	a.size++
 	a.reschedule(g)
 	if g.index >= 0 && !g.at.After(now) {

@@ -93,6 +93,8 @@ type task struct {
 	archivedAt   time.Time
 	retried      int
 	recovered    int
+
+	joined time.Time // an aggregation member: when it first joined its group
 }
 
 // Options configures a Broker. Fields left zero take the defaults of the
