@@ -226,7 +226,7 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.Tas
 		if err := ValidQueue(q); err != nil {
 			return fmt.Errorf("wait for a due batch: %w", err)
 		}
-		keys = append(keys, s.keys.queue(q).agg+"notify")
+		keys = append(keys, s.keys.queue(q).aggNotify())
 		if s.cluster {
 			break
 		}

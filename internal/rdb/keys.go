@@ -42,7 +42,8 @@ import (
 //	<prefix>:{<queue>}:names:<d>    set: the task names of the workers whose
 //	                                names have digest d; :notify after it,
 //	                                their wake-up list
-//	<prefix>:{<queue>}:namekeys:<n> set: the digests whose names include n
+//	<prefix>:{<queue>}:namekeys:<n> zset: the digests whose names include
+//	                                n, by until when (ms) they were announced
 //	<prefix>:{<queue>}:rerouted     set: names with rerouted tasks
 //	<prefix>:{<queue>}:rerouted:<n> list: task ids rerouted to workers
 //	                                that have task name n
@@ -66,6 +67,9 @@ import (
 //	                                   oldest first, JSON), lease,
 //	                                   lease_exp, settled, failed,
 //	                                   recovered, error
+//	<prefix>:{<queue>}:agg:notify      list: a wake-up token for an idle
+//	                                   aggregating worker (WaitDue) when a
+//	                                   member made a group due
 type keys struct {
 	prefix string
 	cache  sync.Map // queue name → *queueKeys
@@ -138,6 +142,9 @@ func (qk *queueKeys) namesNotify(names *brokers.TaskNames) string {
 func (qk *queueKeys) aggGroup(name, key string) string {
 	return qk.agg + "group:" + aggGroupID(name, key)
 }
+
+// aggNotify is the wake-up list of the queue's aggregating workers.
+func (qk *queueKeys) aggNotify() string { return qk.agg + "notify" }
 
 // aggDue is the due index of name's groups.
 func (qk *queueKeys) aggDue(name string) string { return qk.agg + "due:" + name }

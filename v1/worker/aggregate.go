@@ -78,32 +78,36 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 			w.aggregate(ctx, agg, b, regs[b.Name])
 			continue
 		}
-		wait := poll
 		if err == nil {
-			var next time.Time
-			if next, err = agg.NextDue(ctx, w.p.Queues, names); err == nil && !next.IsZero() {
-				wait = max(min(wait, w.clock.Until(next)), time.Millisecond)
-			}
-		}
-		if err == nil {
-			// Woken at once when a member fills a group.
-			if err = agg.WaitDue(ctx, w.p.Queues, names, wait); err == nil || ctx.Err() != nil {
+			if err = w.waitDue(ctx, agg, names, poll); err == nil {
+				fails = 0
 				continue
 			}
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			fails++
-			w.reportError(fmt.Errorf("worker: aggregation: %w", err))
-			w.log.Warn("aggregation failed; trying again", slog.Any("error", err))
-			wait = min(poll*time.Duration(fails), 10*poll)
+		if ctx.Err() != nil {
+			return
 		}
-		if !w.sleep(ctx, wait) {
+		fails++
+		w.reportError(fmt.Errorf("worker: aggregation: %w", err))
+		w.log.Warn("aggregation failed; trying again", slog.Any("error", err))
+		if !w.sleep(ctx, min(poll*time.Duration(fails), 10*poll)) {
 			return
 		}
 	}
+}
+
+// waitDue waits until a member fills a group of the worker's queues (it is
+// woken), or the next group or batch is due, or at most poll.
+func (w *Worker) waitDue(ctx context.Context, agg brokers.Aggregator, names *brokers.TaskNames, poll time.Duration) error {
+	next, err := agg.NextDue(ctx, w.p.Queues, names)
+	if err != nil {
+		return err
+	}
+	wait := poll
+	if !next.IsZero() {
+		wait = max(min(wait, w.clock.Until(next)), time.Millisecond)
+	}
+	return agg.WaitDue(ctx, w.p.Queues, names, wait)
 }
 
 // aggregate builds b's aggregate with a and hands it to the broker: the

@@ -39,6 +39,12 @@ func aggregationTests() []struct {
 	}
 }
 
+// aggregation returns the broker of an aggregation test, its queue, and the
+// names of the worker the test plays: those of "notify".
+func aggregation(t *testing.T, s *suite) (Broker, string, *iface.TaskNames) {
+	return s.broker(t), queueName(t, "q"), iface.NewTaskNames([]string{"notify"})
+}
+
 // member returns a member of the group name/key of queue.
 func member(queue, name, key string) *tasks.Signature {
 	sig := newSig(queue, name)
@@ -138,9 +144,7 @@ func testAggregationNeedsAnAggregator(t *testing.T, s *suite) {
 }
 
 func testAggregationMaxSize(t *testing.T, s *suite) {
-	b := s.broker(t)
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
+	b, q, names := aggregation(t, s)
 	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 3}})
 	var alice []*tasks.Signature
 	for i := 0; i < 7; i++ {
@@ -174,9 +178,7 @@ func testAggregationMaxSize(t *testing.T, s *suite) {
 }
 
 func testAggregationGracePeriod(t *testing.T, s *suite) {
-	b := s.broker(t)
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
+	b, q, names := aggregation(t, s)
 	const grace = 300 * time.Millisecond
 	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
 	m1 := member(q, "notify", "alice")
@@ -199,9 +201,7 @@ func testAggregationGracePeriod(t *testing.T, s *suite) {
 }
 
 func testAggregationMaxDelay(t *testing.T, s *suite) {
-	b := s.broker(t)
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
+	b, q, names := aggregation(t, s)
 	const maxDelay = 400 * time.Millisecond
 	// The grace period alone would keep the group waiting while members
 	// arrive more often than it; MaxDelay releases it.
@@ -228,10 +228,8 @@ func testAggregationMaxDelay(t *testing.T, s *suite) {
 }
 
 func testAggregationCompleteBatch(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	members := fullGroupOfTwo(t, b, q, "alice")
 	batch := claim(t, b, names, q)
 	wantBatch(t, "the full group", batch, q, "notify", "alice", members...)
@@ -256,10 +254,8 @@ func testAggregationCompleteBatch(t *testing.T, s *suite) {
 }
 
 func testAggregationLeaseEnds(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	members := fullGroupOfTwo(t, b, q, "k")
 	stale := claim(t, b, names, q)
 	wantBatch(t, "the full group", stale, q, "notify", "k", members...)
@@ -286,10 +282,8 @@ func testAggregationLeaseEnds(t *testing.T, s *suite) {
 }
 
 func testAggregationRetryBatch(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	members := fullGroupOfTwo(t, b, q, "k")
 	batch := claim(t, b, names, q)
 	at := time.Now().Add(300 * time.Millisecond)
@@ -313,10 +307,8 @@ func testAggregationRetryBatch(t *testing.T, s *suite) {
 }
 
 func testAggregationArchiveBatch(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	members := fullGroupOfTwo(t, b, q, "k")
 	batch := claim(t, b, names, q)
 	must(t, "ArchiveBatch", b.ArchiveBatch(ctx, batch, "the aggregator panicked"))
@@ -347,9 +339,7 @@ func testAggregationArchiveBatch(t *testing.T, s *suite) {
 }
 
 func testAggregationETA(t *testing.T, s *suite) {
-	b := s.broker(t)
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
+	b, q, names := aggregation(t, s)
 	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
 	eta := time.Now().Add(300 * time.Millisecond)
 	later := member(q, "notify", "k")
@@ -366,10 +356,8 @@ func testAggregationETA(t *testing.T, s *suite) {
 }
 
 func testAggregationConcurrentClaimers(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	const keys, perKey = 20, 5
 	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: perKey}})
 	var all []*tasks.Signature
@@ -441,10 +429,8 @@ func describeAggregations(info []*iface.AggregationInfo) string {
 
 // A paused queue's batches wait, as its pending tasks do.
 func testAggregationPaused(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	members := fullGroupOfTwo(t, b, q, "k")
 	must(t, "PauseQueue", b.PauseQueue(ctx, q))
 	noBatch(t, "a due group of a paused queue", b, names, q)
@@ -458,10 +444,8 @@ func testAggregationPaused(t *testing.T, s *suite) {
 // WaitDue returns once a member fills a group, without waiting for max, and
 // returns by max when nothing happens.
 func testAggregationWaitDue(t *testing.T, s *suite) {
-	b := s.broker(t)
+	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	q := queueName(t, "q")
-	names := iface.NewTaskNames([]string{"notify"})
 	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
 	must(t, "WaitDue with nothing due", b.WaitDue(ctx, []string{q}, names, 50*time.Millisecond))
 

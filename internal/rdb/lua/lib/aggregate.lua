@@ -7,7 +7,9 @@
 -- name's groups that will be due, by due time in ms), P .. "batches:" ..
 -- name (zset: name's batch ids by lease end or retry time, ms) and
 -- P .. "batch:" .. id (hash: name, key, msg (the member ids, oldest first,
--- as a JSON array), lease, lease_exp, settled, failed, recovered, error).
+-- as a JSON array), lease, lease_exp, settled, failed, recovered, error)
+-- and P .. "notify" (a wake-up token for an idle aggregating worker, left
+-- when a member makes its group due).
 -- A group g is "<name>\n<key>" (task names hold no newline). A member's
 -- join stamp is when it joined, in ms, times 1000 plus a sequence number,
 -- so members that join in the same millisecond keep their order; its task
