@@ -104,6 +104,17 @@ func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, polici
 	return errors.Join(errs...)
 }
 
+// parsePolicy parses a policy as announce_aggregators.lua keeps it,
+// "<till ms> <max size> <max delay ms> <grace period ms>".
+func parsePolicy(v string) (brokers.AggregationPolicy, bool) {
+	var till, size, delay, grace int64
+	if n, err := fmt.Sscanf(v, "%d %d %d %d", &till, &size, &delay, &grace); n != 4 || err != nil {
+		return brokers.AggregationPolicy{}, false
+	}
+	return brokers.AggregationPolicy{MaxSize: int(size), MaxDelay: time.Duration(delay) * time.Millisecond,
+		GracePeriod: time.Duration(grace) * time.Millisecond}, true
+}
+
 // ceilMs is d in whole milliseconds, rounded up, so that a limit shorter
 // than 1ms still applies.
 func ceilMs(d time.Duration) int64 {
@@ -369,11 +380,18 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 	if err != nil {
 		return nil, fmt.Errorf("list the aggregation groups of %s: %w", queue, err)
 	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	rules, err := s.client.HGetAll(ctx, qk.aggPolicies).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the aggregation policies of %s: %w", queue, err)
+	}
 	type read struct {
-		info           *brokers.AggregationInfo
-		size           *goredis.IntCmd
-		oldest, newest *goredis.ZSliceCmd
-		due            *goredis.FloatCmd
+		info                 *brokers.AggregationInfo
+		policy               brokers.AggregationPolicy
+		size                 *goredis.IntCmd
+		oldest, newest, full *goredis.ZSliceCmd
 	}
 	reads := make([]read, 0, len(groups))
 	pipe := s.client.Pipeline()
@@ -383,16 +401,20 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 			continue
 		}
 		members := qk.aggGroup(name, key)
-		reads = append(reads, read{
+		r := read{
 			info:   &brokers.AggregationInfo{Queue: queue, Name: name, Key: key},
 			size:   pipe.ZCard(ctx, members),
 			oldest: pipe.ZRangeWithScores(ctx, members, 0, 0),
 			newest: pipe.ZRangeWithScores(ctx, members, -1, -1),
-			due:    pipe.ZScore(ctx, qk.aggDue(name), key),
-		})
-	}
-	if len(reads) == 0 {
-		return nil, nil
+		}
+		// A group without a policy (its announcement long gone) is never due.
+		if p, ok := parsePolicy(rules[name]); ok {
+			r.policy = p
+			if p.MaxSize > 0 {
+				r.full = pipe.ZRangeWithScores(ctx, members, int64(p.MaxSize-1), int64(p.MaxSize-1))
+			}
+		}
+		reads = append(reads, r)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("read the aggregation groups of %s: %w", queue, err)
@@ -405,8 +427,21 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 		}
 		r.info.Size = clampInt(r.size.Val())
 		r.info.Oldest, r.info.Newest = joinTime(oldest[0].Score), joinTime(newest[0].Score)
-		if due, err := r.due.Result(); err == nil {
-			r.info.Due = time.UnixMilli(int64(due))
+		// The due index may hold a group early (lib/aggregate.lua): the
+		// time shown is the policy's, as claim_batch reckons it.
+		due := func(t time.Time) {
+			if r.info.Due.IsZero() || t.Before(r.info.Due) {
+				r.info.Due = t
+			}
+		}
+		if r.full != nil && len(r.full.Val()) > 0 {
+			due(joinTime(r.full.Val()[0].Score))
+		}
+		if r.policy.MaxDelay > 0 {
+			due(r.info.Oldest.Add(r.policy.MaxDelay))
+		}
+		if r.policy.GracePeriod > 0 {
+			due(r.info.Newest.Add(r.policy.GracePeriod))
 		}
 		out = append(out, r.info)
 	}

@@ -187,6 +187,16 @@ func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder))
 	return b.enqueue(b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, false)
 }
 
+// Run queues fn's commands, sending them at once on the caller's
+// goroutine when the lane is idle (as Submit does); after, when not nil,
+// is called with them once they have run, on the goroutine that sends. It
+// reports false when the batcher is closed. fn is called when the
+// pipeline is built, so a caller can still add to what it queues until
+// then.
+func (b *Batcher) Run(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
+	return b.enqueue(b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, true)
+}
+
 // Do queues fn's commands, waits until they have run, and returns the
 // first error among them (goredis.Nil included). A ctx already ended
 // queues nothing; one that ends while Do waits makes it return ctx's

@@ -20,8 +20,8 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Publish adds sigs to their queues: one enqueue script per queue, all or
-// nothing within a queue. With pending, the PENDING state of every
+// Publish adds sigs to their queues: one enqueue script per queue (which
+// concurrent publishes share: combine.go), all or nothing within a queue. With pending, the PENDING state of every
 // signature is written first: on a single server by the same script (one
 // round trip per queue), elsewhere in a round trip of its own before the
 // scripts, so a worker never finishes a task before its PENDING state
@@ -38,7 +38,8 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			if err := ValidQueue(sig.RoutingKey); err != nil {
 				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 			}
-			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), states: pending && s.oneNode, keyed: s.oneNode, groups: true}
+			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), ttl: s.opts.ResultsExpireIn.Milliseconds(),
+				states: pending && s.oneNode, keyed: s.oneNode, groups: true}
 			byQueue[sig.RoutingKey] = q
 			order = append(order, sig.RoutingKey)
 		}
@@ -59,30 +60,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		if err := s.registerQueue(ctx, name); err != nil {
 			return err
 		}
-		q := byQueue[name]
-		qk := q.queue
-		keys := append([]string{qk.pending, qk.scheduled, qk.archived, qk.notify}, q.stateKeys...)
-		args := append([]interface{}{qk.task, s.opts.ResultsExpireIn.Milliseconds(), q.stride(), randomHex(8), "0"}, q.tasks...)
-		// go-redis does not send it again; machinist does, marked as a
-		// repeat, on a single server, where a repeat finds the first run's
-		// tasks, or their states once they ran and were forgotten. On
-		// Cluster the states live on other nodes: a repeat after a lost
-		// reply could queue again a task that ran meanwhile, so the
-		// publish is sent again only after a refusal, and the error of a
-		// lost reply says it may have happened.
-		r := retry{refusedOnly: true}
-		if s.oneNode {
-			r = retry{before: func() { args[4] = "1" }}
-		}
-		cmd := s.batch.runOnce(ctx, q.lane, enqueueScript, keys, args, r)
-		if err := cmd.Err(); err != nil {
-			return fmt.Errorf("publish to queue %s: %w", name, err)
-		}
-		code, id, err := parseEnqueueReply(cmd.Val())
-		if err != nil {
-			return fmt.Errorf("publish to queue %s: %w", name, err)
-		}
-		if err := statusError(code, id); err != nil {
+		if err := s.enqueue(ctx, name, byQueue[name]); err != nil {
 			return err
 		}
 	}
@@ -95,6 +73,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 // PENDING fields.
 type enqueueArgs struct {
 	queue     *queueKeys
+	ttl       int64 // the states' TTL in ms (enqueue.lua)
 	states    bool
 	lane      string // the first task's id, the batcher lane
 	tasks     []interface{}
@@ -116,6 +95,15 @@ func (q *enqueueArgs) stride() int {
 		return pendingItems
 	}
 	return 0
+}
+
+// itemsPerTask is how many items each task has in q.tasks.
+func (q *enqueueArgs) itemsPerTask() int {
+	n := 3 + q.stride()
+	if q.groups {
+		n++
+	}
+	return n
 }
 
 // addTask encodes sig into q.

@@ -847,12 +847,12 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	later := time.Now().Add(time.Hour).UnixMilli()
 
 	// enqueue: {0}, then {1, id}.
-	code, id, err := parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0",
-		"a", msg("a"), 0, "", "b", msg("b"), 0, "", "c", msg("c"), later, ""))
+	code, id, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0", 3,
+		"a", msg("a"), 0, "", "b", msg("b"), 0, "", "c", msg("c"), later, "")))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", "a", msg("a"), 0, ""))
+	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", 1, "a", msg("a"), 0, "")))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
 	}
@@ -1056,15 +1056,15 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		return `{"UUID":"` + id + `","Name":"agg","RoutingKey":"q","AggregationKey":"k"}`
 	}
 	grp := aggGroupID("agg", "k")
-	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", "m1", member("m1"), 0, grp))
+	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 1, "m1", member("m1"), 0, grp)))
 	if err != nil || code != statusNoAggregator || id != "m1" {
 		t.Fatalf("enqueue of a member no worker aggregates: %d, %q, %v", code, id, err)
 	}
 	if code, err := parseStatusReply("announce_aggregators", run(announceAggregatorsScript, aggKeys, qk.agg, ttl, "agg", "2 0 0"), 0); err != nil || code != 0 {
 		t.Fatalf("announce_aggregators: %d, %v", code, err)
 	}
-	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0",
-		"m1", member("m1"), 0, grp, "m2", member("m2"), 0, grp, "m3", member("m3"), 0, grp))
+	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 3,
+		"m1", member("m1"), 0, grp, "m2", member("m2"), 0, grp, "m3", member("m3"), 0, grp)))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of members: %d, %q, %v", code, id, err)
 	}
@@ -1106,7 +1106,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
-	code, id, err = parseEnqueueReply(run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", "m4", member("m4"), 0, grp))
+	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", 1, "m4", member("m4"), 0, grp)))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of a member: %d, %q, %v", code, id, err)
 	}
@@ -1137,4 +1137,15 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	}
 	_, _, err = parseEnqueueReply(v)
 	checkReplyError(t, err, "enqueue")
+}
+
+// onlyReply returns the one element of a script's array reply (enqueue's
+// reply to a single publish).
+func onlyReply(t *testing.T, v interface{}) interface{} {
+	t.Helper()
+	arr, ok := v.([]interface{})
+	if !ok || len(arr) != 1 {
+		t.Fatalf("reply %#v, want an array of one", v)
+	}
+	return arr[0]
 }

@@ -84,6 +84,7 @@ type Store struct {
 	client  goredis.UniversalClient
 	owned   bool // Close closes client
 	batch   *Batcher
+	comb    combiner // concurrent publishes' shared enqueue calls
 	keys    *keys
 	opts    Options
 	log     *slog.Logger

@@ -3,7 +3,8 @@
 -- came, the earliest, taken again whole (same id and members;
 -- recovered+1 when its lease ended unsettled); else the oldest members,
 -- up to the name's MaxSize (every one without it), of the group due the
--- earliest, as a new batch.
+-- earliest, as a new batch. A group the due index holds early is filed
+-- again at its true time (lib/aggregate.lua) and passed over.
 --
 -- KEYS[1] policies hash (P .. "policies")   KEYS[2] groups set (P .. "groups")
 -- KEYS[3] the queue's paused flag (a paused queue's batches wait, as its
@@ -79,18 +80,17 @@ while true do
 		return {}
 	end
 	local g = name .. "\n" .. key
-	local members = P .. "group:" .. g
 	local policy = agg_policy(P, name)
-	local n = policy and policy.size or 0
-	if n == 0 then
-		n = redis.call("ZCARD", members)
-	end
-	local popped = {}
-	if n > 0 then
-		popped = redis.call("ZPOPMIN", members, n)
-	end
-	agg_schedule(P, g)
-	if #popped > 0 then
+	-- The index may hold a group early (lib/aggregate.lua): filed again
+	-- at its true time, it is taken only when that has come.
+	local due = agg_schedule(P, g, policy)
+	if due and due <= now then
+		local n = policy.size
+		if n == 0 then
+			n = redis.call("ZCARD", P .. "group:" .. g)
+		end
+		local popped = redis.call("ZPOPMIN", P .. "group:" .. g, n)
+		agg_schedule(P, g, policy)
 		local ids = {}
 		for i = 1, #popped, 2 do
 			table.insert(ids, popped[i])

@@ -16,103 +16,137 @@
 -- ARGV[2] state TTL in ms
 -- ARGV[3] k, how many state field, value items each task has (0 without
 --         KEYS[5..])
--- ARGV[4] publish token, random per publish, kept in each task hash (pub)
--- ARGV[5] "1" when the caller sends this again, not knowing whether its
---         first run happened: a task whose hash is gone counts as
---         published when its state names the token (k > 0) or is final
---         (k = 0: the PENDING state the sender wrote has been replaced by
---         the task's outcome)
--- ARGV[6..] for each task: id, message (JSON signature), ETA in ms since
---           the epoch (0: now), its aggregation group ("<name>\n<key>", ""
---           for a task that is no member), then k items: its PENDING
---           state's fields
+-- ARGV[4..] one or more publishes, each: its publish token (random per
+--         publish, kept in each task hash as pub), "1" when the caller
+--         sends it again, not knowing whether its first run happened (a
+--         task whose hash is gone counts as published when its state
+--         names the token (k > 0) or is final (k = 0: the PENDING state
+--         the sender wrote has been replaced by the task's outcome)),
+--         how many tasks it has, then for each task: id, message (JSON
+--         signature), ETA in ms since the epoch (0: now), its aggregation
+--         group ("<name>\n<key>", "" for a task that is no member), then
+--         k items: its PENDING state's fields
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
--- Returns: {0} when every task was published (by this run or an earlier
--- one with the same token, whose tasks may have run, been archived or
--- been forgotten since: then nothing is written), or {1, id} when a
--- task with that id is held by the queue (lib/queue.lua's held) from
--- another publish or appears twice in ARGV, or {4, id} when the task is a
--- member and no announcement alive (announce_aggregators.lua) covers its
--- task name; then nothing was written. A task whose id is archived
--- replaces it.
+-- Publishes are independent (concurrent senders' publishes to one queue
+-- share a call: queue.go's combiner), each all or nothing, run in order as
+-- if each were a call of its own.
+--
+-- Returns: for each publish, in order, {0} when every task was published
+-- (by this run or an earlier one with the same token, whose tasks may have
+-- run, been archived or been forgotten since: then nothing is written), or
+-- {1, id} when a task with that id is held by the queue (lib/queue.lua's
+-- held) from another publish or appears twice in the publish, or {4, id}
+-- when the task is a member and no announcement alive
+-- (announce_aggregators.lua) covers its task name; then nothing of that
+-- publish was written. A task whose id is archived replaces it.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
 local now = now_ms()
 local k = tonumber(ARGV[3])
 local stride = 4 + k
 local states = #KEYS > 4
-local repeated = ARGV[5] == "1"
-local seen, archived = {}, {}
 local P -- the aggregation prefix, once a member is met
 local live = {} -- task name → its policy, with an announcement alive
-local n = 4
-for i = 6, #ARGV, stride do
-	local id = ARGV[i]
-	local key = ARGV[1] .. id
-	n = n + 1
-	local busy, was_archived = held(key)
-	-- This publish ran before (the tasks went in all at once) when a task
-	-- hash (queued, running, kept or archived since) or, once the task
-	-- was forgotten, its state names this publish: nothing more to do.
-	if (busy or was_archived) and redis.call("HGET", key, "pub") == ARGV[4] then
-		return {0}
-	end
-	if repeated and states and not busy and not was_archived then
-		local state = redis.call("HMGET", KEYS[n], "pub", "state")
-		if k > 0 and state[1] == ARGV[4] or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
+local ready = false
+local joined = {} -- groups joined → whether each was empty, to file once
+
+-- check returns nil when the publish whose tasks are ARGV[first..last]
+-- (their state keys from KEYS[key + 1]) can be written, else its reply:
+-- {0} when it ran before, {1, id} or {4, id}. It also returns which of its
+-- tasks replace an archived one.
+local function check(token, repeated, first, last, key)
+	local seen, archived = {}, {}
+	local n = key
+	for i = first, last, stride do
+		local id = ARGV[i]
+		local task_key = ARGV[1] .. id
+		n = n + 1
+		local busy, was_archived = held(task_key)
+		-- This publish ran before (the tasks went in all at once) when a
+		-- task hash (queued, running, kept or archived since) or, once the
+		-- task was forgotten, its state names this publish: nothing more
+		-- to do.
+		if (busy or was_archived) and redis.call("HGET", task_key, "pub") == token then
 			return {0}
 		end
-	end
-	if seen[id] or busy then
-		return {1, id}
-	end
-	local g = ARGV[i + 3]
-	if g ~= "" then
-		P = P or agg_prefix(ARGV[1])
-		local name = agg_split(g)
-		if not live[name] then
-			local policy = agg_policy(P, name)
-			if not policy or policy.till <= now then
-				return {4, id}
+		if repeated and states and not busy and not was_archived then
+			local state = redis.call("HMGET", KEYS[n], "pub", "state")
+			if k > 0 and state[1] == token or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
+				return {0}
 			end
-			live[name] = policy
 		end
+		if seen[id] or busy then
+			return {1, id}
+		end
+		local g = ARGV[i + 3]
+		if g ~= "" then
+			P = P or agg_prefix(ARGV[1])
+			local name = agg_split(g)
+			if not live[name] then
+				local policy = agg_policy(P, name)
+				if not policy or policy.till <= now then
+					return {4, id}
+				end
+				live[name] = policy
+			end
+		end
+		seen[id] = true
+		archived[id] = was_archived
 	end
-	seen[id] = true
-	archived[id] = was_archived
+	return nil, archived
 end
-local ready = false
-local joined = {} -- groups joined, to file once
-n = 4
-for i = 6, #ARGV, stride do
-	local id = ARGV[i]
-	if k > 0 then
-		n = n + 1
-		local fields = { unpack(ARGV, i + 4, i + 3 + k) }
-		table.insert(fields, "pub")
-		table.insert(fields, ARGV[4])
-		write_state(KEYS[n], ARGV[2], "", fields)
-	end
-	local key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
-	if g == "" then
-		if put(KEYS[1], KEYS[2], KEYS[3], key, id, ARGV[i + 1], eta, archived[id], ARGV[4], now) then
-			ready = true
+
+-- write writes the tasks of a publish check passed.
+local function write(token, first, last, key, archived)
+	local n = key
+	for i = first, last, stride do
+		local id = ARGV[i]
+		if k > 0 then
+			n = n + 1
+			local fields = { unpack(ARGV, i + 4, i + 3 + k) }
+			table.insert(fields, "pub")
+			table.insert(fields, token)
+			write_state(KEYS[n], ARGV[2], "", fields)
 		end
-	elseif eta > now then
-		put(KEYS[1], KEYS[2], KEYS[3], key, id, ARGV[i + 1], eta, archived[id], ARGV[4], now)
-		redis.call("HSET", key, "group", g)
-	else
-		if archived[id] then
-			redis.call("ZREM", KEYS[3], id)
-			redis.call("DEL", key)
+		local task_key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
+		if g == "" then
+			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, archived[id], token, now) then
+				ready = true
+			end
+		elseif eta > now then
+			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, archived[id], token, now)
+			redis.call("HSET", task_key, "group", g)
+		else
+			if archived[id] then
+				redis.call("ZREM", KEYS[3], id)
+				redis.call("DEL", task_key)
+			end
+			local was_empty = agg_join(P, g, task_key, id, nil, now, { "msg", ARGV[i + 1], "pub", token })
+			joined[g] = joined[g] or was_empty
 		end
-		agg_join(P, g, key, id, nil, now, { "msg", ARGV[i + 1], "pub", ARGV[4] })
-		joined[g] = true
 	end
 end
-agg_file(P, joined, now, live)
+
+local replies = {}
+local i, key = 4, 4 -- the next publish's first item; KEYS before its first state key
+while i <= #ARGV do
+	local token, repeated, count = ARGV[i], ARGV[i + 1] == "1", tonumber(ARGV[i + 2])
+	local first = i + 3
+	local last = first + (count - 1) * stride
+	local reply, archived = check(token, repeated, first, last, key)
+	if not reply then
+		write(token, first, last, key, archived)
+		reply = {0}
+	end
+	table.insert(replies, reply)
+	i = first + count * stride
+	if states then
+		key = key + count
+	end
+end
+agg_file_new(P, joined, now, live)
 if ready then
 	wake(KEYS[4])
 end
-return {0}
+return replies

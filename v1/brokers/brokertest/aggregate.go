@@ -27,6 +27,7 @@ func aggregationTests() []struct {
 		{"AggregationNeedsAnAggregator", testAggregationNeedsAnAggregator},
 		{"AggregationMaxSize", testAggregationMaxSize},
 		{"AggregationGracePeriod", testAggregationGracePeriod},
+		{"AggregationGracePeriodMovesOn", testAggregationGraceMovesOn},
 		{"AggregationMaxDelay", testAggregationMaxDelay},
 		{"AggregationCompleteBatch", testAggregationCompleteBatch},
 		{"AggregationLeaseEndsBatchTakenAgainWhole", testAggregationLeaseEnds},
@@ -198,6 +199,37 @@ func testAggregationGracePeriod(t *testing.T, s *suite) {
 		t.Fatalf("batch taken %v after its member joined, before the grace period (%v)", since, grace)
 	}
 	wantBatch(t, "after the grace period", batch, q, "notify", "alice", m1)
+}
+
+// testAggregationGraceMovesOn: a member that joins within the grace period
+// moves the group's due time on; a broker may answer NextDue early (the
+// Redis broker files a group by its first member), but ClaimBatch takes
+// the group only a grace period after its newest member.
+func testAggregationGraceMovesOn(t *testing.T, s *suite) {
+	b, q, names := aggregation(t, s)
+	const grace = 300 * time.Millisecond
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
+	m1, m2 := member(q, "notify", "alice"), member(q, "notify", "alice")
+	publish(t, b, m1)
+	waitUntil(time.Now().Add(grace / 2))
+	publish(t, b, m2)
+	joined := time.Now()
+	info := aggregations(t, b, q)
+	if len(info) != 1 || info[0].Size != 2 || !near(info[0].Due, joined.Add(grace), 100*time.Millisecond) {
+		t.Fatalf("Aggregations: %s, want one group of 2 due about %v", describeAggregations(info), joined.Add(grace))
+	}
+	// Past the first member's grace period, before the second's.
+	waitUntil(joined.Add(grace * 2 / 3))
+	noBatch(t, "before the newest member's grace period ended", b, names, q)
+	due, err := b.NextDue(context.Background(), []string{q}, names)
+	if err != nil || !near(due, info[0].Due, 5*time.Millisecond) {
+		t.Fatalf("NextDue after a claim found the group early = %v, %v; want %v", due, err, info[0].Due)
+	}
+	batch := claimEventually(t, b, names, q)
+	if since := time.Since(joined); since < grace {
+		t.Fatalf("batch taken %v after its newest member joined, before the grace period (%v)", since, grace)
+	}
+	wantBatch(t, "after the newest member's grace period", batch, q, "notify", "alice", m1, m2)
 }
 
 func testAggregationMaxDelay(t *testing.T, s *suite) {

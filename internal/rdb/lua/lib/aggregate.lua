@@ -43,6 +43,14 @@ local function agg_policy(P, name)
 		rule = size .. " " .. delay .. " " .. grace }
 end
 
+-- The due index holds, for each group, a time no later than the group is
+-- due: claim_batch files a group it finds there early at its true time
+-- (agg_schedule) and takes it only then. So a member that joins now moves
+-- nothing in the index unless it is its group's first (agg_file_new), and
+-- a send that only moves a group's grace period on costs no write there.
+-- Every other change (members taken, requeued or joining with an old
+-- stamp, a policy announced anew) files the group at its true time.
+
 -- agg_schedule files group g in its name's due index by when its policy
 -- makes it due (full: when its MaxSize-th member joined; its oldest
 -- member's join plus MaxDelay; its newest's plus GracePeriod; the
@@ -105,7 +113,9 @@ end
 -- agg_join adds task id (its hash task_key) to group g with join stamp
 -- stamp or, when stamp is nil, as the group's newest member now; fields
 -- (optional) are more fields of the task hash to set in the same HSET. The
--- caller files the group (agg_schedule) once it has added its members.
+-- caller files the group (agg_schedule, or agg_file_new for members that
+-- joined now) once it has added its members. With stamp nil it returns
+-- whether the group was empty.
 local function agg_join(P, g, task_key, id, stamp, now, fields)
 	local members = P .. "group:" .. g
 	local new_group = true
@@ -129,4 +139,39 @@ local function agg_join(P, g, task_key, id, stamp, now, fields)
 		table.insert(set, f)
 	end
 	redis.call("HSET", task_key, unpack(set))
+	return new_group
+end
+
+-- agg_file_new files the groups of joined (group → whether it was empty
+-- before) after members joined them now, by their names' policies (by
+-- task name; every group's has one): a group that was empty is filed at
+-- the soonest its policy allows, one that holds MaxSize members is due
+-- now; either wakes an idle aggregating worker (P .. "notify") when due
+-- now. A group's grace period moving on changes nothing (see the due
+-- index above).
+local function agg_file_new(P, joined, now, policies)
+	local woken = false
+	for g, was_empty in pairs(joined) do
+		local name, key = agg_split(g)
+		local policy = policies[name]
+		local due
+		if was_empty then
+			if policy.delay > 0 then
+				due = now + policy.delay
+			end
+			if policy.grace > 0 and (not due or now + policy.grace < due) then
+				due = now + policy.grace
+			end
+		end
+		if policy.size > 0 and (not due or due > now) and redis.call("ZCARD", P .. "group:" .. g) >= policy.size then
+			due = now
+		end
+		if due then
+			redis.call("ZADD", P .. "due:" .. name, "LT", due, key)
+			if due <= now and not woken then
+				wake(P .. "notify")
+				woken = true
+			end
+		end
+	end
 end

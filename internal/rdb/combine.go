@@ -1,0 +1,232 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Concurrent publishes to one queue share enqueue script runs: a publish
+// joins the call that waits for its queue's batcher lane, if one does, and
+// the call is built only when the lane sends it, with every publish that
+// joined meanwhile (enqueue.lua takes several independent publishes, each
+// all or nothing). An idle queue's publish goes at once, alone; under load
+// the fixed cost of a script run (the call, the server's clock, the
+// aggregation policies read, the reply) is paid once per pipeline rather
+// than once per publish.
+
+// maxCombined bounds the tasks one combined call carries: a publish that
+// would take a call past it opens the next.
+const maxCombined = 256
+
+// combiner holds the combined calls still taking publishes.
+type combiner struct {
+	mu   sync.Mutex
+	open map[combineKey]*combined
+}
+
+// combineKey: the publishes of one call go to one queue and have the same
+// shape (with or without PENDING states).
+type combineKey struct {
+	queue  string
+	states bool
+}
+
+// combined is one enqueue call being gathered, then sent.
+type combined struct {
+	reqs  []*publishReq
+	tasks int
+	built bool          // the lane took it: no publish joins or leaves
+	done  chan struct{} // closed once sent (or not sent: no publish left)
+	err   error         // the call's error, after done
+}
+
+// publishReq is one publish in a combined call.
+type publishReq struct {
+	q     *enqueueArgs
+	token string      // its publish token (enqueue.lua's pub)
+	gone  bool        // its caller left before the call was built
+	reply interface{} // its element of the call's reply, after done
+}
+
+// enqueue publishes q's tasks to queue name in a combined call, and on an
+// error that leaves it unsent or unknown, alone, as enqueueAlone does.
+func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &publishReq{q: q, token: randomHex(8)}
+	c := s.join(name, r)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		s.comb.mu.Lock()
+		if !c.built {
+			r.gone = true // never sent
+		}
+		s.comb.mu.Unlock()
+		return ctx.Err()
+	}
+	if c.err != nil {
+		return s.enqueueAgain(ctx, name, q, r.token, c.err)
+	}
+	code, id, err := parseEnqueueReply(r.reply)
+	if err != nil {
+		return fmt.Errorf("publish to queue %s: %w", name, err)
+	}
+	return statusError(code, id)
+}
+
+// join adds r to the call its queue's publishes are gathering, opening one
+// (and queueing it on the queue's lane) when there is none or it is full.
+func (s *Store) join(name string, r *publishReq) *combined {
+	k := combineKey{queue: name, states: r.q.states}
+	n := len(r.q.tasks) / r.q.itemsPerTask()
+	s.comb.mu.Lock()
+	c := s.comb.open[k]
+	if c != nil && c.tasks+n <= maxCombined {
+		c.reqs = append(c.reqs, r)
+		c.tasks += n
+		s.comb.mu.Unlock()
+		return c
+	}
+	c = &combined{reqs: []*publishReq{r}, tasks: n, done: make(chan struct{})}
+	if s.comb.open == nil {
+		s.comb.open = make(map[combineKey]*combined)
+	}
+	s.comb.open[k] = c
+	s.comb.mu.Unlock()
+	var cmd onceCmd
+	var sent []*publishReq
+	build := func(p goredis.Pipeliner) []goredis.Cmder {
+		s.comb.mu.Lock()
+		c.built = true
+		if s.comb.open[k] == c {
+			delete(s.comb.open, k)
+		}
+		for _, r := range c.reqs {
+			if !r.gone {
+				sent = append(sent, r)
+			}
+		}
+		s.comb.mu.Unlock()
+		if len(sent) == 0 {
+			return nil
+		}
+		keys, args := enqueueCall(r.q.queue, sent)
+		cmd = evalShaOnce(context.Background(), enqueueScript, keys, args)
+		_ = p.Process(context.Background(), cmd)
+		return []goredis.Cmder{cmd}
+	}
+	after := func([]goredis.Cmder) {
+		defer close(c.done)
+		if len(sent) == 0 {
+			return
+		}
+		if c.err = cmd.Err(); c.err != nil {
+			return
+		}
+		replies, err := asArray("enqueue", cmd.Val())
+		if err == nil && len(replies) != len(sent) {
+			err = malformed("enqueue", nil, "%d replies for %d publishes", len(replies), len(sent))
+		}
+		if err != nil {
+			c.err = err
+			return
+		}
+		for i, r := range sent {
+			r.reply = replies[i]
+		}
+	}
+	if !s.batch.Run(name, build, after) {
+		// Closed: the publishes that joined meanwhile fail with it.
+		s.comb.mu.Lock()
+		c.built = true
+		if s.comb.open[k] == c {
+			delete(s.comb.open, k)
+		}
+		c.err = errBatcherClosed
+		s.comb.mu.Unlock()
+		close(c.done)
+	}
+	return c
+}
+
+// enqueueAgain publishes q alone after its combined call failed with
+// first: at once when Redis did not have the script or refused the call,
+// marked as a repeat (its token finds a first run) when the call's outcome
+// is unknown on a single server; on Cluster such an error is returned, as
+// the publish may have happened (see retry.go).
+func (s *Store) enqueueAgain(ctx context.Context, name string, q *enqueueArgs, token string, first error) error {
+	switch {
+	case IsNoScript(first):
+	case !uncertain(first), outcomeUnknown(first) && !s.oneNode:
+		return fmt.Errorf("publish to queue %s: %w", name, first)
+	}
+	err := s.enqueueAlone(ctx, name, q, token, s.oneNode && outcomeUnknown(first))
+	if err != nil && outcomeUnknown(first) {
+		return withUnknown(err, first)
+	}
+	return err
+}
+
+// enqueueAlone publishes q to queue name in a call of its own, sent again
+// after errors as retry.go says for enqueue; repeat marks it a repeat from
+// the first attempt.
+func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, token string, repeat bool) error {
+	r := &publishReq{q: q, token: token}
+	keys, args := enqueueCall(q.queue, []*publishReq{r})
+	repeatAt := 4 // enqueueCall's args: prefix, ttl, k, token, repeat flag, …
+	if repeat {
+		args[repeatAt] = "1"
+	}
+	// go-redis does not send it again; machinist does, marked as a
+	// repeat, on a single server, where a repeat finds the first run's
+	// tasks, or their states once they ran and were forgotten. On Cluster
+	// the states live on other nodes: a repeat after a lost reply could
+	// queue again a task that ran meanwhile, so the publish is sent again
+	// only after a refusal, and the error of a lost reply says it may have
+	// happened.
+	rt := retry{refusedOnly: true}
+	if s.oneNode {
+		rt = retry{before: func() { args[repeatAt] = "1" }}
+	}
+	cmd := s.batch.runOnce(ctx, q.lane, enqueueScript, keys, args, rt)
+	if err := cmd.Err(); err != nil {
+		return fmt.Errorf("publish to queue %s: %w", name, err)
+	}
+	replies, err := asArray("enqueue", cmd.Val())
+	if err == nil && len(replies) != 1 {
+		err = malformed("enqueue", nil, "%d replies for 1 publish", len(replies))
+	}
+	var code int64
+	var id string
+	if err == nil {
+		code, id, err = parseEnqueueReply(replies[0])
+	}
+	if err != nil {
+		return fmt.Errorf("publish to queue %s: %w", name, err)
+	}
+	return statusError(code, id)
+}
+
+// enqueueCall returns the keys and arguments of an enqueue.lua call that
+// makes the publishes rs, all of one queue and shape, to qk.
+func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
+	keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
+	items := 3
+	for _, r := range rs {
+		keys = append(keys, r.q.stateKeys...)
+		items += 3 + len(r.q.tasks)
+	}
+	q := rs[0].q
+	args := make([]interface{}, 0, items)
+	args = append(args, qk.task, q.ttl, q.stride())
+	for _, r := range rs {
+		args = append(args, r.token, "0", len(r.q.tasks)/r.q.itemsPerTask())
+		args = append(args, r.q.tasks...)
+	}
+	return keys, args
+}

@@ -1,0 +1,142 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// enqueueCounter counts the enqueue script calls a client sends.
+type enqueueCounter struct {
+	countingHook
+	enqueues atomic.Int64
+}
+
+func (h *enqueueCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && args[0] == "evalsha" && args[1] == enqueueScript.Hash() {
+				h.enqueues.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestConcurrentPublishesShareOneCall holds the queue's batcher lane while
+// publishes gather, then checks that they went in one enqueue call and
+// that each got its own outcome: a duplicate is refused alone, a cancelled
+// publish is not sent, the others land.
+func TestConcurrentPublishesShareOneCall(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	hook := &enqueueCounter{}
+	client.AddHook(hook)
+	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
+	defer s.Close()
+	ctx := context.Background()
+	const queue = "q"
+	sig := func(id string) *tasks.Signature {
+		return &tasks.Signature{UUID: id, Name: "n", RoutingKey: queue}
+	}
+	if err := s.Publish(ctx, []*tasks.Signature{sig("taken")}, true); err != nil {
+		t.Fatal(err)
+	}
+	before := hook.enqueues.Load()
+
+	// Hold the lane: its sender waits in this op's QueueFunc.
+	hold, release := make(chan struct{}), make(chan struct{})
+	go s.batch.Run(queue, func(p goredis.Pipeliner) []goredis.Cmder {
+		close(hold)
+		<-release
+		return nil
+	}, nil)
+	<-hold
+
+	const publishes = 20
+	errs := make([]error, publishes+1)
+	var wg sync.WaitGroup
+	publish := func(i int, ctx context.Context, sigs ...*tasks.Signature) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Publish(ctx, sigs, true)
+		}()
+	}
+	for i := range publishes {
+		publish(i, ctx, sig(fmt.Sprintf("t%d", i)), sig(fmt.Sprintf("u%d", i)))
+	}
+	publish(publishes, ctx, sig("t-dup"), sig("taken")) // refused: "taken" is queued
+	cancelled, cancel := context.WithCancel(ctx)
+	cancelledErr := make(chan error, 1)
+	go func() { cancelledErr <- s.Publish(cancelled, []*tasks.Signature{sig("cancelled")}, true) }()
+	// Every publish has joined the call waiting for the lane.
+	joined := func() int {
+		s.comb.mu.Lock()
+		defer s.comb.mu.Unlock()
+		c := s.comb.open[combineKey{queue: queue, states: true}]
+		if c == nil {
+			return 0
+		}
+		return len(c.reqs)
+	}
+	for joined() < publishes+2 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-cancelledErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("publish cancelled while it waited: %v, want context.Canceled", err)
+	}
+	close(release)
+	wg.Wait()
+
+	if n := hook.enqueues.Load() - before; n != 1 {
+		t.Errorf("%d enqueue calls for %d publishes, want 1", n, publishes+2)
+	}
+	for i := range publishes {
+		if errs[i] != nil {
+			t.Errorf("publish %d: %v", i, errs[i])
+		}
+	}
+	if !errors.Is(errs[publishes], brokers.ErrDuplicateTask) {
+		t.Errorf("publish with a queued task's id: %v, want ErrDuplicateTask", errs[publishes])
+	}
+	qk := s.keys.queue(queue)
+	ids, err := client.LRange(ctx, qk.pending, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"taken": true}
+	for i := range publishes {
+		want[fmt.Sprintf("t%d", i)], want[fmt.Sprintf("u%d", i)] = true, true
+	}
+	got := map[string]bool{}
+	for _, id := range ids {
+		if got[id] {
+			t.Errorf("task %s pending twice", id)
+		}
+		got[id] = true
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("task %s not pending", id)
+		}
+	}
+	for id := range got {
+		if !want[id] {
+			t.Errorf("task %s pending, want it not published", id)
+		}
+	}
+}
