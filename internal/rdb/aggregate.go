@@ -224,22 +224,38 @@ func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.Tas
 	return next, nil
 }
 
-// WaitDue waits for a wake-up token on the aggregation notify list of
-// queues (left when a member makes its group due), or for at most limit. On
-// Redis Cluster with several queues, it waits on the first queue's list
-// only (the others' groups are found within limit).
+// WaitDue waits for a wake-up token on the aggregation notify list of one
+// of names on queues (left when a group or batch of the name is due: see
+// lib/aggregate.lua), or for at most limit. On Redis Cluster with several
+// queues, it waits on the first queue's lists only (the others' groups are
+// found within limit).
 func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, limit time.Duration) error {
 	if len(queues) == 0 {
 		return fmt.Errorf("wait for a due batch: %w", brokers.ErrNoQueue)
 	}
-	keys := make([]string, 0, len(queues))
+	var keys []string
 	for _, q := range queues {
 		if err := ValidQueue(q); err != nil {
 			return fmt.Errorf("wait for a due batch: %w", err)
 		}
-		keys = append(keys, s.keys.queue(q).aggNotify())
-		if s.cluster {
-			break
+		if s.cluster && len(keys) > 0 {
+			continue
+		}
+		qk := s.keys.queue(q)
+		if names != nil {
+			for _, name := range names.List() {
+				keys = append(keys, qk.aggNotify(name))
+			}
+		}
+	}
+	if len(keys) == 0 { // no names: nothing can wake it
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	// One BLPOP blocks for less than the client's read timeout: wait in

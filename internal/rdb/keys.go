@@ -67,9 +67,9 @@ import (
 //	                                   oldest first, JSON), lease,
 //	                                   lease_exp, settled, failed,
 //	                                   recovered, error
-//	<prefix>:{<queue>}:agg:notify      list: a wake-up token for an idle
-//	                                   aggregating worker (WaitDue) when a
-//	                                   member made a group due
+//	<prefix>:{<queue>}:agg:notify:<n>  list: a wake-up token for an idle
+//	                                   worker aggregating n (WaitDue) when
+//	                                   a group or batch of n is due
 type keys struct {
 	prefix string
 	cache  sync.Map // queue name → *queueKeys
@@ -143,8 +143,8 @@ func (qk *queueKeys) aggGroup(name, key string) string {
 	return qk.agg + "group:" + aggGroupID(name, key)
 }
 
-// aggNotify is the wake-up list of the queue's aggregating workers.
-func (qk *queueKeys) aggNotify() string { return qk.agg + "notify" }
+// aggNotify is the wake-up list of the queue's workers aggregating name.
+func (qk *queueKeys) aggNotify(name string) string { return qk.agg + "notify:" + name }
 
 // aggDue is the due index of name's groups.
 func (qk *queueKeys) aggDue(name string) string { return qk.agg + "due:" + name }

@@ -63,8 +63,8 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 
 // aggregateLoop builds the aggregates of the due groups of the worker's
 // queues whose names it aggregates, one batch at a time, until ctx ends.
-// With nothing due it waits (WaitDue) until a member fills a group, or the
-// next due time, or at most a poll period.
+// With nothing due it waits (WaitDue) until the broker says a group or
+// batch is due, or at most a poll period.
 func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
 	fails := 0
@@ -79,7 +79,7 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 			continue
 		}
 		if err == nil {
-			if err = w.waitDue(ctx, agg, names, poll); err == nil {
+			if err = agg.WaitDue(ctx, w.p.Queues, names, poll); err == nil {
 				fails = 0
 				continue
 			}
@@ -94,20 +94,6 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 			return
 		}
 	}
-}
-
-// waitDue waits until a member fills a group of the worker's queues (it is
-// woken), or the next group or batch is due, or at most poll.
-func (w *Worker) waitDue(ctx context.Context, agg brokers.Aggregator, names *brokers.TaskNames, poll time.Duration) error {
-	next, err := agg.NextDue(ctx, w.p.Queues, names)
-	if err != nil {
-		return err
-	}
-	wait := poll
-	if !next.IsZero() {
-		wait = max(min(wait, w.clock.Until(next)), time.Millisecond)
-	}
-	return agg.WaitDue(ctx, w.p.Queues, names, wait)
 }
 
 // aggregate builds b's aggregate with a and hands it to the broker: the

@@ -4,7 +4,8 @@
 -- recovered+1 when its lease ended unsettled); else the oldest members,
 -- up to the name's MaxSize (every one without it), of the group due the
 -- earliest, as a new batch. A group the due index holds early is filed
--- again at its true time (lib/aggregate.lua) and passed over.
+-- again at its true time (lib/aggregate.lua) and passed over. With more
+-- due, it wakes another worker.
 --
 -- KEYS[1] policies hash (P .. "policies")   KEYS[2] groups set (P .. "groups")
 -- KEYS[3] the queue's paused flag (a paused queue's batches wait, as its
@@ -46,7 +47,14 @@ local function earliest(prefix)
 	return best_name, best_member
 end
 
+-- reply is a claim's reply. When more of the caller's groups or batches
+-- are due, it wakes their workers (lib/aggregate.lua's agg_wake): a busy
+-- queue's batches are built by as many workers as are idle.
 local function reply(id, name, key, failed, recovered, ids)
+	local more = earliest(P .. "batches:") or earliest(P .. "due:")
+	if more then
+		agg_wake(P, more)
+	end
 	local out = { id, name, key, token, expiry, failed, recovered }
 	for _, m in ipairs(ids) do
 		table.insert(out, m)

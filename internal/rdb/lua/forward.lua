@@ -1,7 +1,9 @@
 -- forward: move scheduled and retry tasks whose time has come to pending;
 -- a member of an aggregation group (its hash names the group) joins its
 -- group instead, filed by its name's last announced policy (never due
--- without one; lib/aggregate.lua).
+-- without one; lib/aggregate.lua). Run by the queue's elected
+-- maintainer, it also wakes the aggregating workers of each task name
+-- with a group or batch due, so that no worker polls for due groups.
 --
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
 -- KEYS[4] notify list
@@ -9,9 +11,10 @@
 --         from it)
 -- ARGV[2] the most tasks to move from each zset
 --
--- Returns: {moved, next_ms}: how many moved, and when the earliest task
--- still waiting is due (-1: none).
--- Complexity: O(N log S) for N tasks moved.
+-- Returns: {moved, next_ms}: how many moved, and when the earliest task,
+-- group or batch still waiting is due (-1: none).
+-- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
+-- task names ever aggregated on the queue.
 local now = now_ms()
 local moved, ready = 0, false
 local joined = {} -- groups joined, to file once
@@ -46,6 +49,22 @@ for z = 1, 2 do
 		local score = tonumber(first[2])
 		if nextDue < 0 or score < nextDue then
 			nextDue = score
+		end
+	end
+end
+-- The queue's aggregation (lib/aggregate.lua): wake the workers of each
+-- name with a group or batch due by now; count the next one's time.
+local P = agg_prefix(ARGV[1])
+for _, name in ipairs(redis.call("HKEYS", P .. "policies")) do
+	for _, z in ipairs({ "due:", "batches:" }) do
+		local first = redis.call("ZRANGE", P .. z .. name, 0, 0, "WITHSCORES")
+		if first[2] then
+			local score = tonumber(first[2])
+			if score <= now then
+				agg_wake(P, name)
+			elseif nextDue < 0 or score < nextDue then
+				nextDue = score
+			end
 		end
 	end
 end

@@ -37,6 +37,8 @@ func aggregationTests() []struct {
 		{"AggregationConcurrentClaimers", testAggregationConcurrentClaimers},
 		{"AggregationPaused", testAggregationPaused},
 		{"AggregationWaitDue", testAggregationWaitDue},
+		{"AggregationWaitDueByTime", testAggregationWaitDueByTime},
+		{"AggregationWaitDueByName", testAggregationWaitDueByName},
 	}
 }
 
@@ -498,4 +500,68 @@ func testAggregationWaitDue(t *testing.T, s *suite) {
 	if err := b.WaitDue(cctx, []string{q}, names, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitDue with an ended context: %v, want context.Canceled", err)
 	}
+}
+
+// WaitDue returns when a group's due time comes (its grace period ends),
+// with no member filling it: the broker watches the due times, so that a
+// waiting worker need not poll for them.
+func testAggregationWaitDueByTime(t *testing.T, s *suite) {
+	b, q, names := aggregation(t, s)
+	ctx := context.Background()
+	const grace = 200 * time.Millisecond
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
+	m := member(q, "notify", "k")
+	publish(t, b, m)
+	joined := time.Now()
+	woken := make(chan error, 1)
+	go func() {
+		// A spurious wake-up (the group filed early) is allowed: wait
+		// again until a batch is due, as a worker does.
+		for {
+			if err := b.WaitDue(ctx, []string{q}, names, time.Hour); err != nil || time.Since(joined) >= grace {
+				woken <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-woken:
+		must(t, "WaitDue", err)
+	case <-time.After(waitLong):
+		t.Fatalf("WaitDue not woken %v after a group's grace period (%v) ended", waitLong, grace)
+	}
+	wantBatch(t, "after WaitDue returned", claimEventually(t, b, names, q), q, "notify", "k", m)
+}
+
+// WaitDue wakes a waiter of the name whose group is due, even while a
+// waiter of another name waits too (a wake-up it took would leave the
+// right one asleep).
+func testAggregationWaitDueByName(t *testing.T, s *suite) {
+	b, q, names := aggregation(t, s)
+	ctx := context.Background()
+	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}, "other": {MaxSize: 2}})
+	others := iface.NewTaskNames([]string{"other"})
+	wait := func(names *iface.TaskNames) chan error {
+		woken := make(chan error, 1)
+		go func() { woken <- b.WaitDue(ctx, []string{q}, names, time.Hour) }()
+		return woken
+	}
+	woken := func(what string, ch chan error) {
+		t.Helper()
+		select {
+		case err := <-ch:
+			must(t, what, err)
+		case <-time.After(waitLong):
+			t.Fatalf("%s not woken %v after its name's group filled", what, waitLong)
+		}
+	}
+	notifyWoken := wait(names)
+	otherWoken := wait(others)
+	publish(t, b, member(q, "other", "k"), member(q, "other", "k"))
+	woken("WaitDue of other's worker", otherWoken)
+	if batch := claim(t, b, others, q); batch == nil || batch.Name != "other" {
+		t.Fatalf("claim of other's worker: %+v, want a batch of other", batch)
+	}
+	publish(t, b, member(q, "notify", "k"), member(q, "notify", "k"))
+	woken("WaitDue of notify's worker", notifyWoken) // or earlier, spuriously
 }

@@ -105,11 +105,14 @@ type Aggregator interface {
 	// caller claims then, finds nothing, and asks again.
 	NextDue(ctx context.Context, queues []string, names *TaskNames) (time.Time, error)
 
-	// WaitDue waits until a group of queues may have become due because a
-	// member filled it (a member's publish, or its ETA, makes it due by
-	// MaxSize), or max has passed; it returns ctx's error if ctx ends
-	// first. A wake-up may be spurious, or taken by another waiter: the
-	// caller claims, and waits again at most until NextDue.
+	// WaitDue waits until a group or batch of queues whose task name is in
+	// names may be due: a member filled a group (its publish, or its ETA,
+	// makes it due by MaxSize), or a group's or batch's due time came (the
+	// broker watches the due times: a Redis broker through each queue's
+	// elected maintainer, so that no worker polls for them), or max has
+	// passed; it returns ctx's error if ctx ends first. A wake-up may be
+	// spurious, or taken by another waiter: the caller claims, and waits
+	// again.
 	WaitDue(ctx context.Context, queues []string, names *TaskNames, max time.Duration) error
 
 	// CompleteBatch publishes aggregate (its RoutingKey must be set; it is

@@ -158,8 +158,9 @@ func (b *Broker) wakeAggregatorsLocked() {
 	}
 }
 
-// WaitDue waits until a group of queues may have become due (a member
-// filled it), or max has passed, or ctx ends (its error).
+// WaitDue waits until a group or batch of queues with a name in names may
+// be due (a member filled a group, or a due time came), or max has passed,
+// or ctx ends (its error).
 func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.TaskNames, max time.Duration) error {
 	b.mu.Lock()
 	if b.closed {
@@ -188,6 +189,10 @@ func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.Task
 		b.aggWake = make(chan struct{})
 	}
 	wake := b.aggWake
+	// A group or batch that becomes due by time ends the wait then.
+	if next := b.nextDueLocked(queues, names); !next.IsZero() {
+		max = min(max, b.clock.Until(next))
+	}
 	b.mu.Unlock()
 	timer := b.clock.NewTimer(max)
 	defer timer.Stop()
@@ -429,9 +434,14 @@ func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.Task
 	if b.closed {
 		return time.Time{}, errClosed("next due")
 	}
+	return b.nextDueLocked(queues, names), nil
+}
+
+// nextDueLocked is NextDue's answer; b.mu is held.
+func (b *Broker) nextDueLocked(queues []string, names *iface.TaskNames) time.Time {
 	var next time.Time
 	if names == nil {
-		return next, nil
+		return next
 	}
 	earlier := func(e *dueEntry) {
 		if next.IsZero() || e.at.Before(next) {
@@ -456,7 +466,7 @@ func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.Task
 			}
 		}
 	}
-	return next, nil
+	return next
 }
 
 // Aggregations lists queue's groups with members waiting, by name then

@@ -2,7 +2,10 @@ package redisbroker
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/b6192125/machinist/internal/rdb"
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -47,12 +50,20 @@ func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.Task
 	return due, wrap(err)
 }
 
-// WaitDue waits until a member may have made a group of queues due, or
-// max has passed.
+// WaitDue waits until a group or batch of queues with a name in names may
+// be due, or max has passed. A member that fills a group wakes it; the due
+// times are watched by each queue's elected maintainer (which this broker
+// stands for, as ClaimBatch does), so no worker polls for them.
 func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.TaskNames, max time.Duration) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
+	for _, q := range queues {
+		if err := rdb.ValidQueue(q); err != nil {
+			return wrap(fmt.Errorf("wait for a due batch: %w", err))
+		}
+	}
+	b.maintain(queues)
 	return wrap(b.store.WaitDue(ctx, queues, names, max))
 }
 

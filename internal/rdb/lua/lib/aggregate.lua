@@ -8,8 +8,11 @@
 -- name (zset: name's batch ids by lease end or retry time, ms) and
 -- P .. "batch:" .. id (hash: name, key, msg (the member ids, oldest first,
 -- as a JSON array), lease, lease_exp, settled, failed, recovered, error)
--- and P .. "notify" (a wake-up token for an idle aggregating worker, left
--- when a member makes its group due).
+-- and P .. "notify:" .. name (list: a wake-up token for an idle worker
+-- that aggregates name, left when one of name's groups or batches is due:
+-- by the member that filled a group, by the queue's elected maintainer
+-- (forward.lua) when a due time comes, by a worker that claimed a batch
+-- while more are due).
 -- A group g is "<name>\n<key>" (task names hold no newline). A member's
 -- join stamp is when it joined, in ms, times 1000 plus a sequence number,
 -- so members that join in the same millisecond keep their order; its task
@@ -95,17 +98,23 @@ local function agg_schedule(P, g, policy)
 	return due
 end
 
+-- agg_wake leaves a wake-up token for an idle worker that aggregates
+-- name (at most one waits).
+local function agg_wake(P, name)
+	wake(P .. "notify:" .. name)
+end
+
 -- agg_file files the groups of the set joined (agg_schedule; policies,
--- when given, holds the policies the caller read, by task name) and, when
--- one is due by now, leaves a wake-up token for an idle aggregating worker
--- (P .. "notify", at most one).
+-- when given, holds the policies the caller read, by task name) and wakes
+-- the workers of the names with a group due by now (agg_wake).
 local function agg_file(P, joined, now, policies)
-	local woken = false
+	local woken = {}
 	for g in pairs(joined) do
-		local due = agg_schedule(P, g, policies and policies[(agg_split(g))])
-		if due and due <= now and not woken then
-			wake(P .. "notify")
-			woken = true
+		local name = agg_split(g)
+		local due = agg_schedule(P, g, policies and policies[name])
+		if due and due <= now and not woken[name] then
+			agg_wake(P, name)
+			woken[name] = true
 		end
 	end
 end
@@ -146,11 +155,10 @@ end
 -- before) after members joined them now, by their names' policies (by
 -- task name; every group's has one): a group that was empty is filed at
 -- the soonest its policy allows, one that holds MaxSize members is due
--- now; either wakes an idle aggregating worker (P .. "notify") when due
--- now. A group's grace period moving on changes nothing (see the due
+-- now; either wakes the name's workers (agg_wake) when due now. A group's grace period moving on changes nothing (see the due
 -- index above).
 local function agg_file_new(P, joined, now, policies)
-	local woken = false
+	local woken = {}
 	for g, was_empty in pairs(joined) do
 		local name, key = agg_split(g)
 		local policy = policies[name]
@@ -168,9 +176,9 @@ local function agg_file_new(P, joined, now, policies)
 		end
 		if due then
 			redis.call("ZADD", P .. "due:" .. name, "LT", due, key)
-			if due <= now and not woken then
-				wake(P .. "notify")
-				woken = true
+			if due <= now and not woken[name] then
+				agg_wake(P, name)
+				woken[name] = true
 			end
 		end
 	end
