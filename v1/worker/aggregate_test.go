@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,5 +91,47 @@ func TestAggregatorPausedPastItsLeaseWritesNothing(t *testing.T) {
 	}
 	if st := h.state(aggregate); st != tasks.StateSuccess {
 		t.Fatalf("the aggregate's state is %q after the paused worker resumed, want %s", st, tasks.StateSuccess)
+	}
+}
+
+// An aggregator that returns a member (a task with an AggregationKey) as
+// its aggregate fails like one that returns an error: its batch is tried
+// again, then its members are archived, their states FAILURE saying why.
+func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{AggregatorRetries: 1, Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
+	var calls atomic.Int32
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			calls.Add(1)
+			return &tasks.Signature{Name: "member", AggregationKey: key}, nil
+		},
+	}}}
+	p := h.params()
+	p.Broker = h.mem // the spy hides the broker's aggregation
+	p.Tasks = reg
+	started := make(chan struct{})
+	p.StartedFunc = func() { close(started) }
+	h.start(p)
+	<-started
+	members := []*tasks.Signature{newSig("member"), newSig("member")}
+	for _, m := range members {
+		m.AggregationKey = "k"
+	}
+	h.publish(members...)
+	waitFor(t, "the members to fail", func() bool {
+		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
+	})
+	if n := calls.Load(); n != 2 {
+		t.Errorf("aggregator called %d times, want 2 (AggregatorRetries 1)", n)
+	}
+	st := h.stateOf(members[0].UUID)
+	if !strings.Contains(st.Error, "AggregationKey") || !strings.Contains(st.Error, "failed 2 times") {
+		t.Errorf("member's error %q, want it to name the AggregationKey and the 2 failures", st.Error)
+	}
+	infos, err := h.mem.ListTasks(context.Background(), testQueue, brokers.StatusArchived, 0, 0)
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("archived tasks: %d, %v; want the 2 members", len(infos), err)
 	}
 }
