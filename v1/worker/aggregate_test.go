@@ -135,3 +135,58 @@ func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
 		t.Fatalf("archived tasks: %d, %v; want the 2 members", len(infos), err)
 	}
 }
+
+// A batch whose worker died or hung while building it more than
+// MaxRecoveries times is archived, its members FAILURE, rather than handed
+// to the aggregator again.
+func TestBatchLostPastMaxRecoveriesIsArchived(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{
+		LeaseDuration: time.Second, RecoverInterval: 50 * time.Millisecond, MaxRecoveries: 1,
+		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20},
+	})
+	var calls atomic.Int32
+	in := make(chan struct{}, 2)
+	release := make(chan struct{})
+	defer close(release)
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			calls.Add(1)
+			in <- struct{}{}
+			<-release // hung: it ignores its context past the lease
+			return &tasks.Signature{Name: "digest"}, nil
+		},
+	}}}
+	start := func() {
+		p := h.params()
+		p.Broker = h.mem // the spy hides the broker's aggregation
+		p.Tasks = reg
+		started := make(chan struct{})
+		p.StartedFunc = func() { close(started) }
+		h.start(p)
+		<-started
+	}
+	start()
+	members := []*tasks.Signature{newSig("member"), newSig("member")}
+	for _, m := range members {
+		m.AggregationKey = "k"
+	}
+	h.publish(members...)
+	recv(t, in, "the first worker to call the aggregator")
+	// The second takes the batch once the first's lease ends (recovered
+	// once: within MaxRecoveries) and hangs too; the third finds it
+	// recovered twice and archives it.
+	start()
+	recv(t, in, "the second worker to call the aggregator")
+	start()
+	waitFor(t, "the members to fail", func() bool {
+		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
+	})
+	if n := calls.Load(); n != 2 {
+		t.Errorf("aggregator called %d times, want 2: the batch past MaxRecoveries is archived, not built again", n)
+	}
+	if st := h.stateOf(members[0].UUID); !strings.Contains(st.Error, "MaxRecoveries") {
+		t.Errorf("member's error %q, want it to name MaxRecoveries", st.Error)
+	}
+}
