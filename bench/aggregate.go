@@ -25,31 +25,15 @@ const (
 	aggTimeout     = time.Minute
 )
 
-// aggFastPoll is machinist's NormalTasksPollPeriod in the second variant:
-// its worker looks for due groups at least this often (1 s by default).
-const aggFastPoll = 100 * time.Millisecond
-
-func (b *bench) aggregate(ctx context.Context, lib string, rep int) {
-	for _, poll := range []time.Duration{0, aggFastPoll} {
-		if ctx.Err() != nil {
-			return
-		}
-		b.aggregateOne(ctx, lib, rep, poll)
-	}
-}
-
-// aggregateOne sends keys × aggMaxSize taskMember tasks, member i (its id,
+// aggregate sends keys × aggMaxSize taskMember tasks, member i (its id,
 // its only argument) to key i mod keys, from aggSenders goroutines, to a
 // running worker of concurrency aggConcurrency; the clock runs from the
 // first send until the taskBatch aggregates have carried as many member
 // ids as were sent. Each id must then have run exactly once.
-func (b *bench) aggregateOne(ctx context.Context, lib string, rep int, poll time.Duration) {
+func (b *bench) aggregate(ctx context.Context, lib string, rep int) {
 	keys := max(1, b.n/aggMaxSize)
 	members := keys * aggMaxSize
 	variant := fmt.Sprintf("%d members over %d keys, c=%d", members, keys, aggConcurrency)
-	if poll > 0 {
-		variant += fmt.Sprintf(", worker poll %s", poll)
-	}
 	row := func(what string) string { return variant + ": " + what }
 	type line struct{ variant, unit string }
 	var (
@@ -119,7 +103,7 @@ func (b *bench) aggregateOne(ctx context.Context, lib string, rep int, poll time
 		fail(fmt.Errorf("%w: %s has no aggregation", errNA, lib))
 		return
 	}
-	agg := Aggregation{MaxSize: aggMaxSize, MaxDelay: aggMaxDelay, GracePeriod: aggGrace, PollPeriod: poll}
+	agg := Aggregation{MaxSize: aggMaxSize, MaxDelay: aggMaxDelay, GracePeriod: aggGrace}
 	if err := ad.OpenAggregating(ctx, b.redis.addr, h, agg); err != nil {
 		d.Close()
 		if !errors.Is(err, errNA) {

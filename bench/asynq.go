@@ -45,12 +45,8 @@ func (d *asynqDriver) Open(ctx context.Context, addr string, h Handlers) error {
 // OpenAggregating has the servers started later aggregate each asynq.Group
 // with agg's GroupMaxSize, GroupMaxDelay and GroupGracePeriod, concatenating
 // the members' payloads into one taskBatch. asynq looks for due groups
-// every min(GroupGracePeriod, 7 s), and GroupGracePeriod is at least 1 s:
-// there is no PollPeriod to set.
+// every min(GroupGracePeriod, 7 s), and GroupGracePeriod is at least 1 s.
 func (d *asynqDriver) OpenAggregating(ctx context.Context, addr string, h Handlers, agg Aggregation) error {
-	if agg.PollPeriod > 0 {
-		return fmt.Errorf("%w: asynq looks for due groups every min(GroupGracePeriod, 7 s), GroupGracePeriod at least 1 s", errNA)
-	}
 	d.agg = &agg
 	return d.Open(ctx, addr, h)
 }

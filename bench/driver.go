@@ -45,9 +45,6 @@ type Aggregation struct {
 	MaxSize     int
 	MaxDelay    time.Duration
 	GracePeriod time.Duration
-	// PollPeriod, when set, is machinist's Redis.NormalTasksPollPeriod: the
-	// longest its worker waits before it looks for due groups again.
-	PollPeriod time.Duration
 }
 
 // AggregatingDriver is a Driver whose library aggregates tasks.

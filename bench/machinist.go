@@ -44,9 +44,6 @@ func (d *machinistDriver) open(addr string, h Handlers, agg *Aggregation) error 
 		NoUnixSignals: true, // this program handles Ctrl-C itself
 		Logger:        slog.New(slog.DiscardHandler),
 	}
-	if agg != nil && agg.PollPeriod > 0 {
-		cnf.Redis = &config.RedisConfig{NormalTasksPollPeriod: int(agg.PollPeriod.Milliseconds())}
-	}
 	s, err := machinist.NewServer(cnf)
 	if err != nil {
 		return err

@@ -149,8 +149,9 @@ func TestFailingAggregatorArchivesTheMembers(t *testing.T) {
 	})
 }
 
-// A group filled by its last member is built at once: the worker is woken,
-// not left to find it at its next look (here a minute away).
+// A group filled by its last member is built at once: the member's publish
+// wakes the worker, which is not left to find it at its next look, nor
+// woken by the maintainer's next forward (both here a minute away).
 func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
 		s := bareServer(t, p, func(c *config.Config) {
@@ -158,6 +159,7 @@ func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 				c.Redis = &config.RedisConfig{}
 			}
 			c.Redis.NormalTasksPollPeriod = 60000
+			c.Redis.DelayedTasksPollPeriod = 60000
 		})
 		ctx := testCtx(t)
 		if err := s.RegisterTask("count", func(members []string) (int64, error) { return int64(len(members)), nil }); err != nil {

@@ -213,8 +213,8 @@ func tenProcessesOneKey(t *testing.T) {
 
 // aggregatorConfig is the environment of an aggregating process on the
 // Redis at url: short leases, so that a killed process's batch is taken
-// again within seconds, and a short poll, so that a due group is found
-// soon.
+// again within seconds, and a short poll, so that a worker whose wake-up
+// went to a process killed meanwhile looks again soon.
 func aggregatorConfig(url string) []string {
 	return []string{"BROKER=" + url, "RESULT_BACKEND=" + url, "LEASE_DURATION=" + shortLease.String(), "REDIS_NORMAL_TASKS_POLL_PERIOD=50"}
 }

@@ -19,21 +19,25 @@ import (
 // lua/lib/aggregate.lua). A member, a task published with an
 // AggregationKey, is held in its queue's group of its name and key: a zset
 // of member ids by join stamp. Each task name has a due index, a zset of
-// its groups' keys by when each is due, kept by every script that changes
-// a group from the group's members and the name's last announced policy
-// (a group due by size only and not full is absent). Publish (enqueue.lua)
-// files a member at once, or, with an ETA, the forwarder does when it is
-// due (forward.lua). A worker claims a batch (claim_batch.lua): the oldest
-// members of the earliest due group of its names move into a batch hash
-// under a lease, listed in the name's batches zset by lease end; a batch
-// whose lease ends, or whose retry comes, is taken again whole by the next
-// claim, so no maintainer is needed to recover it. Completing, retrying
-// and archiving a batch are settle scripts fenced by the batch's lease
-// (lib/fence.lua's check_settle on the batch hash).
+// its groups' keys by a time no later than each is due (a group due by
+// size only and not full is absent): a member that joins now files its
+// group only when it is the first or fills it, and claim_batch.lua files a
+// group it finds early at its true time (lib/aggregate.lua). Publish
+// (enqueue.lua) adds a member at once, or, with an ETA, the forwarder does
+// when it is due (forward.lua). The queue's elected maintainer wakes the
+// workers of a name when one of its groups or batches is due (forward.lua);
+// a member that fills a group wakes them itself. A worker claims a batch
+// (claim_batch.lua): the oldest members of the earliest due group of its
+// names move into a batch hash under a lease, listed in the name's batches
+// zset by lease end; a batch whose lease ends, or whose retry comes, is
+// taken again whole by the next claim. Completing, retrying and archiving
+// a batch are settle scripts fenced by the batch's lease (lib/fence.lua's
+// check_settle on the batch hash).
 //
 // Cost of a member: no round trip of its own (it travels in its publish's
-// enqueue script), O(log G) in a group of G; about ten commands, the
-// group filed once per script. A claim is one script per queue tried,
+// enqueue script, which concurrent publishes share: combine.go), O(log G)
+// in a group of G; about eight commands (its PENDING state, its task hash,
+// its join), the group filed only when it is new or full. A claim is one script per queue tried,
 // O(N log B) for N names, plus O(M log G) for the M members it takes.
 
 // statusNoAggregator is enqueue.lua's answer for a member whose name no
@@ -95,7 +99,7 @@ func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, polici
 			args = append(args, name, fmt.Sprintf("%d %d %d", p.MaxSize, ceilMs(p.MaxDelay), ceilMs(p.GracePeriod)))
 		}
 		err := again(ctx, func() error {
-			return s.batch.repl.eval(ctx, s.client, false, announceAggregatorsScript, []string{qk.aggPolicies, qk.aggGroups, qk.paused}, args).Err()
+			return s.batch.repl.eval(ctx, s.client, false, announceAggregatorsScript, []string{qk.aggPolicies, qk.aggGroups}, args).Err()
 		}, retry{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("announce the aggregators of queue %s: %w", q, err))
@@ -180,8 +184,10 @@ func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.
 }
 
 // NextDue returns when the next group or batch of queues whose task name
-// is in names becomes due, or the zero time when none waits: one
-// pipeline.
+// is in names becomes due, or earlier (the due index holds a group by a
+// time no later than its due time: lib/aggregate.lua), or the zero time
+// when none waits: one pipeline. No worker calls it (the maintainer's
+// forward.lua watches the due times); it answers inspection and tests.
 func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.TaskNames) (time.Time, error) {
 	if names == nil || len(names.List()) == 0 {
 		return time.Time{}, nil
@@ -386,7 +392,8 @@ func batchSettled(b *brokers.Batch, what string, code int64) error {
 }
 
 // Aggregations lists queue's groups with waiting members, by name then
-// key: two round trips, one pipeline reading each group.
+// key: three round trips (the groups, the policies, then one pipeline
+// reading each group).
 func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.AggregationInfo, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err

@@ -72,9 +72,15 @@ func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error 
 	if c.err != nil {
 		return s.enqueueAgain(ctx, name, q, r.token, c.err)
 	}
-	code, id, err := parseEnqueueReply(r.reply)
+	return publishOutcome(name, r.reply)
+}
+
+// publishOutcome is the error, or nil, that a publish's element of an
+// enqueue reply says.
+func publishOutcome(queue string, reply interface{}) error {
+	code, id, err := parseEnqueueReply(reply)
 	if err != nil {
-		return fmt.Errorf("publish to queue %s: %w", name, err)
+		return fmt.Errorf("publish to queue %s: %w", queue, err)
 	}
 	return statusError(code, id)
 }
@@ -83,7 +89,7 @@ func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error 
 // (and queueing it on the queue's lane) when there is none or it is full.
 func (s *Store) join(name string, r *publishReq) *combined {
 	k := combineKey{queue: name, states: r.q.states}
-	n := len(r.q.tasks) / r.q.itemsPerTask()
+	n := r.q.count
 	s.comb.mu.Lock()
 	c := s.comb.open[k]
 	if c != nil && c.tasks+n <= maxCombined {
@@ -128,10 +134,7 @@ func (s *Store) join(name string, r *publishReq) *combined {
 		if c.err = cmd.Err(); c.err != nil {
 			return
 		}
-		replies, err := asArray("enqueue", cmd.Val())
-		if err == nil && len(replies) != len(sent) {
-			err = malformed("enqueue", nil, "%d replies for %d publishes", len(replies), len(sent))
-		}
+		replies, err := parseEnqueueReplies(cmd.Val(), len(sent))
 		if err != nil {
 			c.err = err
 			return
@@ -178,9 +181,8 @@ func (s *Store) enqueueAgain(ctx context.Context, name string, q *enqueueArgs, t
 func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, token string, repeat bool) error {
 	r := &publishReq{q: q, token: token}
 	keys, args := enqueueCall(q.queue, []*publishReq{r})
-	repeatAt := 4 // enqueueCall's args: prefix, ttl, k, token, repeat flag, …
 	if repeat {
-		args[repeatAt] = "1"
+		args[firstRepeatArg] = "1"
 	}
 	// go-redis does not send it again; machinist does, marked as a
 	// repeat, on a single server, where a repeat finds the first run's
@@ -191,29 +193,27 @@ func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, t
 	// happened.
 	rt := retry{refusedOnly: true}
 	if s.oneNode {
-		rt = retry{before: func() { args[repeatAt] = "1" }}
+		rt = retry{before: func() { args[firstRepeatArg] = "1" }}
 	}
 	cmd := s.batch.runOnce(ctx, q.lane, enqueueScript, keys, args, rt)
 	if err := cmd.Err(); err != nil {
 		return fmt.Errorf("publish to queue %s: %w", name, err)
 	}
-	replies, err := asArray("enqueue", cmd.Val())
-	if err == nil && len(replies) != 1 {
-		err = malformed("enqueue", nil, "%d replies for 1 publish", len(replies))
-	}
-	var code int64
-	var id string
-	if err == nil {
-		code, id, err = parseEnqueueReply(replies[0])
-	}
+	replies, err := parseEnqueueReplies(cmd.Val(), 1)
 	if err != nil {
 		return fmt.Errorf("publish to queue %s: %w", name, err)
 	}
-	return statusError(code, id)
+	return publishOutcome(name, replies[0])
 }
 
+// firstRepeatArg is the index, in enqueueCall's arguments (task prefix,
+// TTL, k, then each publish's token, repeat flag, …), of the first
+// publish's repeat flag.
+const firstRepeatArg = 4
+
 // enqueueCall returns the keys and arguments of an enqueue.lua call that
-// makes the publishes rs, all of one queue and shape, to qk.
+// makes the publishes rs, all of one queue and shape, to qk; none is
+// marked a repeat.
 func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 	keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
 	items := 3
@@ -225,7 +225,7 @@ func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 	args := make([]interface{}, 0, items)
 	args = append(args, qk.task, q.ttl, q.stride())
 	for _, r := range rs {
-		args = append(args, r.token, "0", len(r.q.tasks)/r.q.itemsPerTask())
+		args = append(args, r.token, "0", r.q.count)
 		args = append(args, r.q.tasks...)
 	}
 	return keys, args

@@ -60,7 +60,9 @@ import (
 //	<prefix>:{<queue>}:agg:count       string: members waiting or in batches
 //	<prefix>:{<queue>}:agg:group:<g>   zset: waiting member ids by join stamp
 //	<prefix>:{<queue>}:agg:due:<n>     zset: keys of task name n's groups
-//	                                   that will be due, by due time (ms)
+//	                                   that will be due, by a time (ms) no
+//	                                   later than their due time
+//	                                   (lib/aggregate.lua)
 //	<prefix>:{<queue>}:agg:batches:<n> zset: n's batch ids by lease end or
 //	                                   retry time (ms)
 //	<prefix>:{<queue>}:agg:batch:<id>  hash: name, key, msg (member ids,

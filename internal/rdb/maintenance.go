@@ -13,12 +13,13 @@ const (
 )
 
 // Forward moves due scheduled and retry tasks of queue q to pending, up to
-// a batch, and trims the completed tasks past their retention. It reports
-// whether more are due now (another batch), and when the earliest task
-// still waiting is due (zero: none).
+// a batch, wakes the workers of q's due aggregation groups and batches,
+// and trims the completed tasks past their retention. It reports whether
+// more are due now (another batch), and when the earliest task, group or
+// batch still waiting is due (zero: none).
 func (s *Store) Forward(ctx context.Context, q string) (more bool, next time.Time, err error) {
 	qk := s.keys.queue(q)
-	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify}, qk.task, forwardBatch)
+	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch)
 	err = cmd.Err()
 	var moved, nextMs int64
 	if err == nil {

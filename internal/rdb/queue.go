@@ -76,6 +76,7 @@ type enqueueArgs struct {
 	ttl       int64 // the states' TTL in ms (enqueue.lua)
 	states    bool
 	lane      string // the first task's id, the batcher lane
+	count     int    // tasks in tasks
 	tasks     []interface{}
 	stateKeys []string
 	// keyed gives enqueue.lua the state keys even without states (on a
@@ -97,15 +98,6 @@ func (q *enqueueArgs) stride() int {
 	return 0
 }
 
-// itemsPerTask is how many items each task has in q.tasks.
-func (q *enqueueArgs) itemsPerTask() int {
-	n := 3 + q.stride()
-	if q.groups {
-		n++
-	}
-	return n
-}
-
 // addTask encodes sig into q.
 func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 	msg, err := tasks.EncodeSignature(sig)
@@ -119,6 +111,7 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 	if q.lane == "" {
 		q.lane = sig.UUID
 	}
+	q.count++
 	q.tasks = append(q.tasks, sig.UUID, msg, eta)
 	if q.groups {
 		g, err := memberGroup(sig)

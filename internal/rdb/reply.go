@@ -171,10 +171,20 @@ func asIDs(reply string, arr []interface{}, offset int) ([]string, error) {
 	return ids, nil
 }
 
-// parseEnqueueReply decodes enqueue.lua's reply: {0} when every task was
-// published, {1, id} when a task with that id is held already, {4, id}
-// when that task is a member no worker alive aggregates. It returns the
-// status and, with 1 or 4, the id.
+// parseEnqueueReplies splits enqueue.lua's reply into its n elements, one
+// per publish (parseEnqueueReply).
+func parseEnqueueReplies(v interface{}, n int) ([]interface{}, error) {
+	replies, err := asArray("enqueue", v)
+	if err == nil && len(replies) != n {
+		err = malformed("enqueue", nil, "%d replies for %d publishes", len(replies), n)
+	}
+	return replies, err
+}
+
+// parseEnqueueReply decodes one publish's element of enqueue.lua's reply:
+// {0} when every task was published, {1, id} when a task with that id is
+// held already, {4, id} when that task is a member no worker alive
+// aggregates. It returns the status and, with 1 or 4, the id.
 func parseEnqueueReply(v interface{}) (code int64, id string, err error) {
 	const reply = "enqueue"
 	arr, err := asArray(reply, v)

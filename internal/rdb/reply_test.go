@@ -872,7 +872,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	must(client.Del(ctx, qk.paused).Err())
 
 	// forward: nothing due, then c made due.
-	forwardKeys := []string{qk.scheduled, qk.retry, qk.pending, qk.notify}
+	forwardKeys := []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}
 	moved, next, err := parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
 	if err != nil || moved != 0 || next != later {
 		t.Fatalf("forward: %d, %d, %v; want 0, %d", moved, next, err, later)

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/b6192125/machinist/internal/service"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
-	"github.com/b6192125/machinist/v1/retry"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -67,30 +67,35 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 // batch is due, or at most a poll period.
 func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
-	fails := 0
+	// As the fetch loop: a failing broker is tried again after a jittered
+	// backoff, and logged once, then once per interval with a count.
+	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	fails := service.NewFailureLog(w.log, w.clock, "aggregation", 0)
+	failures := 0
 	for ctx.Err() == nil {
 		regs := w.aggregators()
 		names := brokers.NewTaskNames(slices.Collect(maps.Keys(regs)))
 		b, err := agg.ClaimBatch(ctx, w.p.Queues, names)
 		if err == nil && b != nil {
-			fails = 0
 			w.aggregationStep("claimed")
 			w.aggregate(ctx, agg, b, regs[b.Name])
+		} else if err == nil {
+			err = agg.WaitDue(ctx, w.p.Queues, names, poll)
+		}
+		switch {
+		case ctx.Err() != nil, errors.Is(err, brokers.ErrClosed):
+			return
+		case err == nil:
+			if failures > 0 {
+				failures = 0
+				fails.Succeeded()
+			}
 			continue
 		}
-		if err == nil {
-			if err = agg.WaitDue(ctx, w.p.Queues, names, poll); err == nil {
-				fails = 0
-				continue
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		fails++
+		failures++
 		w.reportError(fmt.Errorf("worker: aggregation: %w", err))
-		w.log.Warn("aggregation failed; trying again", slog.Any("error", err))
-		if !w.sleep(ctx, min(poll*time.Duration(fails), 10*poll)) {
+		fails.Failed(err)
+		if !w.sleep(ctx, backoff.Delay(failures)) {
 			return
 		}
 	}
@@ -136,7 +141,7 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 	}
 	w.reportError(fmt.Errorf("worker: aggregate batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
 	if b.Failed < w.p.Config.AggregatorRetries {
-		in := time.Duration(retry.FibonacciNext(b.Failed)) * time.Second
+		in := time.Duration(fibonacciNext(b.Failed)) * time.Second
 		log.Warn("aggregator failed; the batch is tried again", slog.Any("error", err), slog.Duration("retry_in", in))
 		if rerr := agg.RetryBatch(sctx, b, w.clock.Now().Add(in), err.Error()); rerr != nil {
 			log.Error("giving the batch back failed; it is taken again when its lease ends", slog.Any("error", rerr))

@@ -1,5 +1,5 @@
--- enqueue: publish tasks to one queue, all or nothing, with their PENDING
--- states when the state hashes are given. Safe to run twice: a second run
+-- enqueue: publish tasks to one queue, each publish all or nothing, with
+-- their PENDING states when the state hashes are given. Safe to run twice: a second run
 -- with the same publish token (sent again after a lost reply) finds the
 -- first's tasks, or, marked as a repeat, their states once the tasks ran
 -- and were forgotten, and reports success. A member of an aggregation

@@ -6,7 +6,9 @@
 -- with a group or batch due, so that no worker polls for due groups.
 --
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
--- KEYS[4] notify list
+-- KEYS[4] notify list      KEYS[5] the queue's paused flag (a paused
+--                            queue's workers are not woken for its
+--                            batches, which they would not take)
 -- ARGV[1] task hash key prefix (the queue's aggregation keys are found
 --         from it)
 -- ARGV[2] the most tasks to move from each zset
@@ -55,7 +57,11 @@ end
 -- The queue's aggregation (lib/aggregate.lua): wake the workers of each
 -- name with a group or batch due by now; count the next one's time.
 local P = agg_prefix(ARGV[1])
-for _, name in ipairs(redis.call("HKEYS", P .. "policies")) do
+local names = {}
+if redis.call("EXISTS", KEYS[5]) == 0 then
+	names = redis.call("HKEYS", P .. "policies")
+end
+for _, name in ipairs(names) do
 	for _, z in ipairs({ "due:", "batches:" }) do
 		local first = redis.call("ZRANGE", P .. z .. name, 0, 0, "WITHSCORES")
 		if first[2] then

@@ -123,8 +123,9 @@ func (b *Broker) aggregatedLocked(sig *tasks.Signature, now time.Time) bool {
 	return a != nil && now.Before(a.until)
 }
 
-// joinLocked adds t, a member not in any place of q, to its group as the
-// newest member.
+// joinLocked adds t, a member not in any place of q, to its group: as the
+// newest member, or, when it joined before (requeued from the archive), in
+// its first place.
 func (b *Broker) joinLocked(q *queue, t *task, now time.Time) {
 	a := q.aggregationLocked(t.sig.Name)
 	key := t.sig.AggregationKey
@@ -167,32 +168,19 @@ func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.Task
 		b.mu.Unlock()
 		return errClosed("wait due")
 	}
-	if names != nil {
-		// A group or batch already due needs no waiting.
-		now := b.clock.Now()
-		for _, name := range queues {
-			q := b.queues[name]
-			if q == nil || q.paused || len(q.aggregations) == 0 {
-				continue
-			}
-			if _, bt := firstDue(q, names, now, batchesOf); bt != nil {
-				b.mu.Unlock()
-				return nil
-			}
-			if _, g := firstDue(q, names, now, groupsOf); g != nil {
-				b.mu.Unlock()
-				return nil
-			}
-		}
+	// A group or batch due by then ends the wait: at once when it is
+	// already.
+	if next := b.nextDueLocked(queues, names); !next.IsZero() {
+		max = min(max, b.clock.Until(next))
+	}
+	if max <= 0 {
+		b.mu.Unlock()
+		return nil
 	}
 	if b.aggWake == nil {
 		b.aggWake = make(chan struct{})
 	}
 	wake := b.aggWake
-	// A group or batch that becomes due by time ends the wait then.
-	if next := b.nextDueLocked(queues, names); !next.IsZero() {
-		max = min(max, b.clock.Until(next))
-	}
 	b.mu.Unlock()
 	timer := b.clock.NewTimer(max)
 	defer timer.Stop()

@@ -103,8 +103,9 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 
 // RequeueArchived moves the archived tasks of queue with the given UUIDs
 // (all when none are given) to the tail of its pending list, oldest dead
-// letter first; an aggregation member joins its group again instead, as
-// its newest member. Their counts and LastError stay as they were.
+// letter first; an aggregation member joins its group again instead, in
+// the place of its first join. Their counts and LastError stay as they
+// were.
 func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -200,6 +201,7 @@ func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
 	if q.paused {
 		q.paused = false
 		b.notifyLocked()
+		b.wakeAggregatorsLocked() // its batches may be due
 	}
 	return nil
 }

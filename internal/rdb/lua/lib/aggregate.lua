@@ -4,7 +4,8 @@
 -- P .. "groups" (set of the groups with waiting members), P .. "count"
 -- (members waiting or in batches), P .. "group:" .. g (zset: a group's
 -- waiting member ids by join stamp), P .. "due:" .. name (zset: the keys of
--- name's groups that will be due, by due time in ms), P .. "batches:" ..
+-- name's groups that will be due, by a time in ms no later than their due
+-- time: see the due index below), P .. "batches:" ..
 -- name (zset: name's batch ids by lease end or retry time, ms) and
 -- P .. "batch:" .. id (hash: name, key, msg (the member ids, oldest first,
 -- as a JSON array), lease, lease_exp, settled, failed, recovered, error)
@@ -98,20 +99,34 @@ local function agg_schedule(P, g, policy)
 	return due
 end
 
+-- agg_joins is what this script run's joins leave to do once: the members
+-- to count (agg_count) and, by group, the stamp of the newest member a join
+-- made now (a later join in the run needs not read it back).
+local agg_joins = { n = 0, last = {} }
+
+-- agg_count adds the members that joined in this run to P .. "count".
+local function agg_count(P)
+	if agg_joins.n > 0 then
+		redis.call("INCRBY", P .. "count", agg_joins.n)
+		agg_joins.n = 0
+	end
+end
+
 -- agg_wake leaves a wake-up token for an idle worker that aggregates
 -- name (at most one waits).
 local function agg_wake(P, name)
 	wake(P .. "notify:" .. name)
 end
 
--- agg_file files the groups of the set joined (agg_schedule; policies,
--- when given, holds the policies the caller read, by task name) and wakes
--- the workers of the names with a group due by now (agg_wake).
-local function agg_file(P, joined, now, policies)
+-- agg_file counts the joins of the run (agg_count), files the groups of
+-- the set joined (agg_schedule) and wakes the workers of the names with a
+-- group due by now (agg_wake).
+local function agg_file(P, joined, now)
+	agg_count(P)
 	local woken = {}
 	for g in pairs(joined) do
 		local name = agg_split(g)
-		local due = agg_schedule(P, g, policies and policies[name])
+		local due = agg_schedule(P, g)
 		if due and due <= now and not woken[name] then
 			agg_wake(P, name)
 			woken[name] = true
@@ -123,26 +138,30 @@ end
 -- stamp or, when stamp is nil, as the group's newest member now; fields
 -- (optional) are more fields of the task hash to set in the same HSET. The
 -- caller files the group (agg_schedule, or agg_file_new for members that
--- joined now) once it has added its members. With stamp nil it returns
--- whether the group was empty.
+-- joined now) once it has added its members; either counts the joins. With
+-- stamp nil it returns whether the group was empty.
 local function agg_join(P, g, task_key, id, stamp, now, fields)
 	local members = P .. "group:" .. g
 	local new_group = true
 	if not stamp then
 		stamp = now * 1000
-		local last = redis.call("ZRANGE", members, -1, -1, "WITHSCORES")
-		if last[2] then
+		local last = agg_joins.last[g]
+		if not last then
+			last = tonumber(redis.call("ZRANGE", members, -1, -1, "WITHSCORES")[2])
+		end
+		if last then
 			new_group = false
-			if tonumber(last[2]) >= stamp then
-				stamp = tonumber(last[2]) + 1
+			if last >= stamp then
+				stamp = last + 1
 			end
 		end
+		agg_joins.last[g] = stamp
 	end
 	redis.call("ZADD", members, stamp, id)
 	if new_group then
 		redis.call("SADD", P .. "groups", g)
 	end
-	redis.call("INCR", P .. "count")
+	agg_joins.n = agg_joins.n + 1
 	local set = { "state", "aggregating", "group", g, "joined", string.format("%d", stamp) }
 	for _, f in ipairs(fields or {}) do
 		table.insert(set, f)
@@ -155,9 +174,11 @@ end
 -- before) after members joined them now, by their names' policies (by
 -- task name; every group's has one): a group that was empty is filed at
 -- the soonest its policy allows, one that holds MaxSize members is due
--- now; either wakes the name's workers (agg_wake) when due now. A group's grace period moving on changes nothing (see the due
--- index above).
+-- now; either wakes the name's workers (agg_wake) when due now. A group's
+-- grace period moving on changes nothing (see the due index above). It
+-- counts the joins of the run (agg_count).
 local function agg_file_new(P, joined, now, policies)
+	agg_count(P)
 	local woken = {}
 	for g, was_empty in pairs(joined) do
 		local name, key = agg_split(g)
