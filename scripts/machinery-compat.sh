@@ -5,7 +5,8 @@
 # socket, pending tasks, workers that register different tasks) and its
 # example/redis program are taken from the Go module proxy, their import
 # prefix github.com/RichardKnop/machinery/v1 rewritten to
-# github.com/b6192125/machinist/v1 and nothing else, then built against this
+# github.com/b6192125/machinist/v1 (and the tests' import of machinery's
+# example tasks to the copy taken with them) and nothing else, then built against this
 # checkout and run against two redis-servers of their own (TCP and a Unix
 # socket). Nothing of machinery is kept in this repository.
 set -euo pipefail

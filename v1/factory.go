@@ -51,23 +51,20 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 }
 
 // LockFactory returns the lock cnf.Lock names, as machinery's does: a Redis
-// lock for a "redis://" URL (a password in it is used; a user name is not),
-// the in-process lock for anything else. machinist's Server does not need
-// one (see NewServerWithBrokerBackendLock); Config.Lock is otherwise
-// ignored.
+// lock for a Redis URL (redis://, rediss:// or redis+socket://, as a
+// broker's), the in-process lock for anything else. machinist's Server does
+// not need one (see NewServerWithBrokerBackendLock); Config.Lock is
+// otherwise ignored.
 func LockFactory(cnf *config.Config) (lockiface.Lock, error) {
-	if !strings.HasPrefix(cnf.Lock, "redis://") {
-		return eagerlock.New(), nil
+	for _, scheme := range []string{"redis://", "rediss://", "redis+socket://"} {
+		if strings.HasPrefix(cnf.Lock, scheme) {
+			if _, err := rdb.Parse(cnf.Lock); err != nil {
+				return nil, fmt.Errorf("machinist: Lock: %w", err)
+			}
+			return redislock.NewURL(cnf, cnf.Lock, 3), nil
+		}
 	}
-	t, err := rdb.Parse(cnf.Lock)
-	if err != nil {
-		return nil, fmt.Errorf("machinist: Lock: %w", err)
-	}
-	addrs := append([]string(nil), t.Addrs...)
-	if t.Password != "" && len(addrs) > 0 {
-		addrs[0] = t.Password + "@" + addrs[0]
-	}
-	return redislock.New(cnf, addrs, t.DB, 3), nil
+	return eagerlock.New(), nil
 }
 
 // BackendFactory returns the result backend cnf.ResultBackend names. cnf must

@@ -238,12 +238,7 @@ func (s *Server) RegisterTasks(namedTaskFuncs map[string]interface{}) error {
 			return err
 		}
 	}
-	s.mu.Lock()
-	for name, fn := range namedTaskFuncs {
-		s.registeredTasks[name] = fn
-	}
-	s.mu.Unlock()
-	s.GetBroker().SetRegisteredTaskNames(s.GetRegisteredTaskNames())
+	s.register(namedTaskFuncs)
 	return nil
 }
 
@@ -254,11 +249,17 @@ func (s *Server) RegisterTask(name string, taskFunc interface{}) error {
 	if err := validateRegistration(name, taskFunc); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.registeredTasks[name] = taskFunc
-	s.mu.Unlock()
-	s.GetBroker().SetRegisteredTaskNames(s.GetRegisteredTaskNames())
+	s.register(map[string]interface{}{name: taskFunc})
 	return nil
+}
+
+// register adds the task functions and tells the broker the names, under
+// one lock, so that concurrent registrations reach it in order.
+func (s *Server) register(funcs map[string]interface{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	maps.Copy(s.registeredTasks, funcs)
+	s.broker.SetRegisteredTaskNames(slices.Sorted(maps.Keys(s.registeredTasks)))
 }
 
 func validateRegistration(name string, fn interface{}) error {

@@ -1,6 +1,6 @@
-// Package worker is the engine behind machinist.Worker: the fetch loop, the
+// Package worker is the engine behind machinery.Worker: the fetch loop, the
 // concurrency limit, task execution with its state machine, lease renewal
-// and shutdown. Users start workers through machinist.Server.NewWorker; this
+// and shutdown. Users start workers through machinery.Server.NewWorker; this
 // package is for the Server and for those who assemble a worker from their
 // own Broker and Backend.
 //
@@ -35,7 +35,10 @@
 // Config.LeaseRenewInterval. A task whose lease is lost (renewal refused, or
 // its expiry passed without a renewal) has its context cancelled, and when
 // it returns nothing more is written about it: the broker may already have
-// handed it to another worker.
+// handed it to another worker. After renewing, the heartbeater announces
+// the worker's task names (and aggregators) to the broker, for a
+// LeaseDuration: a task this worker has not registered is rerouted to a
+// worker alive that announced its name.
 //
 // # Shutdown
 //

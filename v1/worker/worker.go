@@ -499,19 +499,19 @@ func (w *Worker) reportError(err error) {
 }
 
 // newHeartbeat returns the loop that renews the leases of the running
-// tasks every LeaseRenewInterval. A failed renewal is tried again at the
-// next interval (not later: a lease would run out) and logged once per
-// 30 s with a count.
+// tasks every LeaseRenewInterval, and then announces the worker's task
+// names and aggregators (announce), so that a slow announcement never
+// delays a renewal. A failure is tried again at the next interval (not
+// later: a lease would run out) and logged once per 30 s with a count.
 func (w *Worker) newHeartbeat() *service.Periodic {
 	interval := w.p.Config.LeaseRenewInterval
 	return service.NewPeriodic(service.PeriodicParams{
-		Name:     "lease renewal",
+		Name:     "heartbeat (lease renewal, announcement)",
 		Interval: interval,
 		Backoff:  service.Backoff{Min: interval, Max: interval, Jitter: -1},
 		Clock:    w.clock,
 		Logger:   w.log,
 		RunFunc: func(ctx context.Context) error {
-			announced := w.announce(ctx, interval)
 			w.mu.Lock()
 			ds := make([]*brokers.Delivery, 0, len(w.active))
 			for r := range w.active {
@@ -520,15 +520,15 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 				}
 			}
 			w.mu.Unlock()
-			if len(ds) == 0 {
-				return announced
+			var renewed error
+			if len(ds) > 0 {
+				rctx, cancel := context.WithTimeout(ctx, interval)
+				if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
+					renewed = fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err)
+				}
+				cancel()
 			}
-			rctx, cancel := context.WithTimeout(ctx, interval)
-			defer cancel()
-			if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
-				return errors.Join(fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err), announced)
-			}
-			return announced
+			return errors.Join(renewed, w.announce(ctx, interval))
 		},
 	})
 }
@@ -539,9 +539,7 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 // makes one attempt, of at most timeout.
 func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
 	names := brokers.NewTaskNames(w.p.Tasks.GetRegisteredTaskNames())
-	if old := w.names.Load(); !names.Equal(old) {
-		w.names.Store(names)
-	}
+	w.names.Store(names)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := w.p.Broker.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {

@@ -99,10 +99,10 @@ type Aggregator interface {
 	ClaimBatch(ctx context.Context, queues []string, names *TaskNames) (*Batch, error)
 
 	// NextDue returns when the next group or batch of queues whose task
-	// name is in names becomes due, or the zero time when none waits. It
-	// may answer early (a Redis broker files a group by the soonest it
-	// could be due, not moving it with every member that joins): the
-	// caller claims then, finds nothing, and asks again.
+	// name is in names becomes due, or the zero time when none waits: for
+	// inspection (workers wait with WaitDue). It may answer early (a Redis
+	// broker files a group by the soonest it could be due, not moving it
+	// with every member that joins).
 	NextDue(ctx context.Context, queues []string, names *TaskNames) (time.Time, error)
 
 	// WaitDue waits until a group or batch of queues whose task name is in

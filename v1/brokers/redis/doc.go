@@ -5,10 +5,11 @@
 // The broker is a thin adapter over the Redis store in internal/rdb, the
 // one package that owns every key and script (internal/rdb/lua/).
 //
-// Select it with a "redis://" or "rediss://" Broker URL; a comma-separated
-// list of addresses, or Redis.ClusterMode, selects Redis Cluster. Every key
-// of a queue carries the hash tag {queue} (internal/rdb/keys.go has the layout), so
-// a queue lives in one cluster slot and every script runs on one node.
+// Select it with a "redis://", "rediss://" or "redis+socket://" Broker
+// URL; a comma-separated list of addresses, or Redis.ClusterMode, selects
+// Redis Cluster. Every key of a queue carries the hash tag {queue}
+// (internal/rdb/keys.go has the layout), so a queue lives in one cluster
+// slot and every script runs on one node.
 //
 // # A task's life
 //
@@ -24,7 +25,9 @@
 // The processes that fetch from a queue elect one of them its maintainer
 // (elect.lua): the key <prefix>:{queue}:maintainer holds the winner's id
 // for a term of 3 seconds, renewed at each election, every second. Only
-// the maintainer runs the queue's forwarder and recoverer, so an idle
+// the maintainer runs the queue's forwarder (which also wakes the workers
+// of due aggregation groups) and recoverer (which also puts back rerouted
+// tasks whose workers stopped announcing their names), so an idle
 // system's load on Redis grows with its queues, not with processes ×
 // queues. A maintainer that closes resigns; one that dies keeps its term
 // until it ends, so another process takes over within about 4 seconds.
@@ -35,8 +38,9 @@
 //
 // Each queue has a notify list of wake-up tokens. Whatever makes tasks
 // pending (publish, forward, recover, requeue, resume) leaves a token when
-// there is none. An idle worker blocks on BLPOP of its queues' notify lists
-// (up to Redis.NormalTasksPollPeriod, then it looks again), so a new task
+// there is none. An idle worker blocks on BLPOP of its queues' notify lists,
+// and of the notify lists of the rerouted tasks of its task names (up to
+// Redis.NormalTasksPollPeriod, then it looks again), so a new task
 // reaches it within a round trip. The worker that takes a token runs the
 // dequeue script, and when tasks remain it leaves a token for the next idle
 // worker: a burst wakes as many workers as it needs, one after the other,
@@ -44,7 +48,8 @@
 //
 // # The lease protocol
 //
-//  1. Dequeue takes up to N ids from the head of pending, and for each one
+//  1. Dequeue takes up to N ids, first from the lists of tasks rerouted to
+//     the worker's task names, then from the head of pending, and for each one
 //     sets its hash's lease field to a fresh random fencing token and adds
 //     the id to the lease zset with score now+LeaseDuration (Redis's clock).
 //     The worker counts its own copy of the expiry from before the call, so

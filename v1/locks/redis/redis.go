@@ -36,20 +36,26 @@ type Lock struct {
 // tried again at once. An address that cannot be used makes every call fail
 // saying so.
 func New(cnf *config.Config, addrs []string, db, retries int) Lock {
-	if retries <= 0 {
-		retries = 3
-	}
-	l := Lock{retries: retries, interval: 100 * time.Millisecond}
 	if len(addrs) == 0 {
-		l.err = errors.New("no Redis address")
-		return l
+		return Lock{retries: retries, err: errors.New("no Redis address")}
 	}
 	hosts := append([]string(nil), addrs...)
 	userinfo := ""
 	if i := strings.LastIndex(hosts[0], "@"); i >= 0 {
 		userinfo, hosts[0] = ":"+hosts[0][:i]+"@", hosts[0][i+1:]
 	}
-	url := "redis://" + userinfo + strings.Join(hosts, ",") + "/" + strconv.Itoa(db)
+	return NewURL(cnf, "redis://"+userinfo+strings.Join(hosts, ",")+"/"+strconv.Itoa(db), retries)
+}
+
+// NewURL returns a lock on the Redis a broker URL names (redis://,
+// rediss://, redis+socket://, with its user, password and database), with
+// cnf's Redis settings, retrying as New says. A URL that cannot be used
+// makes every call fail saying so.
+func NewURL(cnf *config.Config, url string, retries int) Lock {
+	if retries <= 0 {
+		retries = 3
+	}
+	l := Lock{retries: retries, interval: 100 * time.Millisecond}
 	l.locker, l.err = rdb.DialLocker(url, cnf.WithDefaults())
 	return l
 }

@@ -57,6 +57,13 @@ func TestLockIsHeldAcrossLocks(t *testing.T) {
 		t.Fatalf("Lock after the holder's time passed: %v", err)
 	}
 
+	// LockFactory's lock, from the URL as given.
+	c := redislock.NewURL(cnf, "redis://:s3cret@"+addr+"/0", 1)
+	t.Cleanup(func() { c.Close() })
+	if err := c.Lock("machinery_lock_k", until); !errors.Is(err, redislock.ErrRedisLockFailed) {
+		t.Fatalf("Lock from a URL of a key another lock holds: %v, want ErrRedisLockFailed", err)
+	}
+
 	wrong := redislock.New(cnf, []string{"wrong@" + addr}, 0, 1)
 	t.Cleanup(func() { wrong.Close() })
 	if err := wrong.Lock("machinery_lock_x", until); !errors.Is(err, redislock.ErrRedisLockFailed) || strings.Contains(err.Error(), "wrong") {
