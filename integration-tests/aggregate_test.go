@@ -192,3 +192,56 @@ func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 		}
 	})
 }
+
+// Members whose aggregating process is gone are not left waiting: when
+// their group is due and no worker alive aggregates their task, a worker of
+// the queue (here another Server's, without the aggregator) tries each
+// again, then fails it saying why; waiting on one returns that failure.
+func TestMembersWithoutAnAggregatorFail(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		shared := sharedPair(t, p)
+		fast := func(c *config.Config) {
+			c.LeaseDuration = time.Second // the aggregator's announcement lives as long
+			c.UnregisteredTaskTries = 2
+			c.UnregisteredTaskDelay = 10 * time.Millisecond
+		}
+		ctx := testCtx(t)
+		aggregating := bareServer(t, shared, fast)
+		var calls sync.Map
+		if err := aggregating.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 10, MaxDelay: 100 * time.Millisecond},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				calls.Store(key, true)
+				return &tasks.Signature{Name: "notify_many"}, nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		w := aggregating.NewWorker("aggregator", 1)
+		stop := launch(t, w)
+		<-w.Started()
+		if err := stop(); err != nil {
+			t.Fatalf("stopping the aggregating worker: %v", err)
+		}
+		var results []*result.AsyncResult
+		for range 2 { // accepted: the announcement lives on for a second
+			r, err := aggregating.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, r)
+		}
+		other := bareServer(t, shared, fast)
+		if err := other.RegisterTask("other", func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, other.NewWorker("other", 1))
+		for _, r := range results {
+			_, err := r.GetWithContext(ctx, poll)
+			if err == nil || !strings.Contains(err.Error(), `no worker alive aggregates task "notify"`) || !strings.Contains(err.Error(), "2 tries") {
+				t.Fatalf("member %s: %v, want a failure saying no worker aggregates it, after 2 tries", r.Signature.UUID, err)
+			}
+		}
+		if _, ok := calls.Load("k"); ok {
+			t.Fatal("the aggregator ran after its worker stopped")
+		}
+	})
+}

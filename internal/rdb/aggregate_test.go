@@ -42,7 +42,7 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	if err := client.Set(ctx, qk.paused, 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Forward(ctx, queue); err != nil {
+	if _, err := s.Forward(ctx, queue); err != nil {
 		t.Fatal(err)
 	}
 	if n := tokens(); n != 0 {
@@ -51,7 +51,7 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	if err := client.Del(ctx, qk.paused).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Forward(ctx, queue); err != nil {
+	if _, err := s.Forward(ctx, queue); err != nil {
 		t.Fatal(err)
 	}
 	if n := tokens(); n != 1 {

@@ -12,31 +12,45 @@ const (
 	recoverBatch = 100
 )
 
+// Forwarded is what one Forward did.
+type Forwarded struct {
+	// More: more are due now (call again).
+	More bool
+	// Next is when the earliest task, group or batch still waiting is
+	// due, or an announcement with a group or batch due ends (zero:
+	// none).
+	Next time.Time
+	// Stranded counts the aggregation members sent to pending because no
+	// worker alive aggregates their task name any more.
+	Stranded int64
+}
+
 // Forward moves due scheduled and retry tasks of queue q to pending, up to
 // a batch, wakes the workers of q's due aggregation groups and batches,
-// and trims the completed tasks past their retention. It reports whether
-// more are due now (another batch), and when the earliest task, group or
-// batch still waiting is due (zero: none).
-func (s *Store) Forward(ctx context.Context, q string) (more bool, next time.Time, err error) {
+// strands the members of those whose task name no worker alive aggregates
+// any more (forward.lua), and trims the completed tasks past their
+// retention.
+func (s *Store) Forward(ctx context.Context, q string) (Forwarded, error) {
 	qk := s.keys.queue(q)
 	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch)
-	err = cmd.Err()
-	var moved, nextMs int64
+	err := cmd.Err()
+	var moved, nextMs, stranded int64
 	if err == nil {
-		moved, nextMs, err = parseForwardReply(cmd.Val())
+		moved, nextMs, stranded, err = parseForwardReply(cmd.Val())
 	}
 	if err != nil {
-		return false, time.Time{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
+		return Forwarded{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
 	}
 	if s.opts.CompletedRetention > 0 {
 		if err := s.client.ZRemRangeByScore(ctx, qk.completed, "-inf", fmt.Sprint(time.Now().UnixMilli())).Err(); err != nil {
-			return false, time.Time{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
+			return Forwarded{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
 		}
 	}
+	f := Forwarded{More: moved >= forwardBatch, Stranded: stranded}
 	if nextMs >= 0 {
-		next = time.UnixMilli(nextMs)
+		f.Next = time.UnixMilli(nextMs)
 	}
-	return moved >= forwardBatch, next, nil
+	return f, nil
 }
 
 // Recover returns tasks of queue q whose lease expired to the head of

@@ -336,28 +336,32 @@ func parseRequeueReply(v interface{}) (lost []string, err error) {
 	return asIDs(reply, arr, 0)
 }
 
-// parseForwardReply decodes forward.lua's reply: {moved, next_ms}, how
-// many tasks moved (at least 0) and when the earliest task still waiting
-// is due (-1: none).
-func parseForwardReply(v interface{}) (moved, next int64, err error) {
+// parseForwardReply decodes forward.lua's reply: {moved, next_ms,
+// stranded}, how many tasks moved (at least 0, the members stranded
+// included), when the earliest task still waiting is due (-1: none), and
+// how many aggregation members were stranded (0 to moved).
+func parseForwardReply(v interface{}) (moved, next, stranded int64, err error) {
 	const reply = "forward"
 	arr, err := asArray(reply, v)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if len(arr) != 2 {
-		return 0, 0, malformed(reply, nil, "an array of %d, want {moved, next_ms}", len(arr))
+	if len(arr) != 3 {
+		return 0, 0, 0, malformed(reply, nil, "an array of %d, want {moved, next_ms, stranded}", len(arr))
 	}
 	if moved, err = asInt(reply, elem(0, "tasks moved"), arr[0]); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if next, err = asInt(reply, elem(1, "next due"), arr[1]); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if moved < 0 || next < -1 {
-		return 0, 0, malformed(reply, nil, "{%d, %d}, want tasks moved >= 0 and next due >= -1", moved, next)
+	if stranded, err = asInt(reply, elem(2, "members stranded"), arr[2]); err != nil {
+		return 0, 0, 0, err
 	}
-	return moved, next, nil
+	if moved < 0 || next < -1 || stranded < 0 || stranded > moved {
+		return 0, 0, 0, malformed(reply, nil, "{%d, %d, %d}, want tasks moved >= 0, next due >= -1 and 0 <= members stranded <= tasks moved", moved, next, stranded)
+	}
+	return moved, next, stranded, nil
 }
 
 // recoverSeparator parts the recovered ids from the archived ones in

@@ -253,20 +253,26 @@ func TestParseRequeueReply(t *testing.T) {
 	))
 }
 
+type forwardResult struct{ moved, next, stranded int64 }
+
 func TestParseForwardReply(t *testing.T) {
 	t.Parallel()
 	testParser(t, "forward", func(v interface{}) (interface{}, error) {
-		moved, next, err := parseForwardReply(v)
-		return codeCount{moved, next}, err
+		moved, next, stranded, err := parseForwardReply(v)
+		return forwardResult{moved, next, stranded}, err
 	}, append(notArrays(),
-		replyCase{name: "nothing waiting", v: arr(int64(0), int64(-1)), want: codeCount{0, -1}},
-		replyCase{name: "moved, more due later", v: arr(int64(1000), int64(1700000000000)), want: codeCount{1000, 1700000000000}},
-		replyCase{name: "short", v: arr(int64(3)), bad: "an array of 1"},
-		replyCase{name: "long", v: arr(int64(3), int64(-1), int64(0)), bad: "an array of 3"},
-		replyCase{name: "negative moved", v: arr(int64(-1), int64(-1)), bad: "{-1, -1}"},
-		replyCase{name: "next before -1", v: arr(int64(0), int64(-2)), bad: "{0, -2}"},
-		replyCase{name: "next as a string", v: arr(int64(0), "-1"), bad: "element 1 (next due)"},
-		replyCase{name: "a float", v: arr(1.5, int64(-1)), bad: "element 0 (tasks moved) is a float64"},
+		replyCase{name: "nothing waiting", v: arr(int64(0), int64(-1), int64(0)), want: forwardResult{0, -1, 0}},
+		replyCase{name: "moved, more due later", v: arr(int64(1000), int64(1700000000000), int64(0)), want: forwardResult{1000, 1700000000000, 0}},
+		replyCase{name: "members stranded", v: arr(int64(7), int64(-1), int64(5)), want: forwardResult{7, -1, 5}},
+		replyCase{name: "short", v: arr(int64(3), int64(-1)), bad: "an array of 2"},
+		replyCase{name: "long", v: arr(int64(3), int64(-1), int64(0), int64(0)), bad: "an array of 4"},
+		replyCase{name: "negative moved", v: arr(int64(-1), int64(-1), int64(0)), bad: "{-1, -1, 0}"},
+		replyCase{name: "next before -1", v: arr(int64(0), int64(-2), int64(0)), bad: "{0, -2, 0}"},
+		replyCase{name: "more stranded than moved", v: arr(int64(1), int64(-1), int64(2)), bad: "{1, -1, 2}"},
+		replyCase{name: "negative stranded", v: arr(int64(1), int64(-1), int64(-1)), bad: "{1, -1, -1}"},
+		replyCase{name: "next as a string", v: arr(int64(0), "-1", int64(0)), bad: "element 1 (next due)"},
+		replyCase{name: "stranded as a string", v: arr(int64(0), int64(-1), "0"), bad: "element 2 (members stranded)"},
+		replyCase{name: "a float", v: arr(1.5, int64(-1), int64(0)), bad: "element 0 (tasks moved) is a float64"},
 	))
 }
 
@@ -732,10 +738,10 @@ func FuzzScalarReplies(f *testing.F) {
 			!(code == 2 && reflect.DeepEqual(a, arr(int64(2))) && finished == 0) {
 			t.Fatalf("commit reply %#v parsed as %d, %d", v, code, finished)
 		}
-		if moved, next, err := parseForwardReply(v); err != nil {
+		if moved, next, stranded, err := parseForwardReply(v); err != nil {
 			checkReplyError(t, err, "forward")
-		} else if !reflect.DeepEqual(a, arr(moved, next)) || moved < 0 || next < -1 {
-			t.Fatalf("forward reply %#v parsed as %d, %d", v, moved, next)
+		} else if !reflect.DeepEqual(a, arr(moved, next, stranded)) || moved < 0 || next < -1 || stranded < 0 || stranded > moved {
+			t.Fatalf("forward reply %#v parsed as %d, %d, %d", v, moved, next, stranded)
 		}
 		if won, err := parseElectReply(v); err != nil {
 			checkReplyError(t, err, "elect")
@@ -873,12 +879,12 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 
 	// forward: nothing due, then c made due.
 	forwardKeys := []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}
-	moved, next, err := parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
+	moved, next, _, err := parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
 	if err != nil || moved != 0 || next != later {
 		t.Fatalf("forward: %d, %d, %v; want 0, %d", moved, next, err, later)
 	}
 	must(client.ZAdd(ctx, qk.scheduled, goredis.Z{Score: 1, Member: "c"}).Err())
-	moved, next, err = parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
+	moved, next, _, err = parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
 	if err != nil || moved != 1 || next != -1 {
 		t.Fatalf("forward c: %d, %d, %v; want 1, -1", moved, next, err)
 	}

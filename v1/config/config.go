@@ -187,7 +187,8 @@ type Config struct {
 	// UnregisteredTaskTries is how many times a task whose name a worker
 	// does not have is handed back for other workers before it fails with
 	// that reason (unless its IgnoreWhenTaskNotRegistered drops it at once).
-	// Default 10.
+	// An aggregation member that no worker alive aggregates any more is
+	// tried as many times (each try puts it back in its group). Default 10.
 	UnregisteredTaskTries int `yaml:"unregistered_task_tries" envconfig:"UNREGISTERED_TASK_TRIES"`
 	// UnregisteredTaskDelay is how long such a task waits before it is
 	// offered again. Default 5s.

@@ -190,3 +190,58 @@ func TestBatchLostPastMaxRecoveriesIsArchived(t *testing.T) {
 		t.Errorf("member's error %q, want it to name MaxRecoveries", st.Error)
 	}
 }
+
+// Members whose aggregator is gone (no worker alive announces it) are not
+// left waiting: once their group is due, the broker hands them out as plain
+// tasks; a worker without the aggregator tries each again (it rejoins its
+// group: an aggregator may be starting), then fails it saying why.
+func TestMembersWithoutAnAggregatorFail(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{
+		LeaseDuration: time.Second, RecoverInterval: 50 * time.Millisecond,
+		UnregisteredTaskTries: 2, UnregisteredTaskDelay: 10 * time.Millisecond,
+		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20},
+	})
+	var calls atomic.Int32
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 10, MaxDelay: 100 * time.Millisecond},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			calls.Add(1)
+			return &tasks.Signature{Name: "digest"}, nil
+		},
+	}}}
+	// The aggregating worker announces, then stops before any group is due.
+	p := h.params()
+	p.Broker = h.mem // the spy hides the broker's aggregation
+	p.Tasks = reg
+	started := make(chan struct{})
+	p.StartedFunc = func() { close(started) }
+	aggregator := h.start(p)
+	<-started
+	if err := aggregator.stop(t); err != nil {
+		t.Fatalf("stopping the aggregating worker: %v", err)
+	}
+	members := []*tasks.Signature{newSig("member"), newSig("member")}
+	for _, m := range members {
+		m.AggregationKey = "k"
+	}
+	h.publish(members...) // the announcement lives on for LeaseDuration
+	h.start(h.params())   // a worker of other tasks
+	waitFor(t, "the members to fail", func() bool {
+		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
+	})
+	if n := calls.Load(); n != 0 {
+		t.Errorf("aggregator called %d times after its worker stopped", n)
+	}
+	st := h.stateOf(members[0].UUID)
+	if !strings.Contains(st.Error, `no worker alive aggregates task "member"`) || !strings.Contains(st.Error, "2 tries") {
+		t.Errorf("member's error %q, want it to say no worker aggregates it, after 2 tries", st.Error)
+	}
+	if rc := h.spy.retryCalls(); len(rc) != 2 {
+		t.Errorf("%d retries, want one per member before it failed", len(rc))
+	}
+	infos, err := h.mem.ListTasks(context.Background(), testQueue, brokers.StatusArchived, 0, 0)
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("archived tasks: %d, %v; want the 2 members", len(infos), err)
+	}
+}

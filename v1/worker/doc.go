@@ -38,7 +38,12 @@
 // handed it to another worker. After renewing, the heartbeater announces
 // the worker's task names (and aggregators) to the broker, for a
 // LeaseDuration: a task this worker has not registered is rerouted to a
-// worker alive that announced its name.
+// worker alive that announced its name, or, when none has, tried again
+// after Config.UnregisteredTaskDelay and failed after
+// Config.UnregisteredTaskTries. An aggregation member delivered as a task
+// (the broker strands members no worker alive aggregates any more) is
+// never run alone: it is tried again the same way, rejoining its group,
+// and failed after as many tries.
 //
 // # Shutdown
 //

@@ -398,8 +398,10 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 
 	// A delivery that is not to be run is settled at once: a message that
 	// cannot be decoded fails with the reason; a task whose outcome an
-	// earlier holder committed is finished; a task this worker does not
-	// have is handed back.
+	// earlier holder committed is finished; a member of an aggregation
+	// group is never run alone (the broker strands it when no worker
+	// aggregates it any more); a task this worker does not have is handed
+	// back.
 	var settleNow func(ctx context.Context) error
 	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
 	switch {
@@ -410,6 +412,11 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 		}
 	case d.Outcome != nil:
 		settleNow = func(ctx context.Context) error { return w.finishCommitted(ctx, d, log) }
+	case sig.AggregationKey != "":
+		settleNow = func(ctx context.Context) error {
+			w.tryLater(ctx, d, log, fmt.Sprintf("no worker alive aggregates task %q on queue %q (key %q)", sig.Name, d.Queue, sig.AggregationKey))
+			return nil
+		}
 	case err != nil:
 		settleNow = func(ctx context.Context) error { w.settleUnregistered(ctx, d, log); return nil }
 	}
@@ -473,21 +480,28 @@ func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, lo
 		log.Debug("task not registered here; rerouted to the workers that have it")
 		return
 	}
-	switch {
-	case d.Retried+1 >= w.p.Config.UnregisteredTaskTries:
-		msg := fmt.Sprintf("task %q is not registered on any worker of queue %q (%d tries, %s apart)",
-			sig.Name, d.Queue, d.Retried+1, w.p.Config.UnregisteredTaskDelay)
-		log.Error("task not registered; failing it", slog.Int("tries", d.Retried+1))
-		if err := w.fail(ctx, sig, d, msg, log); err != nil {
-			log.Error("failing unregistered task failed", slog.Any("error", err))
+	w.tryLater(ctx, d, log, fmt.Sprintf("task %q is not registered on any worker alive on queue %q", sig.Name, d.Queue))
+}
+
+// tryLater hands back d's task, which no worker alive can take as it is
+// (why says what is missing), to be tried again after
+// UnregisteredTaskDelay (a worker that can may be starting), or fails it
+// once it was tried UnregisteredTaskTries times.
+func (w *Worker) tryLater(ctx context.Context, d *brokers.Delivery, log *slog.Logger, why string) {
+	tries := d.Retried + 1
+	if tries >= w.p.Config.UnregisteredTaskTries {
+		msg := fmt.Sprintf("%s (%d tries, %s apart)", why, tries, w.p.Config.UnregisteredTaskDelay)
+		log.Error("failing task: "+why, slog.Int("tries", tries))
+		if err := w.fail(ctx, d.Signature, d, msg, log); err != nil {
+			log.Error("failing task failed", slog.Any("error", err))
 		}
-	default:
-		log.Warn("task not registered on any worker alive; trying it again later",
-			slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", d.Retried+1))
-		at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
-		if err := w.p.Broker.Retry(ctx, d, at, fmt.Sprintf("task %q is not registered on any worker alive on queue %q", sig.Name, d.Queue)); err != nil {
-			log.Error("handing back unregistered task failed", slog.Any("error", err))
-		}
+		return
+	}
+	log.Warn("trying task again later: "+why,
+		slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", tries))
+	at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
+	if err := w.p.Broker.Retry(ctx, d, at, why); err != nil {
+		log.Error("handing back task failed", slog.Any("error", err))
 	}
 }
 

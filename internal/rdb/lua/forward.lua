@@ -3,7 +3,12 @@
 -- group instead, filed by its name's last announced policy (never due
 -- without one; lib/aggregate.lua). Run by the queue's elected
 -- maintainer, it also wakes the aggregating workers of each task name
--- with a group or batch due, so that no worker polls for due groups.
+-- with a group or batch due, so that no worker polls for due groups, and
+-- strands the members of a name no worker alive aggregates any more (its
+-- announcement ended): those of its due groups, and of its batches whose
+-- lease ended or whose retry came, go to pending as plain tasks (their
+-- hashes still name their group), where a worker fails them or tries them
+-- again, which puts them back in their group (rdb's aggregate.go).
 --
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
 -- KEYS[4] notify list      KEYS[5] the queue's paused flag (a paused
@@ -11,12 +16,16 @@
 --                            batches, which they would not take)
 -- ARGV[1] task hash key prefix (the queue's aggregation keys are found
 --         from it)
--- ARGV[2] the most tasks to move from each zset
+-- ARGV[2] the most tasks to move from each zset, and the most members to
+--         strand
 --
--- Returns: {moved, next_ms}: how many moved, and when the earliest task,
--- group or batch still waiting is due (-1: none).
+-- Returns: {moved, next_ms, stranded}: how many tasks moved (members
+-- stranded included), when the earliest task, group or batch still
+-- waiting is due, or an announcement with a group or batch due ends (-1:
+-- none), and how many members were stranded.
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
--- task names ever aggregated on the queue.
+-- task names ever aggregated on the queue, plus O(M log G) for M members
+-- stranded.
 local now = now_ms()
 local moved, ready = 0, false
 local joined = {} -- groups joined, to file once
@@ -41,9 +50,6 @@ for z = 1, 2 do
 	end
 end
 agg_file(agg_prefix(ARGV[1]), joined, now)
-if ready then
-	wake(KEYS[4])
-end
 local nextDue = -1
 for z = 1, 2 do
 	local first = redis.call("ZRANGE", KEYS[z], 0, 0, "WITHSCORES")
@@ -61,17 +67,83 @@ local names = {}
 if redis.call("EXISTS", KEYS[5]) == 0 then
 	names = redis.call("HKEYS", P .. "policies")
 end
+local budget = tonumber(ARGV[2])
+local stranded = 0
+-- strand sends members ids to pending as plain tasks.
+local function strand(ids)
+	for _, id in ipairs(ids) do
+		local key = ARGV[1] .. id
+		if redis.call("EXISTS", key) == 1 then
+			-- Tried again, it joins its group as its newest member.
+			redis.call("HSET", key, "state", "pending")
+			redis.call("HDEL", key, "joined")
+			redis.call("RPUSH", KEYS[3], id)
+			ready = true
+		end
+	end
+	redis.call("DECRBY", P .. "count", #ids)
+	stranded = stranded + #ids
+	budget = budget - #ids
+end
+-- first returns the first entry of zset key due by now, and its score.
+local function first(key)
+	local e = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+	if e[2] and tonumber(e[2]) <= now then
+		return e[1], tonumber(e[2])
+	end
+end
 for _, name in ipairs(names) do
+	local policy = agg_policy(P, name)
+	if policy and policy.till <= now then
+		while budget > 0 do
+			local id = first(P .. "batches:" .. name)
+			if not id then
+				break
+			end
+			local batch = P .. "batch:" .. id
+			local msg = redis.call("HGET", batch, "msg")
+			redis.call("ZREM", P .. "batches:" .. name, id)
+			redis.call("DEL", batch)
+			if msg then
+				strand(cjson.decode(msg))
+			end
+		end
+		while budget > 0 do
+			local key = first(P .. "due:" .. name)
+			if not key then
+				break
+			end
+			-- The index may hold the group early (lib/aggregate.lua).
+			local g = name .. "\n" .. key
+			local due = agg_schedule(P, g, policy)
+			if due and due <= now then
+				local ids = {}
+				local popped = redis.call("ZPOPMIN", P .. "group:" .. g, budget)
+				for i = 1, #popped, 2 do
+					table.insert(ids, popped[i])
+				end
+				strand(ids)
+				agg_schedule(P, g, policy)
+			end
+		end
+	end
 	for _, z in ipairs({ "due:", "batches:" }) do
-		local first = redis.call("ZRANGE", P .. z .. name, 0, 0, "WITHSCORES")
-		if first[2] then
-			local score = tonumber(first[2])
+		local e = redis.call("ZRANGE", P .. z .. name, 0, 0, "WITHSCORES")
+		if e[2] then
+			local score = tonumber(e[2])
 			if score <= now then
 				agg_wake(P, name)
-			elseif nextDue < 0 or score < nextDue then
+				-- Due with no one taking it: its members are stranded
+				-- when the announcement ends.
+				score = policy and policy.till
+			end
+			if score and score > now and (nextDue < 0 or score < nextDue) then
 				nextDue = score
 			end
 		end
 	end
 end
-return {moved, nextDue}
+if ready then
+	wake(KEYS[4])
+end
+return {moved + stranded, nextDue, stranded}

@@ -1,4 +1,7 @@
--- retry: settle a task that will run again later.
+-- retry: settle a task that will run again later. A member of an
+-- aggregation group (its hash names the group: one stranded by forward.lua)
+-- retried at once joins its group again, as its newest member
+-- (lib/aggregate.lua); later, forward.lua joins it.
 --
 -- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] retry zset
 -- KEYS[4] pending list   KEYS[5] notify list
@@ -12,7 +15,7 @@
 -- ARGV[6] error message
 --
 -- Returns: 0 done; 2 the caller does not hold the lease.
--- Complexity: O(log L + log R).
+-- Complexity: O(log L + log R), plus O(log G) for a member of a group of G.
 local now = now_ms()
 local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
@@ -26,9 +29,16 @@ if tonumber(ARGV[5]) > now then
 	redis.call("HSET", KEYS[1], "state", "retry", "process_at", ARGV[5])
 	redis.call("ZADD", KEYS[3], ARGV[5], ARGV[2])
 else
-	redis.call("HSET", KEYS[1], "state", "pending")
 	redis.call("HDEL", KEYS[1], "process_at")
-	redis.call("RPUSH", KEYS[4], ARGV[2])
-	wake(KEYS[5])
+	local g = redis.call("HGET", KEYS[1], "group")
+	if g then
+		local P = agg_prefix(string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[2]))
+		agg_join(P, g, KEYS[1], ARGV[2], nil, now)
+		agg_file(P, { [g] = true }, now)
+	else
+		redis.call("HSET", KEYS[1], "state", "pending")
+		redis.call("RPUSH", KEYS[4], ARGV[2])
+		wake(KEYS[5])
+	end
 end
 return 0

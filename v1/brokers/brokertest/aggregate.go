@@ -39,6 +39,7 @@ func aggregationTests() []struct {
 		{"AggregationWaitDue", testAggregationWaitDue},
 		{"AggregationWaitDueByTime", testAggregationWaitDueByTime},
 		{"AggregationWaitDueByName", testAggregationWaitDueByName},
+		{"AggregationStrandedWithoutAggregator", testAggregationStranded},
 	}
 }
 
@@ -564,4 +565,55 @@ func testAggregationWaitDueByName(t *testing.T, s *suite) {
 	}
 	publish(t, b, member(q, "notify", "k"), member(q, "notify", "k"))
 	woken("WaitDue of notify's worker", notifyWoken) // or earlier, spuriously
+}
+
+// testAggregationStranded: when no worker alive aggregates a task name any
+// more (its announcement ended), the members of its due groups, and of its
+// batches whose lease ended, go to pending as plain tasks, never before the
+// announcement ended (a worker fails them, or tries them again); a member
+// tried again joins its group again.
+func testAggregationStranded(t *testing.T, s *suite) {
+	b, q, names := aggregation(t, s)
+	ctx := context.Background()
+	policy := map[string]iface.AggregationPolicy{"notify": {MaxSize: 2, GracePeriod: 50 * time.Millisecond}}
+	announced := time.Now()
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(ctx, []string{q}, policy, 500*time.Millisecond))
+	full := []*tasks.Signature{member(q, "notify", "full"), member(q, "notify", "full")}
+	publish(t, b, full...)
+	batch := claim(t, b, names, q) // its worker dies: the lease ends in 1s
+	wantBatch(t, "the full group", batch, q, "notify", "full", full...)
+	waiting := member(q, "notify", "waiting") // due in 50ms, never taken
+	publish(t, b, waiting)
+	publish(t, b, newSig(q, "plain"))
+
+	// The plain task comes first; the waiting member once the announcement
+	// ended; the batch's members once its lease ended too. Each is settled
+	// at once (their leases last 1s).
+	ack(t, b, fetchOne(t, b, q))
+	stranded := fetchOne(t, b, q)
+	if since := time.Since(announced); since < 500*time.Millisecond {
+		t.Fatalf("member stranded %s after the announcement, before it ended (500ms)", since)
+	}
+	must(t, "Archive", b.Archive(ctx, stranded, "no worker alive aggregates it"))
+	var fromBatch []*iface.Delivery
+	for len(fromBatch) < 2 {
+		fromBatch = append(fromBatch, fetch(t, b, []string{q}, 2-len(fromBatch))...)
+	}
+	for i, d := range append(fromBatch, stranded) {
+		sameSignature(t, "stranded member", d.Signature, append(full, waiting)[i])
+		if d.Retried != 0 || d.Recovered != 0 {
+			t.Fatalf("stranded member delivered with Retried %d Recovered %d, want 0 0", d.Retried, d.Recovered)
+		}
+	}
+	wantLost(t, "CompleteBatch of a stranded batch", b.CompleteBatch(ctx, batch, newSig(q, "agg")), batch.Lease)
+
+	// An aggregator is back: a member tried again joins its group and is
+	// taken in a batch.
+	announce(t, b, q, policy)
+	must(t, "Retry", b.Retry(ctx, fromBatch[0], time.Now(), "no worker alive aggregates it"))
+	ack(t, b, fromBatch[1])
+	again := claimEventually(t, b, names, q)
+	wantBatch(t, "the member tried again", again, q, "notify", "full", full[0])
+	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Archived: 1})
 }

@@ -21,6 +21,15 @@ import (
 // lease ends the batch, with the same ID and members, is taken again whole
 // (so an aggregate built from it again is the same), and no member is in
 // two batches. A member published with an ETA joins its group when due.
+//
+// A member is never run alone. When no worker alive aggregates its name
+// any more (the last announcement ended), the broker strands the members
+// of the name's due groups, and of its batches whose lease ended or whose
+// retry came: each is delivered by Fetch as a plain task, with its
+// AggregationKey, so that a worker fails it (Archive) or tries it again
+// (Retry, which puts it back in its group as the newest member). The
+// queue's maintenance does this; while no worker of the queue runs, they
+// wait.
 
 // ErrNoAggregator is returned by Publish for a member whose task name no
 // worker alive aggregates on its queue (AnnounceAggregators).

@@ -491,6 +491,50 @@ func (b *Broker) Aggregations(ctx context.Context, queue string) ([]*iface.Aggre
 	return out, nil
 }
 
+// strandLocked sends to pending, as plain tasks, the members of every task
+// name that no worker alive aggregates any more on its queue (its
+// announcement ended before now): those of its due groups, and of its
+// batches whose lease ended or whose retry came; paused queues wait. A
+// worker fails them or tries them again, which puts them back in their
+// group as its newest members. It returns how many it sent.
+func (b *Broker) strandLocked(now time.Time) int {
+	n := 0
+	strand := func(q *queue, members []*task) {
+		for _, t := range members {
+			t.status, t.joined = iface.StatusPending, time.Time{}
+			q.pending.pushBack(t)
+		}
+		n += len(members)
+	}
+	for _, qn := range slices.Sorted(maps.Keys(b.queues)) {
+		q := b.queues[qn]
+		if q.paused {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(q.aggregations)) {
+			a := q.aggregations[name]
+			if now.Before(a.until) {
+				continue
+			}
+			for bt, ok := a.waiting.peek(); ok && !bt.at.After(now); bt, ok = a.waiting.peek() {
+				forgetBatch(a, bt)
+				strand(q, bt.members)
+			}
+			for g, ok := a.due.peek(); ok && !g.at.After(now); g, ok = a.due.peek() {
+				members := make([]*task, len(g.members))
+				for i, m := range g.members {
+					members[i] = m.t
+				}
+				delete(a.groups, g.key)
+				a.due.remove(g)
+				a.size -= len(members)
+				strand(q, members)
+			}
+		}
+	}
+	return n
+}
+
 // aggregationLocked returns q's aggregation of the task name, creating it.
 func (q *queue) aggregationLocked(name string) *aggregation {
 	a := q.aggregations[name]

@@ -461,7 +461,8 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 
 // Retry stores a copy of d.Signature as the task's signature, records errMsg
 // and counts a retry, and schedules the task to become pending at at (at
-// once when at is not in the future).
+// once when at is not in the future); a member of an aggregation group
+// joins its group instead.
 func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, errMsg string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -477,9 +478,12 @@ func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, err
 	t.retried++
 	t.outcome = nil
 	q := b.queues[t.queue]
-	if at.After(now) {
+	switch {
+	case at.After(now):
 		b.scheduleLocked(q, t, iface.StatusRetry, at)
-	} else {
+	case t.sig.AggregationKey != "":
+		b.joinLocked(q, t, now) // a stranded member (aggregate.go)
+	default:
 		t.status = iface.StatusPending
 		q.pending.pushBack(t)
 		b.notifyLocked()

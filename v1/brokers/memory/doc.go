@@ -76,7 +76,10 @@
 // only for the current lease's token. Members are held, so their UUIDs are
 // duplicates, until their batch is completed or archived; they are counted
 // in QueueInfo.Aggregating and listed only once archived, and requeued from
-// the archive they join their group again.
+// the archive they join their group again. The recoverer strands the
+// members of a name whose announcement ended (those of its due groups, and
+// of its batches whose lease ended or whose retry came): they become
+// pending as plain tasks, and Retry puts them back in their group.
 //
 // # Other rules
 //

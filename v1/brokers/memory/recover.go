@@ -60,6 +60,10 @@ func (b *Broker) recoverExpired(now time.Time) {
 	if b.unrouteLocked(now) {
 		woken = true
 	}
+	stranded := b.strandLocked(now)
+	if stranded > 0 {
+		woken = true
+	}
 	if woken {
 		b.notifyLocked()
 	}
@@ -73,6 +77,10 @@ func (b *Broker) recoverExpired(now time.Time) {
 	}
 	b.mu.Unlock()
 
+	if stranded > 0 {
+		b.logger.Warn("memory broker: sent aggregation members to pending: no worker alive aggregates their task any more",
+			slog.Int("members", stranded))
+	}
 	for _, r := range done {
 		if r.archived != "" {
 			b.logger.Error("memory broker: task lease expired too often; archived",

@@ -125,6 +125,11 @@
 // settle scripts fenced by the batch's lease like a task's; CompleteBatch
 // publishes the aggregate and deletes the batch and its members in one
 // script, so on Redis Cluster the aggregate must go to the batch's queue.
+// The queue's maintainer strands the members of a name whose announcement
+// ended: those of its due groups, and of its batches whose lease ended or
+// whose retry came, go to pending as plain tasks, their hashes still naming
+// their group, so that a worker fails them or tries them again (Retry puts
+// a member back in its group).
 // The keys are listed in internal/rdb/keys.go.
 //
 // # Guarantees

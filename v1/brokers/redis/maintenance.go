@@ -120,19 +120,23 @@ func (m *maintainer) run(ctx context.Context) {
 			if !maintaining {
 				continue
 			}
-			more, next, err := m.b.store.Forward(ctx, m.queue)
+			f, err := m.b.store.Forward(ctx, m.queue)
+			if f.Stranded > 0 {
+				m.b.log.Warn("sent aggregation members to pending: no worker alive aggregates their task any more",
+					slog.Int64("members", f.Stranded), slog.String("queue", m.queue))
+			}
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
 				forward.Reset(failed(err))
-			case more:
+			case f.More:
 				succeeded()
 				forward.Reset(0)
 			default:
 				succeeded()
 				wait := m.b.opts.ForwardInterval
-				if !next.IsZero() {
-					wait = max(min(wait, m.clock.Until(next)), 0)
+				if !f.Next.IsZero() {
+					wait = max(min(wait, m.clock.Until(f.Next)), 0)
 				}
 				forward.Reset(wait)
 			}
