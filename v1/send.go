@@ -6,6 +6,9 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/b6192125/machinist/internal/telemetry"
 
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
@@ -37,6 +40,16 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 			signature.Name, signature.AggregationKey, brokeriface.ErrNoAggregator)
 	}
 	s.prepare(signature)
+	ctx, span := s.tracing.StartSend(ctx, signature.RoutingKey, []*tasks.Signature{signature})
+	defer span.End()
+	r, err := s.sendPrepared(ctx, signature)
+	telemetry.Ended(span, err)
+	return r, err
+}
+
+// sendPrepared writes the PENDING state of signature, ready to travel, and
+// publishes it.
+func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	backend := s.GetBackend()
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		// State and task in one step, in that order.
@@ -157,11 +170,19 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 	for _, sig := range chain.Tasks {
 		s.prepare(sig)
 	}
+	// The first task carries the chain's context; each sends the next
+	// under its own.
+	ctx, span := s.tracing.StartSend(ctx, chain.Tasks[0].RoutingKey, chain.Tasks[:1],
+		telemetry.WorkflowKey.String("chain"), telemetry.ChainLengthKey.Int(len(chain.Tasks)))
+	defer span.End()
 	backend := s.GetBackend()
 	if err := backend.SetStatePendingContext(ctx, chain.Tasks...); err != nil {
-		return nil, fmt.Errorf("machinist: send chain: set state pending: %w", err)
+		err = fmt.Errorf("machinist: send chain: set state pending: %w", err)
+		telemetry.Ended(span, err)
+		return nil, err
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
+		telemetry.Ended(span, err)
 		return nil, err
 	}
 	return result.NewChainAsyncResult(chain.Tasks, backend), nil
@@ -184,17 +205,30 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 	if err := group.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send group: %w", err)
 	}
+	return s.sendGroup(ctx, group, sendConcurrency, telemetry.WorkflowKey.String("group"))
+}
+
+// sendGroup sends group, validated, under one send span with attrs: its
+// members share it.
+func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurrency int, attrs ...attribute.KeyValue) ([]*result.AsyncResult, error) {
 	for _, sig := range group.Tasks {
 		s.prepare(sig)
 		sig.GroupUUID = group.GroupUUID
 		sig.GroupTaskCount = len(group.Tasks)
 	}
+	ctx, span := s.tracing.StartSend(ctx, group.Tasks[0].RoutingKey, group.Tasks,
+		append(attrs, telemetry.GroupIDKey.String(group.GroupUUID))...)
+	defer span.End()
 	backend := s.GetBackend()
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
-		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
+		err = fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
+		telemetry.Ended(span, err)
+		return nil, err
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
-		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
+		err = fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
+		telemetry.Ended(span, err)
+		return nil, err
 	}
 	results := make([]*result.AsyncResult, len(group.Tasks))
 	for i, sig := range group.Tasks {
@@ -288,7 +322,8 @@ func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, s
 	if err := backend.SetStatePendingContext(ctx, cb); err != nil {
 		return nil, fmt.Errorf("machinist: send chord: set state pending of callback %s: %w", cb.UUID, err)
 	}
-	if _, err := s.SendGroupWithContext(ctx, chord.Group, sendConcurrency); err != nil {
+	if _, err := s.sendGroup(ctx, chord.Group, sendConcurrency,
+		telemetry.WorkflowKey.String("chord"), telemetry.ChordCallbackKey.String(cb.UUID)); err != nil {
 		return nil, err
 	}
 	return result.NewChordAsyncResult(chord.Group.Tasks, cb, backend), nil

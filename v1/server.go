@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/telemetry"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
@@ -35,6 +36,7 @@ type Server struct {
 	backend         backendiface.Backend
 	prePublish      func(*tasks.Signature)
 	log             *slog.Logger
+	tracing         *telemetry.Tracing // the config's providers, taken when the Server is made, like its Logger
 
 	lock    lockiface.Lock // machinery's lock, for a broker that is not a Claimer
 	invalid error          // the config's error, for NewServerWithBrokerBackendLock
@@ -132,6 +134,7 @@ func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface
 		broker:          broker,
 		backend:         backend,
 		log:             log,
+		tracing:         telemetry.NewTracing(c.TracerProvider, c.Propagator),
 	}
 	s.scheduler = newScheduler(s)
 	s.adopt(broker)

@@ -206,6 +206,7 @@ func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 		Tasks:            s,
 		SendFunc:         s.sendCallback,
 		PrepareFunc:      s.prepareCallback,
+		Tracing:          s.tracing,
 		ConsumerTag:      w.ConsumerTag,
 		Concurrency:      concurrency,
 		StrictPriority:   w.StrictPriority,

@@ -89,6 +89,10 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of the fields left zero.
@@ -220,6 +224,20 @@ type Config struct {
 	// slog.Default(), or, once a program replaced machinery's level
 	// loggers (package log's Set…), those.
 	Logger *slog.Logger `yaml:"-" ignored:"true"`
+
+	// TracerProvider makes the spans of sending and running tasks (see
+	// the README's OpenTelemetry section). Default: the global one
+	// (otel.GetTracerProvider), read at each use, so one set after the
+	// Server was made applies; OpenTelemetry's default records nothing.
+	TracerProvider trace.TracerProvider `yaml:"-" ignored:"true"`
+	// MeterProvider makes the metrics of tasks, queues and workers.
+	// Default: the global one (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider `yaml:"-" ignored:"true"`
+	// Propagator writes the trace context into Signature.Headers and
+	// reads it back. Default: the global one (otel.GetTextMapPropagator),
+	// which carries nothing until a program sets one, for example
+	// propagation.TraceContext{} (W3C traceparent and tracestate).
+	Propagator propagation.TextMapPropagator `yaml:"-" ignored:"true"`
 
 	// reload follows the file of a Config loaded with keepReloading; nil
 	// otherwise. It is a pointer, shared by the Configs it loads, so that

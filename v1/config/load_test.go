@@ -22,7 +22,7 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 	// Every field a file can set must be set by full.yml.
 	// The clients and the sections that have no YAML (machinery's neither)
 	// are set in code only.
-	checkAllSet(t, reflect.ValueOf(got), "", map[string]bool{"TLSConfig": true, "Logger": true,
+	checkAllSet(t, reflect.ValueOf(got), "", map[string]bool{"TLSConfig": true, "Logger": true, "TracerProvider": true, "MeterProvider": true, "Propagator": true,
 		"SQS.Client": true, "DynamoDB.Client": true, "GCPPubSub": true, "MongoDB": true})
 	visibility := 456
 	want := &Config{

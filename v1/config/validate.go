@@ -89,7 +89,8 @@ func (c *Config) WithDefaults() *Config {
 // (and the maps inside them) copied rather than shared. It names each field
 // so that the unexported ones, the reloader above all, are never copied: a
 // copy is a plain Config that does not follow the file it came from.
-// TLSConfig and Logger are shared: they are used, never written.
+// TLSConfig, Logger and the OpenTelemetry providers are shared: they are
+// used, never written.
 func (c *Config) copyFields() Config {
 	out := Config{
 		Broker:                  c.Broker,
@@ -119,6 +120,9 @@ func (c *Config) copyFields() Config {
 		AggregationGracePeriod:  c.AggregationGracePeriod,
 		AggregatorRetries:       c.AggregatorRetries,
 		Logger:                  c.Logger,
+		TracerProvider:          c.TracerProvider,
+		MeterProvider:           c.MeterProvider,
+		Propagator:              c.Propagator,
 	}
 	if c.Redis != nil {
 		r := *c.Redis

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // defaults is what WithDefaults gives a zero Config: the documented values,
@@ -85,6 +89,9 @@ func fullConfig() *Config {
 		AggregationGracePeriod: 3 * time.Second,
 		AggregatorRetries:      1,
 		Logger:                 slog.Default(),
+		TracerProvider:         tracenoop.NewTracerProvider(),
+		MeterProvider:          metricnoop.NewMeterProvider(),
+		Propagator:             propagation.TraceContext{},
 	}
 }
 

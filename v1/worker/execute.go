@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/retry"
@@ -21,7 +24,9 @@ import (
 // mode), run again here when it is due: a loop, never a recursion. It returns an error only when a state or callback could not be
 // written.
 func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
-	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name))
+	ctx, span := w.p.Tracing.StartProcess(ctx, sig, telemetry.Delivery{Queue: sig.RoutingKey})
+	defer span.End()
+	log := w.taskLog(sig, "", span)
 	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
 	if err != nil {
 		if sig.IgnoreWhenTaskNotRegistered {
@@ -80,6 +85,7 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 		var perr *tasks.PanicError
 		if errors.As(err, &perr) {
 			log.Error("task panicked", slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
+			telemetry.Panicked(ctx, perr.Value, perr.Stack)
 		}
 		log.Debug("task failed", slog.Duration("duration", time.Since(start)), slog.Any("error", err))
 	} else {
@@ -122,21 +128,28 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *broke
 
 // settle records the outcome of a run: success, retry or failure. d is nil
 // when the task came without a broker delivery (Process).
+// The outcome is recorded on the span of ctx.
 func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, err error, permanent bool, log *slog.Logger) error {
 	if err == nil {
+		telemetry.Outcome(ctx, telemetry.OutcomeSuccess, nil)
 		return w.succeed(ctx, sig, d, results, log)
 	}
 	if !permanent {
 		var retriable tasks.Retriable
 		if errors.As(err, &retriable) {
-			return w.retry(ctx, sig, d, retryDelay(retriable.RetryIn()), err, log)
+			in := retryDelay(retriable.RetryIn())
+			telemetry.Retrying(ctx, err, in.Milliseconds())
+			return w.retry(ctx, sig, d, in, err, log)
 		}
 		if sig.RetryCount > 0 {
 			sig.RetryCount--
 			sig.RetryTimeout = fibonacciNext(sig.RetryTimeout)
-			return w.retry(ctx, sig, d, retryDelay(time.Duration(sig.RetryTimeout)*time.Second), err, log)
+			in := retryDelay(time.Duration(sig.RetryTimeout) * time.Second)
+			telemetry.Retrying(ctx, err, in.Milliseconds())
+			return w.retry(ctx, sig, d, in, err, log)
 		}
 	}
+	telemetry.Outcome(ctx, telemetry.OutcomeFailure, err)
 	w.reportError(err)
 	return w.fail(ctx, sig, d, err.Error(), log)
 }
@@ -144,8 +157,16 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
 	if next, ok := w.oneStep(sig, d, results); ok {
 		// The result, what follows it and the acknowledgement in one step,
-		// under the task's lease.
+		// under the task's lease; each callback sent has its send span.
+		spans := make([]trace.Span, len(next))
+		for i, cb := range next {
+			_, spans[i] = w.p.Tracing.StartSend(ctx, cb.RoutingKey, next[i:i+1])
+		}
 		err := w.paired.AckSuccess(ctx, d, results, next)
+		for _, span := range spans {
+			telemetry.Ended(span, err)
+			span.End()
+		}
 		if unstorable(err) {
 			return w.failUnstorable(ctx, sig, d, err, log)
 		}
@@ -251,6 +272,10 @@ func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *br
 // backend never lets such a state hide a final one). Without a delivery
 // (Process), the state is written as it is.
 func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
+	if sig.ChordCallback != nil && sig.GroupUUID != "" {
+		// The chord's callback links to the span that ran each member.
+		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
+	}
 	switch {
 	case d == nil:
 	case w.paired != nil:
@@ -265,7 +290,7 @@ func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Del
 	switch state.State {
 	case tasks.StateSuccess:
 		if sig.GroupUUID != "" && sig.ChordCallback != nil {
-			return w.p.Backend.CompleteGroupMember(ctx, sig, state.Results)
+			return w.p.Backend.CompleteGroupMember(ctx, sig, state)
 		}
 		return false, w.p.Backend.SetStateSuccessContext(ctx, sig, state.Results)
 	case tasks.StateFailure:
@@ -312,6 +337,7 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 		return fmt.Errorf("worker: read states of group %s: %w", sig.GroupUUID, err)
 	}
 	callback := tasks.CopySignature(sig.ChordCallback)
+	links := make([]trace.Link, 0, len(states))
 	for _, st := range states {
 		if st.IsFailure() {
 			// A member failed, and its own election came after ours (the
@@ -321,8 +347,14 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 		if !callback.Immutable {
 			callback.Args = append(callback.Args, resultArgs(st.Results)...)
 		}
+		if sc, ok := telemetry.Parse(st.Trace); ok {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
 	}
-	if err := w.sendCallback(ctx, d, callback); err != nil {
+	// The callback is sent under the chord's send span, with a link to
+	// each member's run: it has them all as causes, not the last one.
+	sendCtx := telemetry.ContextWithLinks(w.p.Tracing.SentFrom(ctx, sig), links)
+	if err := w.sendCallback(sendCtx, d, callback); err != nil {
 		return fmt.Errorf("worker: send chord callback %s of group %s: %w", callback.UUID, sig.GroupUUID, err)
 	}
 	return nil

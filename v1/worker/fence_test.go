@@ -52,7 +52,7 @@ func (c *writeCounter) SetStateFailureContext(context.Context, *tasks.Signature,
 	c.count()
 	return nil
 }
-func (c *writeCounter) CompleteGroupMember(context.Context, *tasks.Signature, []*tasks.TaskResult) (bool, error) {
+func (c *writeCounter) CompleteGroupMember(context.Context, *tasks.Signature, *tasks.TaskState) (bool, error) {
 	c.count()
 	return true, nil
 }

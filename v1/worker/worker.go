@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -48,6 +52,11 @@ type Params struct {
 	// (brokers.StateBroker.AckSuccess). Without it, callbacks go through
 	// SendFunc.
 	PrepareFunc func(sig *tasks.Signature)
+	// Tracing starts the span of each attempt at a task, and of the
+	// callbacks a broker paired with the backend publishes in one step
+	// with it (internal/telemetry). Nil: the global OpenTelemetry
+	// provider and propagator.
+	Tracing *telemetry.Tracing
 
 	// RetryInline makes Process run a task's retries itself, in a loop,
 	// instead of sending them through SendFunc (eager mode, where sending
@@ -138,6 +147,9 @@ func New(p Params) *Worker {
 	clk := p.Clock
 	if clk == nil {
 		clk = clock.Real()
+	}
+	if p.Tracing == nil {
+		p.Tracing = telemetry.NewTracing(nil, nil)
 	}
 	return &Worker{
 		p:      p,
@@ -394,7 +406,9 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 func (w *Worker) handle(ctx context.Context, r *running) {
 	d := r.d
 	sig := d.Signature
-	log := w.log.With(slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name), slog.String("queue", d.Queue))
+	ctx, span := w.p.Tracing.StartProcess(ctx, sig, telemetry.Delivery{Queue: d.Queue, Retried: d.Retried, Recovered: d.Recovered})
+	defer span.End()
+	log := w.taskLog(sig, d.Queue, span)
 
 	// A delivery that is not to be run is settled at once: a message that
 	// cannot be decoded fails with the reason; a task whose outcome an
@@ -408,10 +422,15 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	case d.Err != nil:
 		settleNow = func(ctx context.Context) error {
 			w.reportError(fmt.Errorf("worker: task %s in queue %s: %w", sig.UUID, d.Queue, d.Err))
+			telemetry.Outcome(ctx, telemetry.OutcomeFailure, d.Err)
 			return w.fail(ctx, sig, d, d.Err.Error(), log)
 		}
 	case d.Outcome != nil:
-		settleNow = func(ctx context.Context) error { return w.finishCommitted(ctx, d, log) }
+		settleNow = func(ctx context.Context) error {
+			telemetry.Event(ctx, "finishing the outcome an earlier attempt committed")
+			telemetry.Outcome(ctx, strings.ToLower(d.Outcome.State), nil)
+			return w.finishCommitted(ctx, d, log)
+		}
 	case sig.AggregationKey != "":
 		settleNow = func(ctx context.Context) error {
 			w.tryLater(ctx, d, log, fmt.Sprintf("no worker alive aggregates task %q on queue %q (key %q)", sig.Name, d.Queue, sig.AggregationKey))
@@ -422,6 +441,7 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	}
 	if settleNow != nil {
 		if !r.claim(ownerSettling) || !d.Lease.Valid() {
+			w.lost(ctx, r)
 			return
 		}
 		sctx, cancel := detach(ctx)
@@ -437,10 +457,12 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 
 	if !r.claim(ownerSettling) {
 		log.Warn("task finished after the worker gave it up; its outcome is not recorded")
+		w.lost(ctx, r)
 		return
 	}
 	if !d.Lease.Valid() {
 		log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
+		w.lost(ctx, r)
 		return
 	}
 	sctx, cancel := detach(ctx)
@@ -449,6 +471,29 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 		w.reportError(err)
 		log.Error("settling task failed", slog.Any("error", err))
 	}
+}
+
+// taskLog returns the logger of one attempt at sig: the task, its queue
+// and, when it is traced, its trace and span ids.
+func (w *Worker) taskLog(sig *tasks.Signature, queue string, span trace.Span) *slog.Logger {
+	attrs := []any{slog.String("task_id", sig.UUID), slog.String("task_name", sig.Name)}
+	if queue != "" {
+		attrs = append(attrs, slog.String("queue", queue))
+	}
+	if sc := span.SpanContext(); sc.IsValid() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return w.log.With(attrs...)
+}
+
+// lost records on the span of ctx why r's outcome is not recorded: its
+// lease was lost, or shutdown gave it up (it runs again elsewhere).
+func (w *Worker) lost(ctx context.Context, r *running) {
+	if r.owner.Load() == ownerAbandoned {
+		telemetry.Outcome(ctx, telemetry.OutcomeAbandoned, errors.New("cancelled: the worker stopped; the task was put back in its queue"))
+		return
+	}
+	telemetry.Outcome(ctx, telemetry.OutcomeLeaseLost, brokers.ErrLeaseLost)
 }
 
 // detach returns a context for the writes that settle a task: not cancelled
@@ -466,6 +511,7 @@ func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, lo
 	sig := d.Signature
 	if sig.IgnoreWhenTaskNotRegistered {
 		log.Info("dropping task: not registered, and IgnoreWhenTaskNotRegistered is set")
+		telemetry.Outcome(ctx, telemetry.OutcomeHandedOn, nil)
 		if err := w.p.Broker.Ack(ctx, d); err != nil {
 			log.Error("acknowledging dropped task failed", slog.Any("error", err))
 		}
@@ -478,6 +524,7 @@ func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, lo
 		return
 	case rerouted:
 		log.Debug("task not registered here; rerouted to the workers that have it")
+		telemetry.Outcome(ctx, telemetry.OutcomeHandedOn, nil)
 		return
 	}
 	w.tryLater(ctx, d, log, fmt.Sprintf("task %q is not registered on any worker alive on queue %q", sig.Name, d.Queue))
@@ -491,12 +538,14 @@ func (w *Worker) tryLater(ctx context.Context, d *brokers.Delivery, log *slog.Lo
 	tries := d.Retried + 1
 	if tries >= w.p.Config.UnregisteredTaskTries {
 		msg := fmt.Sprintf("%s (%d tries, %s apart)", why, tries, w.p.Config.UnregisteredTaskDelay)
+		telemetry.Outcome(ctx, telemetry.OutcomeFailure, errors.New(msg))
 		log.Error("failing task: "+why, slog.Int("tries", tries))
 		if err := w.fail(ctx, d.Signature, d, msg, log); err != nil {
 			log.Error("failing task failed", slog.Any("error", err))
 		}
 		return
 	}
+	telemetry.Retrying(ctx, errors.New(why), w.p.Config.UnregisteredTaskDelay.Milliseconds())
 	log.Warn("trying task again later: "+why,
 		slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", tries))
 	at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)

@@ -307,7 +307,9 @@ func testCompleteGroupMember(t *testing.T, s *suite) {
 	must(t, "InitGroup", b.InitGroupContext(ctx, groupUUID, uuids(sigs)))
 	complete := func(sig *tasks.Signature, v int64) bool {
 		t.Helper()
-		done, err := b.CompleteGroupMember(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: v}})
+		state := tasks.NewSuccessTaskState(sig, []*tasks.TaskResult{{Type: "int64", Value: v}})
+		state.Trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		done, err := b.CompleteGroupMember(ctx, sig, state)
 		must(t, "CompleteGroupMember", err)
 		return done
 	}
@@ -325,11 +327,13 @@ func testCompleteGroupMember(t *testing.T, s *suite) {
 	if st.State != tasks.StateSuccess || len(st.Results) != 1 {
 		t.Fatalf("state after CompleteGroupMember: %s with %d results; want SUCCESS with 1", st.State, len(st.Results))
 	}
+	// The group keeps each member's state as written, its Trace too (the
+	// chord's callback links to the members' spans).
 	states, err := b.GroupTaskStatesContext(ctx, groupUUID, 3)
 	must(t, "GroupTaskStates", err)
 	for i, st := range states {
-		if st.TaskUUID != sigs[i].UUID || !st.IsSuccess() {
-			t.Fatalf("group state %d: %s %s; want %s SUCCESS", i, st.TaskUUID, st.State, sigs[i].UUID)
+		if st.TaskUUID != sigs[i].UUID || !st.IsSuccess() || st.Trace != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" {
+			t.Fatalf("group state %d: %s %s trace %q; want %s SUCCESS with the trace written", i, st.TaskUUID, st.State, st.Trace, sigs[i].UUID)
 		}
 	}
 }

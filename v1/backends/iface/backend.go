@@ -93,14 +93,15 @@ type ContextBackend interface {
 	// SetStateSuccessContext writes the SUCCESS state of sig with its results and,
 	// for a group member, records it in the group's bookkeeping.
 	SetStateSuccessContext(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error
-	// CompleteGroupMember writes the SUCCESS state of sig, a group member,
-	// as SetStateSuccessContext does, and reports whether the group has
+	// CompleteGroupMember writes state, the SUCCESS state of sig, a group
+	// member (tasks.NewSuccessTaskState, with the worker's Trace), as
+	// SetStateSuccessContext does, and reports whether the group has
 	// completed with this write: the member whose write completes the group
 	// is told true (as is one that finishes again after a recovery), others
 	// false. It saves the worker a GroupCompletedContext round trip per
 	// chord member; TriggerChordContext still elects the one member that
 	// sends the callback.
-	CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error)
+	CompleteGroupMember(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (bool, error)
 	// SetStateAggregatedContext writes the state of each member, tasks
 	// aggregated into the task aggregateUUID: PENDING, with Aggregate set
 	// to it. It is safe to repeat (a batch built again after its worker

@@ -239,10 +239,13 @@ func (b *Backend) SetStateSuccessContext(ctx context.Context, sig *tasks.Signatu
 	})
 }
 
-// CompleteGroupMember writes the SUCCESS state of sig, a group member, and
-// reports whether its group is complete after the write.
-func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error) {
-	if err := b.SetStateSuccessContext(ctx, sig, results); err != nil {
+// CompleteGroupMember writes state, the SUCCESS state of sig, a group
+// member, and reports whether its group is complete after the write.
+func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (bool, error) {
+	if sig == nil || state == nil || state.State != tasks.StateSuccess || state.TaskUUID != sig.UUID {
+		return false, fmt.Errorf("memory backend: CompleteGroupMember needs a signature and its SUCCESS state")
+	}
+	if err := b.setState("set state success", sig, func(*tasks.Signature) *tasks.TaskState { return state }); err != nil {
 		return false, err
 	}
 	return b.GroupCompletedContext(ctx, sig.GroupUUID, sig.GroupTaskCount)

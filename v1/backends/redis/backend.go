@@ -155,17 +155,20 @@ func (b *Backend) SetStateSuccessContext(ctx context.Context, sig *tasks.Signatu
 	})
 }
 
-// CompleteGroupMember writes the SUCCESS state of sig, a group member, and
-// reports whether its group is complete, from what the write itself
-// returns: no second round trip.
-func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) (bool, error) {
+// CompleteGroupMember writes state, the SUCCESS state of sig, a group
+// member, and reports whether its group is complete, from what the write
+// itself returns: no second round trip.
+func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (bool, error) {
 	if err := b.checkOpen("set state success"); err != nil {
 		return false, err
 	}
 	if sig == nil || sig.GroupUUID == "" {
 		return false, fmt.Errorf("redisbackend: CompleteGroupMember of a task that is not a group member")
 	}
-	done, err := b.store.SetState(ctx, sig, tasks.NewSuccessTaskState(sig, results))
+	if state == nil || state.State != tasks.StateSuccess || state.TaskUUID != sig.UUID {
+		return false, fmt.Errorf("redisbackend: CompleteGroupMember of task %s needs its SUCCESS state", sig.UUID)
+	}
+	done, err := b.store.SetState(ctx, sig, state)
 	if err != nil {
 		return false, wrap(err)
 	}

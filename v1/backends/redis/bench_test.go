@@ -27,7 +27,7 @@ func BenchmarkChordMemberCompletion(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				group := fmt.Sprintf("group_%d", i/size)
 				sig := &tasks.Signature{UUID: fmt.Sprintf("task_%d", i), Name: "add", GroupUUID: group, GroupTaskCount: size}
-				if _, err := be.CompleteGroupMember(ctx, sig, results); err != nil {
+				if _, err := be.CompleteGroupMember(ctx, sig, tasks.NewSuccessTaskState(sig, results)); err != nil {
 					b.Fatal(err)
 				}
 			}
