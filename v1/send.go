@@ -57,6 +57,7 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 		if err := sb.PublishPending(ctx, signature); err != nil {
 			return nil, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err)
 		}
+		s.metrics.Sent(ctx, signature.RoutingKey, signature.Name, 1)
 		return result.NewAsyncResult(signature, backend), nil
 	}
 	if err := backend.SetStatePendingContext(ctx, signature); err != nil {
@@ -92,6 +93,7 @@ func (s *Server) prepare(sig *tasks.Signature) {
 	if sig.Headers == nil {
 		sig.Headers = tasks.Headers{}
 	}
+	s.metrics.Stamp(sig)
 	nameCallbacks(sig, 0)
 }
 
@@ -131,7 +133,15 @@ func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 		}
 		return fmt.Errorf("machinist: publish %d tasks: %w", len(sigs), err)
 	}
+	s.countSent(ctx, sigs)
 	return nil
+}
+
+// countSent counts sigs, published.
+func (s *Server) countSent(ctx context.Context, sigs []*tasks.Signature) {
+	for _, sig := range sigs {
+		s.metrics.Sent(ctx, sig.RoutingKey, sig.Name, 1)
+	}
 }
 
 // sendCallback is how a worker sends callbacks and retries: like SendTask,
@@ -247,7 +257,11 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
 			s.runPrePublish(sigs...)
-			return sb.PublishPending(ctx, sigs...)
+			if err := sb.PublishPending(ctx, sigs...); err != nil {
+				return err
+			}
+			s.countSent(ctx, sigs)
+			return nil
 		}
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
 		return fmt.Errorf("set state pending: %w", err)

@@ -37,6 +37,7 @@ type Server struct {
 	prePublish      func(*tasks.Signature)
 	log             *slog.Logger
 	tracing         *telemetry.Tracing // the config's providers, taken when the Server is made, like its Logger
+	metrics         *telemetry.Metrics
 
 	lock    lockiface.Lock // machinery's lock, for a broker that is not a Claimer
 	invalid error          // the config's error, for NewServerWithBrokerBackendLock
@@ -135,6 +136,7 @@ func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface
 		backend:         backend,
 		log:             log,
 		tracing:         telemetry.NewTracing(c.TracerProvider, c.Propagator),
+		metrics:         telemetry.NewMetrics(c.MeterProvider),
 	}
 	s.scheduler = newScheduler(s)
 	s.adopt(broker)

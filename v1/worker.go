@@ -207,6 +207,7 @@ func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 		SendFunc:         s.sendCallback,
 		PrepareFunc:      s.prepareCallback,
 		Tracing:          s.tracing,
+		Metrics:          s.metrics,
 		ConsumerTag:      w.ConsumerTag,
 		Concurrency:      concurrency,
 		StrictPriority:   w.StrictPriority,

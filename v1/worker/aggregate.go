@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/telemetry"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -160,6 +161,7 @@ func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *br
 		return
 	}
 	for _, m := range b.Members {
+		w.p.Metrics.Settled(ctx, b.Queue, m.Name, telemetry.OutcomeFailure)
 		if err := w.p.Backend.SetStateFailureContext(ctx, m, reason); err != nil {
 			log.Error("writing a member's FAILURE failed", slog.String("task_id", m.UUID), slog.Any("error", err))
 		}

@@ -79,7 +79,18 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 	if w.p.PostTaskFunc != nil {
 		defer w.p.PostTaskFunc(sig)
 	}
+	var queuedSince time.Time
+	if d == nil || d.Retried == 0 && d.Recovered == 0 {
+		queuedSince = telemetry.QueuedSince(sig)
+	}
+	m := w.p.Metrics
+	m.Started(ctx, sig.RoutingKey, sig.Name, queuedSince)
+	m.InFlight(ctx, w.p.ConsumerTag, 1)
 	start := time.Now()
+	defer func() {
+		m.InFlight(ctx, w.p.ConsumerTag, -1)
+		m.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, err, permanent), time.Since(start))
+	}()
 	results, err = task.Call()
 	if err != nil {
 		var perr *tasks.PanicError
@@ -128,30 +139,46 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *broke
 
 // settle records the outcome of a run: success, retry or failure. d is nil
 // when the task came without a broker delivery (Process).
-// The outcome is recorded on the span of ctx.
+// The outcome is recorded on the span of ctx and counted.
 func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, err error, permanent bool, log *slog.Logger) error {
-	if err == nil {
+	switch outcome(sig, err, permanent) {
+	case telemetry.OutcomeSuccess:
 		telemetry.Outcome(ctx, telemetry.OutcomeSuccess, nil)
+		w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeSuccess)
 		return w.succeed(ctx, sig, d, results, log)
-	}
-	if !permanent {
-		var retriable tasks.Retriable
-		if errors.As(err, &retriable) {
-			in := retryDelay(retriable.RetryIn())
-			telemetry.Retrying(ctx, err, in.Milliseconds())
-			return w.retry(ctx, sig, d, in, err, log)
-		}
-		if sig.RetryCount > 0 {
+	case telemetry.OutcomeRetry:
+		var in time.Duration
+		if retriable := tasks.Retriable(nil); errors.As(err, &retriable) {
+			in = retryDelay(retriable.RetryIn())
+		} else {
 			sig.RetryCount--
 			sig.RetryTimeout = fibonacciNext(sig.RetryTimeout)
-			in := retryDelay(time.Duration(sig.RetryTimeout) * time.Second)
-			telemetry.Retrying(ctx, err, in.Milliseconds())
-			return w.retry(ctx, sig, d, in, err, log)
+			in = retryDelay(time.Duration(sig.RetryTimeout) * time.Second)
 		}
+		telemetry.Retrying(ctx, err, in.Milliseconds())
+		w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeRetry)
+		return w.retry(ctx, sig, d, in, err, log)
 	}
 	telemetry.Outcome(ctx, telemetry.OutcomeFailure, err)
 	w.reportError(err)
 	return w.fail(ctx, sig, d, err.Error(), log)
+}
+
+// outcome says what settle does with a run of sig that returned err:
+// success; retry (the task asked for it, or has retries left), unless the
+// error is permanent; failure.
+func outcome(sig *tasks.Signature, err error, permanent bool) string {
+	switch {
+	case err == nil:
+		return telemetry.OutcomeSuccess
+	case permanent:
+		return telemetry.OutcomeFailure
+	}
+	var retriable tasks.Retriable
+	if errors.As(err, &retriable) || sig.RetryCount > 0 {
+		return telemetry.OutcomeRetry
+	}
+	return telemetry.OutcomeFailure
 }
 
 func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
@@ -405,6 +432,7 @@ func retryDelay(d time.Duration) time.Duration { return min(max(d, MinRetryDelay
 // callbacks, the chord's error callbacks, and the archive.
 func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string, log *slog.Logger) error {
 	log.Error("task failed", slog.String("error", msg))
+	w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeFailure)
 	if _, err := w.write(ctx, sig, d, tasks.NewFailureTaskState(sig, msg), true); err != nil {
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}

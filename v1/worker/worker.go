@@ -57,6 +57,10 @@ type Params struct {
 	// with it (internal/telemetry). Nil: the global OpenTelemetry
 	// provider and propagator.
 	Tracing *telemetry.Tracing
+	// Metrics records the tasks started, their duration, outcome and wait
+	// in the queue, and the tasks in flight. Nil: the global
+	// OpenTelemetry meter provider.
+	Metrics *telemetry.Metrics
 
 	// RetryInline makes Process run a task's retries itself, in a loop,
 	// instead of sending them through SendFunc (eager mode, where sending
@@ -150,6 +154,9 @@ func New(p Params) *Worker {
 	}
 	if p.Tracing == nil {
 		p.Tracing = telemetry.NewTracing(nil, nil)
+	}
+	if p.Metrics == nil {
+		p.Metrics = telemetry.NewMetrics(nil)
 	}
 	return &Worker{
 		p:      p,

@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/telemetry"
 	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -37,6 +41,8 @@ type Broker struct {
 
 	clock     clock.Clock
 	recoverer *service.Periodic // returns expired leases; Close stops it
+	metrics   *telemetry.Metrics
+	unobserve func() // stops the depth gauge's callback
 
 	mu     sync.Mutex
 	closed bool
@@ -115,6 +121,10 @@ type Options struct {
 	// Clock times leases, ETAs, retries and the recoverer. Default the
 	// wall clock.
 	Clock clock.Clock
+	// MeterProvider receives the recoverer's metrics (tasks recovered and
+	// archived after lease loss) and the depth of every queue
+	// (machinist.queue.tasks). Default: the global one.
+	MeterProvider metric.MeterProvider
 }
 
 // OptionsFrom returns the options cnf sets (with its defaults applied).
@@ -129,6 +139,7 @@ func OptionsFrom(cnf *config.Config) Options {
 		ArchiveMaxAge:   cnf.ArchiveMaxAge,
 		ResultsExpireIn: time.Duration(cnf.ResultsExpireIn) * time.Second,
 		Logger:          cnf.Logger,
+		MeterProvider:   cnf.MeterProvider,
 	}
 }
 
@@ -163,6 +174,13 @@ func New(opts Options) *Broker {
 		dead:            make(map[string]*task),
 		claims:          make(map[string]time.Time),
 		wake:            make(chan struct{}),
+	}
+	b.metrics = telemetry.NewMetrics(opts.MeterProvider)
+	if unobserve, err := b.metrics.ObserveDepths(b.observeDepths); err == nil {
+		b.unobserve = unobserve
+	} else {
+		logger.Warn("memory broker: the queue depth metric is not reported", slog.Any("error", err))
+		b.unobserve = func() {}
 	}
 	b.recoverer = service.NewPeriodic(service.PeriodicParams{
 		Name:     "memory broker recoverer",
@@ -652,7 +670,22 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 
 	b.recoverer.Stop()
+	b.unobserve()
 	return nil
+}
+
+// observeDepths returns the sizes of every queue, for the depth gauge.
+func (b *Broker) observeDepths(ctx context.Context) []telemetry.Depth {
+	b.mu.Lock()
+	names := slices.Sorted(maps.Keys(b.queues))
+	b.mu.Unlock()
+	var out []telemetry.Depth
+	for _, name := range names {
+		if info, err := b.QueueInfo(ctx, name); err == nil {
+			out = append(out, telemetry.Depths(info)...)
+		}
+	}
+	return out
 }
 
 // queueLocked returns the queue called name, creating it.

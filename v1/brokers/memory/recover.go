@@ -2,6 +2,7 @@ package memory
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -77,6 +78,13 @@ func (b *Broker) recoverExpired(now time.Time) {
 	}
 	b.mu.Unlock()
 
+	for _, r := range done {
+		if r.archived != "" {
+			b.metrics.Archived(context.Background(), r.queue, "", 1)
+		} else {
+			b.metrics.Recovered(context.Background(), r.queue, 1)
+		}
+	}
 	if stranded > 0 {
 		b.logger.Warn("memory broker: sent aggregation members to pending: no worker alive aggregates their task any more",
 			slog.Int("members", stranded))

@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -37,6 +40,9 @@ type Broker struct {
 	closed      bool
 	ctx         context.Context // ends at Close
 	cancel      context.CancelFunc
+
+	metrics   *telemetry.Metrics
+	unobserve func() // stops the depth gauge's callback
 }
 
 var (
@@ -59,6 +65,10 @@ type Options struct {
 	OwnsStore bool
 	// Clock times the maintenance loops. Default the wall clock.
 	Clock clock.Clock
+	// MeterProvider receives the maintainers' metrics: tasks recovered
+	// and archived after lease loss, and the depth of the queues this
+	// broker maintains (machinist.queue.tasks). Default: the global one.
+	MeterProvider metric.MeterProvider
 }
 
 // OptionsFrom returns the options cnf sets; cnf must have been through
@@ -69,6 +79,7 @@ func OptionsFrom(cnf *config.Config) Options {
 		ForwardInterval: time.Duration(cnf.Redis.DelayedTasksPollPeriod) * time.Millisecond,
 		RecoverInterval: cnf.RecoverInterval,
 		Logger:          cnf.Logger,
+		MeterProvider:   cnf.MeterProvider,
 	}
 }
 
@@ -89,7 +100,7 @@ func New(store *rdb.Store, opts Options) *Broker {
 	// The maintainers run until Close, not for a caller's request: their
 	// context is the broker's own.
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Broker{
+	b := &Broker{
 		store:       store,
 		ownsStore:   opts.OwnsStore,
 		opts:        opts,
@@ -99,7 +110,15 @@ func New(store *rdb.Store, opts Options) *Broker {
 		maintainers: make(map[string]*maintainer),
 		ctx:         ctx,
 		cancel:      cancel,
+		metrics:     telemetry.NewMetrics(opts.MeterProvider),
 	}
+	unregister, err := b.metrics.ObserveDepths(b.observeDepths)
+	if err != nil {
+		b.log.Warn("the queue depth metric is not reported", slog.Any("error", err))
+		unregister = func() {}
+	}
+	b.unobserve = unregister
+	return b
 }
 
 // Dial returns a broker on a Redis connection of its own for rawURL,
@@ -352,6 +371,7 @@ func (b *Broker) Close() error {
 	b.closed = true
 	maintainers := b.maintainers
 	b.mu.Unlock()
+	b.unobserve()
 	// Shutdown, in order: blocked Fetch calls wake (the context ends); each
 	// maintainer stops and resigns; then the store closes, if it is ours.
 	b.cancel()

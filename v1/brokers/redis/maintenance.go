@@ -5,10 +5,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/telemetry"
+	"github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // A queue's maintenance (promoting due tasks, recovering expired leases) is
@@ -36,6 +40,15 @@ type maintainer struct {
 	// once, then one line per interval with a count, not one per attempt.
 	fails   *service.FailureLog
 	backoff service.Backoff
+
+	// active is whether the broker is the queue's maintainer now: only
+	// then does it report the queue's depth.
+	active atomic.Bool
+	// depth is the queue's sizes as last read for the depth gauge, and
+	// when.
+	depthMu sync.Mutex
+	depth   *iface.QueueInfo
+	depthAt time.Time
 }
 
 var _ service.Service = (*maintainer)(nil)
@@ -107,6 +120,7 @@ func (m *maintainer) run(ctx context.Context) {
 			case err != nil:
 				elect.Reset(max(failed(err), electEvery))
 				maintaining = false
+				m.active.Store(false)
 				continue
 			}
 			succeeded()
@@ -115,6 +129,7 @@ func (m *maintainer) run(ctx context.Context) {
 				forward.Reset(0)
 			}
 			maintaining = won
+			m.active.Store(won)
 			elect.Reset(electEvery)
 		case <-forward.C():
 			if !maintaining {
@@ -174,6 +189,8 @@ func (m *maintainer) recoverExpired(ctx context.Context) error {
 		for _, id := range archived {
 			m.b.log.Error("archived task that kept losing its worker", slog.String("task_id", id), slog.String("queue", m.queue))
 		}
+		m.b.metrics.Recovered(ctx, m.queue, len(recovered))
+		m.b.metrics.Archived(ctx, m.queue, "", len(archived))
 		if !more {
 			return unrouteErr
 		}
@@ -202,3 +219,49 @@ func (b *Broker) maintain(queues []string) {
 
 // newID returns a random id for the broker in maintainer elections.
 func newID() string { return rand.Text() }
+
+// depthEvery is the longest the depth gauge reports sizes read earlier:
+// a collection more frequent than this costs Redis nothing.
+const depthEvery = 5 * time.Second
+
+// observeDepths returns, for the depth gauge, the sizes of the queues this
+// broker maintains now, read afresh at most every depthEvery (so one
+// process per queue reads it, not every worker on every collection).
+func (b *Broker) observeDepths(ctx context.Context) []telemetry.Depth {
+	b.mu.Lock()
+	ms := make([]*maintainer, 0, len(b.maintainers))
+	for _, m := range b.maintainers {
+		if m.active.Load() {
+			ms = append(ms, m)
+		}
+	}
+	b.mu.Unlock()
+	var out []telemetry.Depth
+	for _, m := range ms {
+		info := m.sizes(ctx)
+		if info == nil {
+			continue
+		}
+		out = append(out, telemetry.Depths(info)...)
+	}
+	return out
+}
+
+// sizes returns the queue's sizes, read at most depthEvery ago, or nil
+// when they cannot be read.
+func (m *maintainer) sizes(ctx context.Context) *iface.QueueInfo {
+	m.depthMu.Lock()
+	defer m.depthMu.Unlock()
+	if m.depth != nil && m.clock.Since(m.depthAt) < depthEvery {
+		return m.depth
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, err := m.b.QueueInfo(rctx, m.queue)
+	if err != nil {
+		m.b.log.Debug("reading the queue's sizes for the depth gauge failed", slog.String("queue", m.queue), slog.Any("error", err))
+		return m.depth // the last known, if any
+	}
+	m.depth, m.depthAt = info, m.clock.Now()
+	return info
+}
