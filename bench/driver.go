@@ -91,13 +91,21 @@ type Driver interface {
 	Outstanding(ctx context.Context) (int, error)
 }
 
-// allLibs are the library columns, in table order.
-var allLibs = []string{"machinist", "asynq", "machinery", "machinery-null"}
+// allLibs are the library columns, in table order. machinist-otel is
+// machinist with the OpenTelemetry SDK (every span batched to an exporter
+// that drops it, every metric aggregated): it runs only when named, to
+// measure what telemetry costs.
+var allLibs = []string{"machinist", "machinist-otel", "asynq", "machinery", "machinery-null"}
+
+// defaultLibs are the libraries run when -libs is not given.
+var defaultLibs = []string{"machinist", "asynq", "machinery", "machinery-null"}
 
 func newDriver(name string) (Driver, error) {
 	switch name {
 	case "machinist":
 		return &machinistDriver{}, nil
+	case "machinist-otel":
+		return &machinistDriver{otel: true}, nil
 	case "asynq":
 		return &asynqDriver{}, nil
 	case "machinery":

@@ -8,6 +8,10 @@ import (
 	"reflect"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	machinist "github.com/b6192125/machinist/v1"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -19,6 +23,10 @@ import (
 type machinistDriver struct {
 	server      *machinist.Server
 	aggregating bool // StartWorker waits until the worker announced its aggregator
+	// otel runs it with the OpenTelemetry SDK: spans batched to an
+	// exporter that drops them, metrics aggregated for a reader.
+	otel     bool
+	shutdown []func(context.Context) error
 }
 
 var (
@@ -26,7 +34,18 @@ var (
 	_ AggregatingDriver = (*machinistDriver)(nil)
 )
 
-func (d *machinistDriver) Name() string { return "machinist" }
+func (d *machinistDriver) Name() string {
+	if d.otel {
+		return "machinist-otel"
+	}
+	return "machinist"
+}
+
+// discardSpans is a span exporter that drops what it is given.
+type discardSpans struct{}
+
+func (discardSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardSpans) Shutdown(context.Context) error                             { return nil }
 
 func (d *machinistDriver) Open(ctx context.Context, addr string, h Handlers) error {
 	return d.open(addr, h, nil)
@@ -43,6 +62,12 @@ func (d *machinistDriver) open(addr string, h Handlers, agg *Aggregation) error 
 		Broker:        "redis://" + addr,
 		NoUnixSignals: true, // this program handles Ctrl-C itself
 		Logger:        slog.New(slog.DiscardHandler),
+	}
+	if d.otel {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardSpans{}))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		cnf.TracerProvider, cnf.MeterProvider, cnf.Propagator = tp, mp, propagation.TraceContext{}
+		d.shutdown = append(d.shutdown, tp.Shutdown, mp.Shutdown)
 	}
 	s, err := machinist.NewServer(cnf)
 	if err != nil {
@@ -83,6 +108,10 @@ func (d *machinistDriver) Close() {
 	if d.server != nil {
 		d.server.Close()
 	}
+	for _, f := range d.shutdown {
+		_ = f(context.Background())
+	}
+	d.shutdown = nil
 }
 
 func machinistSignature(t Task) *tasks.Signature {

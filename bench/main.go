@@ -49,7 +49,7 @@ func run() int {
 	reps := flag.Int("reps", 3, "repetitions of each workload")
 	n := flag.Int("n", 20000, "tasks per enqueue and e2e run (bulk groups and the big chord use min(n, 10000); aggregate sends n rounded down to 100s, 100 per key)")
 	only := flag.String("only", strings.Join(allWorkloads, ","), "workloads to run, comma-separated")
-	libsFlag := flag.String("libs", strings.Join(allLibs, ","), "libraries to run, comma-separated")
+	libsFlag := flag.String("libs", strings.Join(defaultLibs, ","), "libraries to run, comma-separated (also machinist-otel: machinist with the OpenTelemetry SDK)")
 	retries := flag.Int("retries", 2, "times to repeat a run during which other processes took 5% or more of the CPUs")
 	jsonPath := flag.String("json", "", "also write the JSON lines to this file")
 	mdPath := flag.String("md", "", "also write the Markdown report to this file")

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -438,3 +439,47 @@ func eventNames(s sdktrace.ReadOnlySpan) []string {
 
 func i64(v int64) tasks.Arg { return tasks.Arg{Type: "int64", Value: v} }
 
+
+// An aggregate is sent with a link to the send of each of its members, and
+// runs under that send.
+func TestTraceOfAnAggregate(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		tr := newTraced(t, p)
+		if err := tr.worker.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				return &tasks.Signature{Name: "sum"}, nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		tr.launch(t)
+		ctx := testCtx(t)
+		var members []*tasks.Signature
+		var results []*result.AsyncResult
+		for range 3 {
+			m := &tasks.Signature{Name: "notify", AggregationKey: "k"}
+			r, err := tr.sender.SendTaskWithContext(ctx, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			members, results = append(members, m), append(results, r)
+		}
+		for _, r := range results {
+			if _, err := r.GetWithContext(ctx, poll); err != nil {
+				t.Fatal(err)
+			}
+		}
+		spans := tr.spans(t, 3+2) // the members' sends, the aggregate's send and process
+		send := one(t, spans, trace.SpanKindProducer, "machinist.workflow.type", "aggregate")
+		wantAttrs(t, send, map[string]string{"machinist.aggregation.key": "k"})
+		if len(send.Links()) != len(members) {
+			t.Fatalf("the aggregate's send span has %d links, want one per member (%d)", len(send.Links()), len(members))
+		}
+		for _, m := range members {
+			sc := one(t, spans, trace.SpanKindProducer, "messaging.message.id", m.UUID).SpanContext()
+			if !slices.ContainsFunc(send.Links(), func(l sdktrace.Link) bool { return l.SpanContext.SpanID() == sc.SpanID() }) {
+				t.Fatalf("the aggregate's send span does not link member %s's send", m.UUID)
+			}
+		}
+		wantParent(t, one(t, spans, trace.SpanKindConsumer, "machinist.task.name", "sum"), send)
+	})
+}

@@ -12,10 +12,10 @@
 // member (its many causes), not as the child of the member that happened
 // to finish last.
 //
-// With no provider configured the global ones are used, read at each use
-// (so a global set after the Server was made applies); OpenTelemetry's
-// default global tracer records nothing, and attributes are only built for
-// a span that records.
+// With no provider configured the global ones are used (they follow a
+// global set after the Server was made); OpenTelemetry's default global
+// tracer records nothing, and attributes are only built for a span that
+// records.
 package telemetry
 
 import (
@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -69,31 +70,27 @@ const (
 // Tracing starts machinist's spans. Its zero value is not usable: make it
 // with NewTracing.
 type Tracing struct {
-	provider trace.TracerProvider // nil: the global one, read at each use
-	prop     propagation.TextMapPropagator
+	tr   trace.Tracer
+	prop propagation.TextMapPropagator
 }
 
 // NewTracing returns the Tracing of tp and prop; nil ones mean the global
 // provider and propagator (otel.GetTracerProvider,
-// otel.GetTextMapPropagator), read at each use.
+// otel.GetTextMapPropagator), whose tracer and propagator follow a global
+// set later.
 func NewTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) *Tracing {
-	return &Tracing{provider: tp, prop: prop}
-}
-
-func (t *Tracing) tracer() trace.Tracer {
-	tp := t.provider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return tp.Tracer(ScopeName)
+	if prop == nil {
+		prop = otel.GetTextMapPropagator()
+	}
+	return &Tracing{tr: tp.Tracer(ScopeName), prop: prop}
 }
 
-func (t *Tracing) propagator() propagation.TextMapPropagator {
-	if t.prop != nil {
-		return t.prop
-	}
-	return otel.GetTextMapPropagator()
-}
+func (t *Tracing) tracer() trace.Tracer { return t.tr }
+
+func (t *Tracing) propagator() propagation.TextMapPropagator { return t.prop }
 
 // Carrier is Signature.Headers as a propagation.TextMapCarrier. Values
 // that are not strings are not trace context: Get ignores them.
@@ -131,12 +128,12 @@ func ContextWithLinks(ctx context.Context, links []trace.Link) context.Context {
 // for them all: a group's members share it) and writes its context into
 // each one's Headers (made when nil). attrs describe the workflow.
 func (t *Tracing) StartSend(ctx context.Context, queue string, sigs []*tasks.Signature, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+	opts := producer
 	if links, _ := ctx.Value(linksKey{}).([]trace.Link); len(links) > 0 {
-		opts = append(opts, trace.WithLinks(links...))
+		opts = []trace.SpanStartOption{producer[0], trace.WithLinks(links...)}
 		ctx = context.WithValue(ctx, linksKey{}, nil) // for this span only
 	}
-	ctx, span := t.tracer().Start(ctx, "send "+queue, opts...)
+	ctx, span := t.tracer().Start(ctx, spanName("send ", queue), opts...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.MessagingSystemKey.String(System),
@@ -167,6 +164,25 @@ func (t *Tracing) StartSend(ctx context.Context, queue string, sigs []*tasks.Sig
 	return ctx, span
 }
 
+// The span kinds' start options, made once.
+var (
+	producer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+	consumer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+)
+
+// spanNames caches "<operation> <queue>": a queue's spans share a name.
+var spanNames sync.Map // [2]string → string
+
+func spanName(op, queue string) string {
+	k := [2]string{op, queue}
+	if n, ok := spanNames.Load(k); ok {
+		return n.(string)
+	}
+	n := op + queue
+	spanNames.Store(k, n)
+	return n
+}
+
 // Delivery is what StartProcess needs of a delivered task beside its
 // signature.
 type Delivery struct {
@@ -180,7 +196,7 @@ func (t *Tracing) StartProcess(ctx context.Context, sig *tasks.Signature, d Deli
 	if len(sig.Headers) > 0 {
 		ctx = t.propagator().Extract(ctx, Carrier(sig.Headers))
 	}
-	ctx, span := t.tracer().Start(ctx, "process "+d.Queue, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := t.tracer().Start(ctx, spanName("process ", d.Queue), consumer...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.MessagingSystemKey.String(System),
@@ -206,17 +222,22 @@ func (t *Tracing) StartProcess(ctx context.Context, sig *tasks.Signature, d Deli
 	return ctx, span
 }
 
+// SentBy returns the context of the span that sent sig, from its Headers;
+// it is not valid when they carry none.
+func (t *Tracing) SentBy(sig *tasks.Signature) trace.SpanContext {
+	if len(sig.Headers) == 0 {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(t.propagator().Extract(context.Background(), Carrier(sig.Headers)))
+}
+
 // SentFrom returns ctx with, as its current span, the span that sent sig
 // (from its Headers), or ctx when they carry none.
 func (t *Tracing) SentFrom(ctx context.Context, sig *tasks.Signature) context.Context {
-	if len(sig.Headers) == 0 {
-		return ctx
+	if sc := t.SentBy(sig); sc.IsValid() {
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	sc := trace.SpanContextFromContext(t.propagator().Extract(context.Background(), Carrier(sig.Headers)))
-	if !sc.IsValid() {
-		return ctx
-	}
-	return trace.ContextWithRemoteSpanContext(ctx, sc)
+	return ctx
 }
 
 // Ended records on span how a send or an attempt ended: nothing for a nil

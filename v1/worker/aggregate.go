@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/b6192125/machinist/internal/service"
 	"github.com/b6192125/machinist/internal/telemetry"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -228,6 +230,28 @@ func (w *Worker) publishAggregate(ctx context.Context, agg brokers.Aggregator, b
 	if st, err := w.p.Backend.GetStateContext(ctx, aggregate.UUID); err == nil && st.IsCompleted() {
 		return fmt.Errorf("batch %s: its aggregate %s has finished: %w", b.ID, aggregate.UUID, brokers.ErrLeaseLost)
 	}
+	// The aggregate's send span links to the send of every member: it has
+	// them all as causes.
+	links := make([]trace.Link, 0, len(b.Members))
+	for _, m := range b.Members {
+		if sc := w.p.Tracing.SentBy(m); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, span := w.p.Tracing.StartSend(telemetry.ContextWithLinks(ctx, links), aggregate.RoutingKey, []*tasks.Signature{aggregate},
+		telemetry.WorkflowKey.String("aggregate"), telemetry.AggregationKey.String(b.Key))
+	defer span.End()
+	err := w.completeBatch(ctx, agg, b, aggregate)
+	telemetry.Ended(span, err)
+	if err == nil {
+		w.p.Metrics.Sent(ctx, aggregate.RoutingKey, aggregate.Name, 1)
+	}
+	return err
+}
+
+// completeBatch writes the aggregate's and the members' states, then
+// publishes the aggregate and forgets the batch.
+func (w *Worker) completeBatch(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, aggregate *tasks.Signature) error {
 	if err := w.p.Backend.SetStatePendingContext(ctx, aggregate); err != nil {
 		return fmt.Errorf("set the aggregate's state: %w", err)
 	}
