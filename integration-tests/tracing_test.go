@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
@@ -439,7 +442,6 @@ func eventNames(s sdktrace.ReadOnlySpan) []string {
 
 func i64(v int64) tasks.Arg { return tasks.Arg{Type: "int64", Value: v} }
 
-
 // An aggregate is sent with a link to the send of each of its members, and
 // runs under that send.
 func TestTraceOfAnAggregate(t *testing.T) {
@@ -481,5 +483,61 @@ func TestTraceOfAnAggregate(t *testing.T) {
 			}
 		}
 		wantParent(t, one(t, spans, trace.SpanKindConsumer, "machinist.task.name", "sum"), send)
+	})
+}
+
+// go-redis's own instrumentation, switched on by the user on a client given
+// to NewServerWithRedisClient, traces the Redis commands of sending and
+// running tasks beside machinist's spans.
+func TestTraceWithRedisotel(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	opt, err := goredis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	if err := redisotel.InstrumentTracing(client, redisotel.WithTracerProvider(tp)); err != nil {
+		t.Fatal(err)
+	}
+	cnf := redisConfig(srv.URL(), srv.Prefix(t))
+	cnf.NoUnixSignals = true
+	cnf.Logger = slog.New(slog.DiscardHandler)
+	cnf.TracerProvider, cnf.Propagator = tp, propagation.TraceContext{}
+	s, err := machinist.NewServerWithRedisClient(cnf, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.RegisterTask("add", func(a, b int64) (int64, error) { return a + b, nil }); err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWorker("w", 1)
+	launch(t, w)
+	<-w.Started()
+	ctx := testCtx(t)
+	r, err := s.SendTaskWithContext(ctx, sig("add", i64(1), i64(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GetWithContext(ctx, poll); err != nil {
+		t.Fatal(err)
+	}
+	var clientSpans, ours int
+	waitFor(t, "machinist's spans and go-redis's", func() bool {
+		clientSpans, ours = 0, 0
+		for _, s := range rec.Ended() {
+			switch {
+			case s.SpanKind() == trace.SpanKindClient && attr(s, "db.system") == "redis" || attr(s, "db.system.name") == "redis":
+				clientSpans++
+			case attr(s, "messaging.message.id") == r.Signature.UUID:
+				ours++
+			}
+		}
+		return clientSpans > 0 && ours == 2
 	})
 }
