@@ -14,6 +14,7 @@ test: ## go vet, every test with -race, then machinery's own tests (installs red
 	@bash scripts/ensure-redis.sh
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
+	cd example/telemetry && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	@bash scripts/machinery-compat.sh
 
 machinery-compat: ## machinery v1's own integration tests and example/redis, import prefix rewritten, on this checkout

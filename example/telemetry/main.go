@@ -5,12 +5,16 @@
 // that adds their results) and a task that is retried once, so that the
 // trace of a whole workflow and the task metrics can be seen.
 //
-//	go run ./example/telemetry                    # once, traces on stdout
-//	go run ./example/telemetry -serve :2112       # then keeps /metrics up
+// It is a module of its own (its exporters stay out of the library's
+// dependencies); run it from its directory:
+//
+//	cd example/telemetry
+//	go run .                    # once, traces on stdout
+//	go run . -serve :2112       # then keeps /metrics up
 //
 // With Jaeger and Prometheus (docker compose --profile telemetry up -d):
 //
-//	OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 go run ./example/telemetry -serve :2112 -every 2s
+//	OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 go run . -serve :2112 -every 2s
 //
 // then open Jaeger at http://localhost:16686 and Prometheus at
 // http://localhost:9090. BROKER and RESULT_BACKEND choose Redis, as in the
