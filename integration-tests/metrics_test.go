@@ -129,7 +129,8 @@ func wantBounded(t *testing.T, points []point, uuids []string) {
 	}
 }
 
-// Each counter and histogram moves by what happened: tasks sent, started,
+// Each counter and histogram moves by what happened (five tasks and a
+// chain of two): tasks sent, started,
 // succeeded, failed, retried and archived, their durations by outcome and
 // their waits, and nothing in flight once all are done.
 func TestMetricsCountWhatHappened(t *testing.T) {
@@ -162,8 +163,24 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 			results = append(results, r)
 			uuids = append(uuids, s.UUID)
 		}
+		// A chain's second step is sent by the worker (with the first's
+		// acknowledgement, on a paired broker): it counts as sent too.
+		chain, err := tasks.NewChain(sig("add", i64(1), i64(1)), sig("add", i64(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := m.sender.SendChainWithContext(ctx, chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range chain.Tasks {
+			uuids = append(uuids, s.UUID)
+		}
 		for _, r := range results {
 			_, _ = r.GetWithContext(ctx, poll)
+		}
+		if _, err := cr.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
 		}
 		q := config.DefaultQueueName
 		want := []struct {
@@ -171,20 +188,20 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 			attrs  map[string]string
 			n      int64
 		}{
-			{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q, "messaging.operation.name": "send", "messaging.system": "machinist"}, 3},
+			{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q, "messaging.operation.name": "send", "messaging.system": "machinist"}, 5},
 			{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "flaky"}, 1},
-			{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "add", "messaging.operation.name": "process"}, 3},
+			{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "add", "messaging.operation.name": "process"}, 5},
 			{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "flaky"}, 2},
-			{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q}, 3},
+			{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q}, 5},
 			{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "flaky"}, 1},
 			{"machinist.tasks.retried", map[string]string{"machinist.task.name": "flaky"}, 1},
 			{"machinist.tasks.failed", map[string]string{"machinist.task.name": "bad"}, 1},
 			{"machinist.tasks.archived", map[string]string{"machinist.task.name": "bad"}, 1},
-			{"messaging.process.duration", map[string]string{"machinist.task.name": "add", "machinist.task.outcome": "success"}, 3},
-			{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "retry", "error.type": "retry"}, 1},
+			{"messaging.process.duration", map[string]string{"machinist.task.name": "add", "machinist.task.outcome": "success"}, 5},
+			{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "retry", "error.type": "_OTHER"}, 1},
 			{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "success"}, 1},
 			{"messaging.process.duration", map[string]string{"machinist.task.name": "bad", "machinist.task.outcome": "failure"}, 1},
-			{"machinist.task.queue_latency", map[string]string{}, 5}, // first attempts only
+			{"machinist.task.queue_latency", map[string]string{}, 7}, // first attempts only
 			{"machinist.worker.tasks_in_flight", map[string]string{"machinist.worker": "metered"}, 0},
 		}
 		var points []point
@@ -261,4 +278,58 @@ func TestMetricsOfRecoveryAndDepth(t *testing.T) {
 		}
 		wantBounded(t, points, uuids)
 	})
+}
+
+// Of two processes working on a queue, only its elected maintainer reports
+// the queue's depth.
+func TestDepthReportedByTheMaintainerOnly(t *testing.T) {
+	for _, p := range pairs() {
+		if p.name != "redis" {
+			continue
+		}
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			shared := sharedPair(t, p)
+			var procs []*metered
+			for range 2 {
+				reader := sdkmetric.NewManualReader()
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+				t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+				s := bareServer(t, shared, func(c *config.Config) { c.MeterProvider = mp })
+				if err := s.RegisterTask("add", func(a, b int64) (int64, error) { return a + b, nil }); err != nil {
+					t.Fatal(err)
+				}
+				w := s.NewWorker("w", 1)
+				launch(t, w)
+				<-w.Started()
+				procs = append(procs, &metered{worker: s, reader: reader})
+			}
+			q := config.DefaultQueueName
+			reports := func() (n int) {
+				for _, m := range procs {
+					if len(depthPoints(m.collect(t), "machinist.queue.tasks", q)) > 0 {
+						n++
+					}
+				}
+				return n
+			}
+			waitFor(t, "the maintainer to report the queue's depth", func() bool { return reports() > 0 })
+			for range 5 {
+				if n := reports(); n != 1 {
+					t.Fatalf("%d processes report the queue's depth, want only its maintainer", n)
+				}
+			}
+		})
+	}
+}
+
+// depthPoints returns the points of metric for queue.
+func depthPoints(points []point, metric, queue string) []point {
+	var out []point
+	for _, p := range points {
+		if v, ok := p.attrs.Value("messaging.destination.name"); p.metric == metric && ok && v.AsString() == queue {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -396,8 +396,8 @@ func TestTraceOfFailures(t *testing.T) {
 }
 
 // A task whose worker died runs again as a new attempt under its send,
-// counted as recovered; the attempt that lost its lease is never recorded
-// as a success.
+// counted as recovered. (An attempt that lost its lease ends with outcome
+// lease_lost: v1/worker's TestSpanOfAnAttemptThatDidNotSettle.)
 func TestTraceOfARecoveredTask(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
 		tr := newTraced(t, p, func(c *config.Config) {

@@ -43,7 +43,13 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	ctx, span := s.tracing.StartSend(ctx, signature.RoutingKey, []*tasks.Signature{signature})
 	defer span.End()
 	r, err := s.sendPrepared(ctx, signature)
-	telemetry.Ended(span, err)
+	if errors.Is(err, brokeriface.ErrDuplicateTask) {
+		// Already queued (a callback sent again after a recovery): the
+		// message exists.
+		telemetry.Event(ctx, "duplicate: a task with this UUID is already queued")
+	} else {
+		telemetry.Ended(span, err)
+	}
 	return r, err
 }
 
@@ -226,7 +232,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 		sig.GroupUUID = group.GroupUUID
 		sig.GroupTaskCount = len(group.Tasks)
 	}
-	ctx, span := s.tracing.StartSend(ctx, group.Tasks[0].RoutingKey, group.Tasks,
+	ctx, span := s.tracing.StartSend(ctx, commonQueue(group.Tasks), group.Tasks,
 		append(attrs, telemetry.GroupIDKey.String(group.GroupUUID))...)
 	defer span.End()
 	backend := s.GetBackend()
@@ -245,6 +251,16 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 		results[i] = result.NewAsyncResult(sig, backend)
 	}
 	return results, nil
+}
+
+// commonQueue returns the queue of sigs, or "" when they go to several.
+func commonQueue(sigs []*tasks.Signature) string {
+	for _, sig := range sigs[1:] {
+		if sig.RoutingKey != sigs[0].RoutingKey {
+			return ""
+		}
+	}
+	return sigs[0].RoutingKey
 }
 
 // publishMembers writes the PENDING states of members of a group and

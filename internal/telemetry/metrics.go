@@ -116,8 +116,12 @@ func (m *Metrics) set(k setKey, make func() []attribute.KeyValue) metric.Measure
 
 func (m *Metrics) taskSet(kind byte, op, queue, name string) metric.MeasurementOption {
 	return m.set(setKey{kind: kind, queue: queue, name: name}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName(op),
-			semconv.MessagingDestinationName(queue), TaskNameKey.String(name)}
+		kvs := []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName(op),
+			semconv.MessagingDestinationName(queue)}
+		if name != "" {
+			kvs = append(kvs, TaskNameKey.String(name))
+		}
+		return kvs
 	})
 }
 
@@ -186,15 +190,16 @@ func (m *Metrics) Ran(ctx context.Context, queue, name, outcome string, took tim
 		kvs := []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName("process"),
 			semconv.MessagingDestinationName(queue), TaskNameKey.String(name), OutcomeKey.String(outcome)}
 		if outcome != OutcomeSuccess {
-			kvs = append(kvs, semconv.ErrorTypeKey.String(outcome))
+			// The attempt failed; its kind is the outcome.
+			kvs = append(kvs, semconv.ErrorTypeOther)
 		}
 		return kvs
 	})
 	m.duration.Record(ctx, took.Seconds(), opt)
 }
 
-// Settled counts a task of name on queue that succeeded, failed for good
-// (archived: failing archives it), or will be retried.
+// Settled counts a task of name on queue whose success, failure for good
+// or retry was written.
 func (m *Metrics) Settled(ctx context.Context, queue, name, outcome string) {
 	m.init()
 	var c metric.Int64Counter
@@ -210,9 +215,6 @@ func (m *Metrics) Settled(ctx context.Context, queue, name, outcome string) {
 	}
 	if c.Enabled(ctx) {
 		c.Add(ctx, 1, m.taskSet('o', "process", queue, name))
-	}
-	if outcome == OutcomeFailure {
-		m.Archived(ctx, queue, name, 1)
 	}
 }
 

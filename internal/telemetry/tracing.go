@@ -12,10 +12,11 @@
 // member (its many causes), not as the child of the member that happened
 // to finish last.
 //
-// With no provider configured the global ones are used (they follow a
-// global set after the Server was made); OpenTelemetry's default global
-// tracer records nothing, and attributes are only built for a span that
-// records.
+// With no provider configured the global ones are used: those of the
+// program's otel.Set… calls, or, set after the Server was made, of the
+// first such call (OpenTelemetry's global delegation happens once).
+// OpenTelemetry's default global tracer records nothing, and attributes
+// are only built for a span that records.
 package telemetry
 
 import (
@@ -76,8 +77,8 @@ type Tracing struct {
 
 // NewTracing returns the Tracing of tp and prop; nil ones mean the global
 // provider and propagator (otel.GetTracerProvider,
-// otel.GetTextMapPropagator), whose tracer and propagator follow a global
-// set later.
+// otel.GetTextMapPropagator), which follow the first global set made
+// later.
 func NewTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) *Tracing {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -125,22 +126,29 @@ func ContextWithLinks(ctx context.Context, links []trace.Link) context.Context {
 }
 
 // StartSend starts the PRODUCER span of sending sigs to queue (one span
-// for them all: a group's members share it) and writes its context into
-// each one's Headers (made when nil). attrs describe the workflow.
+// for them all: a group's members share it; queue "" when they go to
+// several, named "send" without a destination) and writes its context
+// into each one's Headers (made when nil). attrs describe the workflow.
 func (t *Tracing) StartSend(ctx context.Context, queue string, sigs []*tasks.Signature, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	opts := producer
 	if links, _ := ctx.Value(linksKey{}).([]trace.Link); len(links) > 0 {
 		opts = []trace.SpanStartOption{producer[0], trace.WithLinks(links...)}
 		ctx = context.WithValue(ctx, linksKey{}, nil) // for this span only
 	}
-	ctx, span := t.tracer().Start(ctx, spanName("send ", queue), opts...)
+	name := "send"
+	if queue != "" {
+		name = spanName("send ", queue)
+	}
+	ctx, span := t.tracer().Start(ctx, name, opts...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.MessagingSystemKey.String(System),
 			semconv.MessagingOperationTypeSend,
 			semconv.MessagingOperationName("send"),
-			semconv.MessagingDestinationName(queue),
 		)
+		if queue != "" {
+			span.SetAttributes(semconv.MessagingDestinationName(queue))
+		}
 		if len(sigs) == 1 {
 			span.SetAttributes(semconv.MessagingMessageID(sigs[0].UUID), TaskNameKey.String(sigs[0].Name))
 			if sigs[0].AggregationKey != "" {

@@ -226,9 +226,11 @@ type Config struct {
 	Logger *slog.Logger `yaml:"-" ignored:"true"`
 
 	// TracerProvider makes the spans of sending and running tasks (see
-	// the README's OpenTelemetry section). Default: the global one
-	// (otel.GetTracerProvider), read at each use, so one set after the
-	// Server was made applies; OpenTelemetry's default records nothing.
+	// the README's Tracing section). Default: the global one
+	// (otel.GetTracerProvider): the one set with otel.SetTracerProvider,
+	// before the Server was made or, the first time, after;
+	// OpenTelemetry's default records nothing. Like Logger, it is taken
+	// when the Server is made.
 	TracerProvider trace.TracerProvider `yaml:"-" ignored:"true"`
 	// MeterProvider makes the metrics of tasks, queues and workers.
 	// Default: the global one (otel.GetMeterProvider).

@@ -24,19 +24,8 @@ import (
 // mode), run again here when it is due: a loop, never a recursion. It returns an error only when a state or callback could not be
 // written.
 func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
-	ctx, span := w.p.Tracing.StartProcess(ctx, sig, telemetry.Delivery{Queue: sig.RoutingKey})
-	defer span.End()
-	log := w.taskLog(sig, "", span)
-	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
-	if err != nil {
-		if sig.IgnoreWhenTaskNotRegistered {
-			return nil
-		}
-		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
-	}
-	for {
-		results, runErr, permanent := w.run(ctx, sig, nil, fn, log)
-		err := w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
+	for attempt := 0; ; attempt++ {
+		err := w.processOnce(ctx, sig, attempt)
 		var again *retryAt
 		if !errors.As(err, &again) {
 			return err
@@ -52,6 +41,25 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 	}
 }
 
+// processOnce is one attempt of Process, under its own span.
+func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt int) error {
+	ctx, span := w.p.Tracing.StartProcess(ctx, sig, telemetry.Delivery{Queue: sig.RoutingKey, Retried: attempt})
+	defer span.End()
+	log := w.taskLog(sig, "", span)
+	fn, err := w.p.Tasks.GetRegisteredTask(sig.Name)
+	if err != nil {
+		if sig.IgnoreWhenTaskNotRegistered {
+			telemetry.Outcome(ctx, telemetry.OutcomeHandedOn, nil)
+			return nil
+		}
+		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
+	}
+	start := time.Now()
+	results, runErr, permanent := w.run(ctx, sig, nil, fn, attempt == 0, log)
+	w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, runErr, permanent), time.Since(start))
+	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
+}
+
 // run calls the task function, with STARTED written once it has run for
 // StartedAfter. permanent reports an error that retrying cannot fix: the
 // arguments do not fit.
@@ -59,7 +67,9 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 // RECEIVED is not written: STARTED would replace it microseconds later, and
 // skipping it saves a write per task. (SetStateReceived remains in the
 // Backend interface for compatibility.)
-func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, fn interface{}, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
+// first says it is the task's first attempt, whose wait in the queue is
+// measured.
+func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, fn interface{}, first bool, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
 	if sig.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, sig.Timeout)
@@ -80,17 +90,14 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 		defer w.p.PostTaskFunc(sig)
 	}
 	var queuedSince time.Time
-	if d == nil || d.Retried == 0 && d.Recovered == 0 {
+	if first {
 		queuedSince = telemetry.QueuedSince(sig)
 	}
 	m := w.p.Metrics
 	m.Started(ctx, sig.RoutingKey, sig.Name, queuedSince)
 	m.InFlight(ctx, w.p.ConsumerTag, 1)
+	defer m.InFlight(ctx, w.p.ConsumerTag, -1)
 	start := time.Now()
-	defer func() {
-		m.InFlight(ctx, w.p.ConsumerTag, -1)
-		m.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, err, permanent), time.Since(start))
-	}()
 	results, err = task.Call()
 	if err != nil {
 		var perr *tasks.PanicError
@@ -139,12 +146,11 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *broke
 
 // settle records the outcome of a run: success, retry or failure. d is nil
 // when the task came without a broker delivery (Process).
-// The outcome is recorded on the span of ctx and counted.
+// The outcome is recorded on the span of ctx and counted once it is
+// written.
 func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, err error, permanent bool, log *slog.Logger) error {
 	switch outcome(sig, err, permanent) {
 	case telemetry.OutcomeSuccess:
-		telemetry.Outcome(ctx, telemetry.OutcomeSuccess, nil)
-		w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeSuccess)
 		return w.succeed(ctx, sig, d, results, log)
 	case telemetry.OutcomeRetry:
 		var in time.Duration
@@ -155,11 +161,13 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 			sig.RetryTimeout = fibonacciNext(sig.RetryTimeout)
 			in = retryDelay(time.Duration(sig.RetryTimeout) * time.Second)
 		}
-		telemetry.Retrying(ctx, err, in.Milliseconds())
-		w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeRetry)
-		return w.retry(ctx, sig, d, in, err, log)
+		rerr := w.retry(ctx, sig, d, in, err, log)
+		if again := (*retryAt)(nil); rerr == nil || errors.As(rerr, &again) {
+			telemetry.Retrying(ctx, err, in.Milliseconds())
+			w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeRetry)
+		}
+		return rerr
 	}
-	telemetry.Outcome(ctx, telemetry.OutcomeFailure, err)
 	w.reportError(err)
 	return w.fail(ctx, sig, d, err.Error(), log)
 }
@@ -198,6 +206,10 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 			return w.failUnstorable(ctx, sig, d, err, log)
 		}
 		if err == nil {
+			w.succeeded(ctx, sig)
+			for _, cb := range next {
+				w.p.Metrics.Sent(ctx, cb.RoutingKey, cb.Name, 1)
+			}
 			log.Debug("task done")
 			return nil
 		}
@@ -216,7 +228,15 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	if err != nil {
 		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
+	w.succeeded(ctx, sig)
 	return w.afterSuccess(ctx, sig, d, results, groupDone, log)
+}
+
+// succeeded records sig's success, written, on the span of ctx and in the
+// metrics.
+func (w *Worker) succeeded(ctx context.Context, sig *tasks.Signature) {
+	telemetry.Outcome(ctx, telemetry.OutcomeSuccess, nil)
+	w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeSuccess)
 }
 
 // oneStep returns the OnSuccess callbacks of sig, ready to travel, when a
@@ -299,7 +319,7 @@ func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *br
 // backend never lets such a state hide a final one). Without a delivery
 // (Process), the state is written as it is.
 func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
-	if sig.ChordCallback != nil && sig.GroupUUID != "" {
+	if sig.ChordCallback != nil && sig.GroupUUID != "" && state.IsCompleted() {
 		// The chord's callback links to the span that ran each member.
 		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
 	}
@@ -364,7 +384,7 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 		return fmt.Errorf("worker: read states of group %s: %w", sig.GroupUUID, err)
 	}
 	callback := tasks.CopySignature(sig.ChordCallback)
-	links := make([]trace.Link, 0, len(states))
+	var links []trace.Link // only when traced: a member's span records
 	for _, st := range states {
 		if st.IsFailure() {
 			// A member failed, and its own election came after ours (the
@@ -374,7 +394,7 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 		if !callback.Immutable {
 			callback.Args = append(callback.Args, resultArgs(st.Results)...)
 		}
-		if sc, ok := telemetry.Parse(st.Trace); ok {
+		if sc, ok := telemetry.Parse(st.Trace); ok && trace.SpanFromContext(ctx).IsRecording() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
@@ -430,12 +450,14 @@ func retryDelay(d time.Duration) time.Duration { return min(max(d, MinRetryDelay
 
 // fail records that sig failed for good with msg: FAILURE state, OnError
 // callbacks, the chord's error callbacks, and the archive.
+// The failure is recorded on the span of ctx and counted once written.
 func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string, log *slog.Logger) error {
 	log.Error("task failed", slog.String("error", msg))
-	w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeFailure)
 	if _, err := w.write(ctx, sig, d, tasks.NewFailureTaskState(sig, msg), true); err != nil {
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
+	telemetry.Outcome(ctx, telemetry.OutcomeFailure, errors.New(msg))
+	w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeFailure)
 	return w.afterFailure(ctx, sig, d, msg)
 }
 
@@ -463,6 +485,7 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 		if err := w.p.Broker.Archive(ctx, d, msg); err != nil {
 			return fmt.Errorf("worker: archive task %s: %w", sig.UUID, err)
 		}
+		w.p.Metrics.Archived(ctx, d.Queue, sig.Name, 1)
 	}
 	return nil
 }

@@ -429,7 +429,6 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	case d.Err != nil:
 		settleNow = func(ctx context.Context) error {
 			w.reportError(fmt.Errorf("worker: task %s in queue %s: %w", sig.UUID, d.Queue, d.Err))
-			telemetry.Outcome(ctx, telemetry.OutcomeFailure, d.Err)
 			return w.fail(ctx, sig, d, d.Err.Error(), log)
 		}
 	case d.Outcome != nil:
@@ -448,7 +447,7 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	}
 	if settleNow != nil {
 		if !r.claim(ownerSettling) || !d.Lease.Valid() {
-			w.lost(ctx, r)
+			_ = w.lost(ctx, r)
 			return
 		}
 		sctx, cancel := detach(ctx)
@@ -460,21 +459,27 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 		return
 	}
 
-	results, runErr, permanent := w.run(ctx, sig, d, fn, log)
+	start := time.Now()
+	results, runErr, permanent := w.run(ctx, sig, d, fn, d.Retried == 0 && d.Recovered == 0, log)
+	ran := func(outcome string) { w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome, time.Since(start)) }
 
 	if !r.claim(ownerSettling) {
 		log.Warn("task finished after the worker gave it up; its outcome is not recorded")
-		w.lost(ctx, r)
+		ran(w.lost(ctx, r))
 		return
 	}
 	if !d.Lease.Valid() {
 		log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
-		w.lost(ctx, r)
+		ran(w.lost(ctx, r))
 		return
 	}
+	ran(outcome(sig, runErr, permanent))
 	sctx, cancel := detach(ctx)
 	defer cancel()
 	if err := w.settle(sctx, sig, d, results, runErr, permanent, log); err != nil {
+		if errors.Is(err, brokers.ErrLeaseLost) {
+			telemetry.Outcome(ctx, telemetry.OutcomeLeaseLost, err)
+		}
 		w.reportError(err)
 		log.Error("settling task failed", slog.Any("error", err))
 	}
@@ -493,14 +498,16 @@ func (w *Worker) taskLog(sig *tasks.Signature, queue string, span trace.Span) *s
 	return w.log.With(attrs...)
 }
 
-// lost records on the span of ctx why r's outcome is not recorded: its
-// lease was lost, or shutdown gave it up (it runs again elsewhere).
-func (w *Worker) lost(ctx context.Context, r *running) {
+// lost records on the span of ctx why r's outcome is not recorded, and
+// returns it: its lease was lost, or shutdown gave it up (it runs again
+// elsewhere).
+func (w *Worker) lost(ctx context.Context, r *running) string {
 	if r.owner.Load() == ownerAbandoned {
 		telemetry.Outcome(ctx, telemetry.OutcomeAbandoned, errors.New("cancelled: the worker stopped; the task was put back in its queue"))
-		return
+		return telemetry.OutcomeAbandoned
 	}
 	telemetry.Outcome(ctx, telemetry.OutcomeLeaseLost, brokers.ErrLeaseLost)
+	return telemetry.OutcomeLeaseLost
 }
 
 // detach returns a context for the writes that settle a task: not cancelled
@@ -545,7 +552,6 @@ func (w *Worker) tryLater(ctx context.Context, d *brokers.Delivery, log *slog.Lo
 	tries := d.Retried + 1
 	if tries >= w.p.Config.UnregisteredTaskTries {
 		msg := fmt.Sprintf("%s (%d tries, %s apart)", why, tries, w.p.Config.UnregisteredTaskDelay)
-		telemetry.Outcome(ctx, telemetry.OutcomeFailure, errors.New(msg))
 		log.Error("failing task: "+why, slog.Int("tries", tries))
 		if err := w.fail(ctx, d.Signature, d, msg, log); err != nil {
 			log.Error("failing task failed", slog.Any("error", err))

@@ -260,6 +260,9 @@ func (m *maintainer) sizes(ctx context.Context) *iface.QueueInfo {
 	info, err := m.b.QueueInfo(rctx, m.queue)
 	if err != nil {
 		m.b.log.Debug("reading the queue's sizes for the depth gauge failed", slog.String("queue", m.queue), slog.Any("error", err))
+		if m.clock.Since(m.depthAt) >= 3*depthEvery {
+			m.depth = nil // too old to report
+		}
 		return m.depth // the last known, if any
 	}
 	m.depth, m.depthAt = info, m.clock.Now()
