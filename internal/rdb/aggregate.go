@@ -44,6 +44,10 @@ import (
 // worker alive aggregates on its queue.
 const statusNoAggregator = 4
 
+// statusNotUnique is enqueue.lua's answer for a unique task whose key
+// another task holds: {5, id, holder}.
+const statusNotUnique = 5
+
 // memberGroup returns the aggregation group of sig for enqueue.lua:
 // "<name>\n<key>", or "" when sig is no member.
 func memberGroup(sig *tasks.Signature) (string, error) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // Concurrent publishes to one queue share enqueue script runs: a publish
@@ -78,9 +80,13 @@ func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error 
 // publishOutcome is the error, or nil, that a publish's element of an
 // enqueue reply says.
 func publishOutcome(queue string, reply interface{}) error {
-	code, id, err := parseEnqueueReply(reply)
+	code, id, holder, err := parseEnqueueReply(reply)
 	if err != nil {
 		return fmt.Errorf("publish to queue %s: %w", queue, err)
+	}
+	if code == statusNotUnique {
+		// Store.Publish adds the key, which it knows from the signature.
+		return &tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder}
 	}
 	return statusError(code, id)
 }

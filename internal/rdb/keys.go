@@ -47,6 +47,9 @@ import (
 //	<prefix>:{<queue>}:rerouted     set: names with rerouted tasks
 //	<prefix>:{<queue>}:rerouted:<n> list: task ids rerouted to workers
 //	                                that have task name n
+//	<prefix>:{<queue>}:unique:<k>   string: the id of the task that holds
+//	                                unique key k (tasks.UniqueKeyOf), for
+//	                                at most its UniqueFor
 //
 // Aggregation (aggregate.go, lua/lib/aggregate.lua); g is a group,
 // "<name>\n<key>", and a member's task hash also has group and joined
@@ -89,6 +92,9 @@ type queueKeys struct {
 	rerouted, handlers, names, nameKeys string
 	// task is the prefix of the task hashes: task + id.
 	task string
+	// unique is the prefix of the unique keys: unique + tasks.UniqueKeyOf
+	// holds the UUID of the task that holds the key (enqueue.lua).
+	unique string
 	// agg is the prefix of the aggregation keys (lua/lib/aggregate.lua
 	// finds it from task); aggPolicies, aggGroups and aggCount are three
 	// of them.
@@ -128,6 +134,7 @@ func (k *keys) queue(name string) *queueKeys {
 		names:      base + "names:",
 		nameKeys:   base + "namekeys",
 		task:       base + "t:",
+		unique:     base + "unique:",
 	}
 	qk.agg = base + "agg:"
 	qk.aggPolicies, qk.aggGroups, qk.aggCount = qk.agg+"policies", qk.agg+"groups", qk.agg+"count"

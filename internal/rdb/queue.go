@@ -61,6 +61,14 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			return err
 		}
 		if err := s.enqueue(ctx, name, byQueue[name]); err != nil {
+			var nu *tasks.NotUniqueError
+			if errors.As(err, &nu) {
+				for _, sig := range sigs {
+					if sig.UUID == nu.Task {
+						nu.Key = tasks.UniqueKeyOf(sig)
+					}
+				}
+			}
 			return err
 		}
 	}
@@ -83,7 +91,8 @@ type enqueueArgs struct {
 	// single server), where a repeat of a publish finds the state of a
 	// task that ran and was forgotten.
 	keyed bool
-	// groups gives each task's aggregation group (enqueue.lua).
+	// groups gives each task's aggregation group and unique key
+	// (enqueue.lua).
 	groups bool
 }
 
@@ -118,7 +127,11 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		if err != nil {
 			return err
 		}
-		q.tasks = append(q.tasks, g)
+		u := ""
+		if sig.UniqueFor > 0 {
+			u = strconv.FormatInt(max(sig.UniqueFor.Milliseconds(), 1), 10) + " " + q.queue.unique + tasks.UniqueKeyOf(sig)
+		}
+		q.tasks = append(q.tasks, g, u)
 	}
 	if q.states {
 		w, err := encodeState(tasks.NewPendingTaskState(sig))

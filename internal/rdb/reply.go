@@ -184,29 +184,39 @@ func parseEnqueueReplies(v interface{}, n int) ([]interface{}, error) {
 // parseEnqueueReply decodes one publish's element of enqueue.lua's reply:
 // {0} when every task was published, {1, id} when a task with that id is
 // held already, {4, id} when that task is a member no worker alive
-// aggregates. It returns the status and, with 1 or 4, the id.
-func parseEnqueueReply(v interface{}) (code int64, id string, err error) {
+// aggregates, {5, id, holder} when that task is unique and the task holder
+// holds its key. It returns the status and, with 1, 4 or 5, the id, and
+// with 5 the holder.
+func parseEnqueueReply(v interface{}) (code int64, id, holder string, err error) {
 	const reply = "enqueue"
 	arr, err := asArray(reply, v)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	if len(arr) == 0 {
-		return 0, "", malformed(reply, nil, "an empty array, want {0}, {1, id} or {4, id}")
+		return 0, "", "", malformed(reply, nil, "an empty array, want {0}, {1, id}, {4, id} or {5, id, holder}")
 	}
 	if code, err = asInt(reply, elem(0, "status"), arr[0]); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	switch {
 	case code == statusOK && len(arr) == 1:
-		return code, "", nil
+		return code, "", "", nil
 	case (code == statusDuplicate || code == statusNoAggregator) && len(arr) == 2:
 		if id, err = asID(reply, elem(1, "task id"), arr[1]); err != nil {
-			return 0, "", err
+			return 0, "", "", err
 		}
-		return code, id, nil
+		return code, id, "", nil
+	case code == statusNotUnique && len(arr) == 3:
+		if id, err = asID(reply, elem(1, "task id"), arr[1]); err != nil {
+			return 0, "", "", err
+		}
+		if holder, err = asID(reply, elem(2, "holder id"), arr[2]); err != nil {
+			return 0, "", "", err
+		}
+		return code, id, holder, nil
 	}
-	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id} or {4, id}", code, len(arr))
+	return 0, "", "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id}, {4, id} or {5, id, holder}", code, len(arr))
 }
 
 // dequeued is a task a dequeue reply delivers.

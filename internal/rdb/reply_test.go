@@ -98,19 +98,22 @@ func notArrays() []replyCase {
 }
 
 type codeID struct {
-	code int64
-	id   string
+	code       int64
+	id, holder string
 }
 
 func TestParseEnqueueReply(t *testing.T) {
 	t.Parallel()
 	testParser(t, "enqueue", func(v interface{}) (interface{}, error) {
-		code, id, err := parseEnqueueReply(v)
-		return codeID{code, id}, err
+		code, id, holder, err := parseEnqueueReply(v)
+		return codeID{code, id, holder}, err
 	}, append(notArrays(),
-		replyCase{name: "published", v: arr(int64(0)), want: codeID{0, ""}},
-		replyCase{name: "duplicate", v: arr(int64(1), "t1"), want: codeID{1, "t1"}},
-		replyCase{name: "no aggregator", v: arr(int64(4), "t1"), want: codeID{4, "t1"}},
+		replyCase{name: "published", v: arr(int64(0)), want: codeID{0, "", ""}},
+		replyCase{name: "duplicate", v: arr(int64(1), "t1"), want: codeID{1, "t1", ""}},
+		replyCase{name: "no aggregator", v: arr(int64(4), "t1"), want: codeID{4, "t1", ""}},
+		replyCase{name: "not unique", v: arr(int64(5), "t2", "t1"), want: codeID{5, "t2", "t1"}},
+		replyCase{name: "not unique without its holder", v: arr(int64(5), "t2"), bad: "status 5 in an array of 2"},
+		replyCase{name: "not unique with an empty holder", v: arr(int64(5), "t2", ""), bad: "element 2 (holder id)"},
 		replyCase{name: "no aggregator without its id", v: arr(int64(4)), bad: "status 4 in an array of 1"},
 		replyCase{name: "empty", v: arr(), bad: "an empty array"},
 		replyCase{name: "duplicate without its id", v: arr(int64(1)), bad: "status 1 in an array of 1"},
@@ -428,7 +431,7 @@ func TestParseGroupMeta(t *testing.T) {
 func TestReplyErrorWrapsARedisErrorInside(t *testing.T) {
 	t.Parallel()
 	inner := protoError("ERR inner")
-	_, _, err := parseEnqueueReply(arr(int64(1), inner))
+	_, _, _, err := parseEnqueueReply(arr(int64(1), inner))
 	var rerr goredis.Error
 	if !errors.As(err, &rerr) || rerr.Error() != "ERR inner" {
 		t.Fatalf("error %v does not wrap the Redis error inside the reply", err)
@@ -726,11 +729,12 @@ func FuzzScalarReplies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v := decodeReply(data)
 		a, _ := v.([]interface{})
-		if code, id, err := parseEnqueueReply(v); err != nil {
+		if code, id, holder, err := parseEnqueueReply(v); err != nil {
 			checkReplyError(t, err, "enqueue")
 		} else if !(code == 0 && reflect.DeepEqual(a, arr(int64(0))) && id == "") &&
-			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") {
-			t.Fatalf("enqueue reply %#v parsed as %d, %q", v, code, id)
+			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") &&
+			!(code == 5 && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") {
+			t.Fatalf("enqueue reply %#v parsed as %d, %q, %q", v, code, id, holder)
 		}
 		if code, finished, err := parseCommitReply(v); err != nil {
 			checkReplyError(t, err, "commit")
@@ -853,12 +857,12 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	later := time.Now().Add(time.Hour).UnixMilli()
 
 	// enqueue: {0}, then {1, id}.
-	code, id, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0", 3,
-		"a", msg("a"), 0, "", "b", msg("b"), 0, "", "c", msg("c"), later, "")))
+	code, id, _, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0", 3,
+		"a", msg("a"), 0, "", "", "b", msg("b"), 0, "", "", "c", msg("c"), later, "", "")))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", 1, "a", msg("a"), 0, "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", 1, "a", msg("a"), 0, "", "")))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
 	}
@@ -1062,15 +1066,15 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		return `{"UUID":"` + id + `","Name":"agg","RoutingKey":"q","AggregationKey":"k"}`
 	}
 	grp := aggGroupID("agg", "k")
-	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 1, "m1", member("m1"), 0, grp)))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 1, "m1", member("m1"), 0, grp, "")))
 	if err != nil || code != statusNoAggregator || id != "m1" {
 		t.Fatalf("enqueue of a member no worker aggregates: %d, %q, %v", code, id, err)
 	}
 	if code, err := parseStatusReply("announce_aggregators", run(announceAggregatorsScript, aggKeys, qk.agg, ttl, "agg", "2 0 0"), 0); err != nil || code != 0 {
 		t.Fatalf("announce_aggregators: %d, %v", code, err)
 	}
-	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 3,
-		"m1", member("m1"), 0, grp, "m2", member("m2"), 0, grp, "m3", member("m3"), 0, grp)))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 3,
+		"m1", member("m1"), 0, grp, "", "m2", member("m2"), 0, grp, "", "m3", member("m3"), 0, grp, "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of members: %d, %q, %v", code, id, err)
 	}
@@ -1112,7 +1116,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
-	code, id, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", 1, "m4", member("m4"), 0, grp)))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", 1, "m4", member("m4"), 0, grp, "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of a member: %d, %q, %v", code, id, err)
 	}
@@ -1141,7 +1145,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	if a, ok := v.([]interface{}); !ok || len(a) != 2 || reflect.TypeOf(a[1]) != reflect.TypeOf(protoError("")) {
 		t.Fatalf("a Redis error inside an array came as %#v", v)
 	}
-	_, _, err = parseEnqueueReply(v)
+	_, _, _, err = parseEnqueueReply(v)
 	checkReplyError(t, err, "enqueue")
 }
 

@@ -27,6 +27,15 @@ var (
 	// chord: a member never runs by itself, only as part of the task its
 	// aggregator builds, so its callbacks would never run.
 	ErrAggregationMember = errors.New("tasks: an aggregation member runs only in its aggregate: it cannot have callbacks or be part of a chain, group or chord (give them to the aggregate)")
+	// ErrUniqueInWorkflow is returned for a signature with UniqueFor that
+	// is a callback, a member of a group or chord, or an aggregation
+	// member: only a task sent by itself (or the first of a chain) can be
+	// unique.
+	ErrUniqueInWorkflow = errors.New("tasks: only a task sent by itself (or a chain's first) can be unique: not a callback, a group or chord member, or an aggregation member")
+	// ErrNotUnique is wrapped by the error of a send refused because a task
+	// with the same unique key holds it (see Signature.UniqueFor); errors.As
+	// finds the *NotUniqueError with the holder's UUID.
+	ErrNotUnique = errors.New("tasks: a task with the same unique key is queued")
 	// ErrEmptyTaskName is returned for a signature without a Name.
 	ErrEmptyTaskName = errors.New("tasks: signature has no task name")
 	// ErrEmptyWorkflow is returned for a chain, group or chord without tasks.
@@ -117,3 +126,20 @@ func (e *PanicError) Unwrap() error {
 		return fmt.Errorf("%w: %v", ErrTaskPanicked, v)
 	}
 }
+
+// NotUniqueError is the error of a send refused because the task Holder,
+// sent with the same unique key (Signature.UniqueFor) to the same queue,
+// holds it.
+type NotUniqueError struct {
+	Queue, Key string
+	// Task is the UUID of the task refused, Holder of the one that holds
+	// the key.
+	Task, Holder string
+}
+
+func (e *NotUniqueError) Error() string {
+	return fmt.Sprintf("tasks: task %s not sent: task %s holds its unique key %q on queue %q", e.Task, e.Holder, e.Key, e.Queue)
+}
+
+// Unwrap returns ErrNotUnique.
+func (e *NotUniqueError) Unwrap() error { return ErrNotUnique }

@@ -1,6 +1,9 @@
 package tasks
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"time"
@@ -85,6 +88,29 @@ type Signature struct {
 	// one task built from them all instead (see brokers/iface.Aggregator).
 	// machinist extension.
 	AggregationKey string `json:",omitempty"`
+
+	// UniqueFor makes the task unique for up to this long: while a task
+	// sent with the same unique key to the same queue holds the key, a send
+	// fails with an error wrapping ErrNotUnique (a *NotUniqueError naming
+	// the holder's UUID). The holder keeps the key until it finishes (its
+	// success, or its failure for good) or UniqueFor has passed, whichever
+	// comes first, so a key never outlives UniqueFor, even if its worker
+	// died. Zero: not unique. machinist extension.
+	UniqueFor time.Duration `json:",omitempty"`
+	// UniqueKey is the unique key of a task with UniqueFor; empty, the task
+	// name and args (see UniqueKeyOf). machinist extension.
+	UniqueKey string `json:",omitempty"`
+}
+
+// UniqueKeyOf returns the unique key of sig: its UniqueKey or, when empty,
+// its name and a digest of its args (the queue is the key's scope).
+func UniqueKeyOf(sig *Signature) string {
+	if sig.UniqueKey != "" {
+		return sig.UniqueKey
+	}
+	args, _ := json.Marshal(sig.Args) // args that cannot be encoded cannot be sent either
+	sum := sha256.Sum256(args)
+	return sig.Name + ":" + hex.EncodeToString(sum[:16])
 }
 
 // NewSignature returns a signature for the task name with args and a fresh
@@ -118,6 +144,16 @@ func (s *Signature) validate(depth int) error {
 	}
 	if s.AggregationKey != "" && (depth > 0 || len(s.OnSuccess) > 0 || len(s.OnError) > 0 || s.ChordCallback != nil || s.GroupUUID != "") {
 		return fmt.Errorf("%w (%q, key %q)", ErrAggregationMember, s.Name, s.AggregationKey)
+	}
+	switch {
+	case s.UniqueFor < 0:
+		return fmt.Errorf("tasks: signature %q: UniqueFor %v is negative", s.Name, s.UniqueFor)
+	case s.UniqueFor == 0 && s.UniqueKey != "":
+		return fmt.Errorf("tasks: signature %q has a UniqueKey but no UniqueFor (how long it is unique)", s.Name)
+	case s.UniqueFor > 0 && s.UniqueFor < time.Millisecond:
+		return fmt.Errorf("tasks: signature %q: UniqueFor %v is shorter than a millisecond", s.Name, s.UniqueFor)
+	case s.UniqueFor > 0 && (depth > 0 || s.GroupUUID != "" || s.AggregationKey != ""):
+		return fmt.Errorf("%w (%q)", ErrUniqueInWorkflow, s.Name)
 	}
 	for _, list := range []struct {
 		name string

@@ -24,8 +24,10 @@
 --         the sender wrote has been replaced by the task's outcome)),
 --         how many tasks it has, then for each task: id, message (JSON
 --         signature), ETA in ms since the epoch (0: now), its aggregation
---         group ("<name>\n<key>", "" for a task that is no member), then
---         k items: its PENDING state's fields
+--         group ("<name>\n<key>", "" for a task that is no member), its
+--         unique key ("<ttl ms> <key>", the key a string key of its queue's
+--         slot, "" for a task that is not unique), then k items: its
+--         PENDING state's fields
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Publishes are independent (concurrent senders' publishes to one queue
@@ -36,15 +38,19 @@
 -- (by this run or an earlier one with the same token, whose tasks may have
 -- run, been archived or been forgotten since: then nothing is written), or
 -- {1, id} when a task with that id is held by the queue (lib/queue.lua's
--- held) from another publish or appears twice in the publish, or {4, id}
+-- held) from another publish or appears twice in the publish, {4, id}
 -- when the task is a member and no announcement alive
--- (announce_aggregators.lua) covers its task name; then nothing of that
--- publish was written. A task whose id is archived replaces it.
+-- (announce_aggregators.lua) covers its task name, or {5, id, holder}
+-- when the task is unique and its key is held by the task holder (of an
+-- earlier publish, or of this one); then nothing of that publish was
+-- written. A task whose id is archived replaces it. A unique task holds
+-- its key (SET PX its ttl, the key named in its hash's unique field) until
+-- it finishes (lib/forget.lua's release_unique) or the ttl passes.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
 local now = now_ms()
 local k = tonumber(ARGV[3])
-local stride = 4 + k
+local stride = 5 + k
 local states = #KEYS > 4
 local P -- the aggregation prefix, once a member is met
 local live = {} -- task name → its policy, with an announcement alive
@@ -56,7 +62,7 @@ local joined = {} -- groups joined → whether each was empty, to file once
 -- {0} when it ran before, {1, id} or {4, id}. It also returns which of its
 -- tasks replace an archived one.
 local function check(token, repeated, first, last, key)
-	local seen, archived = {}, {}
+	local seen, archived, keys = {}, {}, {}
 	local n = key
 	for i = first, last, stride do
 		local id = ARGV[i]
@@ -91,6 +97,15 @@ local function check(token, repeated, first, last, key)
 				live[name] = policy
 			end
 		end
+		local u = ARGV[i + 4]
+		if u ~= "" then
+			local ukey = string.match(u, "^%d+ (.+)$")
+			local holder = keys[ukey] or redis.call("GET", ukey)
+			if holder and holder ~= id then
+				return {5, id, holder}
+			end
+			keys[ukey] = id
+		end
 		seen[id] = true
 		archived[id] = was_archived
 	end
@@ -104,7 +119,7 @@ local function write(token, first, last, key, archived)
 		local id = ARGV[i]
 		if k > 0 then
 			n = n + 1
-			local fields = { unpack(ARGV, i + 4, i + 3 + k) }
+			local fields = { unpack(ARGV, i + 5, i + 4 + k) }
 			table.insert(fields, "pub")
 			table.insert(fields, token)
 			write_state(KEYS[n], ARGV[2], "", fields)
@@ -124,6 +139,12 @@ local function write(token, first, last, key, archived)
 			end
 			local was_empty = agg_join(P, g, task_key, id, nil, now, { "msg", ARGV[i + 1], "pub", token })
 			joined[g] = joined[g] or was_empty
+		end
+		local u = ARGV[i + 4]
+		if u ~= "" then
+			local ttl, ukey = string.match(u, "^(%d+) (.+)$")
+			redis.call("SET", ukey, id, "PX", ttl)
+			redis.call("HSET", task_key, "unique", ukey)
 		end
 	end
 end

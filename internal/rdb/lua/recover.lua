@@ -25,6 +25,7 @@ for _, id in ipairs(ids) do
 			redis.call("HSET", key, "state", "archived", "failed_at", now,
 				"error", ARGV[4] .. " (recovered " .. (n - 1) .. " times; MaxRecoveries is " .. max .. ")")
 			redis.call("ZADD", KEYS[3], now, id)
+			release_unique(key, id)
 			table.insert(archived, id)
 		else
 			redis.call("HSET", key, "state", "pending")

@@ -84,6 +84,8 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"ExpiredLeaseRefusedBeforeRecovery", testExpiredLeaseRefusedBeforeRecovery},
 		{"CommitTravelsToNextHolder", testCommitTravelsToNextHolder},
 		{"Reroute", testReroute},
+		{"UniqueTask", testUniqueTask},
+		{"UniqueRace", testUniqueRace},
 	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

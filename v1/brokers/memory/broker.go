@@ -52,6 +52,8 @@ type Broker struct {
 	leases map[string]*task     // active tasks by lease token
 	dead   map[string]*task     // archived tasks by UUID
 	claims map[string]time.Time // claim keys (ClaimLease) and when they end
+	// uniques holds the unique keys, by queue and key (uniqueKey).
+	uniques map[string]uniqueHold
 	wake   chan struct{}        // closed and replaced when a task may be fetchable
 	// aggWake is closed (and forgotten) when an aggregation group may have
 	// become due; WaitDue makes it.
@@ -101,6 +103,13 @@ type task struct {
 	recovered    int
 
 	joined time.Time // an aggregation member: when it first joined its group
+	unique string    // a unique task: its key in Broker.uniques
+}
+
+// uniqueHold is who holds a unique key, and until when.
+type uniqueHold struct {
+	uuid  string
+	until time.Time
 }
 
 // Options configures a Broker. Fields left zero take the defaults of the
@@ -173,6 +182,7 @@ func New(opts Options) *Broker {
 		leases:          make(map[string]*task),
 		dead:            make(map[string]*task),
 		claims:          make(map[string]time.Time),
+		uniques:         make(map[string]uniqueHold),
 		wake:            make(chan struct{}),
 	}
 	b.metrics = telemetry.NewMetrics(opts.MeterProvider)
@@ -233,6 +243,7 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 // nil.
 func (b *Broker) checkPublishLocked(sigs []*tasks.Signature, now time.Time) error {
 	seen := make(map[string]bool, len(sigs))
+	var keys map[string]string // unique keys taken by sigs, to their task
 	for i, sig := range sigs {
 		if err := checkPublish(i, sig); err != nil {
 			return err
@@ -244,6 +255,21 @@ func (b *Broker) checkPublishLocked(sigs []*tasks.Signature, now time.Time) erro
 		if sig.AggregationKey != "" && !b.aggregatedLocked(sig, now) {
 			return fmt.Errorf("memory broker: publish: task %s (%q, key %q) on queue %s: %w",
 				sig.UUID, sig.Name, sig.AggregationKey, sig.RoutingKey, iface.ErrNoAggregator)
+		}
+		if sig.UniqueFor > 0 {
+			k := uniqueKey(sig)
+			holder := keys[k]
+			if h, ok := b.uniques[k]; holder == "" && ok && now.Before(h.until) {
+				holder = h.uuid
+			}
+			if holder != "" && holder != sig.UUID {
+				return fmt.Errorf("memory broker: publish: %w", &tasks.NotUniqueError{
+					Queue: sig.RoutingKey, Key: tasks.UniqueKeyOf(sig), Task: sig.UUID, Holder: holder})
+			}
+			if keys == nil {
+				keys = make(map[string]string)
+			}
+			keys[k] = sig.UUID
 		}
 	}
 	return nil
@@ -273,6 +299,10 @@ func (b *Broker) publishLocked(sigs []*tasks.Signature) {
 		q := b.queueLocked(sig.RoutingKey)
 		t := &task{uuid: sig.UUID, sig: tasks.CopySignature(sig), queue: q.name, seq: b.nextSeqLocked()}
 		b.held[t.uuid] = t
+		if sig.UniqueFor > 0 {
+			t.unique = uniqueKey(sig)
+			b.uniques[t.unique] = uniqueHold{uuid: t.uuid, until: now.Add(sig.UniqueFor)}
+		}
 		if sig.ETA != nil && sig.ETA.After(now) {
 			b.scheduleLocked(q, t, iface.StatusScheduled, *sig.ETA)
 			continue
@@ -472,9 +502,24 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	if err != nil {
 		return err
 	}
-	delete(b.held, t.uuid)
+	b.finishLocked(t)
 	d.Lease.Release()
 	return nil
+}
+
+// finishLocked forgets t, which finished: it is no longer held, and frees
+// its unique key if it still holds it.
+func (b *Broker) finishLocked(t *task) {
+	delete(b.held, t.uuid)
+	if h, ok := b.uniques[t.unique]; ok && h.uuid == t.uuid {
+		delete(b.uniques, t.unique)
+	}
+}
+
+// uniqueKey is the key of sig's unique key in Broker.uniques: its queue
+// and tasks.UniqueKeyOf.
+func uniqueKey(sig *tasks.Signature) string {
+	return sig.RoutingKey + "\x00" + tasks.UniqueKeyOf(sig)
 }
 
 // Retry stores a copy of d.Signature as the task's signature, records errMsg
@@ -758,7 +803,7 @@ func (b *Broker) due(t *task, gen uint64) {
 // archiveLocked moves t, which the caller has taken out of its place, to its
 // queue's archive, and trims the archive.
 func (b *Broker) archiveLocked(t *task, reason string, now time.Time) {
-	delete(b.held, t.uuid)
+	b.finishLocked(t)
 	t.outcome = nil
 	t.status = iface.StatusArchived
 	t.lastError, t.lastFailedAt, t.archivedAt = reason, now, now

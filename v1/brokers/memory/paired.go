@@ -78,7 +78,7 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 	if err != nil {
 		return err
 	}
-	delete(b.held, t.uuid)
+	b.finishLocked(t)
 	d.Lease.Release()
 	return nil
 }

@@ -73,6 +73,11 @@ func (b *Broker) recoverExpired(now time.Time) {
 			delete(b.claims, key)
 		}
 	}
+	for key, h := range b.uniques {
+		if !now.Before(h.until) {
+			delete(b.uniques, key)
+		}
+	}
 	for _, q := range b.queues {
 		b.trimArchiveLocked(q, now)
 	}

@@ -1,8 +1,19 @@
--- forget ends an acknowledged task: it leaves the lease zset, and its hash
+-- release_unique frees the unique key a task holds (its hash's unique
+-- field; see enqueue.lua), if it still holds it: the task finished.
+local function release_unique(task_key, id)
+	local ukey = redis.call("HGET", task_key, "unique")
+	if ukey and redis.call("GET", ukey) == id then
+		redis.call("DEL", ukey)
+	end
+end
+
+-- forget ends an acknowledged task: it frees its unique key, leaves the
+-- lease zset, and its hash
 -- is deleted or, with keep > 0 (CompletedRetention in ms), kept marked
 -- completed (settled under token) for keep ms, listed in the completed
 -- zset.
 local function forget(task_key, lease_key, completed_key, id, token, keep, now)
+	release_unique(task_key, id)
 	redis.call("ZREM", lease_key, id)
 	if keep > 0 then
 		redis.call("HSET", task_key, "state", "completed", "settled", token)

@@ -1,0 +1,140 @@
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// uniqueSig returns a signature of name on queue, unique for d.
+func uniqueSig(queue, name string, d time.Duration) *tasks.Signature {
+	sig := newSig(queue, name)
+	sig.UniqueFor = d
+	return sig
+}
+
+// wantNotUnique checks that err refuses task for holder, on queue.
+func wantNotUnique(t *testing.T, what string, err error, task, holder *tasks.Signature) {
+	t.Helper()
+	var nu *tasks.NotUniqueError
+	if !errors.Is(err, tasks.ErrNotUnique) || !errors.As(err, &nu) {
+		t.Fatalf("%s: %v, want a *tasks.NotUniqueError", what, err)
+	}
+	if nu.Task != task.UUID || nu.Holder != holder.UUID || nu.Queue != task.RoutingKey || nu.Key != tasks.UniqueKeyOf(task) {
+		t.Fatalf("%s: %+v, want task %s, holder %s, queue %s, key %s", what, nu, task.UUID, holder.UUID, task.RoutingKey, tasks.UniqueKeyOf(task))
+	}
+}
+
+// testUniqueTask: a unique task holds its key (its name and args, or its
+// UniqueKey, on its queue) from its publish until it is acknowledged or
+// archived, or UniqueFor passes; a publish of another task with the key is
+// refused, naming the holder, and publishes nothing.
+func testUniqueTask(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	first := uniqueSig(q, "report", time.Minute)
+	publish(t, b, first)
+
+	second := uniqueSig(q, "report", time.Minute)
+	wantNotUnique(t, "a second send with the key", b.Publish(ctx, second), second, first)
+	// Refused with a task that could go: the publish is all or nothing.
+	plain := newSig(q, "plain")
+	wantNotUnique(t, "a publish with a refused unique task", b.Publish(ctx, plain, second), second, first)
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	// Two of one key in one publish: the second is refused.
+	a, c := uniqueSig(q, "pair", time.Minute), uniqueSig(q, "pair", time.Minute)
+	wantNotUnique(t, "two tasks with one key in a publish", b.Publish(ctx, a, c), c, a)
+	// Other args, another queue: other keys. The same UniqueKey: the same.
+	args := uniqueSig(q, "report", time.Minute)
+	args.Args = []tasks.Arg{{Type: "int64", Value: 1}}
+	elsewhere := uniqueSig(queueName(t, "other"), "report", time.Minute)
+	publish(t, b, args, elsewhere)
+	named := uniqueSig(q, "export", time.Minute)
+	named.UniqueKey = "tenant-7"
+	namedToo := uniqueSig(q, "import", time.Minute)
+	namedToo.UniqueKey = "tenant-7"
+	publish(t, b, named)
+	wantNotUnique(t, "another task name with the same UniqueKey", b.Publish(ctx, namedToo), namedToo, named)
+	// The holder again (a publish repeated): a duplicate, not a key refused.
+	if err := b.Publish(ctx, first); !errors.Is(err, iface.ErrDuplicateTask) {
+		t.Fatalf("publish of the holder again: %v, want ErrDuplicateTask", err)
+	}
+
+	// Acknowledged, the holder frees its key.
+	d := fetchOne(t, b, q)
+	if d.Signature.UUID != first.UUID {
+		t.Fatalf("fetched %s, want %s", d.Signature.UUID, first.UUID)
+	}
+	ack(t, b, d)
+	publish(t, b, second)
+	// Archived (failed for good), too.
+	for {
+		d = fetchOne(t, b, q)
+		if d.Signature.UUID == second.UUID {
+			break
+		}
+		ack(t, b, d)
+	}
+	must(t, "Archive", b.Archive(ctx, d, "failed"))
+	third := uniqueSig(q, "report", time.Minute)
+	publish(t, b, third)
+	ack(t, b, fetchOne(t, b, q))
+
+	// A retry keeps it.
+	retried := uniqueSig(q, "retried", time.Minute)
+	publish(t, b, retried)
+	d = fetchOne(t, b, q)
+	must(t, "Retry", b.Retry(ctx, d, time.Now().Add(time.Hour), "again later"))
+	again := uniqueSig(q, "retried", time.Minute)
+	wantNotUnique(t, "a send while the holder waits for its retry", b.Publish(ctx, again), again, retried)
+
+	// No longer than UniqueFor, even while the holder waits.
+	short := uniqueSig(q, "short", 300*time.Millisecond)
+	publish(t, b, short)
+	later := uniqueSig(q, "short", 300*time.Millisecond)
+	wantNotUnique(t, "a send within UniqueFor", b.Publish(ctx, later), later, short)
+	waitUntil(time.Now().Add(350 * time.Millisecond))
+	publish(t, b, later)
+}
+
+// testUniqueRace: of many concurrent publishes of tasks with one unique
+// key, exactly one is accepted.
+func testUniqueRace(t *testing.T, s *suite) {
+	b := s.broker(t)
+	q := queueName(t, "q")
+	const keys, senders = 5, 8
+	for k := range keys {
+		var mu sync.Mutex
+		won := 0
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range senders {
+			wg.Go(func() {
+				sig := uniqueSig(q, "race", time.Minute)
+				sig.UniqueKey = string(rune('a' + k))
+				<-start
+				err := b.Publish(context.Background(), sig)
+				switch {
+				case err == nil:
+					mu.Lock()
+					won++
+					mu.Unlock()
+				case !errors.Is(err, tasks.ErrNotUnique):
+					t.Errorf("Publish: %v, want nil or ErrNotUnique", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if won != 1 {
+			t.Fatalf("key %d: %d of %d concurrent publishes accepted, want exactly 1", k, won, senders)
+		}
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: keys})
+}
