@@ -54,7 +54,7 @@ type Broker struct {
 	claims map[string]time.Time // claim keys (ClaimLease) and when they end
 	// uniques holds the unique keys, by queue and key (uniqueKey).
 	uniques map[string]uniqueHold
-	wake   chan struct{}        // closed and replaced when a task may be fetchable
+	wake    chan struct{} // closed and replaced when a task may be fetchable
 	// aggWake is closed (and forgotten) when an aggregation group may have
 	// become due; WaitDue makes it.
 	aggWake chan struct{}
