@@ -258,3 +258,41 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
 	}
 	return nil
 }
+
+// TakeWaiting acts on a task of queue that waits there (take_waiting.lua)
+// and returns its signature; see brokers.Inspector.TakeWaiting.
+func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brokers.TakeAction, reason string) (*tasks.Signature, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	switch {
+	case uuid == "":
+		return nil, fmt.Errorf("%s task of %s: no task UUID given", action, queue)
+	case action != brokers.TakeDelete && action != brokers.TakeArchive && action != brokers.TakeRun:
+		return nil, fmt.Errorf("task %s of %s: unknown action %q (want delete, archive or run)", uuid, queue, action)
+	}
+	qk := s.keys.queue(queue)
+	cmd := s.batch.repl.eval(ctx, s.client, true, takeWaitingScript,
+		[]string{qk.task + uuid, qk.pending, qk.scheduled, qk.retry, qk.archived, qk.notify, qk.rerouted},
+		[]interface{}{uuid, string(action), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task})
+	err := cmd.Err()
+	var code int64
+	var val string
+	if err == nil {
+		code, val, err = parseTakeWaitingReply(cmd.Val())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s task %s of %s: %w", action, uuid, queue, err)
+	}
+	switch code {
+	case 1:
+		return nil, fmt.Errorf("%s task %s of %s: %w", action, uuid, queue, brokers.ErrTaskNotFound)
+	case 2:
+		return nil, fmt.Errorf("%s task %s of %s: it is %s: %w", action, uuid, queue, val, brokers.ErrTaskNotWaiting)
+	}
+	sig, err := tasks.DecodeSignature([]byte(val))
+	if err != nil {
+		return nil, fmt.Errorf("%s task %s of %s: done, but its message cannot be read: %w", action, uuid, queue, err)
+	}
+	return sig, nil
+}

@@ -72,6 +72,7 @@ var (
 	// Inspection.
 	requeueArchivedScript = loadScript("requeue_archived")
 	deleteArchivedScript  = loadScript("delete_archived")
+	takeWaitingScript     = loadScript("take_waiting")
 
 	// States.
 	stateUnlessFinalScript = loadScript("state_unless_final")

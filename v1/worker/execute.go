@@ -461,6 +461,20 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 	return w.afterFailure(ctx, sig, d, msg)
 }
 
+// FailUnrun records that sig, a task taken out of its queue before it ran
+// (an operator deleted or archived it), failed for good with msg: its
+// state becomes FAILURE, and when it is a chord member the chord's error
+// path runs (the callback fails), so that nobody waits for it forever. Its
+// own OnError callbacks are not sent: it never ran.
+func (w *Worker) FailUnrun(ctx context.Context, sig *tasks.Signature, msg string) error {
+	if _, err := w.write(ctx, sig, nil, tasks.NewFailureTaskState(sig, msg), true); err != nil {
+		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
+	}
+	unrun := *sig
+	unrun.OnError = nil
+	return w.afterFailure(ctx, &unrun, nil, msg)
+}
+
 // afterFailure does what follows sig's recorded failure with msg: it sends
 // the OnError callbacks, runs the chord's error path when sig wins its
 // election, and archives the task.

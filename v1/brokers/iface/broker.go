@@ -276,4 +276,24 @@ type Inspector interface {
 	// DeleteArchived deletes the archived tasks with the given UUIDs (all
 	// when none are given) and returns how many it deleted.
 	DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error)
+	// TakeWaiting acts on a task of queue that waits there (pending,
+	// scheduled or retrying): TakeDelete deletes it (it never runs),
+	// TakeArchive archives it with reason, TakeRun makes it pending now, at
+	// the head of its queue (a scheduled aggregation member joins its
+	// group; a pending task stays as it is). It returns the task's
+	// signature. A queue without such a task: ErrTaskNotFound; a task that
+	// does not wait (running, archived, waiting in an aggregation group):
+	// an error wrapping ErrTaskNotWaiting that names its status. A unique
+	// task deleted or archived frees its key.
+	TakeWaiting(ctx context.Context, queue, uuid string, action TakeAction, reason string) (*tasks.Signature, error)
 }
+
+// TakeAction is what Inspector.TakeWaiting does with a waiting task.
+type TakeAction string
+
+// The actions of TakeWaiting.
+const (
+	TakeDelete  TakeAction = "delete"
+	TakeArchive TakeAction = "archive"
+	TakeRun     TakeAction = "run"
+)

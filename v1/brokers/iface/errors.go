@@ -18,6 +18,10 @@ var (
 	// ErrTaskNotFound is returned when a task named by UUID is not where the
 	// caller expects it.
 	ErrTaskNotFound = errors.New("brokers: task not found")
+	// ErrTaskNotWaiting is wrapped by the error of Inspector.TakeWaiting
+	// for a task that does not wait in its queue: it is running, archived,
+	// or waiting in an aggregation group.
+	ErrTaskNotWaiting = errors.New("brokers: the task does not wait in its queue (pending, scheduled or retrying)")
 	// ErrClosed is returned by a broker that was closed.
 	ErrClosed = errors.New("brokers: broker closed")
 	// ErrNoQueue is returned when an operation is given no queue name.

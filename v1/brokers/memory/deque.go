@@ -48,3 +48,20 @@ func (d *deque) grow() {
 	}
 	d.buf, d.head = buf, 0
 }
+
+// remove takes t out, keeping the others' order, and reports whether it
+// was there. O(n).
+func (d *deque) remove(t *task) bool {
+	for i := 0; i < d.n; i++ {
+		if d.at(i) != t {
+			continue
+		}
+		for j := i; j < d.n-1; j++ {
+			d.buf[(d.head+j)%len(d.buf)] = d.at(j + 1)
+		}
+		d.buf[(d.head+d.n-1)%len(d.buf)] = nil
+		d.n--
+		return true
+	}
+	return false
+}

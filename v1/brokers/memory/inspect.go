@@ -298,3 +298,71 @@ func (t *task) info() *iface.TaskInfo {
 		Recovered:     t.recovered,
 	}
 }
+
+// TakeWaiting deletes, archives or runs now a task that waits in queue
+// (pending, scheduled or retrying); see iface.Inspector.TakeWaiting. A
+// pending task is found in O(pending).
+func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action iface.TakeAction, reason string) (*tasks.Signature, error) {
+	if action != iface.TakeDelete && action != iface.TakeArchive && action != iface.TakeRun {
+		return nil, fmt.Errorf("memory broker: task %s of %s: unknown action %q (want delete, archive or run)", uuid, queue, action)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(string(action)+" task", queue); err != nil {
+		return nil, err
+	}
+	t := b.held[uuid]
+	if t == nil || t.queue != queue {
+		if dead := b.dead[uuid]; dead != nil && dead.queue == queue {
+			return nil, fmt.Errorf("memory broker: %s task %s of %s: it is archived: %w", action, uuid, queue, iface.ErrTaskNotWaiting)
+		}
+		return nil, fmt.Errorf("memory broker: %s task %s of %s: %w", action, uuid, queue, iface.ErrTaskNotFound)
+	}
+	switch t.status {
+	case iface.StatusPending, iface.StatusScheduled, iface.StatusRetry:
+	default:
+		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is %s: %w", action, uuid, queue, t.status, iface.ErrTaskNotWaiting)
+	}
+	sig := tasks.CopySignature(t.sig)
+	if action == iface.TakeRun && t.status == iface.StatusPending {
+		return sig, nil
+	}
+	q := b.queues[queue]
+	switch t.status {
+	case iface.StatusPending:
+		if !q.pending.remove(t) {
+			for name, list := range q.rerouted {
+				if list.remove(t) {
+					if list.len() == 0 {
+						delete(q.rerouted, name)
+					}
+					break
+				}
+			}
+		}
+	case iface.StatusScheduled, iface.StatusRetry:
+		delete(q.scheduled, uuid)
+		delete(q.retry, uuid)
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+		t.gen++ // a timer already firing finds it rescheduled
+		t.timer, t.nextAt = nil, time.Time{}
+	}
+	now := b.clock.Now()
+	switch action {
+	case iface.TakeDelete:
+		b.finishLocked(t)
+	case iface.TakeArchive:
+		b.archiveLocked(t, reason, now)
+	default:
+		if t.sig.AggregationKey != "" {
+			b.joinLocked(q, t, now)
+			break
+		}
+		t.status = iface.StatusPending
+		q.pending.pushFront(t)
+		b.notifyLocked()
+	}
+	return sig, nil
+}

@@ -40,6 +40,13 @@ func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...stri
 	return n, wrap(err)
 }
 
+// TakeWaiting deletes, archives or runs now a task that waits in queue
+// (take_waiting.lua; a pending task is found by LREM, O(pending)).
+func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action iface.TakeAction, reason string) (*tasks.Signature, error) {
+	sig, err := b.store.TakeWaiting(ctx, queue, uuid, action, reason)
+	return sig, wrap(err)
+}
+
 // PauseQueue stops Fetch from taking tasks of queue.
 func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
 	return wrap(b.store.PauseQueue(ctx, queue))

@@ -1,0 +1,72 @@
+-- take_waiting: an operator's action on a task that waits in its queue
+-- (pending, scheduled or retrying): "delete" it (it never runs; a unique
+-- task frees its key), "archive" it with a reason, or "run" it now (a
+-- scheduled or retrying task becomes pending at the head of its queue; a
+-- member of an aggregation group (its hash names the group) joins it; a
+-- pending task stays as it is).
+--
+-- KEYS[1] task hash       KEYS[2] pending list   KEYS[3] scheduled zset
+-- KEYS[4] retry zset      KEYS[5] archived zset  KEYS[6] notify list
+-- KEYS[7] rerouted set (a name's list is KEYS[7] .. ":" .. name)
+-- ARGV[1] task id   ARGV[2] "delete", "archive" or "run"
+-- ARGV[3] the reason (archive)
+-- ARGV[4] maximum age of dead letters in ms   ARGV[5] their maximum number
+-- ARGV[6] task hash key prefix (the queue's aggregation keys are found
+--         from it)
+--
+-- Returns: {0, msg} done (msg: the task's message); {1} no such task;
+-- {2, state} the task does not wait (its state: active, archived,
+-- aggregating, completed).
+-- Complexity: O(log S) for a scheduled or retrying task; O(N) for a
+-- pending one (LREM over the N pending).
+local now = now_ms()
+local id, action = ARGV[1], ARGV[2]
+local task = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group")
+local state, msg, rerouted, g = task[1], task[2], task[3], task[4]
+if not state then
+	return {1}
+end
+if state ~= "pending" and state ~= "scheduled" and state ~= "retry" then
+	return {2, state}
+end
+if action == "run" and state == "pending" then
+	return {0, msg}
+end
+
+-- Out of its place.
+if state == "pending" then
+	if rerouted then
+		local list = KEYS[7] .. ":" .. rerouted
+		redis.call("LREM", list, 1, id)
+		if redis.call("LLEN", list) == 0 then
+			redis.call("SREM", KEYS[7], rerouted)
+		end
+		redis.call("HDEL", KEYS[1], "rerouted")
+	else
+		redis.call("LREM", KEYS[2], 1, id)
+	end
+elseif state == "scheduled" then
+	redis.call("ZREM", KEYS[3], id)
+else
+	redis.call("ZREM", KEYS[4], id)
+end
+redis.call("HDEL", KEYS[1], "process_at")
+
+if action == "delete" then
+	release_unique(KEYS[1], id)
+	redis.call("DEL", KEYS[1])
+elseif action == "archive" then
+	release_unique(KEYS[1], id)
+	redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now)
+	redis.call("ZADD", KEYS[5], now, id)
+	trim_archive(KEYS[5], ARGV[6], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+elseif g then
+	local P = agg_prefix(ARGV[6])
+	agg_join(P, g, KEYS[1], id, nil, now)
+	agg_file(P, { [g] = true }, now)
+else
+	redis.call("HSET", KEYS[1], "state", "pending")
+	redis.call("LPUSH", KEYS[2], id)
+	wake(KEYS[6])
+end
+return {0, msg}

@@ -1,0 +1,84 @@
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+func take(t *testing.T, b Broker, q string, sig *tasks.Signature, action iface.TakeAction) {
+	t.Helper()
+	got, err := b.TakeWaiting(context.Background(), q, sig.UUID, action, "by an operator")
+	if err != nil {
+		t.Fatalf("TakeWaiting(%s, %s): %v", sig.UUID, action, err)
+	}
+	sameSignature(t, "TakeWaiting's signature", got, sig)
+}
+
+// testTakeWaiting: an operator deletes, archives or runs now a task that
+// waits (pending, scheduled, retrying); a task that does not wait, or is
+// not there, is refused with a clear error.
+func testTakeWaiting(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	p := newSigs(q, "p", 3)
+	publish(t, b, p...)
+	take(t, b, q, p[1], iface.TakeDelete)
+	take(t, b, q, p[2], iface.TakeArchive)
+	wantOrder(t, "pending after a delete and an archive", infoUUIDs(list(t, b, q, iface.StatusPending)), sigUUIDs(p[:1]))
+	archived := list(t, b, q, iface.StatusArchived)
+	if len(archived) != 1 || archived[0].Signature.UUID != p[2].UUID || archived[0].LastError != "by an operator" {
+		t.Fatalf("archive after TakeArchive: %+v, want %s with the reason", archived, p[2].UUID)
+	}
+	take(t, b, q, p[0], iface.TakeRun) // pending already: stays
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Archived: 1})
+
+	// Scheduled: run now (at the head), archived; deleted, it never
+	// becomes pending.
+	eta := time.Now().Add(time.Hour)
+	soon := time.Now().Add(300 * time.Millisecond)
+	runNow, archiveIt, deleteIt := newSig(q, "s"), newSig(q, "s"), newSig(q, "s")
+	runNow.ETA, archiveIt.ETA, deleteIt.ETA = &eta, &eta, &soon
+	publish(t, b, runNow, archiveIt, deleteIt)
+	take(t, b, q, runNow, iface.TakeRun)
+	wantOrder(t, "pending after running a scheduled task now", infoUUIDs(list(t, b, q, iface.StatusPending)), []string{runNow.UUID, p[0].UUID})
+	take(t, b, q, archiveIt, iface.TakeArchive)
+	take(t, b, q, deleteIt, iface.TakeDelete)
+	waitUntil(soon.Add(200 * time.Millisecond))
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 2, Archived: 2})
+
+	// Retrying: deleted. Running: refused. Archived: refused. Unknown:
+	// not found.
+	d := fetchOne(t, b, q)
+	must(t, "Retry", b.Retry(ctx, d, time.Now().Add(time.Hour), "later"))
+	take(t, b, q, d.Signature, iface.TakeDelete)
+	running := fetchOne(t, b, q)
+	for _, tc := range []struct {
+		what, uuid string
+		want       error
+	}{
+		{"a running task", running.Signature.UUID, iface.ErrTaskNotWaiting},
+		{"an archived task", p[2].UUID, iface.ErrTaskNotWaiting},
+		{"an unknown task", "task_unknown", iface.ErrTaskNotFound},
+	} {
+		if _, err := b.TakeWaiting(ctx, q, tc.uuid, iface.TakeDelete, ""); !errors.Is(err, tc.want) {
+			t.Fatalf("TakeWaiting of %s: %v, want %v", tc.what, err, tc.want)
+		}
+	}
+	if _, err := b.TakeWaiting(ctx, q, p[0].UUID, "cancel", ""); err == nil {
+		t.Fatal("TakeWaiting with an unknown action succeeded")
+	}
+	ack(t, b, running)
+	wantSizes(t, b, q, iface.QueueInfo{Archived: 2})
+
+	// A unique task deleted frees its key.
+	u := uniqueSig(q, "u", time.Minute)
+	publish(t, b, u)
+	take(t, b, q, u, iface.TakeDelete)
+	publish(t, b, uniqueSig(q, "u", time.Minute))
+}
