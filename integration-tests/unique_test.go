@@ -17,8 +17,8 @@ func TestUniqueTaskAcrossServers(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
 		shared := sharedPair(t, p)
 		a, b := bareServer(t, shared), bareServer(t, shared)
-		release := make(chan struct{})
-		if err := b.RegisterTask("report", func(day string) error { <-release; return nil }); err != nil {
+		release, started := make(chan struct{}), make(chan struct{}, 1)
+		if err := b.RegisterTask("report", func(day string) error { started <- struct{}{}; <-release; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		ctx := testCtx(t)
@@ -63,6 +63,11 @@ func TestUniqueTaskAcrossServers(t *testing.T) {
 		// Running, it still holds the key; finished, it frees it.
 		w := b.NewWorker("w", 1)
 		launch(t, w)
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the holder never started")
+		}
 		if _, err := a.SendTaskWithContext(ctx, report()); !errors.Is(err, tasks.ErrNotUnique) {
 			t.Fatalf("send while the holder runs: %v, want ErrNotUnique", err)
 		}

@@ -6,14 +6,19 @@ import (
 	"fmt"
 
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // An operator's actions on a task that waits in its queue (pending,
-// scheduled or retrying), through the broker's Inspector. A task deleted or
-// archived never runs; its state becomes FAILURE saying so (so waiting on
-// it returns), a chord it belongs to fails, and its OnError callbacks are
-// not sent. A running task is refused (brokers/iface.ErrTaskNotWaiting),
-// as is an archived one; an unknown one is ErrTaskNotFound.
+// scheduled or retrying), through the broker's Inspector; queue "" is the
+// DefaultQueue. A task deleted or archived does not run (unless requeued
+// from the archive, after its chord has failed); its state becomes FAILURE
+// saying so (so waiting on it returns), a chord it belongs to fails, and
+// its OnError callbacks are not sent. A running task is refused
+// (brokers/iface.ErrTaskNotWaiting), as is an archived one; an unknown one
+// is brokers/iface.ErrTaskNotFound. When a DeleteTask took the task but its
+// state was not written (the reply or the write was lost), calling it
+// again writes it (a chord it belongs to is failed by the first call only).
 
 // DeleteTask deletes the task uuid that waits in queue.
 func (s *Server) DeleteTask(ctx context.Context, queue, uuid string) error {
@@ -46,6 +51,11 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 	}
 	sig, err := in.TakeWaiting(ctx, queue, uuid, action, reason)
 	if err != nil {
+		if action == brokeriface.TakeDelete && errors.Is(err, brokeriface.ErrTaskNotFound) {
+			if done, werr := s.finishTaken(ctx, uuid, reason); done || werr != nil {
+				return werr
+			}
+		}
 		return fmt.Errorf("machinist: %w", err)
 	}
 	if action == brokeriface.TakeRun {
@@ -56,4 +66,19 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 		return errors.Join(fmt.Errorf("machinist: %s task %s: done, but its FAILURE state was not written", action, uuid), err)
 	}
 	return nil
+}
+
+// finishTaken writes the FAILURE state of the task uuid, which its queue no
+// longer has, when its state is PENDING or RETRY: an earlier DeleteTask
+// took it out and its state write was lost. It reports whether it wrote it.
+func (s *Server) finishTaken(ctx context.Context, uuid, reason string) (bool, error) {
+	st, err := s.GetBackend().GetStateContext(ctx, uuid)
+	if err != nil || st.State != tasks.StatePending && st.State != tasks.StateRetry {
+		return false, nil // unknown, finished, or running
+	}
+	sig := &tasks.Signature{UUID: uuid, Name: st.TaskName}
+	if err := s.GetBackend().SetStateFailureContext(ctx, sig, reason); err != nil {
+		return false, fmt.Errorf("machinist: write the FAILURE state of task %s: %w", uuid, err)
+	}
+	return true, nil
 }

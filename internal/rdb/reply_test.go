@@ -258,6 +258,29 @@ func TestParseRequeueReply(t *testing.T) {
 
 type forwardResult struct{ moved, next, stranded int64 }
 
+type codeVal struct {
+	code int64
+	val  string
+}
+
+func TestParseTakeWaitingReply(t *testing.T) {
+	t.Parallel()
+	testParser(t, "take_waiting", func(v interface{}) (interface{}, error) {
+		code, val, err := parseTakeWaitingReply(v)
+		return codeVal{code, val}, err
+	}, append(notArrays(),
+		replyCase{name: "done", v: arr(int64(0), `{"UUID":"a"}`), want: codeVal{0, `{"UUID":"a"}`}},
+		replyCase{name: "not found", v: arr(int64(1)), want: codeVal{1, ""}},
+		replyCase{name: "not waiting", v: arr(int64(2), "active"), want: codeVal{2, "active"}},
+		replyCase{name: "empty", v: arr(), bad: "an empty array"},
+		replyCase{name: "done without its message", v: arr(int64(0)), bad: "status 0 in an array of 1"},
+		replyCase{name: "not found with more", v: arr(int64(1), "x"), bad: "status 1 in an array of 2"},
+		replyCase{name: "empty state", v: arr(int64(2), ""), bad: "want a non-empty string"},
+		replyCase{name: "state as an integer", v: arr(int64(2), int64(3)), bad: "want a non-empty string"},
+		replyCase{name: "unknown status", v: arr(int64(7), "x"), bad: "status 7"},
+	))
+}
+
 func TestParseForwardReply(t *testing.T) {
 	t.Parallel()
 	testParser(t, "forward", func(v interface{}) (interface{}, error) {
@@ -735,6 +758,12 @@ func FuzzScalarReplies(f *testing.F) {
 			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") &&
 			!(code == 5 && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") {
 			t.Fatalf("enqueue reply %#v parsed as %d, %q, %q", v, code, id, holder)
+		}
+		if code, val, err := parseTakeWaitingReply(v); err != nil {
+			checkReplyError(t, err, "take_waiting")
+		} else if !(code == 1 && reflect.DeepEqual(a, arr(int64(1))) && val == "") &&
+			!((code == 0 || code == 2) && reflect.DeepEqual(a, arr(code, val)) && val != "") {
+			t.Fatalf("take_waiting reply %#v parsed as %d, %q", v, code, val)
 		}
 		if code, finished, err := parseCommitReply(v); err != nil {
 			checkReplyError(t, err, "commit")

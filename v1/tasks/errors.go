@@ -31,11 +31,11 @@ var (
 	// is a callback, a member of a group or chord, or an aggregation
 	// member: only a task sent by itself (or the first of a chain) can be
 	// unique.
-	ErrUniqueInWorkflow = errors.New("tasks: only a task sent by itself (or a chain's first) can be unique: not a callback, a group or chord member, or an aggregation member")
+	ErrUniqueInWorkflow = errors.New("tasks: only a task sent by itself (or a chain's first) can be unique: not a callback, a group or chord member, an aggregation member or an aggregate")
 	// ErrNotUnique is wrapped by the error of a send refused because a task
 	// with the same unique key holds it (see Signature.UniqueFor); errors.As
 	// finds the *NotUniqueError with the holder's UUID.
-	ErrNotUnique = errors.New("tasks: a task with the same unique key is queued")
+	ErrNotUnique = errors.New("tasks: a task with the same unique key is queued or running")
 	// ErrEmptyTaskName is returned for a signature without a Name.
 	ErrEmptyTaskName = errors.New("tasks: signature has no task name")
 	// ErrEmptyWorkflow is returned for a chain, group or chord without tasks.

@@ -202,6 +202,8 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 		return nil, errors.New("aggregator returned no task")
 	case aggregate.AggregationKey != "":
 		return nil, fmt.Errorf("aggregator returned a task with an AggregationKey (%q): an aggregate is not a member", aggregate.AggregationKey)
+	case aggregate.UniqueFor != 0 || aggregate.UniqueKey != "":
+		return nil, fmt.Errorf("aggregator returned a task with UniqueFor or a UniqueKey: %w", tasks.ErrUniqueInWorkflow)
 	}
 	// The UUID comes from the batch, so that a batch built again after its
 	// worker died makes the same task, which cannot be published twice.

@@ -16,18 +16,24 @@
 --
 -- Returns: {0, msg} done (msg: the task's message); {1} no such task;
 -- {2, state} the task does not wait (its state: active, archived,
--- aggregating, completed).
+-- aggregating, completed, or finishing: recovered after its outcome was
+-- committed).
 -- Complexity: O(log S) for a scheduled or retrying task; O(N) for a
 -- pending one (LREM over the N pending).
 local now = now_ms()
 local id, action = ARGV[1], ARGV[2]
-local task = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group")
+local task = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome")
 local state, msg, rerouted, g = task[1], task[2], task[3], task[4]
 if not state then
 	return {1}
 end
 if state ~= "pending" and state ~= "scheduled" and state ~= "retry" then
 	return {2, state}
+end
+if task[5] then
+	-- Recovered after an earlier holder committed its outcome: it is
+	-- being finished, not waiting to run.
+	return {2, "finishing"}
 end
 if action == "run" and state == "pending" then
 	return {0, msg}

@@ -76,9 +76,23 @@ func testTakeWaiting(t *testing.T, s *suite) {
 	ack(t, b, running)
 	wantSizes(t, b, q, iface.QueueInfo{Archived: 2})
 
-	// A unique task deleted frees its key.
-	u := uniqueSig(q, "u", time.Minute)
-	publish(t, b, u)
-	take(t, b, q, u, iface.TakeDelete)
-	publish(t, b, uniqueSig(q, "u", time.Minute))
+	// A retrying task run now is pending at once, with its retries
+	// counted.
+	retried := newSig(q, "r")
+	publish(t, b, retried)
+	d = fetchOne(t, b, q)
+	must(t, "Retry", b.Retry(ctx, d, time.Now().Add(time.Hour), "later"))
+	take(t, b, q, retried, iface.TakeRun)
+	if d = fetchOne(t, b, q); d.Signature.UUID != retried.UUID || d.Retried != 1 {
+		t.Fatalf("after running a retrying task now, fetched %s (Retried %d), want %s (Retried 1)", d.Signature.UUID, d.Retried, retried.UUID)
+	}
+	ack(t, b, d)
+
+	// A unique task deleted or archived frees its key.
+	for _, action := range []iface.TakeAction{iface.TakeDelete, iface.TakeArchive} {
+		u := uniqueSig(q, "u-"+string(action), time.Minute)
+		publish(t, b, u)
+		take(t, b, q, u, action)
+		publish(t, b, uniqueSig(q, "u-"+string(action), time.Minute))
+	}
 }

@@ -282,9 +282,11 @@ type Inspector interface {
 	// the head of its queue (a scheduled aggregation member joins its
 	// group; a pending task stays as it is). It returns the task's
 	// signature. A queue without such a task: ErrTaskNotFound; a task that
-	// does not wait (running, archived, waiting in an aggregation group):
-	// an error wrapping ErrTaskNotWaiting that names its status. A unique
-	// task deleted or archived frees its key.
+	// does not wait (running, archived, waiting in an aggregation group,
+	// or recovered after its outcome was committed): an error wrapping
+	// ErrTaskNotWaiting that names its status. A unique task deleted or
+	// archived frees its key (requeued from the archive, it is no longer
+	// unique).
 	TakeWaiting(ctx context.Context, queue, uuid string, action TakeAction, reason string) (*tasks.Signature, error)
 }
 

@@ -318,10 +318,12 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 		}
 		return nil, fmt.Errorf("memory broker: %s task %s of %s: %w", action, uuid, queue, iface.ErrTaskNotFound)
 	}
-	switch t.status {
-	case iface.StatusPending, iface.StatusScheduled, iface.StatusRetry:
-	default:
+	switch {
+	case t.status != iface.StatusPending && t.status != iface.StatusScheduled && t.status != iface.StatusRetry:
 		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is %s: %w", action, uuid, queue, t.status, iface.ErrTaskNotWaiting)
+	case t.outcome != nil:
+		// Recovered after an earlier holder committed its outcome.
+		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is finishing (its outcome was committed): %w", action, uuid, queue, iface.ErrTaskNotWaiting)
 	}
 	sig := tasks.CopySignature(t.sig)
 	if action == iface.TakeRun && t.status == iface.StatusPending {
