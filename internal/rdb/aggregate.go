@@ -236,29 +236,28 @@ func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.Tas
 
 // WaitDue waits for a wake-up token on the aggregation notify list of one
 // of names on queues (left when a group or batch of the name is due: see
-// lib/aggregate.lua), or for at most limit. On Redis Cluster with several
-// queues, it waits on the first queue's lists only (the others' groups are
-// found within limit).
+// lib/aggregate.lua), or for at most limit. On Redis Cluster it waits on
+// each queue's lists in parallel (blpopAny).
 func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, limit time.Duration) error {
 	if len(queues) == 0 {
 		return fmt.Errorf("wait for a due batch: %w", brokers.ErrNoQueue)
 	}
-	var keys []string
+	var groups [][]string // by queue: one slot each
 	for _, q := range queues {
 		if err := ValidQueue(q); err != nil {
 			return fmt.Errorf("wait for a due batch: %w", err)
 		}
-		if s.cluster && len(keys) > 0 {
+		if names == nil || len(names.List()) == 0 {
 			continue
 		}
 		qk := s.keys.queue(q)
-		if names != nil {
-			for _, name := range names.List() {
-				keys = append(keys, qk.aggNotify(name))
-			}
+		var keys []string
+		for _, name := range names.List() {
+			keys = append(keys, qk.aggNotify(name))
 		}
+		groups = append(groups, keys)
 	}
-	if len(keys) == 0 { // no names: nothing can wake it
+	if len(groups) == 0 { // no names: nothing can wake it
 		t := time.NewTimer(limit)
 		defer t.Stop()
 		select {
@@ -273,11 +272,11 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.Tas
 	deadline := time.Now().Add(limit)
 	for {
 		// At least 10 ms: a timeout that rounds to 0 would block forever.
-		_, err := s.blpop(ctx, max(min(time.Until(deadline), s.blockTimeout(ctx)), 10*time.Millisecond), keys...)
+		key, err := s.blpopAny(ctx, max(min(time.Until(deadline), s.blockTimeout(ctx)), 10*time.Millisecond), groups)
 		switch {
-		case err == nil:
+		case err == nil && key != "":
 			return nil
-		case errors.Is(err, goredis.Nil):
+		case err == nil:
 			if !time.Now().Before(deadline) {
 				return nil
 			}

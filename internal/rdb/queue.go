@@ -344,9 +344,8 @@ func (s *Store) blpop(ctx context.Context, timeout time.Duration, keys ...string
 // BlockTimeout. It returns the queue whose token it took, or "" when the
 // time ran out.
 func (s *Store) Wait(ctx context.Context, queues []string, names *brokers.TaskNames) (string, error) {
-	timeout := s.blockTimeout(ctx)
 	byNotify := make(map[string]string, len(queues))
-	notifies := make(map[string][]string, len(queues)) // by queue, in a slot
+	groups := make([][]string, 0, len(queues)) // by queue: one slot each
 	for _, q := range queues {
 		qk := s.keys.queue(q)
 		keys := []string{qk.notify}
@@ -356,61 +355,78 @@ func (s *Store) Wait(ctx context.Context, queues []string, names *brokers.TaskNa
 		for _, k := range keys {
 			byNotify[k] = q
 		}
-		notifies[q] = keys
+		groups = append(groups, keys)
 	}
-	if !s.cluster || len(queues) == 1 {
-		var notify []string
-		for _, q := range queues {
-			notify = append(notify, notifies[q]...)
+	key, err := s.blpopAny(ctx, s.blockTimeout(ctx), groups)
+	switch {
+	case err == nil:
+		return byNotify[key], nil
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	}
+	return "", fmt.Errorf("wait for tasks: %w", err)
+}
+
+// blpopAny takes a wake-up token from one of the lists of groups (each
+// group's lists in one slot), waiting for at most timeout, and returns the
+// list it came from, or "" when the time ran out. On a single server one
+// BLPOP waits on them all; on Redis Cluster, where the groups live in
+// different slots, one BLPOP per group waits in parallel and the first
+// token is taken: a token another takes after that is given back to its
+// list, for another worker.
+func (s *Store) blpopAny(ctx context.Context, timeout time.Duration, groups [][]string) (string, error) {
+	if !s.cluster || len(groups) == 1 {
+		var keys []string
+		for _, g := range groups {
+			keys = append(keys, g...)
 		}
-		key, err := s.blpop(ctx, timeout, notify...)
-		switch {
-		case err == nil:
-			return byNotify[key], nil
-		case errors.Is(err, goredis.Nil):
+		key, err := s.blpop(ctx, timeout, keys...)
+		if errors.Is(err, goredis.Nil) {
 			return "", nil
-		case ctx.Err() != nil:
-			return "", ctx.Err()
 		}
-		return "", fmt.Errorf("wait for tasks: %w", err)
+		return key, err
 	}
-	// Redis Cluster: the queues live in different slots, so wait on each in
-	// parallel and take the first token; a token taken once Wait has
-	// returned is passed back for other workers.
 	type wake struct {
-		queue string
-		err   error
+		key string
+		err error
 	}
-	woke := make(chan wake, len(queues))
+	woke := make(chan wake, len(groups))
 	var settled atomic.Bool
 	defer settled.Store(true)
-	for _, q := range queues {
-		notify := notifies[q]
+	for _, keys := range groups {
 		go func() {
-			_, err := s.blpop(ctx, timeout, notify...)
+			key, err := s.blpop(ctx, timeout, keys...)
 			switch {
 			case errors.Is(err, goredis.Nil):
 				err = errTimeout
 			case err == nil && !settled.CompareAndSwap(false, true):
-				s.Resignal(q)
+				s.giveBack(key)
 				return
 			}
-			woke <- wake{queue: q, err: err}
+			woke <- wake{key: key, err: err}
 		}()
 	}
-	for range queues {
+	for range groups {
 		w := <-woke
 		if w.err == nil {
-			return w.queue, nil
+			return w.key, nil
 		}
 		if w.err != errTimeout {
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			return "", fmt.Errorf("wait for tasks: %w", w.err)
+			return "", w.err
 		}
 	}
 	return "", nil
+}
+
+// giveBack leaves a wake-up token on list again (at most one): a token
+// taken by a wait that had already returned.
+func (s *Store) giveBack(list string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	pipe.LPush(ctx, list, "1")
+	pipe.LTrim(ctx, list, 0, 0)
+	_, _ = pipe.Exec(ctx)
 }
 
 var errTimeout = errors.New("timeout")

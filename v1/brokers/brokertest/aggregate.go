@@ -40,6 +40,7 @@ func aggregationTests() []struct {
 		{"AggregationWaitDueByTime", testAggregationWaitDueByTime},
 		{"AggregationWaitDueByName", testAggregationWaitDueByName},
 		{"AggregationStrandedWithoutAggregator", testAggregationStranded},
+		{"AggregationWaitDueOnEveryQueue", testAggregationWaitDueOnEveryQueue},
 	}
 }
 
@@ -616,4 +617,28 @@ func testAggregationStranded(t *testing.T, s *suite) {
 	wantBatch(t, "the member tried again", again, q, "notify", "full", full[0])
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
 	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Archived: 1})
+}
+
+// testAggregationWaitDueOnEveryQueue: a WaitDue on several queues is woken
+// by a group filled on any of them, the last included (on Redis Cluster
+// the queues live in different slots).
+func testAggregationWaitDueOnEveryQueue(t *testing.T, s *suite) {
+	b, q1, names := aggregation(t, s)
+	q2 := queueName(t, "second")
+	ctx := context.Background()
+	for _, q := range []string{q1, q2} {
+		announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	}
+	woken := make(chan error, 1)
+	go func() { woken <- b.WaitDue(ctx, []string{q1, q2}, names, time.Hour) }()
+	publish(t, b, member(q2, "notify", "k"), member(q2, "notify", "k"))
+	select {
+	case err := <-woken:
+		must(t, "WaitDue", err)
+	case <-time.After(waitLong):
+		t.Fatalf("WaitDue on two queues not woken %v after a member filled a group of the second", waitLong)
+	}
+	if batch := claim(t, b, names, q2); batch == nil {
+		t.Fatal("no batch after WaitDue was woken")
+	}
 }
