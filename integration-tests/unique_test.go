@@ -118,3 +118,39 @@ func TestUniqueOnlyForTasksSentAlone(t *testing.T) {
 		t.Fatal("a UniqueKey without UniqueFor was accepted")
 	}
 }
+
+// Debouncing: sends that replace the waiting holder's args and ETA run
+// once, with the last args; every send's result is that run's.
+func TestUniqueReplaceDebounces(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		shared := sharedPair(t, p)
+		sender, workerSrv := bareServer(t, shared), bareServer(t, shared)
+		runs := make(chan int64, 10)
+		if err := workerSrv.RegisterTask("reindex", func(n int64) (int64, error) { runs <- n; return n, nil }); err != nil {
+			t.Fatal(err)
+		}
+		ctx := testCtx(t)
+		var results []*result.AsyncResult
+		for n := int64(1); n <= 3; n++ {
+			s := sig("reindex", i64(n))
+			s.UniqueFor, s.UniqueKey, s.UniqueReplace = time.Minute, "users", true
+			eta := time.Now().Add(300 * time.Millisecond)
+			s.ETA = &eta
+			r, err := sender.SendTaskWithContext(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, r)
+		}
+		launch(t, workerSrv.NewWorker("w", 1))
+		for _, r := range results {
+			out, err := r.GetWithContext(ctx, poll)
+			if err != nil || out[0].Int() != 3 {
+				t.Fatalf("a debounced send's result: %v, %v; want the last args' run (3)", out, err)
+			}
+		}
+		if n := <-runs; n != 3 || len(runs) != 0 {
+			t.Fatalf("ran with %d (and %d more runs), want once with 3", n, len(runs))
+		}
+	})
+}

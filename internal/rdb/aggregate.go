@@ -48,6 +48,11 @@ const statusNoAggregator = 4
 // another task holds: {5, id, holder}.
 const statusNotUnique = 5
 
+// statusReplaced is enqueue.lua's answer for a unique task that debounces
+// and replaced the message and ETA of the holder of its key: {6, id,
+// holder}.
+const statusReplaced = 6
+
 // memberGroup returns the aggregation group of sig for enqueue.lua:
 // "<name>\n<key>", or "" when sig is no member.
 func memberGroup(sig *tasks.Signature) (string, error) {

@@ -84,9 +84,12 @@ func publishOutcome(queue string, reply interface{}) error {
 	if err != nil {
 		return fmt.Errorf("publish to queue %s: %w", queue, err)
 	}
-	if code == statusNotUnique {
+	switch code {
+	case statusNotUnique:
 		// Store.Publish adds the key, which it knows from the signature.
 		return &tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder}
+	case statusReplaced:
+		return &replacedHolder{task: id, holder: holder}
 	}
 	return statusError(code, id)
 }
@@ -235,4 +238,13 @@ func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 		args = append(args, r.q.tasks...)
 	}
 	return keys, args
+}
+
+// replacedHolder is the outcome of a publish whose one task debounced: it
+// replaced the message and ETA of holder, which holds its unique key.
+// Store.Publish turns it into success, the task's UUID becoming holder's.
+type replacedHolder struct{ task, holder string }
+
+func (r *replacedHolder) Error() string {
+	return fmt.Sprintf("task %s replaced the message of task %s", r.task, r.holder)
 }

@@ -61,6 +61,15 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			return err
 		}
 		if err := s.enqueue(ctx, name, byQueue[name]); err != nil {
+			var r *replacedHolder
+			if errors.As(err, &r) {
+				for _, sig := range sigs {
+					if sig.UUID == r.task {
+						sig.UUID = r.holder // its result is the holder's
+					}
+				}
+				continue
+			}
 			var nu *tasks.NotUniqueError
 			if errors.As(err, &nu) {
 				for _, sig := range sigs {
@@ -129,7 +138,11 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		}
 		u := ""
 		if sig.UniqueFor > 0 {
-			u = strconv.FormatInt(max(sig.UniqueFor.Milliseconds(), 1), 10) + " " + q.queue.unique + tasks.UniqueKeyOf(sig)
+			flag := " - "
+			if sig.UniqueReplace {
+				flag = " r "
+			}
+			u = strconv.FormatInt(max(sig.UniqueFor.Milliseconds(), 1), 10) + flag + q.queue.unique + tasks.UniqueKeyOf(sig)
 		}
 		q.tasks = append(q.tasks, g, u)
 	}

@@ -185,8 +185,9 @@ func parseEnqueueReplies(v interface{}, n int) ([]interface{}, error) {
 // {0} when every task was published, {1, id} when a task with that id is
 // held already, {4, id} when that task is a member no worker alive
 // aggregates, {5, id, holder} when that task is unique and the task holder
-// holds its key. It returns the status and, with 1, 4 or 5, the id, and
-// with 5 the holder.
+// holds its key, {6, id, holder} when that task replaced the holder's
+// message and ETA (it debounces). It returns the status and, with 1, 4, 5
+// or 6, the id, and with 5 or 6 the holder.
 func parseEnqueueReply(v interface{}) (code int64, id, holder string, err error) {
 	const reply = "enqueue"
 	arr, err := asArray(reply, v)
@@ -207,7 +208,7 @@ func parseEnqueueReply(v interface{}) (code int64, id, holder string, err error)
 			return 0, "", "", err
 		}
 		return code, id, "", nil
-	case code == statusNotUnique && len(arr) == 3:
+	case (code == statusNotUnique || code == statusReplaced) && len(arr) == 3:
 		if id, err = asID(reply, elem(1, "task id"), arr[1]); err != nil {
 			return 0, "", "", err
 		}
@@ -216,7 +217,7 @@ func parseEnqueueReply(v interface{}) (code int64, id, holder string, err error)
 		}
 		return code, id, holder, nil
 	}
-	return 0, "", "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id}, {4, id} or {5, id, holder}", code, len(arr))
+	return 0, "", "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id}, {4, id}, {5, id, holder} or {6, id, holder}", code, len(arr))
 }
 
 // dequeued is a task a dequeue reply delivers.

@@ -113,6 +113,7 @@ func TestParseEnqueueReply(t *testing.T) {
 		replyCase{name: "no aggregator", v: arr(int64(4), "t1"), want: codeID{4, "t1", ""}},
 		replyCase{name: "not unique", v: arr(int64(5), "t2", "t1"), want: codeID{5, "t2", "t1"}},
 		replyCase{name: "not unique without its holder", v: arr(int64(5), "t2"), bad: "status 5 in an array of 2"},
+		replyCase{name: "replaced", v: arr(int64(6), "t2", "t1"), want: codeID{6, "t2", "t1"}},
 		replyCase{name: "not unique with an empty holder", v: arr(int64(5), "t2", ""), bad: "element 2 (holder id)"},
 		replyCase{name: "no aggregator without its id", v: arr(int64(4)), bad: "status 4 in an array of 1"},
 		replyCase{name: "empty", v: arr(), bad: "an empty array"},
@@ -756,7 +757,7 @@ func FuzzScalarReplies(f *testing.F) {
 			checkReplyError(t, err, "enqueue")
 		} else if !(code == 0 && reflect.DeepEqual(a, arr(int64(0))) && id == "") &&
 			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") &&
-			!(code == 5 && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") {
+			!((code == 5 || code == 6) && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") {
 			t.Fatalf("enqueue reply %#v parsed as %d, %q, %q", v, code, id, holder)
 		}
 		if code, val, err := parseTakeWaitingReply(v); err != nil {

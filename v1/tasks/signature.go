@@ -100,6 +100,14 @@ type Signature struct {
 	// UniqueKey is the unique key of a task with UniqueFor; empty, the task
 	// name and args (see UniqueKeyOf). machinist extension.
 	UniqueKey string `json:",omitempty"`
+	// UniqueReplace debounces: when the task holding the key has not
+	// started (it is pending or scheduled), the send replaces its args,
+	// headers and ETA with this signature's, gives the key UniqueFor
+	// again, and succeeds; the signature's UUID becomes the holder's, so
+	// its result is the holder's. A holder that has started (running, or
+	// waiting for a retry) refuses it as without UniqueReplace. machinist
+	// extension.
+	UniqueReplace bool `json:",omitempty"`
 }
 
 // UniqueKeyOf returns the unique key of sig: its UniqueKey or, when empty,
@@ -148,8 +156,8 @@ func (s *Signature) validate(depth int) error {
 	switch {
 	case s.UniqueFor < 0:
 		return fmt.Errorf("tasks: signature %q: UniqueFor %v is negative", s.Name, s.UniqueFor)
-	case s.UniqueFor == 0 && s.UniqueKey != "":
-		return fmt.Errorf("tasks: signature %q has a UniqueKey but no UniqueFor (how long it is unique)", s.Name)
+	case s.UniqueFor == 0 && (s.UniqueKey != "" || s.UniqueReplace):
+		return fmt.Errorf("tasks: signature %q has a UniqueKey or UniqueReplace but no UniqueFor (how long it is unique)", s.Name)
 	case s.UniqueFor > 0 && s.UniqueFor < time.Millisecond:
 		return fmt.Errorf("tasks: signature %q: UniqueFor %v is shorter than a millisecond", s.Name, s.UniqueFor)
 	case s.UniqueFor > 0 && (depth > 0 || s.GroupUUID != "" || s.AggregationKey != ""):

@@ -25,9 +25,9 @@
 --         how many tasks it has, then for each task: id, message (JSON
 --         signature), ETA in ms since the epoch (0: now), its aggregation
 --         group ("<name>\n<key>", "" for a task that is no member), its
---         unique key ("<ttl ms> <key>", the key a string key of its queue's
---         slot, "" for a task that is not unique), then k items: its
---         PENDING state's fields
+--         unique key ("<ttl ms> <flag> <key>", the key a string key of its
+--         queue's slot, the flag "r" to debounce, else "-"; "" for a task
+--         that is not unique), then k items: its PENDING state's fields
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Publishes are independent (concurrent senders' publishes to one queue
@@ -43,7 +43,10 @@
 -- (announce_aggregators.lua) covers its task name, or {5, id, holder}
 -- when the task is unique and its key is held by the task holder (of an
 -- earlier publish, or of this one); then nothing of that publish was
--- written. A task whose id is archived replaces it. A unique task holds
+-- written. A task that debounces (replace), alone in its publish, whose
+-- key a pending or scheduled holder has, replaces the holder's message
+-- (with the holder's id) and ETA instead, refreshes the key's ttl, and
+-- gets {6, id, holder}. A task whose id is archived replaces it. A unique task holds
 -- its key (SET PX its ttl, the key named in its hash's unique field) until
 -- it finishes (lib/forget.lua's release_unique) or the ttl passes.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
@@ -56,6 +59,47 @@ local P -- the aggregation prefix, once a member is met
 local live = {} -- task name → its policy, with an announcement alive
 local ready = false
 local joined = {} -- groups joined → whether each was empty, to file once
+
+-- parse_unique reads a task's unique item: its ttl (ms), its key, and
+-- whether it debounces.
+local function parse_unique(u)
+	local ttl, flag, ukey = string.match(u, "^(%d+) ([r-]) (.+)$")
+	return ttl, ukey, flag == "r"
+end
+
+-- replaced gives the message msg of task id, with the id replaced by
+-- holder's, and its ETA (ms) to holder when holder waits (pending, not
+-- rerouted, or scheduled), refreshing unique key ukey's ttl; it reports
+-- whether it did.
+local function replaced(holder, id, msg, eta, ukey, ttl)
+	local holder_key = ARGV[1] .. holder
+	local h = redis.call("HMGET", holder_key, "state", "rerouted", "outcome", "group")
+	local state = h[1]
+	if (state ~= "pending" and state ~= "scheduled") or h[2] or h[3] or h[4] then
+		return false
+	end
+	local prefix = '{"UUID":"' .. id .. '"'
+	if string.sub(msg, 1, #prefix) ~= prefix then
+		return false
+	end
+	msg = '{"UUID":"' .. holder .. '"' .. string.sub(msg, #prefix + 1)
+	redis.call("HSET", holder_key, "msg", msg)
+	if eta > now then
+		if state == "pending" then
+			redis.call("LREM", KEYS[1], 1, holder)
+		end
+		redis.call("HSET", holder_key, "state", "scheduled", "process_at", eta)
+		redis.call("ZADD", KEYS[2], eta, holder)
+	elseif state == "scheduled" then
+		redis.call("ZREM", KEYS[2], holder)
+		redis.call("HDEL", holder_key, "process_at")
+		redis.call("HSET", holder_key, "state", "pending")
+		redis.call("RPUSH", KEYS[1], holder)
+		ready = true
+	end
+	redis.call("SET", ukey, holder, "PX", ttl)
+	return true
+end
 
 -- check returns nil when the publish whose tasks are ARGV[first..last]
 -- (their state keys from KEYS[key + 1]) can be written, else its reply:
@@ -99,9 +143,12 @@ local function check(token, repeated, first, last, key)
 		end
 		local u = ARGV[i + 4]
 		if u ~= "" then
-			local ukey = string.match(u, "^%d+ (.+)$")
+			local ttl, ukey, replace = parse_unique(u)
 			local holder = keys[ukey] or redis.call("GET", ukey)
 			if holder and holder ~= id then
+				if replace and first == last and replaced(holder, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ukey, ttl) then
+					return {6, id, holder}
+				end
 				return {5, id, holder}
 			end
 			keys[ukey] = id
@@ -142,7 +189,7 @@ local function write(token, first, last, key, archived)
 		end
 		local u = ARGV[i + 4]
 		if u ~= "" then
-			local ttl, ukey = string.match(u, "^(%d+) (.+)$")
+			local ttl, ukey = parse_unique(u)
 			redis.call("SET", ukey, id, "PX", ttl)
 			redis.call("HSET", task_key, "unique", ukey)
 		end

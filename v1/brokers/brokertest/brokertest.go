@@ -86,6 +86,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"Reroute", testReroute},
 		{"UniqueTask", testUniqueTask},
 		{"UniqueRace", testUniqueRace},
+		{"UniqueReplace", testUniqueReplace},
 		{"TakeWaiting", testTakeWaiting},
 	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {

@@ -138,3 +138,50 @@ func testUniqueRace(t *testing.T, s *suite) {
 	}
 	wantSizes(t, b, q, iface.QueueInfo{Pending: keys})
 }
+
+// testUniqueReplace: a unique task that debounces (UniqueReplace) replaces
+// the args, headers and ETA of the holder of its key while the holder
+// waits, and takes the holder's UUID; a holder that has started refuses it.
+func testUniqueReplace(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	debounced := func(arg int64, eta time.Time) *tasks.Signature {
+		sig := uniqueSig(q, "reindex", time.Minute)
+		sig.UniqueKey = "table:users"
+		sig.UniqueReplace = true
+		sig.Args = []tasks.Arg{{Type: "int64", Value: arg}}
+		if !eta.IsZero() {
+			sig.ETA = &eta
+		}
+		return sig
+	}
+	inAnHour, inTwo := time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	holder := debounced(1, inAnHour)
+	publish(t, b, holder)
+	// Scheduled: the replacement's args and ETA, the holder's UUID.
+	again := debounced(2, inTwo)
+	publish(t, b, again)
+	if again.UUID != holder.UUID {
+		t.Fatalf("the replacing signature's UUID is %s, want the holder's %s", again.UUID, holder.UUID)
+	}
+	scheduled := list(t, b, q, iface.StatusScheduled)
+	if len(scheduled) != 1 || scheduled[0].Signature.UUID != holder.UUID || !near(scheduled[0].NextProcessAt, inTwo, time.Second) {
+		t.Fatalf("scheduled after a replacement: %+v, want the holder due at %v", scheduled, inTwo)
+	}
+	sameSignature(t, "the holder replaced", scheduled[0].Signature, again)
+	// Now: pending, its args replaced again.
+	now := debounced(3, time.Time{})
+	publish(t, b, now)
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	d := fetchOne(t, b, q)
+	sameSignature(t, "the holder made pending", d.Signature, now)
+	// Started: refused.
+	late := debounced(4, time.Time{})
+	wantNotUnique(t, "a replacement once the holder runs", b.Publish(ctx, late), late, holder)
+	ack(t, b, d)
+	publish(t, b, late) // the key is free: a new holder
+	if late.UUID == holder.UUID {
+		t.Fatal("a send after the holder finished took its UUID")
+	}
+}

@@ -232,11 +232,81 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if b.closed {
 		return errClosed("publish")
 	}
+	if len(sigs) == 1 && sigs[0] != nil && sigs[0].UniqueReplace && b.replaceLocked(sigs[0], b.clock.Now()) {
+		return nil
+	}
 	if err := b.checkPublishLocked(sigs, b.clock.Now()); err != nil {
 		return err
 	}
 	b.publishLocked(sigs)
 	return nil
+}
+
+// replaceLocked debounces sig (UniqueReplace): when the holder of its
+// unique key waits (pending, not rerouted, or scheduled), the holder takes
+// sig's args, headers and ETA, the key its UniqueFor again, and sig the
+// holder's UUID; it reports whether it did.
+func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
+	if sig.UniqueFor <= 0 || sig.RoutingKey == "" {
+		return false
+	}
+	k := uniqueKey(sig)
+	h, ok := b.uniques[k]
+	if !ok || !now.Before(h.until) || h.uuid == sig.UUID {
+		return false
+	}
+	t := b.held[h.uuid]
+	if t == nil || t.outcome != nil || t.queue != sig.RoutingKey {
+		return false
+	}
+	q := b.queues[t.queue]
+	later := sig.ETA != nil && sig.ETA.After(now)
+	switch t.status {
+	case iface.StatusPending:
+		if !later {
+			// It keeps its place; a rerouted one is refused.
+			if !b.pendingHasLocked(q, t) {
+				return false
+			}
+			break
+		}
+		if !q.pending.remove(t) {
+			return false // rerouted: it stays as it is
+		}
+	case iface.StatusScheduled:
+		delete(q.scheduled, t.uuid)
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+		t.gen++
+		t.timer, t.nextAt = nil, time.Time{}
+	default:
+		return false
+	}
+	replacement := tasks.CopySignature(sig)
+	replacement.UUID = t.uuid
+	t.sig = replacement
+	b.uniques[k] = uniqueHold{uuid: t.uuid, until: now.Add(sig.UniqueFor)}
+	switch {
+	case later:
+		b.scheduleLocked(q, t, iface.StatusScheduled, *sig.ETA)
+	case t.status == iface.StatusScheduled:
+		t.status = iface.StatusPending
+		q.pending.pushBack(t)
+		b.notifyLocked()
+	}
+	sig.UUID = t.uuid
+	return true
+}
+
+// pendingHasLocked reports whether t is in q's pending list (not rerouted).
+func (b *Broker) pendingHasLocked(q *queue, t *task) bool {
+	for i := 0; i < q.pending.len(); i++ {
+		if q.pending.at(i) == t {
+			return true
+		}
+	}
+	return false
 }
 
 // checkPublishLocked reports why sigs cannot all be published at now, or
