@@ -91,6 +91,12 @@
 // first caller (see iface.Claimer). A task rerouted to the workers with its
 // name (Reroute) waits for a Fetch with names that include it, or, once no
 // worker announces the name, goes back to pending when the recoverer runs.
+// A unique task (Signature.UniqueFor) holds its key, by queue, from its
+// publish until it is acknowledged or archived or UniqueFor passes; a
+// publish of another task with the key is refused (tasks.NotUniqueError),
+// or, with UniqueReplace, replaces the waiting holder's args and ETA.
+// TakeWaiting deletes, archives or runs now a pending, scheduled or
+// retrying task (an operator's action).
 // Inspection of a queue the broker never saw returns
 // empty results, not an error; an empty queue name is iface.ErrNoQueue,
 // except in GetPendingTasks, where it means DefaultQueue.

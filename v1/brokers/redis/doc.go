@@ -130,6 +130,20 @@
 // whose retry came, go to pending as plain tasks, their hashes still naming
 // their group, so that a worker fails them or tries them again (Retry puts
 // a member back in its group).
+//
+// # Unique tasks and operator actions
+//
+// A unique task (Signature.UniqueFor) takes its key, a string key in its
+// queue's slot holding its id with a PX of UniqueFor, in the enqueue
+// script that publishes it, so of concurrent publishes exactly one wins; a
+// publish of another task with the key is refused with the holder's id,
+// or, with UniqueReplace, replaces the waiting holder's message and ETA in
+// the same script. The key is deleted, if the task still holds it, by the
+// scripts that end the task (ack, ack_success, archive, an archive after
+// MaxRecoveries, take_waiting). TakeWaiting deletes, archives or runs now a
+// pending, scheduled or retrying task in one script (take_waiting.lua); a
+// pending one is found with LREM, O(pending).
+//
 // The keys are listed in internal/rdb/keys.go.
 //
 // # Guarantees
