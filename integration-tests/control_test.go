@@ -1,11 +1,15 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	machinist "github.com/b6192125/machinist/v1"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -90,4 +94,118 @@ func TestOperatorActionsOnWaitingTasks(t *testing.T) {
 			t.Fatalf("waiting on a chord with a deleted member: %v, want its failure", err)
 		}
 	})
+}
+
+// A running task cancelled from another process stops at once (its
+// context ends; here well before any lease renewal could tell it), is not
+// retried, and waiting on it returns tasks.ErrTaskCancelled; its OnError
+// callbacks are sent only when asked. A waiting task cancelled never runs;
+// a finished one is left as it is.
+func TestCancelTask(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		shared := sharedPair(t, p)
+		slowRenewal := func(c *config.Config) {
+			c.LeaseDuration = time.Minute
+			c.LeaseRenewInterval = 30 * time.Second
+		}
+		sender, operator, workerSrv := bareServer(t, shared, slowRenewal), bareServer(t, shared, slowRenewal), bareServer(t, shared, slowRenewal)
+		started := make(chan string, 4)
+		stopped := make(chan time.Time, 4)
+		var runs atomic.Int32
+		if err := workerSrv.RegisterTasks(map[string]interface{}{
+			"hold": func(ctx context.Context) error {
+				runs.Add(1)
+				started <- tasks.SignatureFromContext(ctx).UUID
+				<-ctx.Done()
+				stopped <- time.Now()
+				return ctx.Err()
+			},
+			"on_error": func(msg string) error { return nil },
+			"add":      func(a, b int64) (int64, error) { return a + b, nil },
+		}); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, workerSrv.NewWorker("w", 2))
+		ctx := testCtx(t)
+		q := config.DefaultQueueName
+		for _, withOnError := range []bool{false, true} {
+			s := sig("hold")
+			s.RetryCount = 3
+			onError := sig("on_error")
+			s.OnError = []*tasks.Signature{onError}
+			r, err := sender.SendTaskWithContext(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := recvString(t, started); got != s.UUID {
+				t.Fatalf("started %s, want %s", got, s.UUID)
+			}
+			var opts []machinist.CancelOption
+			if withOnError {
+				opts = append(opts, machinist.WithOnError())
+			}
+			cancelled := time.Now()
+			if err := operator.CancelTask(ctx, q, s.UUID, opts...); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case at := <-stopped:
+				t.Logf("the task's context ended %v after CancelTask returned", at.Sub(cancelled))
+			case <-time.After(10 * time.Second):
+				t.Fatal("the cancelled task's context did not end (lease renewals are 30 s apart)")
+			}
+			if _, err := r.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
+				t.Fatalf("waiting on a cancelled task: %v, want ErrTaskCancelled", err)
+			}
+			_, err = sender.GetBackend().GetStateContext(ctx, onError.UUID)
+			switch {
+			case withOnError && err != nil:
+				t.Fatalf("OnError callback asked for: its state: %v", err)
+			case !withOnError && !errors.Is(err, backendiface.ErrStateNotFound):
+				t.Fatalf("OnError callback not asked for, but its state is there (%v)", err)
+			}
+		}
+		if n := runs.Load(); n != 2 {
+			t.Fatalf("hold ran %d times, want 2 (no retry after a cancel)", n)
+		}
+
+		// Waiting: never runs.
+		later := time.Now().Add(time.Hour)
+		waiting := sig("add", i64(1), i64(2))
+		waiting.ETA = &later
+		rw, err := sender.SendTaskWithContext(ctx, waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := operator.CancelTask(ctx, q, waiting.UUID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rw.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
+			t.Fatalf("waiting on a cancelled scheduled task: %v, want ErrTaskCancelled", err)
+		}
+		// Finished: left alone.
+		done := sig("add", i64(1), i64(2))
+		rd, err := sender.SendTaskWithContext(ctx, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rd.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the finished task to leave its queue", func() bool {
+			err := operator.CancelTask(ctx, q, done.UUID)
+			return errors.Is(err, machinist.ErrTaskFinished)
+		})
+	})
+}
+
+func recvString(t *testing.T, ch <-chan string) string {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(waitTimeout):
+		t.Fatal("nothing received")
+		return ""
+	}
 }

@@ -82,3 +82,60 @@ func (s *Server) finishTaken(ctx context.Context, uuid, reason string) (bool, er
 	}
 	return true, nil
 }
+
+// ErrTaskFinished is returned by CancelTask for a task that has finished:
+// there is nothing to cancel.
+var ErrTaskFinished = errors.New("machinist: the task has finished")
+
+// CancelOption changes what CancelTask does.
+type CancelOption func(*cancelOptions)
+
+type cancelOptions struct{ onError bool }
+
+// WithOnError makes CancelTask send the task's OnError callbacks, with the
+// cancellation as their error; by default they are not sent.
+func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = true } }
+
+// CancelTask cancels the task uuid of queue ("" is the DefaultQueue) from
+// any process. A task that waits (pending, scheduled, retrying, or an
+// aggregation member waiting in its group) never runs; a running one has
+// its context cancelled at once (the workers watch cancellations; at the
+// latest at its next lease renewal), is not retried, and cannot settle as a
+// success afterwards (its lease is gone). Its state becomes FAILURE with
+// an error starting with tasks.CancelledMessage, so waiting on it returns
+// an error wrapping tasks.ErrTaskCancelled, and a chord it belongs to
+// fails. Its OnError callbacks are not sent unless WithOnError is given. A
+// finished task is left as it is: ErrTaskFinished.
+func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...CancelOption) error {
+	var o cancelOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c, ok := s.GetBroker().(brokeriface.Canceller)
+	if !ok {
+		return fmt.Errorf("machinist: cancel task %s: the broker (%T) cannot cancel tasks", uuid, s.GetBroker())
+	}
+	if queue == "" {
+		queue = s.GetConfig().DefaultQueue
+	}
+	msg := tasks.CancelledMessage + " by an operator"
+	sig, _, err := c.CancelTask(ctx, queue, uuid, msg)
+	if err != nil {
+		if errors.Is(err, brokeriface.ErrTaskNotFound) || errors.Is(err, brokeriface.ErrTaskNotWaiting) {
+			if st, serr := s.GetBackend().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
+				return fmt.Errorf("machinist: cancel task %s: it is %s: %w", uuid, st.State, ErrTaskFinished)
+			}
+		}
+		return fmt.Errorf("machinist: %w", err)
+	}
+	engine := s.NewWorker("operator", 1).engine()
+	if o.onError {
+		err = engine.FailCancelled(ctx, sig, msg)
+	} else {
+		err = engine.FailUnrun(ctx, sig, msg)
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("machinist: cancel task %s: done, but its FAILURE state or callbacks were not all written", uuid), err)
+	}
+	return nil
+}

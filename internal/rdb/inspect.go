@@ -296,3 +296,62 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brok
 	}
 	return sig, nil
 }
+
+// CancelTask stops the task uuid of queue (cancel.lua); see
+// brokers.Canceller.CancelTask.
+func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, false, err
+	}
+	if uuid == "" {
+		return nil, false, fmt.Errorf("cancel a task of %s: no task UUID given", queue)
+	}
+	qk := s.keys.queue(queue)
+	cmd := s.batch.repl.eval(ctx, s.client, true, cancelScript,
+		[]string{qk.task + uuid, qk.pending, qk.scheduled, qk.retry, qk.archived, qk.lease, qk.rerouted},
+		[]interface{}{uuid, reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task, s.keys.cancelled()})
+	err := cmd.Err()
+	var code int64
+	var val string
+	if err == nil {
+		code, val, err = parseCancelReply(cmd.Val())
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("cancel task %s of %s: %w", uuid, queue, err)
+	}
+	switch code {
+	case 1:
+		return nil, false, fmt.Errorf("cancel task %s of %s: %w", uuid, queue, brokers.ErrTaskNotFound)
+	case 2:
+		return nil, false, fmt.Errorf("cancel task %s of %s: it is %s: %w", uuid, queue, val, brokers.ErrTaskNotWaiting)
+	}
+	sig, err := tasks.DecodeSignature([]byte(val))
+	if err != nil {
+		return nil, false, fmt.Errorf("cancel task %s of %s: done, but its message cannot be read: %w", uuid, queue, err)
+	}
+	return sig, code == 3, nil
+}
+
+// WatchCancels calls fn with the UUID of each running task cancelled
+// (cancel.lua publishes them), until ctx ends; first with "" once
+// subscribed.
+func (s *Store) WatchCancels(ctx context.Context, fn func(uuid string)) error {
+	sub := s.client.Subscribe(ctx, s.keys.cancelled())
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // subscribed
+		return fmt.Errorf("watch cancellations: %w", err)
+	}
+	fn("") // set up
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m, ok := <-ch:
+			if !ok {
+				return fmt.Errorf("watch cancellations: %w", brokers.ErrClosed)
+			}
+			fn(m.Payload)
+		}
+	}
+}

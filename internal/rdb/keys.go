@@ -34,6 +34,8 @@ import (
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
 //	<prefix>:{<group>}:done         hash: member id → JSON TaskState
 //	<prefix>:{<group>}:order        list: member ids in the order they first finished
+//	<prefix>:cancelled              pub/sub channel: ids of running tasks
+//	                                cancelled (cancel.lua)
 //	<prefix>:claim:<name>           string: "<token> <lease end, ms> <0|1
 //	                                taken over>" while a lease runs, or
 //	                                "done"; it lives for the claim's keep
@@ -111,6 +113,10 @@ type groupKeys struct {
 func (k *keys) queues() string { return k.prefix + ":queues" }
 
 func (k *keys) claim(name string) string { return k.prefix + ":claim:" + name }
+
+// cancelled is the channel cancel.lua publishes the ids of running tasks
+// cancelled on.
+func (k *keys) cancelled() string { return k.prefix + ":cancelled" }
 
 func (k *keys) state(taskUUID string) string { return k.prefix + ":state:" + taskUUID }
 

@@ -676,3 +676,30 @@ func parseTakeWaitingReply(v interface{}) (code int64, val string, err error) {
 	}
 	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0, msg}, {1} or {2, state}", code, len(arr))
 }
+
+// parseCancelReply decodes cancel.lua's reply: {0, msg} or {3, msg} done,
+// {1} no such task, {2, state} it cannot be cancelled.
+func parseCancelReply(v interface{}) (code int64, val string, err error) {
+	const reply = "cancel"
+	arr, err := asArray(reply, v)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(arr) == 0 {
+		return 0, "", malformed(reply, nil, "an empty array, want {0, msg}, {1}, {2, state} or {3, msg}")
+	}
+	if code, err = asInt(reply, elem(0, "status"), arr[0]); err != nil {
+		return 0, "", err
+	}
+	switch {
+	case code == 1 && len(arr) == 1:
+		return code, "", nil
+	case (code == 0 || code == 2 || code == 3) && len(arr) == 2:
+		s, ok := arr[1].(string)
+		if !ok || s == "" {
+			return 0, "", malformed(reply, nil, "element 1 is %T %v, want a non-empty string", arr[1], arr[1])
+		}
+		return code, s, nil
+	}
+	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0, msg}, {1}, {2, state} or {3, msg}", code, len(arr))
+}

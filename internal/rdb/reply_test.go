@@ -282,6 +282,23 @@ func TestParseTakeWaitingReply(t *testing.T) {
 	))
 }
 
+func TestParseCancelReply(t *testing.T) {
+	t.Parallel()
+	testParser(t, "cancel", func(v interface{}) (interface{}, error) {
+		code, val, err := parseCancelReply(v)
+		return codeVal{code, val}, err
+	}, append(notArrays(),
+		replyCase{name: "deleted", v: arr(int64(0), `{"UUID":"a"}`), want: codeVal{0, `{"UUID":"a"}`}},
+		replyCase{name: "running", v: arr(int64(3), `{"UUID":"a"}`), want: codeVal{3, `{"UUID":"a"}`}},
+		replyCase{name: "not found", v: arr(int64(1)), want: codeVal{1, ""}},
+		replyCase{name: "cannot be", v: arr(int64(2), "batched"), want: codeVal{2, "batched"}},
+		replyCase{name: "empty", v: arr(), bad: "an empty array"},
+		replyCase{name: "running without its message", v: arr(int64(3)), bad: "status 3 in an array of 1"},
+		replyCase{name: "empty state", v: arr(int64(2), ""), bad: "want a non-empty string"},
+		replyCase{name: "unknown status", v: arr(int64(4), "x"), bad: "status 4"},
+	))
+}
+
 func TestParseForwardReply(t *testing.T) {
 	t.Parallel()
 	testParser(t, "forward", func(v interface{}) (interface{}, error) {
@@ -759,6 +776,12 @@ func FuzzScalarReplies(f *testing.F) {
 			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") &&
 			!((code == 5 || code == 6) && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") {
 			t.Fatalf("enqueue reply %#v parsed as %d, %q, %q", v, code, id, holder)
+		}
+		if code, val, err := parseCancelReply(v); err != nil {
+			checkReplyError(t, err, "cancel")
+		} else if !(code == 1 && reflect.DeepEqual(a, arr(int64(1))) && val == "") &&
+			!((code == 0 || code == 2 || code == 3) && reflect.DeepEqual(a, arr(code, val)) && val != "") {
+			t.Fatalf("cancel reply %#v parsed as %d, %q", v, code, val)
 		}
 		if code, val, err := parseTakeWaitingReply(v); err != nil {
 			checkReplyError(t, err, "take_waiting")

@@ -73,6 +73,7 @@ var (
 	requeueArchivedScript = loadScript("requeue_archived")
 	deleteArchivedScript  = loadScript("delete_archived")
 	takeWaitingScript     = loadScript("take_waiting")
+	cancelScript          = loadScript("cancel")
 
 	// States.
 	stateUnlessFinalScript = loadScript("state_unless_final")

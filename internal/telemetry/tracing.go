@@ -65,6 +65,7 @@ const (
 	OutcomeFailure   = "failure"
 	OutcomeLeaseLost = "lease_lost"
 	OutcomeAbandoned = "abandoned"
+	OutcomeCancelled = "cancelled"
 	OutcomeHandedOn  = "handed_on" // not run here: rerouted, tried later, dropped
 )
 

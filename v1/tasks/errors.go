@@ -32,6 +32,10 @@ var (
 	// member: only a task sent by itself (or the first of a chain) can be
 	// unique.
 	ErrUniqueInWorkflow = errors.New("tasks: only a task sent by itself (or a chain's first) can be unique: not a callback, a group or chord member, an aggregation member or an aggregate")
+	// ErrTaskCancelled is wrapped by the error of waiting on a task that
+	// was cancelled (its FAILURE state's error starts with
+	// CancelledMessage; see machinery's Server.CancelTask).
+	ErrTaskCancelled = errors.New("tasks: task cancelled")
 	// ErrNotUnique is wrapped by the error of a send refused because a task
 	// with the same unique key holds it (see Signature.UniqueFor); errors.As
 	// finds the *NotUniqueError with the holder's UUID.
@@ -143,3 +147,7 @@ func (e *NotUniqueError) Error() string {
 
 // Unwrap returns ErrNotUnique.
 func (e *NotUniqueError) Unwrap() error { return ErrNotUnique }
+
+// CancelledMessage starts the error of the FAILURE state of a cancelled
+// task.
+const CancelledMessage = "task cancelled"

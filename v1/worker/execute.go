@@ -475,6 +475,15 @@ func (w *Worker) FailUnrun(ctx context.Context, sig *tasks.Signature, msg string
 	return w.afterFailure(ctx, &unrun, nil, msg)
 }
 
+// FailCancelled is FailUnrun with sig's OnError callbacks sent, msg their
+// error: a cancellation whose sender asked for them.
+func (w *Worker) FailCancelled(ctx context.Context, sig *tasks.Signature, msg string) error {
+	if _, err := w.write(ctx, sig, nil, tasks.NewFailureTaskState(sig, msg), true); err != nil {
+		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
+	}
+	return w.afterFailure(ctx, sig, nil, msg)
+}
+
 // afterFailure does what follows sig's recorded failure with msg: it sends
 // the OnError callbacks, runs the chord's error path when sig wins its
 // election, and archives the task.

@@ -128,6 +128,8 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	owner  atomic.Int32 // 0 running, 1 settling, 2 abandoned
+	// cancelled: the task was cancelled while it ran (WatchCancels).
+	cancelled atomic.Bool
 }
 
 const (
@@ -212,6 +214,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
 	if w.p.StartedFunc != nil {
 		w.p.StartedFunc()
+	}
+	// Cancellations stop running tasks at once; without them a cancelled
+	// task stops when its lease renewal is refused. The watch is set up
+	// before the first fetch (waited for a moment at most).
+	if c, ok := w.p.Broker.(brokers.Canceller); ok {
+		watching := make(chan struct{})
+		go w.watchCancels(taskCtx, c, watching)
+		t := w.clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
+		select {
+		case <-watching:
+		case <-t.C():
+			w.log.Warn("watching cancellations is not set up yet; fetching anyway")
+		}
+		t.Stop()
 	}
 	// Aggregation runs beside fetching, and stops with it.
 	aggregating := make(chan struct{})
@@ -469,7 +485,11 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 		return
 	}
 	if !d.Lease.Valid() {
-		log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
+		if r.cancelled.Load() {
+			log.Info("task cancelled while it ran; its outcome is not recorded")
+		} else {
+			log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
+		}
 		ran(w.lost(ctx, r))
 		return
 	}
@@ -502,12 +522,58 @@ func (w *Worker) taskLog(sig *tasks.Signature, queue string, span trace.Span) *s
 // returns it: its lease was lost, or shutdown gave it up (it runs again
 // elsewhere).
 func (w *Worker) lost(ctx context.Context, r *running) string {
+	if r.cancelled.Load() {
+		telemetry.Outcome(ctx, telemetry.OutcomeCancelled, errors.New(tasks.CancelledMessage))
+		return telemetry.OutcomeCancelled
+	}
 	if r.owner.Load() == ownerAbandoned {
 		telemetry.Outcome(ctx, telemetry.OutcomeAbandoned, errors.New("cancelled: the worker stopped; the task was put back in its queue"))
 		return telemetry.OutcomeAbandoned
 	}
 	telemetry.Outcome(ctx, telemetry.OutcomeLeaseLost, brokers.ErrLeaseLost)
 	return telemetry.OutcomeLeaseLost
+}
+
+// watchCancels stops the running tasks cancelled from any process (their
+// lease is gone: see brokers.Canceller), until ctx ends; a broken watch is
+// set up again after a backoff.
+func (w *Worker) watchCancels(ctx context.Context, c brokers.Canceller, watching chan struct{}) {
+	var once sync.Once
+	onCancel := func(uuid string) {
+		if uuid == "" { // set up
+			once.Do(func() { close(watching) })
+			return
+		}
+		w.cancelRunning(uuid)
+	}
+	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	for failures := 1; ctx.Err() == nil; failures++ {
+		err := c.WatchCancels(ctx, onCancel)
+		if ctx.Err() != nil || errors.Is(err, brokers.ErrClosed) {
+			return
+		}
+		w.log.Warn("watching cancellations failed; a cancelled task stops at its next lease renewal", slog.Any("error", err))
+		t := w.clock.NewTimer(backoff.Delay(failures))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// cancelRunning stops the task uuid if this worker runs it: its lease is
+// lost (the broker took it), so its context ends and nothing is settled.
+func (w *Worker) cancelRunning(uuid string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r := range w.active {
+		if r.d.Signature.UUID == uuid {
+			r.cancelled.Store(true)
+			r.d.Lease.Lose()
+		}
+	}
 }
 
 // detach returns a context for the writes that settle a task: not cancelled

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,14 @@ type TaskError struct {
 
 // Error returns the task's error message, as machinery's results do.
 func (e *TaskError) Error() string { return e.Message }
+
+// Unwrap returns tasks.ErrTaskCancelled for a cancelled task, else nil.
+func (e *TaskError) Unwrap() error {
+	if strings.HasPrefix(e.Message, tasks.CancelledMessage) {
+		return tasks.ErrTaskCancelled
+	}
+	return nil
+}
 
 // defaultSleep is the polling interval of the Get variants given 0.
 const defaultSleep = 5 * time.Millisecond

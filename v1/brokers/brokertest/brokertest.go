@@ -88,6 +88,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"UniqueRace", testUniqueRace},
 		{"UniqueReplace", testUniqueReplace},
 		{"TakeWaiting", testTakeWaiting},
+		{"CancelTask", testCancelTask},
 	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

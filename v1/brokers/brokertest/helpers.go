@@ -32,6 +32,7 @@ type Broker interface {
 	iface.Pauser
 	iface.Claimer
 	iface.Aggregator
+	iface.Canceller
 }
 
 type suite struct {

@@ -290,6 +290,28 @@ type Inspector interface {
 	TakeWaiting(ctx context.Context, queue, uuid string, action TakeAction, reason string) (*tasks.Signature, error)
 }
 
+// Canceller is a broker through which any process cancels a task.
+type Canceller interface {
+	// CancelTask stops the task uuid of queue with reason: a waiting task
+	// (pending, scheduled, retrying, or a member waiting in its group) is
+	// deleted; a running one loses its lease, so that its worker can
+	// settle it no more (not as a success, nor as a retry), is archived
+	// with reason, and the workers watching cancellations (WatchCancels)
+	// are told at once. It returns the task's signature and whether it was
+	// running. A queue without such a task (it may have finished):
+	// ErrTaskNotFound; one that cannot be cancelled (archived, finishing
+	// after its outcome was committed, a member in a batch being built):
+	// an error wrapping ErrTaskNotWaiting that names its state. A unique
+	// task frees its key.
+	CancelTask(ctx context.Context, queue, uuid, reason string) (sig *tasks.Signature, running bool, err error)
+	// WatchCancels calls fn with the UUID of each task cancelled while it
+	// runs, until ctx ends (then it returns ctx's error) or the broker is
+	// closed; it first calls fn with "" once the watch is set up (from then
+	// on no cancellation is missed). A worker uses it to stop those of its
+	// tasks at once.
+	WatchCancels(ctx context.Context, fn func(uuid string)) error
+}
+
 // TakeAction is what Inspector.TakeWaiting does with a waiting task.
 type TakeAction string
 

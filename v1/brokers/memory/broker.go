@@ -54,7 +54,12 @@ type Broker struct {
 	claims map[string]time.Time // claim keys (ClaimLease) and when they end
 	// uniques holds the unique keys, by queue and key (uniqueKey).
 	uniques map[string]uniqueHold
-	wake    chan struct{} // closed and replaced when a task may be fetchable
+	// watchers are told the UUIDs of running tasks cancelled
+	// (WatchCancels), by a number of their own.
+	watchers map[int]func(uuid string)
+	watchSeq int
+	done     chan struct{} // closed by Close
+	wake     chan struct{} // closed and replaced when a task may be fetchable
 	// aggWake is closed (and forgotten) when an aggregation group may have
 	// become due; WaitDue makes it.
 	aggWake chan struct{}
@@ -184,6 +189,7 @@ func New(opts Options) *Broker {
 		claims:          make(map[string]time.Time),
 		uniques:         make(map[string]uniqueHold),
 		wake:            make(chan struct{}),
+		done:            make(chan struct{}),
 	}
 	b.metrics = telemetry.NewMetrics(opts.MeterProvider)
 	if unobserve, err := b.metrics.ObserveDepths(b.observeDepths); err == nil {
@@ -781,6 +787,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	close(b.wake) // blocked Fetch calls wake up and see closed
+	close(b.done)
 	b.wakeAggregatorsLocked()
 	b.mu.Unlock()
 

@@ -326,10 +326,19 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is finishing (its outcome was committed): %w", action, uuid, queue, iface.ErrTaskNotWaiting)
 	}
 	sig := tasks.CopySignature(t.sig)
-	if action == iface.TakeRun && t.status == iface.StatusPending {
-		return sig, nil
+	if _, err := b.takeWaitingLocked(b.queues[queue], t, action, reason, b.clock.Now()); err != nil {
+		return nil, err
 	}
-	q := b.queues[queue]
+	return sig, nil
+}
+
+// takeWaitingLocked does action with t, a task of q that waits (pending,
+// scheduled or retrying).
+func (b *Broker) takeWaitingLocked(q *queue, t *task, action iface.TakeAction, reason string, now time.Time) (*task, error) {
+	uuid := t.uuid
+	if action == iface.TakeRun && t.status == iface.StatusPending {
+		return t, nil
+	}
 	switch t.status {
 	case iface.StatusPending:
 		if !q.pending.remove(t) {
@@ -350,8 +359,9 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 		}
 		t.gen++ // a timer already firing finds it rescheduled
 		t.timer, t.nextAt = nil, time.Time{}
+	default:
+		return nil, fmt.Errorf("it is %s: %w", t.status, iface.ErrTaskNotWaiting)
 	}
-	now := b.clock.Now()
 	switch action {
 	case iface.TakeDelete:
 		b.finishLocked(t)
@@ -366,5 +376,100 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 		q.pending.pushFront(t)
 		b.notifyLocked()
 	}
-	return sig, nil
+	return t, nil
+}
+
+var _ iface.Canceller = (*Broker)(nil)
+
+// CancelTask stops the task uuid of queue with reason: a waiting task
+// (pending, scheduled, retrying, or a member waiting in its group) is
+// deleted; a running one loses its lease and is archived, and the
+// watchers (WatchCancels) are told. See iface.Canceller.
+func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("cancel task", queue); err != nil {
+		return nil, false, err
+	}
+	t := b.held[uuid]
+	if t == nil || t.queue != queue {
+		if dead := b.dead[uuid]; dead != nil && dead.queue == queue {
+			return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: it is archived: %w", uuid, queue, iface.ErrTaskNotWaiting)
+		}
+		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: %w", uuid, queue, iface.ErrTaskNotFound)
+	}
+	if t.outcome != nil {
+		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: it is finishing (its outcome was committed): %w", uuid, queue, iface.ErrTaskNotWaiting)
+	}
+	sig := tasks.CopySignature(t.sig)
+	q := b.queues[queue]
+	now := b.clock.Now()
+	switch t.status {
+	case iface.StatusActive:
+		delete(b.leases, t.token)
+		delete(q.active, t.uuid)
+		t.token, t.leaseExpiresAt = "", time.Time{}
+		b.archiveLocked(t, reason, now)
+		for _, fn := range b.watchers {
+			go fn(uuid) // not under the lock: a watcher may call the broker
+		}
+		return sig, true, nil
+	case statusAggregating:
+		a := q.aggregations[t.sig.Name]
+		g := a.groups[t.sig.AggregationKey]
+		i := -1
+		if g != nil {
+			for j, m := range g.members {
+				if m.t == t {
+					i = j
+				}
+			}
+		}
+		if i < 0 {
+			return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: it is in a batch being built: %w", uuid, queue, iface.ErrTaskNotWaiting)
+		}
+		g.members = slices.Delete(g.members, i, i+1)
+		a.size--
+		if len(g.members) == 0 {
+			delete(a.groups, g.key)
+			a.due.remove(g)
+		} else {
+			a.reschedule(g)
+		}
+		b.finishLocked(t)
+		return sig, false, nil
+	}
+	if _, err := b.takeWaitingLocked(q, t, iface.TakeDelete, reason, now); err != nil {
+		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: %w", uuid, queue, err)
+	}
+	return sig, false, nil
+}
+
+// WatchCancels calls fn with the UUID of each running task cancelled,
+// until ctx ends or the broker is closed.
+func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed("watch cancellations")
+	}
+	if b.watchers == nil {
+		b.watchers = make(map[int]func(string))
+	}
+	b.watchSeq++
+	id := b.watchSeq
+	b.watchers[id] = fn
+	b.mu.Unlock()
+	fn("") // set up
+	defer func() {
+		b.mu.Lock()
+		delete(b.watchers, id)
+		b.mu.Unlock()
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.done:
+		return errClosed("watch cancellations")
+	}
 }

@@ -48,6 +48,7 @@ type Broker struct {
 var (
 	_ iface.Broker      = (*Broker)(nil)
 	_ iface.StateBroker = (*Broker)(nil)
+	_ iface.Canceller   = (*Broker)(nil)
 )
 
 // Options configures a Broker.

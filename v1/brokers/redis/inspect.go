@@ -2,6 +2,7 @@ package redisbroker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -45,6 +46,39 @@ func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...stri
 func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action iface.TakeAction, reason string) (*tasks.Signature, error) {
 	sig, err := b.store.TakeWaiting(ctx, queue, uuid, action, reason)
 	return sig, wrap(err)
+}
+
+// CancelTask stops a task: deleted when it waits, its lease taken and the
+// task archived when it runs (cancel.lua, which publishes the
+// cancellation for WatchCancels).
+func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, false, err
+	}
+	sig, running, err := b.store.CancelTask(ctx, queue, uuid, reason)
+	return sig, running, wrap(err)
+}
+
+// WatchCancels calls fn with the UUID of each running task cancelled,
+// from a subscription of its own, until ctx ends or the broker is closed.
+func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-b.ctx.Done(): // Close
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	err := b.store.WatchCancels(ctx, fn)
+	if b.ctx.Err() != nil {
+		return wrap(fmt.Errorf("watch cancellations: %w", iface.ErrClosed))
+	}
+	return wrap(err)
 }
 
 // PauseQueue stops Fetch from taking tasks of queue.
