@@ -168,6 +168,12 @@ func TestCancelTask(t *testing.T) {
 		if n := runs.Load(); n != 2 {
 			t.Fatalf("hold ran %d times, want 2 (no retry after a cancel)", n)
 		}
+		// Both are archived, neither waits for a retry.
+		in := operator.GetBroker().(brokeriface.Inspector)
+		info, err := in.QueueInfo(ctx, q)
+		if err != nil || info.Retry != 0 || info.Archived != 2 {
+			t.Fatalf("queue after cancelling two running tasks: %+v, %v; want 2 archived, none to retry", info, err)
+		}
 
 		// Waiting: never runs.
 		later := time.Now().Add(time.Hour)

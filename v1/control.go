@@ -69,8 +69,9 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 }
 
 // finishTaken writes the FAILURE state of the task uuid, which its queue no
-// longer has, when its state is PENDING or RETRY: an earlier DeleteTask
-// took it out and its state write was lost. It reports whether it wrote it.
+// longer has, when its state is PENDING or RETRY: an earlier DeleteTask or
+// CancelTask took it out and its state write was lost. It reports whether
+// it wrote it.
 func (s *Server) finishTaken(ctx context.Context, uuid, reason string) (bool, error) {
 	st, err := s.GetBackend().GetStateContext(ctx, uuid)
 	if err != nil || st.State != tasks.StatePending && st.State != tasks.StateRetry {
@@ -104,8 +105,11 @@ func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = tr
 // success afterwards (its lease is gone). Its state becomes FAILURE with
 // an error starting with tasks.CancelledMessage, so waiting on it returns
 // an error wrapping tasks.ErrTaskCancelled, and a chord it belongs to
-// fails. Its OnError callbacks are not sent unless WithOnError is given. A
-// finished task is left as it is: ErrTaskFinished.
+// fails (waiting on the chord's callback gives an error naming the
+// cancelled member). Its OnError callbacks are not sent unless WithOnError
+// is given. A finished task is left as it is: ErrTaskFinished. When an
+// earlier call took a waiting task and its state write was lost, calling
+// again writes it.
 func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...CancelOption) error {
 	var o cancelOptions
 	for _, opt := range opts {
@@ -124,6 +128,12 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 		if errors.Is(err, brokeriface.ErrTaskNotFound) || errors.Is(err, brokeriface.ErrTaskNotWaiting) {
 			if st, serr := s.GetBackend().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
 				return fmt.Errorf("machinist: cancel task %s: it is %s: %w", uuid, st.State, ErrTaskFinished)
+			}
+		}
+		if errors.Is(err, brokeriface.ErrTaskNotFound) {
+			// An earlier CancelTask took it and its state write was lost.
+			if done, werr := s.finishTaken(ctx, uuid, msg); done || werr != nil {
+				return werr
 			}
 		}
 		return fmt.Errorf("machinist: %w", err)

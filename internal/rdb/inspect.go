@@ -333,8 +333,8 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string) (*ta
 }
 
 // WatchCancels calls fn with the UUID of each running task cancelled
-// (cancel.lua publishes them), until ctx ends; first with "" once
-// subscribed.
+// (cancel.lua publishes them), until ctx ends; with "" once subscribed,
+// and again each time go-redis subscribes again after an outage.
 func (s *Store) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 	sub := s.client.Subscribe(ctx, s.keys.cancelled())
 	defer sub.Close()
@@ -342,16 +342,29 @@ func (s *Store) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 		return fmt.Errorf("watch cancellations: %w", err)
 	}
 	fn("") // set up
-	ch := sub.Channel()
+	// go-redis subscribes again by itself after a broken connection: each
+	// confirmation is told as "" again (cancellations published meanwhile
+	// were missed).
+	ch := sub.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case m, ok := <-ch:
-			if !ok {
+			switch {
+			case !ok:
 				return fmt.Errorf("watch cancellations: %w", brokers.ErrClosed)
+			case m == nil:
+			default:
+				switch v := m.(type) {
+				case *goredis.Message:
+					fn(v.Payload)
+				case *goredis.Subscription:
+					if v.Kind == "subscribe" {
+						fn("")
+					}
+				}
 			}
-			fn(m.Payload)
 		}
 	}
 }

@@ -150,4 +150,4 @@ func (e *NotUniqueError) Unwrap() error { return ErrNotUnique }
 
 // CancelledMessage starts the error of the FAILURE state of a cancelled
 // task.
-const CancelledMessage = "task cancelled"
+const CancelledMessage = "machinist: task cancelled"

@@ -116,7 +116,11 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[*running]struct{}
-	wg     sync.WaitGroup
+	// cancelled holds, until when they matter, the UUIDs of tasks
+	// cancelled while this worker had not yet started them (the gap
+	// between a fetch and start): start stops them.
+	cancelled map[string]time.Time
+	wg        sync.WaitGroup
 
 	names atomic.Pointer[brokers.TaskNames] // the registry's names, as last announced
 }
@@ -408,6 +412,11 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 	r := &running{d: d, cancel: cancel, done: make(chan struct{})}
 	w.mu.Lock()
 	w.active[r] = struct{}{}
+	if _, ok := w.cancelled[d.Signature.UUID]; ok {
+		delete(w.cancelled, d.Signature.UUID)
+		r.cancelled.Store(true)
+		d.Lease.Lose() // cancelled between its fetch and now
+	}
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
@@ -540,8 +549,12 @@ func (w *Worker) lost(ctx context.Context, r *running) string {
 func (w *Worker) watchCancels(ctx context.Context, c brokers.Canceller, watching chan struct{}) {
 	var once sync.Once
 	onCancel := func(uuid string) {
-		if uuid == "" { // set up
-			once.Do(func() { close(watching) })
+		if uuid == "" { // set up, or set up again after an outage
+			first := false
+			once.Do(func() { close(watching); first = true })
+			if !first {
+				go w.renewNow(ctx)
+			}
 			return
 		}
 		w.cancelRunning(uuid)
@@ -565,6 +578,8 @@ func (w *Worker) watchCancels(ctx context.Context, c brokers.Canceller, watching
 
 // cancelRunning stops the task uuid if this worker runs it: its lease is
 // lost (the broker took it), so its context ends and nothing is settled.
+// A cancellation of a task not (yet) running here is kept for a
+// LeaseDuration, in case it was fetched and is about to start.
 func (w *Worker) cancelRunning(uuid string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -572,7 +587,40 @@ func (w *Worker) cancelRunning(uuid string) {
 		if r.d.Signature.UUID == uuid {
 			r.cancelled.Store(true)
 			r.d.Lease.Lose()
+			return
 		}
+	}
+	now := w.clock.Now()
+	for id, until := range w.cancelled {
+		if !now.Before(until) {
+			delete(w.cancelled, id)
+		}
+	}
+	if w.cancelled == nil {
+		w.cancelled = make(map[string]time.Time)
+	}
+	w.cancelled[uuid] = now.Add(w.p.Config.LeaseDuration)
+}
+
+// renewNow renews the leases of the running tasks at once, so that one
+// the broker took (a cancellation the watch may have missed while it was
+// down) stops now rather than at the next renewal.
+func (w *Worker) renewNow(ctx context.Context) {
+	w.mu.Lock()
+	ds := make([]*brokers.Delivery, 0, len(w.active))
+	for r := range w.active {
+		if r.d.Lease.Valid() {
+			ds = append(ds, r.d)
+		}
+	}
+	w.mu.Unlock()
+	if len(ds) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.p.Config.LeaseRenewInterval)
+	defer cancel()
+	if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
+		w.log.Warn("renewing the leases after the cancellation watch was set up again failed", slog.Any("error", err))
 	}
 }
 

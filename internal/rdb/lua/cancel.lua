@@ -65,4 +65,6 @@ else
 end
 release_unique(KEYS[1], id)
 redis.call("DEL", KEYS[1])
+-- A worker whose lease ran out may still run it (recovered since): told.
+redis.call("PUBLISH", ARGV[6], id)
 return {0, msg}

@@ -306,9 +306,11 @@ type Canceller interface {
 	CancelTask(ctx context.Context, queue, uuid, reason string) (sig *tasks.Signature, running bool, err error)
 	// WatchCancels calls fn with the UUID of each task cancelled while it
 	// runs, until ctx ends (then it returns ctx's error) or the broker is
-	// closed; it first calls fn with "" once the watch is set up (from then
-	// on no cancellation is missed). A worker uses it to stop those of its
-	// tasks at once.
+	// closed. It calls fn with "" once the watch is set up, and again when
+	// it is set up again after an outage, during which cancellations may
+	// have been missed (a worker then renews its leases at once, which
+	// finds the tasks cancelled meanwhile). A worker uses it to stop those
+	// of its tasks at once.
 	WatchCancels(ctx context.Context, fn func(uuid string)) error
 }
 

@@ -21,7 +21,7 @@ var (
 	// ErrTaskNotWaiting is wrapped by the error of Inspector.TakeWaiting
 	// for a task that does not wait in its queue: it is running, archived,
 	// or waiting in an aggregation group.
-	ErrTaskNotWaiting = errors.New("brokers: the task does not wait in its queue (pending, scheduled or retrying)")
+	ErrTaskNotWaiting = errors.New("brokers: the task is not in a state this action applies to")
 	// ErrClosed is returned by a broker that was closed.
 	ErrClosed = errors.New("brokers: broker closed")
 	// ErrNoQueue is returned when an operation is given no queue name.

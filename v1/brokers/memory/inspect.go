@@ -442,6 +442,9 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*t
 	if _, err := b.takeWaitingLocked(q, t, iface.TakeDelete, reason, now); err != nil {
 		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: %w", uuid, queue, err)
 	}
+	for _, fn := range b.watchers {
+		go fn(uuid) // a worker whose lease ran out may still run it
+	}
 	return sig, false, nil
 }
 
