@@ -39,20 +39,8 @@ if state == "active" then
 	redis.call("PUBLISH", ARGV[6], id)
 	return {3, msg}
 end
-if state == "pending" then
-	if rerouted then
-		local list = KEYS[7] .. ":" .. rerouted
-		redis.call("LREM", list, 1, id)
-		if redis.call("LLEN", list) == 0 then
-			redis.call("SREM", KEYS[7], rerouted)
-		end
-	else
-		redis.call("LREM", KEYS[2], 1, id)
-	end
-elseif state == "scheduled" then
-	redis.call("ZREM", KEYS[3], id)
-elseif state == "retry" then
-	redis.call("ZREM", KEYS[4], id)
+if state == "pending" or state == "scheduled" or state == "retry" then
+	unplace(id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
 elseif state == "aggregating" and g then
 	local P = agg_prefix(ARGV[5])
 	if redis.call("ZREM", P .. "group:" .. g, id) == 0 then

@@ -40,23 +40,8 @@ if action == "run" and state == "pending" then
 end
 
 -- Out of its place.
-if state == "pending" then
-	if rerouted then
-		local list = KEYS[7] .. ":" .. rerouted
-		redis.call("LREM", list, 1, id)
-		if redis.call("LLEN", list) == 0 then
-			redis.call("SREM", KEYS[7], rerouted)
-		end
-		redis.call("HDEL", KEYS[1], "rerouted")
-	else
-		redis.call("LREM", KEYS[2], 1, id)
-	end
-elseif state == "scheduled" then
-	redis.call("ZREM", KEYS[3], id)
-else
-	redis.call("ZREM", KEYS[4], id)
-end
-redis.call("HDEL", KEYS[1], "process_at")
+unplace(id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
+redis.call("HDEL", KEYS[1], "rerouted", "process_at")
 
 if action == "delete" then
 	release_unique(KEYS[1], id)

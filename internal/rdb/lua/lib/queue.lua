@@ -74,3 +74,26 @@ local function trim_archive(archived, task_prefix, now, max_age, max_size)
 		redis.call("ZREMRANGEBYRANK", archived, 0, excess - 1)
 	end
 end
+
+-- unplace takes a waiting task out of its place: the pending list, or,
+-- rerouted to the workers with task name rerouted, that name's list
+-- (rerouted_set .. ":" .. rerouted, whose name leaves rerouted_set when it
+-- empties), or the scheduled or retry zset, by its state. O(N) for N
+-- pending, O(log N) otherwise.
+local function unplace(id, state, rerouted, pending, scheduled, retry, rerouted_set)
+	if state == "pending" then
+		if not rerouted then
+			redis.call("LREM", pending, 1, id)
+			return
+		end
+		local list = rerouted_set .. ":" .. rerouted
+		redis.call("LREM", list, 1, id)
+		if redis.call("LLEN", list) == 0 then
+			redis.call("SREM", rerouted_set, rerouted)
+		end
+	elseif state == "scheduled" then
+		redis.call("ZREM", scheduled, id)
+	else
+		redis.call("ZREM", retry, id)
+	end
+end
