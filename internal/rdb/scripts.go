@@ -16,7 +16,8 @@ import (
 var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
-// lua/lib (now_ms; holds, settled_by, check_settle; forget; write_state;
+// lua/lib (now_ms; holds, settled_by, check_settle; release_unique,
+// forget; write_state;
 // record_member; held, put, wake, given_or_all, trim_archive, unplace;
 // agg_prefix,
 // agg_split, agg_policy, agg_schedule, agg_count, agg_wake, agg_file,
