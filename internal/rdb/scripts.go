@@ -17,13 +17,11 @@ var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
 // lua/lib (now_ms; holds, settled_by, check_settle; release_unique,
-// forget; write_state;
-// record_member; held, put, wake, given_or_all, trim_archive, unplace;
-// agg_prefix,
-// agg_split, agg_policy, agg_schedule, agg_count, agg_wake, agg_file,
-// agg_join, agg_file_new), so that the fence check, the end of
-// an acknowledgement, the state write, the group record and an
-// aggregation group's filing are each written once.
+// forget; write_state; record_member; held, put, wake, given_or_all,
+// trim_archive, unplace; agg_prefix, agg_split, agg_policy, agg_schedule,
+// agg_count, agg_wake, agg_file, agg_join, agg_file_new), so that the
+// fence check, the end of an acknowledgement, the state write, the group
+// record and an aggregation group's filing are each written once.
 var luaLib = func() string {
 	var b strings.Builder
 	for _, name := range []string{"now", "fence", "forget", "state", "group", "queue", "aggregate"} {
