@@ -606,6 +606,14 @@ func (w *Worker) cancelRunning(uuid string) {
 // the broker took (a cancellation the watch may have missed while it was
 // down) stops now rather than at the next renewal.
 func (w *Worker) renewNow(ctx context.Context) {
+	if err := w.renewLeases(ctx, w.p.Config.LeaseRenewInterval); err != nil {
+		w.log.Warn("renewing the leases after the cancellation watch was set up again failed", slog.Any("error", err))
+	}
+}
+
+// renewLeases renews the leases of the running tasks that still hold
+// theirs, in at most timeout (the heartbeat's work, and renewNow's).
+func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 	w.mu.Lock()
 	ds := make([]*brokers.Delivery, 0, len(w.active))
 	for r := range w.active {
@@ -615,13 +623,14 @@ func (w *Worker) renewNow(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	if len(ds) == 0 {
-		return
+		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.p.Config.LeaseRenewInterval)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
-		w.log.Warn("renewing the leases after the cancellation watch was set up again failed", slog.Any("error", err))
+		return fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err)
 	}
+	return nil
 }
 
 // detach returns a context for the writes that settle a task: not cancelled
@@ -702,23 +711,7 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 		Clock:    w.clock,
 		Logger:   w.log,
 		RunFunc: func(ctx context.Context) error {
-			w.mu.Lock()
-			ds := make([]*brokers.Delivery, 0, len(w.active))
-			for r := range w.active {
-				if r.d.Lease.Valid() {
-					ds = append(ds, r.d)
-				}
-			}
-			w.mu.Unlock()
-			var renewed error
-			if len(ds) > 0 {
-				rctx, cancel := context.WithTimeout(ctx, interval)
-				if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
-					renewed = fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err)
-				}
-				cancel()
-			}
-			return errors.Join(renewed, w.announce(ctx, interval))
+			return errors.Join(w.renewLeases(ctx, interval), w.announce(ctx, interval))
 		},
 	})
 }

@@ -18,9 +18,12 @@ var (
 	// ErrTaskNotFound is returned when a task named by UUID is not where the
 	// caller expects it.
 	ErrTaskNotFound = errors.New("brokers: task not found")
-	// ErrTaskNotWaiting is wrapped by the error of Inspector.TakeWaiting
-	// for a task that does not wait in its queue: it is running, archived,
-	// or waiting in an aggregation group.
+	// ErrTaskNotWaiting is wrapped by the error of an operator's action
+	// (Inspector.TakeWaiting, Canceller.CancelTask) on a task in a state it
+	// does not apply to: for TakeWaiting one that runs, is archived or
+	// waits in an aggregation group; for both one that is finishing (its
+	// outcome committed) or archived, and for CancelTask a member in a
+	// batch being built. The error names the state.
 	ErrTaskNotWaiting = errors.New("brokers: the task is not in a state this action applies to")
 	// ErrClosed is returned by a broker that was closed.
 	ErrClosed = errors.New("brokers: broker closed")

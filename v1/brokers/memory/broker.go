@@ -271,7 +271,7 @@ func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
 	case iface.StatusPending:
 		if !later {
 			// It keeps its place; a rerouted one is refused.
-			if !b.pendingHasLocked(q, t) {
+			if q.pending.index(t) < 0 {
 				return false
 			}
 			break
@@ -305,15 +305,6 @@ func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
 	return true
 }
 
-// pendingHasLocked reports whether t is in q's pending list (not rerouted).
-func (b *Broker) pendingHasLocked(q *queue, t *task) bool {
-	for i := 0; i < q.pending.len(); i++ {
-		if q.pending.at(i) == t {
-			return true
-		}
-	}
-	return false
-}
 
 // checkPublishLocked reports why sigs cannot all be published at now, or
 // nil.

@@ -49,13 +49,20 @@ func (d *deque) grow() {
 	d.buf, d.head = buf, 0
 }
 
+// index returns t's place from the front, or -1. O(n).
+func (d *deque) index(t *task) int {
+	for i := 0; i < d.n; i++ {
+		if d.at(i) == t {
+			return i
+		}
+	}
+	return -1
+}
+
 // remove takes t out, keeping the others' order, and reports whether it
 // was there. O(n).
 func (d *deque) remove(t *task) bool {
-	for i := 0; i < d.n; i++ {
-		if d.at(i) != t {
-			continue
-		}
+	if i := d.index(t); i >= 0 {
 		for j := i; j < d.n-1; j++ {
 			d.buf[(d.head+j)%len(d.buf)] = d.at(j + 1)
 		}

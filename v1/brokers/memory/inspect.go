@@ -308,22 +308,12 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.checkLocked(string(action)+" task", queue); err != nil {
+	t, err := b.takeableLocked(string(action), queue, uuid)
+	if err != nil {
 		return nil, err
 	}
-	t := b.held[uuid]
-	if t == nil || t.queue != queue {
-		if dead := b.dead[uuid]; dead != nil && dead.queue == queue {
-			return nil, fmt.Errorf("memory broker: %s task %s of %s: it is archived: %w", action, uuid, queue, iface.ErrTaskNotWaiting)
-		}
-		return nil, fmt.Errorf("memory broker: %s task %s of %s: %w", action, uuid, queue, iface.ErrTaskNotFound)
-	}
-	switch {
-	case t.status != iface.StatusPending && t.status != iface.StatusScheduled && t.status != iface.StatusRetry:
+	if t.status != iface.StatusPending && t.status != iface.StatusScheduled && t.status != iface.StatusRetry {
 		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is %s: %w", action, uuid, queue, t.status, iface.ErrTaskNotWaiting)
-	case t.outcome != nil:
-		// Recovered after an earlier holder committed its outcome.
-		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is finishing (its outcome was committed): %w", action, uuid, queue, iface.ErrTaskNotWaiting)
 	}
 	sig := tasks.CopySignature(t.sig)
 	if _, err := b.takeWaitingLocked(b.queues[queue], t, action, reason, b.clock.Now()); err != nil {
@@ -388,18 +378,9 @@ var _ iface.Canceller = (*Broker)(nil)
 func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.checkLocked("cancel task", queue); err != nil {
+	t, err := b.takeableLocked("cancel", queue, uuid)
+	if err != nil {
 		return nil, false, err
-	}
-	t := b.held[uuid]
-	if t == nil || t.queue != queue {
-		if dead := b.dead[uuid]; dead != nil && dead.queue == queue {
-			return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: it is archived: %w", uuid, queue, iface.ErrTaskNotWaiting)
-		}
-		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: %w", uuid, queue, iface.ErrTaskNotFound)
-	}
-	if t.outcome != nil {
-		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: it is finishing (its outcome was committed): %w", uuid, queue, iface.ErrTaskNotWaiting)
 	}
 	sig := tasks.CopySignature(t.sig)
 	q := b.queues[queue]
@@ -475,4 +456,25 @@ func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 	case <-b.done:
 		return errClosed("watch cancellations")
 	}
+}
+
+// takeableLocked returns the task uuid that queue holds, for an operator's
+// action (op): ErrTaskNotFound when queue has none, ErrTaskNotWaiting when
+// it is archived, or finishing (recovered after an earlier holder
+// committed its outcome).
+func (b *Broker) takeableLocked(op, queue, uuid string) (*task, error) {
+	if err := b.checkLocked(op+" task", queue); err != nil {
+		return nil, err
+	}
+	t := b.held[uuid]
+	if t == nil || t.queue != queue {
+		if dead := b.dead[uuid]; dead != nil && dead.queue == queue {
+			return nil, fmt.Errorf("memory broker: %s task %s of %s: it is archived: %w", op, uuid, queue, iface.ErrTaskNotWaiting)
+		}
+		return nil, fmt.Errorf("memory broker: %s task %s of %s: %w", op, uuid, queue, iface.ErrTaskNotFound)
+	}
+	if t.outcome != nil {
+		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is finishing (its outcome was committed): %w", op, uuid, queue, iface.ErrTaskNotWaiting)
+	}
+	return t, nil
 }
