@@ -20,8 +20,8 @@ import (
 // so, a chord with a deleted member fails, and a task run now runs.
 func TestOperatorActionsOnWaitingTasks(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		shared := sharedPair(t, p)
-		sender, operator, workerSrv := bareServer(t, shared), bareServer(t, shared), bareServer(t, shared)
+		s := processes(t, p, 3)
+		sender, operator, workerSrv := s[0], s[1], s[2]
 		if err := workerSrv.RegisterTasks(map[string]interface{}{
 			"add": func(a, b int64) (int64, error) { return a + b, nil },
 			"sum": func(xs ...int64) (int64, error) { return int64(len(xs)), nil },
@@ -103,12 +103,11 @@ func TestOperatorActionsOnWaitingTasks(t *testing.T) {
 // a finished one is left as it is.
 func TestCancelTask(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		shared := sharedPair(t, p)
-		slowRenewal := func(c *config.Config) {
+		s := processes(t, p, 3, func(c *config.Config) {
 			c.LeaseDuration = time.Minute
 			c.LeaseRenewInterval = 30 * time.Second
-		}
-		sender, operator, workerSrv := bareServer(t, shared, slowRenewal), bareServer(t, shared, slowRenewal), bareServer(t, shared, slowRenewal)
+		})
+		sender, operator, workerSrv := s[0], s[1], s[2]
 		started := make(chan string, 4)
 		stopped := make(chan time.Time, 4)
 		var runs atomic.Int32

@@ -33,9 +33,8 @@ func newMetered(t *testing.T, p pair, mutate ...func(*config.Config)) *metered {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	shared := sharedPair(t, p)
-	withMetrics := append([]func(*config.Config){func(c *config.Config) { c.MeterProvider = mp }}, mutate...)
-	return &metered{sender: bareServer(t, shared, withMetrics...), worker: bareServer(t, shared, withMetrics...), reader: reader}
+	s := processes(t, p, 2, append([]func(*config.Config){func(c *config.Config) { c.MeterProvider = mp }}, mutate...)...)
+	return &metered{sender: s[0], worker: s[1], reader: reader}
 }
 
 // point is one data point: its metric, attributes and value (a counter's

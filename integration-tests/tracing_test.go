@@ -39,12 +39,11 @@ func newTraced(t *testing.T, p pair, mutate ...func(*config.Config)) *traced {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	shared := sharedPair(t, p)
-	withTracing := append([]func(*config.Config){func(c *config.Config) {
+	s := processes(t, p, 2, append([]func(*config.Config){func(c *config.Config) {
 		c.TracerProvider = tp
 		c.Propagator = propagation.TraceContext{}
-	}}, mutate...)
-	tr := &traced{sender: bareServer(t, shared, withTracing...), worker: bareServer(t, shared, withTracing...), rec: rec}
+	}}, mutate...)...)
+	tr := &traced{sender: s[0], worker: s[1], rec: rec}
 	if err := tr.worker.RegisterTasks(map[string]interface{}{
 		"add": func(a, b int64) (int64, error) { return a + b, nil },
 		"sum": func(xs ...int64) (int64, error) {

@@ -15,8 +15,8 @@ import (
 // the other is refused naming it; once it finished, the key is free.
 func TestUniqueTaskAcrossServers(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		shared := sharedPair(t, p)
-		a, b := bareServer(t, shared), bareServer(t, shared)
+		s := processes(t, p, 2)
+		a, b := s[0], s[1]
 		release, started := make(chan struct{}), make(chan struct{}, 1)
 		if err := b.RegisterTask("report", func(day string) error { started <- struct{}{}; <-release; return nil }); err != nil {
 			t.Fatal(err)
@@ -123,8 +123,8 @@ func TestUniqueOnlyForTasksSentAlone(t *testing.T) {
 // once, with the last args; every send's result is that run's.
 func TestUniqueReplaceDebounces(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		shared := sharedPair(t, p)
-		sender, workerSrv := bareServer(t, shared), bareServer(t, shared)
+		s := processes(t, p, 2)
+		sender, workerSrv := s[0], s[1]
 		runs := make(chan int64, 10)
 		if err := workerSrv.RegisterTask("reindex", func(n int64) (int64, error) { runs <- n; return n, nil }); err != nil {
 			t.Fatal(err)

@@ -79,6 +79,18 @@ func sharedPair(t *testing.T, p pair) pair {
 	return pair{name: p.name, config: func(*testing.T) *config.Config { c := *base; return &c }}
 }
 
+// processes returns n Servers that share p's broker and backend, as n
+// processes share a Redis, each configured by mutate.
+func processes(t *testing.T, p pair, n int, mutate ...func(*config.Config)) []*machinist.Server {
+	t.Helper()
+	shared := sharedPair(t, p)
+	out := make([]*machinist.Server, n)
+	for i := range out {
+		out[i] = bareServer(t, shared, mutate...)
+	}
+	return out
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	t.Cleanup(cancel)
