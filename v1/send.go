@@ -58,12 +58,9 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	backend := s.GetBackend()
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
-		// State and task in one step, in that order.
-		s.runPrePublish(signature)
-		if err := sb.PublishPending(ctx, signature); err != nil {
+		if err := s.publishPending(ctx, sb, signature); err != nil {
 			return nil, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err)
 		}
-		s.metrics.Sent(ctx, signature.RoutingKey, signature.Name, 1)
 		return result.NewAsyncResult(signature, backend), nil
 	}
 	if err := backend.SetStatePendingContext(ctx, signature); err != nil {
@@ -143,6 +140,18 @@ func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	return nil
 }
 
+// publishPending runs the pre-publish handler and publishes sigs with
+// their PENDING states in one step, in that order, through sb, a broker
+// paired with the backend.
+func (s *Server) publishPending(ctx context.Context, sb brokeriface.StateBroker, sigs ...*tasks.Signature) error {
+	s.runPrePublish(sigs...)
+	if err := sb.PublishPending(ctx, sigs...); err != nil {
+		return err
+	}
+	s.countSent(ctx, sigs)
+	return nil
+}
+
 // countSent counts sigs, published.
 func (s *Server) countSent(ctx context.Context, sigs []*tasks.Signature) {
 	for _, sig := range sigs {
@@ -176,7 +185,7 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 // SendChainWithContext sends the first task of chain; each task sends the
 // next when it succeeds. Every member's state is set to PENDING now, so that
 // the chain's result can be waited for from the start.
-func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (*result.ChainAsyncResult, error) {
+func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (_ *result.ChainAsyncResult, err error) {
 	if s.invalid != nil {
 		return nil, s.invalid
 	}
@@ -190,15 +199,12 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 	// under its own.
 	ctx, span := s.tracing.StartSend(ctx, chain.Tasks[0].RoutingKey, chain.Tasks[:1],
 		telemetry.WorkflowKey.String("chain"), telemetry.ChainLengthKey.Int(len(chain.Tasks)))
-	defer span.End()
+	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
 	if err := backend.SetStatePendingContext(ctx, chain.Tasks...); err != nil {
-		err = fmt.Errorf("machinist: send chain: set state pending: %w", err)
-		telemetry.Ended(span, err)
-		return nil, err
+		return nil, fmt.Errorf("machinist: send chain: set state pending: %w", err)
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
-		telemetry.Ended(span, err)
 		return nil, err
 	}
 	return result.NewChainAsyncResult(chain.Tasks, backend), nil
@@ -226,7 +232,7 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 
 // sendGroup sends group, validated, under one send span with attrs: its
 // members share it.
-func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurrency int, attrs ...attribute.KeyValue) ([]*result.AsyncResult, error) {
+func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurrency int, attrs ...attribute.KeyValue) (_ []*result.AsyncResult, err error) {
 	for _, sig := range group.Tasks {
 		s.prepare(sig)
 		sig.GroupUUID = group.GroupUUID
@@ -234,17 +240,13 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	}
 	ctx, span := s.tracing.StartSend(ctx, commonQueue(group.Tasks), group.Tasks,
 		append(attrs, telemetry.GroupIDKey.String(group.GroupUUID))...)
-	defer span.End()
+	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
-		err = fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
-		telemetry.Ended(span, err)
-		return nil, err
+		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
-		err = fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
-		telemetry.Ended(span, err)
-		return nil, err
+		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
 	}
 	results := make([]*result.AsyncResult, len(group.Tasks))
 	for i, sig := range group.Tasks {
@@ -272,12 +274,7 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	publish := s.publish
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
-			s.runPrePublish(sigs...)
-			if err := sb.PublishPending(ctx, sigs...); err != nil {
-				return err
-			}
-			s.countSent(ctx, sigs)
-			return nil
+			return s.publishPending(ctx, sb, sigs...)
 		}
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
 		return fmt.Errorf("set state pending: %w", err)
