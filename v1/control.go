@@ -62,7 +62,7 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 		return nil
 	}
 	// Taken out: it will not run. Its state says so.
-	if err := s.NewWorker("operator", 1).engine().FailUnrun(ctx, sig, reason); err != nil {
+	if err := s.NewWorker("operator", 1).engine().FailTaken(ctx, sig, reason, false); err != nil {
 		return errors.Join(fmt.Errorf("machinist: %s task %s: done, but its FAILURE state was not written", action, uuid), err)
 	}
 	return nil
@@ -138,13 +138,7 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 		}
 		return fmt.Errorf("machinist: %w", err)
 	}
-	engine := s.NewWorker("operator", 1).engine()
-	if o.onError {
-		err = engine.FailCancelled(ctx, sig, msg)
-	} else {
-		err = engine.FailUnrun(ctx, sig, msg)
-	}
-	if err != nil {
+	if err := s.NewWorker("operator", 1).engine().FailTaken(ctx, sig, msg, o.onError); err != nil {
 		return errors.Join(fmt.Errorf("machinist: cancel task %s: done, but its FAILURE state or callbacks were not all written", uuid), err)
 	}
 	return nil

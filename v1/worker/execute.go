@@ -461,25 +461,19 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 	return w.afterFailure(ctx, sig, d, msg)
 }
 
-// FailUnrun records that sig, a task taken out of its queue before it ran
-// (an operator deleted or archived it), failed for good with msg: its
-// state becomes FAILURE, and when it is a chord member the chord's error
-// path runs (the callback fails), so that nobody waits for it forever. Its
-// own OnError callbacks are not sent: it never ran.
-func (w *Worker) FailUnrun(ctx context.Context, sig *tasks.Signature, msg string) error {
+// FailTaken records that sig, a task an operator took out of its queue
+// (deleted, archived or cancelled it), failed for good with msg: its state
+// becomes FAILURE, and when it is a chord member the chord's error path
+// runs (the callback fails), so that nobody waits for it forever. Its own
+// OnError callbacks are sent, with msg as their error, only with onError.
+func (w *Worker) FailTaken(ctx context.Context, sig *tasks.Signature, msg string, onError bool) error {
 	if _, err := w.write(ctx, sig, nil, tasks.NewFailureTaskState(sig, msg), true); err != nil {
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
-	unrun := *sig
-	unrun.OnError = nil
-	return w.afterFailure(ctx, &unrun, nil, msg)
-}
-
-// FailCancelled is FailUnrun with sig's OnError callbacks sent, msg their
-// error: a cancellation whose sender asked for them.
-func (w *Worker) FailCancelled(ctx context.Context, sig *tasks.Signature, msg string) error {
-	if _, err := w.write(ctx, sig, nil, tasks.NewFailureTaskState(sig, msg), true); err != nil {
-		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
+	if !onError {
+		taken := *sig
+		taken.OnError = nil
+		sig = &taken
 	}
 	return w.afterFailure(ctx, sig, nil, msg)
 }
