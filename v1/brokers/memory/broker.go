@@ -280,12 +280,7 @@ func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
 			return false // rerouted: it stays as it is
 		}
 	case iface.StatusScheduled:
-		delete(q.scheduled, t.uuid)
-		if t.timer != nil {
-			t.timer.Stop()
-		}
-		t.gen++
-		t.timer, t.nextAt = nil, time.Time{}
+		q.unscheduleLocked(t)
 	default:
 		return false
 	}
@@ -840,6 +835,18 @@ func (b *Broker) scheduleLocked(q *queue, t *task, status iface.TaskStatus, at t
 	t.gen++
 	gen := t.gen
 	t.timer = b.clock.AfterFunc(b.clock.Until(at), func() { b.due(t, gen) })
+}
+
+// unscheduleLocked takes t, scheduled or waiting for its retry, out of q's
+// zsets and stops its timer (one already firing finds it rescheduled).
+func (q *queue) unscheduleLocked(t *task) {
+	delete(q.scheduled, t.uuid)
+	delete(q.retry, t.uuid)
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.gen++
+	t.timer, t.nextAt = nil, time.Time{}
 }
 
 // due runs on t's timer: it makes t pending (a member joins its group

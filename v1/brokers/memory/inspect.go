@@ -325,7 +325,6 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 // takeWaitingLocked does action with t, a task of q that waits (pending,
 // scheduled or retrying).
 func (b *Broker) takeWaitingLocked(q *queue, t *task, action iface.TakeAction, reason string, now time.Time) (*task, error) {
-	uuid := t.uuid
 	if action == iface.TakeRun && t.status == iface.StatusPending {
 		return t, nil
 	}
@@ -342,13 +341,7 @@ func (b *Broker) takeWaitingLocked(q *queue, t *task, action iface.TakeAction, r
 			}
 		}
 	case iface.StatusScheduled, iface.StatusRetry:
-		delete(q.scheduled, uuid)
-		delete(q.retry, uuid)
-		if t.timer != nil {
-			t.timer.Stop()
-		}
-		t.gen++ // a timer already firing finds it rescheduled
-		t.timer, t.nextAt = nil, time.Time{}
+		q.unscheduleLocked(t)
 	default:
 		return nil, fmt.Errorf("it is %s: %w", t.status, iface.ErrTaskNotWaiting)
 	}
