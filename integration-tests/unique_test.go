@@ -103,6 +103,20 @@ func TestUniqueOnlyForTasksSentAlone(t *testing.T) {
 	if _, err := s.SendGroupWithContext(ctx, group, 0); !errors.Is(err, tasks.ErrUniqueInWorkflow) {
 		t.Fatalf("SendGroup with a unique member: %v, want ErrUniqueInWorkflow", err)
 	}
+	handBuilt := sig("report") // no GroupUUID of its own yet
+	handBuilt.UniqueFor = time.Minute
+	if _, err := s.SendGroupWithContext(ctx, &tasks.Group{GroupUUID: "group_hand_built", Tasks: []*tasks.Signature{handBuilt}}, 0); !errors.Is(err, tasks.ErrUniqueInWorkflow) {
+		t.Fatalf("SendGroup of a hand-built group with a unique member: %v, want ErrUniqueInWorkflow", err)
+	}
+	callback := sig("report")
+	callback.UniqueFor = time.Minute
+	plainGroup, err := tasks.NewGroup(sig("report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SendChordWithContext(ctx, &tasks.Chord{Group: plainGroup, Callback: callback}, 0); !errors.Is(err, tasks.ErrUniqueInWorkflow) {
+		t.Fatalf("SendChord with a unique callback: %v, want ErrUniqueInWorkflow", err)
+	}
 	step := sig("report")
 	step.UniqueFor = time.Minute
 	chain, err := tasks.NewChain(sig("report"), step)

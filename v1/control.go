@@ -16,9 +16,8 @@ import (
 // saying so (so waiting on it returns), a chord it belongs to fails, and
 // its OnError callbacks are not sent. A running task is refused
 // (brokers/iface.ErrTaskNotWaiting), as is an archived one; an unknown one
-// is brokers/iface.ErrTaskNotFound. When a DeleteTask took the task but its
-// state was not written (the reply or the write was lost), calling it
-// again writes it (a chord it belongs to is failed by the first call only).
+// is brokers/iface.ErrTaskNotFound. Operator actions are not counted in
+// the task metrics.
 
 // DeleteTask deletes the task uuid that waits in queue.
 func (s *Server) DeleteTask(ctx context.Context, queue, uuid string) error {
@@ -51,11 +50,6 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 	}
 	sig, err := in.TakeWaiting(ctx, queue, uuid, action, reason)
 	if err != nil {
-		if action == brokeriface.TakeDelete && errors.Is(err, brokeriface.ErrTaskNotFound) {
-			if done, werr := s.finishTaken(ctx, uuid, reason); done || werr != nil {
-				return werr
-			}
-		}
 		return fmt.Errorf("machinist: %w", err)
 	}
 	if action == brokeriface.TakeRun {
@@ -66,22 +60,6 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 		return errors.Join(fmt.Errorf("machinist: %s task %s: done, but its FAILURE state was not written", action, uuid), err)
 	}
 	return nil
-}
-
-// finishTaken writes the FAILURE state of the task uuid, which its queue no
-// longer has, when its state is PENDING or RETRY: an earlier DeleteTask or
-// CancelTask took it out and its state write was lost. It reports whether
-// it wrote it.
-func (s *Server) finishTaken(ctx context.Context, uuid, reason string) (bool, error) {
-	st, err := s.GetBackend().GetStateContext(ctx, uuid)
-	if err != nil || st.State != tasks.StatePending && st.State != tasks.StateRetry {
-		return false, nil // unknown, finished, or running
-	}
-	sig := &tasks.Signature{UUID: uuid, Name: st.TaskName}
-	if err := s.GetBackend().SetStateFailureContext(ctx, sig, reason); err != nil {
-		return false, fmt.Errorf("machinist: write the FAILURE state of task %s: %w", uuid, err)
-	}
-	return true, nil
 }
 
 // ErrTaskFinished is returned by CancelTask for a task that has finished:
@@ -107,9 +85,7 @@ func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = tr
 // an error wrapping tasks.ErrTaskCancelled, and a chord it belongs to
 // fails (waiting on the chord's callback gives an error naming the
 // cancelled member). Its OnError callbacks are not sent unless WithOnError
-// is given. A finished task is left as it is: ErrTaskFinished. When an
-// earlier call took a waiting task and its state write was lost, calling
-// again writes it.
+// is given. A finished task is left as it is: ErrTaskFinished.
 func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...CancelOption) error {
 	var o cancelOptions
 	for _, opt := range opts {
@@ -128,12 +104,6 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 		if errors.Is(err, brokeriface.ErrTaskNotFound) || errors.Is(err, brokeriface.ErrTaskNotWaiting) {
 			if st, serr := s.GetBackend().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
 				return fmt.Errorf("machinist: cancel task %s: it is %s: %w", uuid, st.State, ErrTaskFinished)
-			}
-		}
-		if errors.Is(err, brokeriface.ErrTaskNotFound) {
-			// An earlier CancelTask took it and its state write was lost.
-			if done, werr := s.finishTaken(ctx, uuid, msg); done || werr != nil {
-				return werr
 			}
 		}
 		return fmt.Errorf("machinist: %w", err)

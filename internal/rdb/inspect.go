@@ -332,7 +332,7 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string) (*ta
 	return sig, code == 3, nil
 }
 
-// WatchCancels calls fn with the UUID of each running task cancelled
+// WatchCancels calls fn with the UUID of each task cancelled
 // (cancel.lua publishes them), until ctx ends; with "" once subscribed,
 // and again each time go-redis subscribes again after an outage.
 func (s *Store) WatchCancels(ctx context.Context, fn func(uuid string)) error {

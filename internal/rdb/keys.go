@@ -29,12 +29,13 @@ import (
 //	                                recovered, error, failed_at, process_at,
 //	                                pub (the publish's token), settled (the
 //	                                lease it was last settled under),
-//	                                rerouted (the name it waits for)
+//	                                rerouted (the name it waits for),
+//	                                unique (the unique key it holds)
 //	<prefix>:state:<task id>        hash: state, name, results, error, created_at
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
 //	<prefix>:{<group>}:done         hash: member id → JSON TaskState
 //	<prefix>:{<group>}:order        list: member ids in the order they first finished
-//	<prefix>:cancelled              pub/sub channel: ids of running tasks
+//	<prefix>:cancelled              pub/sub channel: ids of the tasks
 //	                                cancelled (cancel.lua)
 //	<prefix>:claim:<name>           string: "<token> <lease end, ms> <0|1
 //	                                taken over>" while a lease runs, or
@@ -114,7 +115,7 @@ func (k *keys) queues() string { return k.prefix + ":queues" }
 
 func (k *keys) claim(name string) string { return k.prefix + ":claim:" + name }
 
-// cancelled is the channel cancel.lua publishes the ids of running tasks
+// cancelled is the channel cancel.lua publishes the ids of the tasks
 // cancelled on.
 func (k *keys) cancelled() string { return k.prefix + ":cancelled" }
 

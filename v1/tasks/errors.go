@@ -135,12 +135,15 @@ func (e *PanicError) Unwrap() error {
 // sent with the same unique key (Signature.UniqueFor) to the same queue,
 // holds it.
 type NotUniqueError struct {
+	// Queue is the queue the key is scoped to, Key the unique key
+	// (UniqueKeyOf).
 	Queue, Key string
 	// Task is the UUID of the task refused, Holder of the one that holds
 	// the key.
 	Task, Holder string
 }
 
+// Error says which task was refused and which holds its key.
 func (e *NotUniqueError) Error() string {
 	return fmt.Sprintf("tasks: task %s not sent: task %s holds its unique key %q on queue %q", e.Task, e.Holder, e.Key, e.Queue)
 }

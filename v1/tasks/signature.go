@@ -101,9 +101,9 @@ type Signature struct {
 	// name and args (see UniqueKeyOf). machinist extension.
 	UniqueKey string `json:",omitempty"`
 	// UniqueReplace debounces: when the task holding the key has not
-	// started (it is pending or scheduled), the send replaces its args,
-	// headers and ETA with this signature's, gives the key UniqueFor
-	// again, and succeeds; the signature's UUID becomes the holder's, so
+	// started (it is pending or scheduled), the send replaces its
+	// signature (all but its UUID: args, headers, ETA, callbacks …) with
+	// this one, gives the key UniqueFor again, and succeeds; the signature's UUID becomes the holder's, so
 	// its result is the holder's. A holder that has started (running, or
 	// waiting for a retry) refuses it as without UniqueReplace. machinist
 	// extension.

@@ -34,7 +34,7 @@ type TaskState struct {
 	// UUID of the task it was aggregated into: the member's outcome is
 	// that task's (result.AsyncResult follows it). machinist extension.
 	Aggregate string `bson:"aggregate,omitempty"`
-	// Trace, on the final state of a chord member written by a worker,
+	// Trace, on the SUCCESS state of a chord member written by a worker,
 	// names the span that ran it, as a W3C traceparent, so that the chord's
 	// callback links to every member's span; empty when it was not traced.
 	// machinist extension.

@@ -115,6 +115,9 @@ func (group *Group) Validate() error {
 		if s != nil && s.AggregationKey != "" {
 			return fmt.Errorf("%w (%q, key %q)", ErrAggregationMember, s.Name, s.AggregationKey)
 		}
+		if s != nil && s.UniqueFor > 0 {
+			return fmt.Errorf("%w (%q)", ErrUniqueInWorkflow, s.Name)
+		}
 	}
 	return validateAll(group.Tasks)
 }
@@ -129,6 +132,9 @@ func (c *Chord) Validate() error {
 	}
 	if err := c.Callback.Validate(); err != nil {
 		return fmt.Errorf("chord callback: %w", err)
+	}
+	if c.Callback.UniqueFor > 0 {
+		return fmt.Errorf("chord callback: %w (%q)", ErrUniqueInWorkflow, c.Callback.Name)
 	}
 	return nil
 }

@@ -319,7 +319,7 @@ func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *br
 // backend never lets such a state hide a final one). Without a delivery
 // (Process), the state is written as it is.
 func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
-	if sig.ChordCallback != nil && sig.GroupUUID != "" && state.IsCompleted() {
+	if sig.ChordCallback != nil && sig.GroupUUID != "" && state.State == tasks.StateSuccess {
 		// The chord's callback links to the span that ran each member.
 		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
 	}

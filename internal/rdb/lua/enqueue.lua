@@ -103,8 +103,9 @@ end
 
 -- check returns nil when the publish whose tasks are ARGV[first..last]
 -- (their state keys from KEYS[key + 1]) can be written, else its reply:
--- {0} when it ran before, {1, id} or {4, id}. It also returns which of its
--- tasks replace an archived one.
+-- {0} when it ran before, {1, id}, {4, id}, {5, id, holder}, or {6, id,
+-- holder} when its one task debounced (then replaced has written the
+-- holder). It also returns which of its tasks replace an archived one.
 local function check(token, repeated, first, last, key)
 	local seen, archived, keys = {}, {}, {}
 	local n = key

@@ -8,7 +8,8 @@
 -- announcement ended): those of its due groups, and of its batches whose
 -- lease ended or whose retry came, go to pending as plain tasks (their
 -- hashes still name their group), where a worker fails them or tries them
--- again, which puts them back in their group (rdb's aggregate.go).
+-- again, which puts them back in their group (retry.lua at once, or this
+-- script's first loop when the retry comes).
 --
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
 -- KEYS[4] notify list      KEYS[5] the queue's paused flag (a paused

@@ -140,7 +140,7 @@ func testUniqueRace(t *testing.T, s *suite) {
 }
 
 // testUniqueReplace: a unique task that debounces (UniqueReplace) replaces
-// the args, headers and ETA of the holder of its key while the holder
+// the signature (args, headers, ETA …) of the holder of its key while the holder
 // waits, and takes the holder's UUID; a holder that has started refuses it.
 func testUniqueReplace(t *testing.T, s *suite) {
 	b := s.broker(t)

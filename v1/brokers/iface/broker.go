@@ -300,12 +300,14 @@ type Canceller interface {
 	// are told at once. It returns the task's signature and whether it was
 	// running. A queue without such a task (it may have finished):
 	// ErrTaskNotFound; one that cannot be cancelled (archived, finishing
-	// after its outcome was committed, a member in a batch being built):
+	// after its outcome was committed, completed and kept for
+	// CompletedRetention, a member in a batch being built):
 	// an error wrapping ErrTaskNotWaiting that names its state. A unique
 	// task frees its key.
 	CancelTask(ctx context.Context, queue, uuid, reason string) (sig *tasks.Signature, running bool, err error)
-	// WatchCancels calls fn with the UUID of each task cancelled while it
-	// runs, until ctx ends (then it returns ctx's error) or the broker is
+	// WatchCancels calls fn with the UUID of each task cancelled (waiting
+	// or running: a worker whose lease ran out may still run a waiting
+	// one, recovered since), until ctx ends (then it returns ctx's error) or the broker is
 	// closed. It calls fn with "" once the watch is set up, and again when
 	// it is set up again after an outage, during which cancellations may
 	// have been missed (a worker then renews its leases at once, which

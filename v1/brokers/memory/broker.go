@@ -250,7 +250,7 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 
 // replaceLocked debounces sig (UniqueReplace): when the holder of its
 // unique key waits (pending, not rerouted, or scheduled), the holder takes
-// sig's args, headers and ETA, the key its UniqueFor again, and sig the
+// sig's signature (all but its UUID), the key its UniqueFor again, and sig the
 // holder's UUID; it reports whether it did.
 func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
 	if sig.UniqueFor <= 0 || sig.RoutingKey == "" {
@@ -299,7 +299,6 @@ func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
 	sig.UUID = t.uuid
 	return true
 }
-
 
 // checkPublishLocked reports why sigs cannot all be published at now, or
 // nil.

@@ -94,7 +94,8 @@
 // A unique task (Signature.UniqueFor) holds its key, by queue, from its
 // publish until it is acknowledged or archived or UniqueFor passes; a
 // publish of another task with the key is refused (tasks.NotUniqueError),
-// or, with UniqueReplace, replaces the waiting holder's args and ETA.
+// or, with UniqueReplace, replaces the waiting holder's signature (all but
+// its UUID).
 // TakeWaiting deletes, archives or runs now a pending, scheduled or
 // retrying task (an operator's action).
 // Inspection of a queue the broker never saw returns

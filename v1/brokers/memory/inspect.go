@@ -422,7 +422,7 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*t
 	return sig, false, nil
 }
 
-// WatchCancels calls fn with the UUID of each running task cancelled,
+// WatchCancels calls fn with the UUID of each task cancelled,
 // until ctx ends or the broker is closed.
 func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 	b.mu.Lock()

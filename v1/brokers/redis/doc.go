@@ -140,11 +140,11 @@
 // or, with UniqueReplace, replaces the waiting holder's message and ETA in
 // the same script. The key is deleted, if the task still holds it, by the
 // scripts that end the task (ack, ack_success, archive, an archive after
-// MaxRecoveries, take_waiting). TakeWaiting deletes, archives or runs now a
+// MaxRecoveries, take_waiting, cancel). TakeWaiting deletes, archives or runs now a
 // pending, scheduled or retrying task in one script (take_waiting.lua); a
 // pending one is found with LREM, O(pending). CancelTask (cancel.lua)
-// deletes a waiting task, or takes a running one's lease and archives it
-// in one script and PUBLISHes its id on <prefix>:cancelled, which
+// deletes a waiting task, or takes a running one's lease and archives it,
+// in one script that PUBLISHes its id on <prefix>:cancelled, which
 // WatchCancels subscribes to: the worker running it cancels its context
 // at once, and its settle scripts are refused by the fence.
 //

@@ -59,7 +59,7 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*t
 	return sig, running, wrap(err)
 }
 
-// WatchCancels calls fn with the UUID of each running task cancelled,
+// WatchCancels calls fn with the UUID of each task cancelled,
 // from a subscription of its own, until ctx ends or the broker is closed.
 func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 	if err := b.checkOpen(); err != nil {
