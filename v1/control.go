@@ -99,7 +99,7 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 		queue = s.GetConfig().DefaultQueue
 	}
 	msg := tasks.CancelledMessage + " by an operator"
-	sig, _, err := c.CancelTask(ctx, queue, uuid, msg)
+	sig, _, err := c.CancelTask(ctx, queue, uuid, msg, 0)
 	if err != nil {
 		if errors.Is(err, brokeriface.ErrTaskNotFound) || errors.Is(err, brokeriface.ErrTaskNotWaiting) {
 			if st, serr := s.GetBackend().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {

@@ -53,6 +53,10 @@ const statusNotUnique = 5
 // holder}.
 const statusReplaced = 6
 
+// statusCancelled is enqueue.lua's answer for a task kept out by the
+// cancellation of its workflow (cancel.lua with a bar): {7, id, reason}.
+const statusCancelled = 7
+
 // memberGroup returns the aggregation group of sig for enqueue.lua:
 // "<name>\n<key>", or "" when sig is no member.
 func memberGroup(sig *tasks.Signature) (string, error) {

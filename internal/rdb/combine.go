@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -90,6 +91,8 @@ func publishOutcome(queue string, reply interface{}) error {
 		return &tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder}
 	case statusReplaced:
 		return &replacedHolder{task: id, holder: holder}
+	case statusCancelled:
+		return &brokers.CancelledError{Task: id, Reason: holder}
 	}
 	return statusError(code, id)
 }

@@ -299,7 +299,7 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brok
 
 // CancelTask stops the task uuid of queue (cancel.lua); see
 // brokers.Canceller.CancelTask.
-func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
+func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, false, err
 	}
@@ -309,7 +309,7 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string) (*ta
 	qk := s.keys.queue(queue)
 	cmd := s.batch.repl.eval(ctx, s.client, true, cancelScript,
 		[]string{qk.task + uuid, qk.pending, qk.scheduled, qk.retry, qk.archived, qk.lease, qk.rerouted},
-		[]interface{}{uuid, reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task, s.keys.cancelled()})
+		[]interface{}{uuid, reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task, s.keys.cancelled(), bar.Milliseconds()})
 	err := cmd.Err()
 	var code int64
 	var val string
@@ -324,6 +324,8 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string) (*ta
 		return nil, false, fmt.Errorf("cancel task %s of %s: %w", uuid, queue, brokers.ErrTaskNotFound)
 	case 2:
 		return nil, false, fmt.Errorf("cancel task %s of %s: it is %s: %w", uuid, queue, val, brokers.ErrTaskNotWaiting)
+	case 4: // barred
+		return nil, false, nil
 	}
 	sig, err := tasks.DecodeSignature([]byte(val))
 	if err != nil {

@@ -187,7 +187,8 @@ func parseEnqueueReplies(v interface{}, n int) ([]interface{}, error) {
 // aggregates, {5, id, holder} when that task is unique and the task holder
 // holds its key, {6, id, holder} when that task replaced the holder's
 // message and ETA (it debounces). It returns the status and, with 1, 4, 5
-// or 6, the id, and with 5 or 6 the holder.
+// or 6, the id, and with 5 or 6 the holder; with 7 (statusCancelled) the
+// cancellation's reason in holder.
 func parseEnqueueReply(v interface{}) (code int64, id, holder string, err error) {
 	const reply = "enqueue"
 	arr, err := asArray(reply, v)
@@ -216,8 +217,17 @@ func parseEnqueueReply(v interface{}) (code int64, id, holder string, err error)
 			return 0, "", "", err
 		}
 		return code, id, holder, nil
+	case code == statusCancelled && len(arr) == 3:
+		if id, err = asID(reply, elem(1, "task id"), arr[1]); err != nil {
+			return 0, "", "", err
+		}
+		reason, ok := arr[2].(string)
+		if !ok {
+			return 0, "", "", malformed(reply, nil, "element 2 (reason) is %T %v, want a string", arr[2], arr[2])
+		}
+		return code, id, reason, nil
 	}
-	return 0, "", "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id}, {4, id}, {5, id, holder} or {6, id, holder}", code, len(arr))
+	return 0, "", "", malformed(reply, nil, "status %d in an array of %d, want {0}, {1, id}, {4, id}, {5, id, holder}, {6, id, holder} or {7, id, reason}", code, len(arr))
 }
 
 // dequeued is a task a dequeue reply delivers.
@@ -686,13 +696,13 @@ func parseCancelReply(v interface{}) (code int64, val string, err error) {
 		return 0, "", err
 	}
 	if len(arr) == 0 {
-		return 0, "", malformed(reply, nil, "an empty array, want {0, msg}, {1}, {2, state} or {3, msg}")
+		return 0, "", malformed(reply, nil, "an empty array, want {0, msg}, {1}, {2, state}, {3, msg} or {4}")
 	}
 	if code, err = asInt(reply, elem(0, "status"), arr[0]); err != nil {
 		return 0, "", err
 	}
 	switch {
-	case code == 1 && len(arr) == 1:
+	case (code == 1 || code == 4) && len(arr) == 1:
 		return code, "", nil
 	case (code == 0 || code == 2 || code == 3) && len(arr) == 2:
 		s, ok := arr[1].(string)
@@ -701,5 +711,5 @@ func parseCancelReply(v interface{}) (code int64, val string, err error) {
 		}
 		return code, s, nil
 	}
-	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0, msg}, {1}, {2, state} or {3, msg}", code, len(arr))
+	return 0, "", malformed(reply, nil, "status %d in an array of %d, want {0, msg}, {1}, {2, state}, {3, msg} or {4}", code, len(arr))
 }

@@ -108,6 +108,14 @@ type Signature struct {
 	// waiting for a retry) refuses it as without UniqueReplace. machinist
 	// extension.
 	UniqueReplace bool `json:",omitempty"`
+
+	// WorkflowUUID names the chain ("chain_…"), group or chord (its
+	// group's GroupUUID) the task was sent in; SendChain, SendGroup and
+	// SendChord set it on every task of the workflow, their OnSuccess
+	// callbacks and a chord's callback included, so that the workflow can
+	// be found, and cancelled as a whole, from any of its tasks. machinist
+	// extension.
+	WorkflowUUID string `json:",omitempty"`
 }
 
 // UniqueKeyOf returns the unique key of sig: its UniqueKey or, when empty,

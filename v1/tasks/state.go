@@ -39,6 +39,76 @@ type TaskState struct {
 	// callback links to every member's span; empty when it was not traced.
 	// machinist extension.
 	Trace string `json:",omitempty" bson:"trace,omitempty"`
+	// Workflow is the WorkflowUUID of the task's signature: the chain,
+	// group or chord it was sent in. machinist extension.
+	Workflow string `json:",omitempty" bson:"workflow,omitempty"`
+}
+
+// Workflow kinds, WorkflowMeta's Kind.
+const (
+	WorkflowChain = "chain"
+	WorkflowGroup = "group"
+	WorkflowChord = "chord"
+)
+
+// WorkflowMeta is what a result backend stores for a chain, group or chord
+// (machinist extension): every task that belongs to it, so that it can be
+// cancelled as a whole.
+type WorkflowMeta struct {
+	WorkflowUUID string         `bson:"_id"`
+	Kind         string         `bson:"kind"` // WorkflowChain, WorkflowGroup or WorkflowChord
+	Tasks        []WorkflowTask `bson:"tasks"`
+	CreatedAt    time.Time      `bson:"created_at"`
+}
+
+// WorkflowTask is one task of a workflow: in a chain's order, or a group's
+// members in group order, then the tasks that follow them (their OnSuccess
+// callbacks and a chord's callback, depth first).
+type WorkflowTask struct {
+	UUID           string `bson:"uuid"`
+	Name           string `bson:"name"`
+	Queue          string `bson:"queue"`
+	GroupUUID      string `json:",omitempty" bson:"group_uuid,omitempty"`
+	GroupTaskCount int    `json:",omitempty" bson:"group_task_count,omitempty"`
+}
+
+// Signature returns a signature of t that names it (UUID, name, queue,
+// group and workflow), for writing its state.
+func (t WorkflowTask) Signature(workflowUUID string) *Signature {
+	return &Signature{UUID: t.UUID, Name: t.Name, RoutingKey: t.Queue,
+		GroupUUID: t.GroupUUID, GroupTaskCount: t.GroupTaskCount, WorkflowUUID: workflowUUID}
+}
+
+// NewWorkflowMeta returns the record of the workflow id of kind, whose
+// tasks are roots and every task that follows them (OnSuccess callbacks
+// and chord callbacks, depth first, each once), and marks each of those
+// signatures with WorkflowUUID id.
+func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
+	wf := &WorkflowMeta{WorkflowUUID: id, Kind: kind, CreatedAt: time.Now().UTC()}
+	seen := make(map[*Signature]bool)
+	var walk func(sig *Signature, depth int)
+	walk = func(sig *Signature, depth int) {
+		if sig == nil || seen[sig] || depth > 1000 {
+			return
+		}
+		seen[sig] = true
+		sig.WorkflowUUID = id
+		wf.Tasks = append(wf.Tasks, WorkflowTask{UUID: sig.UUID, Name: sig.Name, Queue: sig.RoutingKey,
+			GroupUUID: sig.GroupUUID, GroupTaskCount: sig.GroupTaskCount})
+		for _, next := range sig.OnSuccess {
+			walk(next, depth+1)
+		}
+	}
+	for _, sig := range roots {
+		walk(sig, 0)
+	}
+	// A chord's callback follows its members, once.
+	for _, sig := range roots {
+		if sig != nil {
+			walk(sig.ChordCallback, 1)
+		}
+	}
+	return wf
 }
 
 // GroupMeta is what a result backend stores for a group.
@@ -57,6 +127,7 @@ func newState(sig *Signature, state string) *TaskState {
 		TaskName:  sig.Name,
 		State:     state,
 		CreatedAt: time.Now().UTC(),
+		Workflow:  sig.WorkflowUUID,
 	}
 }
 

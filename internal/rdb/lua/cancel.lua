@@ -12,11 +12,18 @@
 -- ARGV[3] maximum age of dead letters in ms   ARGV[4] their maximum number
 -- ARGV[5] task hash key prefix (the queue's aggregation keys are found
 --         from it)   ARGV[6] the channel cancellations are published on
+-- ARGV[7] bar in ms: with a bar, a task the queue does not hold (a task of
+--         a cancelled workflow not sent yet) is kept out for that long: its
+--         hash is written in state "cancelled" with the reason as error
+--         and expires then (so is a waiting task's, once deleted);
+--         enqueue.lua refuses it ({7, id, reason}) and
+--         ack_success.lua does not send it (lib/queue.lua's held).
 --
 -- Returns: {0, msg} a waiting task deleted; {3, msg} a running one
--- cancelled; {1} no such task; {2, state} it cannot be (archived,
--- completed, finishing: its outcome was committed, or batched: a member in
--- a batch being built).
+-- cancelled; {1} no such task; {4} no such task, kept out now; {2, state}
+-- it cannot be (archived, completed, finishing: its outcome was
+-- committed, batched: a member in a batch being built, or cancelled: kept
+-- out).
 -- Complexity: O(log S), plus O(N) for a pending task (LREM over the N
 -- pending).
 local now = now_ms()
@@ -24,6 +31,12 @@ local id = ARGV[1]
 local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome")
 local state, msg, rerouted, g = t[1], t[2], t[3], t[4]
 if not state then
+	local bar = tonumber(ARGV[7])
+	if bar > 0 then
+		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2])
+		redis.call("PEXPIRE", KEYS[1], bar)
+		return {4}
+	end
 	return {1}
 end
 if t[5] then
@@ -53,6 +66,10 @@ else
 end
 release_unique(KEYS[1], id)
 redis.call("DEL", KEYS[1])
+if tonumber(ARGV[7]) > 0 then
+	redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2])
+	redis.call("PEXPIRE", KEYS[1], ARGV[7])
+end
 -- A worker whose lease ran out may still run it (recovered since): told.
 redis.call("PUBLISH", ARGV[6], id)
 return {0, msg}

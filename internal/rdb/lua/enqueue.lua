@@ -46,7 +46,8 @@
 -- written. A task that debounces (replace), alone in its publish, whose
 -- key a pending or scheduled holder has, replaces the holder's message
 -- (with the holder's id) and ETA instead, refreshes the key's ttl, and
--- gets {6, id, holder}. A task whose id is archived replaces it. A unique task holds
+-- gets {6, id, holder}. A task kept out by its workflow's cancellation
+-- (cancel.lua's bar) gets {7, id, reason}. A task whose id is archived replaces it. A unique task holds
 -- its key (SET PX its ttl, the key named in its hash's unique field) until
 -- it finishes (lib/forget.lua's release_unique) or the ttl passes.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
@@ -126,6 +127,9 @@ local function check(token, repeated, first, last, key)
 			if k > 0 and state[1] == token or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
 				return {0}
 			end
+		end
+		if busy and redis.call("HGET", task_key, "state") == "cancelled" then
+			return {7, id, redis.call("HGET", task_key, "error") or ""}
 		end
 		if seen[id] or busy then
 			return {1, id}

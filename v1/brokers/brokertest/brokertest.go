@@ -89,6 +89,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"UniqueReplace", testUniqueReplace},
 		{"TakeWaiting", testTakeWaiting},
 		{"CancelTask", testCancelTask},
+		{"CancelTaskBar", testCancelTaskBar},
 	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -20,7 +20,7 @@ func testCancelTask(t *testing.T, s *suite) {
 	q := queueName(t, "q")
 	cancel := func(sig *tasks.Signature, wantRunning bool) {
 		t.Helper()
-		got, running, err := b.CancelTask(ctx, q, sig.UUID, "task cancelled by a test")
+		got, running, err := b.CancelTask(ctx, q, sig.UUID, "task cancelled by a test", 0)
 		if err != nil {
 			t.Fatalf("CancelTask(%s): %v", sig.UUID, err)
 		}
@@ -98,14 +98,92 @@ func testCancelTask(t *testing.T, s *suite) {
 	}
 
 	// Gone, or archived: refused.
-	if _, _, err := b.CancelTask(ctx, q, running.UUID, "again"); !errors.Is(err, iface.ErrTaskNotWaiting) {
+	if _, _, err := b.CancelTask(ctx, q, running.UUID, "again", 0); !errors.Is(err, iface.ErrTaskNotWaiting) {
 		t.Fatalf("CancelTask of an archived task: %v, want ErrTaskNotWaiting", err)
 	}
-	if _, _, err := b.CancelTask(ctx, q, "task_unknown", "x"); !errors.Is(err, iface.ErrTaskNotFound) {
+	if _, _, err := b.CancelTask(ctx, q, "task_unknown", "x", 0); !errors.Is(err, iface.ErrTaskNotFound) {
 		t.Fatalf("CancelTask of an unknown task: %v, want ErrTaskNotFound", err)
 	}
 	stopWatch()
 	if err := <-watching; !errors.Is(err, context.Canceled) {
 		t.Fatalf("WatchCancels after its context ended: %v, want context.Canceled", err)
 	}
+}
+
+// testCancelTaskBar: cancelling with a bar (a workflow's cancellation)
+// keeps out a task the queue does not hold yet, and a waiting one it
+// deletes: a Publish of either is refused with a *CancelledError carrying
+// the reason (wrapping tasks.ErrTaskCancelled), the bar is refused by
+// cancel and take as "cancelled", and once the bar ends the task can be
+// sent again. Other tasks, and a running task, are cancelled as without a
+// bar.
+func testCancelTaskBar(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	const reason = "workflow cancelled by a test"
+	wantKeptOut := func(sig *tasks.Signature) {
+		t.Helper()
+		err := b.Publish(ctx, tasks.CopySignature(sig))
+		var ce *iface.CancelledError
+		if !errors.As(err, &ce) || ce.Task != sig.UUID || ce.Reason != reason || !errors.Is(err, tasks.ErrTaskCancelled) {
+			t.Fatalf("Publish of a task kept out: %v, want a *CancelledError for %s with reason %q", err, sig.UUID, reason)
+		}
+		if _, _, err := b.CancelTask(ctx, q, sig.UUID, reason, time.Minute); !errors.Is(err, iface.ErrTaskNotWaiting) {
+			t.Fatalf("CancelTask of a task kept out: %v, want ErrTaskNotWaiting", err)
+		}
+		if _, err := b.TakeWaiting(ctx, q, sig.UUID, iface.TakeRun, ""); !errors.Is(err, iface.ErrTaskNotWaiting) {
+			t.Fatalf("TakeWaiting of a task kept out: %v, want ErrTaskNotWaiting", err)
+		}
+	}
+
+	// Not sent yet: kept out.
+	unsent := newSig(q, "next")
+	sig, running, err := b.CancelTask(ctx, q, unsent.UUID, reason, time.Minute)
+	if sig != nil || running || err != nil {
+		t.Fatalf("CancelTask with a bar of a task not sent: %v, %v, %v; want nil, false, nil", sig, running, err)
+	}
+	wantKeptOut(unsent)
+	// A publish of several tasks with a kept-out one writes none of them.
+	other := newSig(q, "other")
+	if err := b.Publish(ctx, other, tasks.CopySignature(unsent)); !errors.Is(err, tasks.ErrTaskCancelled) {
+		t.Fatalf("Publish of a task kept out with another: %v, want ErrTaskCancelled", err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+
+	// Waiting: deleted and kept out.
+	pending := newSig(q, "pending")
+	publish(t, b, pending)
+	sig, running, err = b.CancelTask(ctx, q, pending.UUID, reason, time.Minute)
+	if err != nil || running {
+		t.Fatalf("CancelTask with a bar of a pending task: %v, running %v", err, running)
+	}
+	sameSignature(t, "CancelTask's signature", sig, pending)
+	wantSizes(t, b, q, iface.QueueInfo{})
+	wantKeptOut(pending)
+
+	// Running: cancelled and archived as without a bar.
+	active := newSig(q, "active")
+	publish(t, b, active)
+	d := fetchOne(t, b, q)
+	if _, running, err := b.CancelTask(ctx, q, active.UUID, reason, time.Minute); err != nil || !running {
+		t.Fatalf("CancelTask with a bar of a running task: %v, running %v", err, running)
+	}
+	wantLeaseLost(t, "Ack of a cancelled task", b.Ack(ctx, d), d)
+	wantSizes(t, b, q, iface.QueueInfo{Archived: 1})
+
+	// Without a bar nothing is kept out; with one, only until it ends.
+	free := newSig(q, "free")
+	if _, _, err := b.CancelTask(ctx, q, free.UUID, reason, 0); !errors.Is(err, iface.ErrTaskNotFound) {
+		t.Fatalf("CancelTask without a bar of a task not sent: %v, want ErrTaskNotFound", err)
+	}
+	publish(t, b, free)
+	short := newSig(q, "short")
+	if _, _, err := b.CancelTask(ctx, q, short.UUID, reason, 50*time.Millisecond); err != nil {
+		t.Fatalf("CancelTask with a short bar: %v", err)
+	}
+	waitUntil(time.Now().Add(60 * time.Millisecond))
+	eventually(t, "a task whose bar ended can be published", func() bool {
+		return b.Publish(ctx, tasks.CopySignature(short)) == nil
+	})
 }

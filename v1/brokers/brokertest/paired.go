@@ -40,6 +40,10 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 		t.Parallel()
 		testAckSuccessSendsNext(t, newPair)
 	})
+	t.Run("AckSuccessKeepsOut", func(t *testing.T) {
+		t.Parallel()
+		testAckSuccessKeepsOut(t, newPair)
+	})
 }
 
 // testAckSuccessSendsNext: AckSuccess publishes the tasks that follow with
@@ -223,4 +227,28 @@ func describeStates(states []*tasks.TaskState) []string {
 		out[i] = st.State
 	}
 	return out
+}
+
+// testAckSuccessKeepsOut: a next task kept out by its workflow's
+// cancellation (CancelTask with a bar) is not sent by AckSuccess, nor is
+// its PENDING state written over its FAILURE; the others are.
+func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+	b, be := shortLeasePair(t, newPair)
+	ctx := context.Background()
+	q, nextQ := queueName(t, "q"), queueName(t, "next")
+	sig := newSig(q, "add")
+	out, in := newSig(nextQ, "out"), newSig(nextQ, "in")
+	must(t, "PublishPending", b.PublishPending(ctx, sig))
+	if _, _, err := b.CancelTask(ctx, nextQ, out.UUID, "cancelled by a test", time.Minute); err != nil {
+		t.Fatalf("CancelTask with a bar: %v", err)
+	}
+	must(t, "SetStateFailure", be.SetStateFailureContext(ctx, out, "cancelled by a test"))
+	d := fetchOne(t, b, q)
+	must(t, "AckSuccess", b.AckSuccess(ctx, d, nil, []*tasks.Signature{out, in}))
+	wantState(t, be, sig.UUID, tasks.StateSuccess)
+	wantState(t, be, out.UUID, tasks.StateFailure)
+	wantState(t, be, in.UUID, tasks.StatePending)
+	got := fetch(t, b, []string{nextQ}, 2)
+	wantOrder(t, "next queue", deliveryUUIDs(got), []string{in.UUID})
+	ack(t, b, got...)
 }

@@ -301,10 +301,19 @@ type Canceller interface {
 	// running. A queue without such a task (it may have finished):
 	// ErrTaskNotFound; one that cannot be cancelled (archived, finishing
 	// after its outcome was committed, completed and kept for
-	// CompletedRetention, a member in a batch being built):
+	// CompletedRetention, a member in a batch being built, or barred):
 	// an error wrapping ErrTaskNotWaiting that names its state. A unique
 	// task frees its key.
-	CancelTask(ctx context.Context, queue, uuid, reason string) (sig *tasks.Signature, running bool, err error)
+	//
+	// With bar > 0 (cancelling a workflow, some of whose tasks are not
+	// sent yet), a queue without the task keeps it out for bar instead,
+	// and so it does a waiting task it deletes: until then a Publish of it
+	// (a callback sent by a task that just finished) is refused with a
+	// *CancelledError carrying reason, an acknowledgement that would send
+	// it (StateBroker.AckSuccess) does not, and CancelTask refuses it as
+	// "cancelled" (ErrTaskNotWaiting). For a task the queue does not hold,
+	// CancelTask then returns a nil sig and no error.
+	CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (sig *tasks.Signature, running bool, err error)
 	// WatchCancels calls fn with the UUID of each task cancelled (waiting
 	// or running: a worker whose lease ran out may still run a waiting
 	// one, recovered since), until ctx ends (then it returns ctx's error) or the broker is

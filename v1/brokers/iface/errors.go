@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // Errors of brokers. Implementations wrap them with %w, so callers branch
@@ -34,3 +35,19 @@ var (
 	// backends/iface.ErrAuth.
 	ErrAuth = backends.ErrAuth
 )
+
+// CancelledError is the error of a Publish refused because the task was
+// cancelled before it was sent (Canceller.CancelTask with a bar: a task of
+// a cancelled workflow that a finishing task was about to send). It wraps
+// tasks.ErrTaskCancelled; Reason is the cancellation's.
+type CancelledError struct {
+	Task   string // the task's UUID
+	Reason string
+}
+
+func (e *CancelledError) Error() string {
+	return "task " + e.Task + " was cancelled before it was sent: " + e.Reason
+}
+
+// Unwrap returns tasks.ErrTaskCancelled.
+func (e *CancelledError) Unwrap() error { return tasks.ErrTaskCancelled }

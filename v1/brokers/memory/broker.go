@@ -54,6 +54,9 @@ type Broker struct {
 	claims map[string]time.Time // claim keys (ClaimLease) and when they end
 	// uniques holds the unique keys, by queue and key (uniqueKey).
 	uniques map[string]uniqueHold
+	// barred are the tasks of cancelled workflows kept out until their
+	// bar ends (CancelTask with a bar), by UUID.
+	barred map[string]barred
 	// watchers are told the UUIDs of running tasks cancelled
 	// (WatchCancels), by a number of their own.
 	watchers map[int]func(uuid string)
@@ -115,6 +118,13 @@ type task struct {
 type uniqueHold struct {
 	uuid  string
 	until time.Time
+}
+
+// barred keeps a task of a cancelled workflow out of its queue until
+// until (see CancelTask).
+type barred struct {
+	queue, reason string
+	until         time.Time
 }
 
 // Options configures a Broker. Fields left zero take the defaults of the
@@ -188,6 +198,7 @@ func New(opts Options) *Broker {
 		dead:            make(map[string]*task),
 		claims:          make(map[string]time.Time),
 		uniques:         make(map[string]uniqueHold),
+		barred:          make(map[string]barred),
 		wake:            make(chan struct{}),
 		done:            make(chan struct{}),
 	}
@@ -309,6 +320,9 @@ func (b *Broker) checkPublishLocked(sigs []*tasks.Signature, now time.Time) erro
 		if err := checkPublish(i, sig); err != nil {
 			return err
 		}
+		if reason, ok := b.barredLocked(sig, now); ok {
+			return fmt.Errorf("memory broker: publish: %w", &iface.CancelledError{Task: sig.UUID, Reason: reason})
+		}
 		if b.held[sig.UUID] != nil || seen[sig.UUID] {
 			return fmt.Errorf("memory broker: publish: task %s: %w", sig.UUID, iface.ErrDuplicateTask)
 		}
@@ -334,6 +348,20 @@ func (b *Broker) checkPublishLocked(sigs []*tasks.Signature, now time.Time) erro
 		}
 	}
 	return nil
+}
+
+// barredLocked reports whether sig is kept out of its queue at now (see
+// CancelTask), with the cancellation's reason.
+func (b *Broker) barredLocked(sig *tasks.Signature, now time.Time) (string, bool) {
+	bar, ok := b.barred[sig.UUID]
+	if !ok || bar.queue != sig.RoutingKey {
+		return "", false
+	}
+	if !now.Before(bar.until) {
+		delete(b.barred, sig.UUID)
+		return "", false
+	}
+	return bar.reason, true
 }
 
 // checkPublish reports why sig, the i-th signature published, cannot be.

@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -367,11 +368,17 @@ var _ iface.Canceller = (*Broker)(nil)
 // CancelTask stops the task uuid of queue with reason: a waiting task
 // (pending, scheduled, retrying, or a member waiting in its group) is
 // deleted; a running one loses its lease and is archived, and the
-// watchers (WatchCancels) are told. See iface.Canceller.
-func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
+// watchers (WatchCancels) are told. With a bar, a deleted task, or one
+// the queue does not hold, is kept out for bar (Broker.barred). See
+// iface.Canceller.
+func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t, err := b.takeableLocked("cancel", queue, uuid)
+	if bar > 0 && errors.Is(err, iface.ErrTaskNotFound) && b.held[uuid] == nil {
+		b.barred[uuid] = barred{queue: queue, reason: reason, until: b.clock.Now().Add(bar)}
+		return nil, false, nil
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -411,10 +418,16 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*t
 			a.reschedule(g)
 		}
 		b.finishLocked(t)
+		if bar > 0 {
+			b.barred[uuid] = barred{queue: queue, reason: reason, until: now.Add(bar)}
+		}
 		return sig, false, nil
 	}
 	if _, err := b.takeWaitingLocked(q, t, iface.TakeDelete, reason, now); err != nil {
 		return nil, false, fmt.Errorf("memory broker: cancel task %s of %s: %w", uuid, queue, err)
+	}
+	if bar > 0 {
+		b.barred[uuid] = barred{queue: queue, reason: reason, until: now.Add(bar)}
 	}
 	for _, fn := range b.watchers {
 		go fn(uuid) // a worker whose lease ran out may still run it
@@ -461,6 +474,9 @@ func (b *Broker) takeableLocked(op, queue, uuid string) (*task, error) {
 	}
 	t := b.held[uuid]
 	if t == nil || t.queue != queue {
+		if bar, ok := b.barred[uuid]; ok && bar.queue == queue && b.clock.Now().Before(bar.until) {
+			return nil, fmt.Errorf("memory broker: %s task %s of %s: it is cancelled: %w", op, uuid, queue, iface.ErrTaskNotWaiting)
+		}
 		if dead := b.dead[uuid]; dead != nil && dead.queue == queue {
 			return nil, fmt.Errorf("memory broker: %s task %s of %s: it is archived: %w", op, uuid, queue, iface.ErrTaskNotWaiting)
 		}

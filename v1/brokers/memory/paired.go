@@ -43,7 +43,8 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 // in its group), publishes next with their PENDING states, and forgets the
 // task, under the broker's lock and only while d's lease holds: a worker
 // that lost its lease writes and sends nothing. A next task the broker
-// still holds counts as sent, and so, after a recovery, does one whose
+// still holds counts as sent (and one kept out, of a cancelled workflow,
+// is not sent), and so, after a recovery, does one whose
 // state shows it started or finished. Results that cannot be stored are
 // an error, and the task stays leased.
 func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
@@ -65,7 +66,7 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 	}
 	var send []*tasks.Signature
 	for _, sig := range next {
-		if b.held[sig.UUID] != nil || d.Recovered > 0 && b.startedLocked(ctx, sig.UUID) {
+		if _, barred := b.barredLocked(sig, b.clock.Now()); barred || b.held[sig.UUID] != nil || d.Recovered > 0 && b.startedLocked(ctx, sig.UUID) {
 			continue
 		}
 		if _, err := b.backend.WriteState(sig, tasks.NewPendingTaskState(sig)); err != nil {

@@ -29,6 +29,11 @@ func (b *Broker) recoverExpired(now time.Time) {
 		b.mu.Unlock()
 		return
 	}
+	for id, bar := range b.barred {
+		if !now.Before(bar.until) {
+			delete(b.barred, id)
+		}
+	}
 	var expired []*task
 	for _, t := range b.leases {
 		if !now.Before(t.leaseExpiresAt) {

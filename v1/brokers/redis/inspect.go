@@ -3,6 +3,7 @@ package redisbroker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -50,12 +51,14 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 
 // CancelTask stops a task: deleted when it waits, its lease taken and the
 // task archived when it runs (cancel.lua, which publishes the
-// cancellation for WatchCancels).
-func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string) (*tasks.Signature, bool, error) {
+// cancellation for WatchCancels); with a bar, a task the queue does not
+// hold is kept out (its hash written as a "cancelled" tombstone that
+// expires after bar).
+func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, false, err
 	}
-	sig, running, err := b.store.CancelTask(ctx, queue, uuid, reason)
+	sig, running, err := b.store.CancelTask(ctx, queue, uuid, reason, bar)
 	return sig, running, wrap(err)
 }
 
