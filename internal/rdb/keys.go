@@ -121,6 +121,9 @@ func (k *keys) cancelled() string { return k.prefix + ":cancelled" }
 
 func (k *keys) state(taskUUID string) string { return k.prefix + ":state:" + taskUUID }
 
+// workflow is the record of a chain, group or chord (JSON WorkflowMeta).
+func (k *keys) workflow(workflowUUID string) string { return k.prefix + ":workflow:" + workflowUUID }
+
 func (k *keys) queue(name string) *queueKeys {
 	if qk, ok := k.cache.Load(name); ok {
 		return qk.(*queueKeys)

@@ -41,11 +41,14 @@ func (w *stateWrite) fields() []interface{} {
 
 // pendingFields are the fields of a PENDING write, which sends a task:
 // fields and created_at, and, for an aggregation member, the aggregate it
-// joined.
+// joined, and for a task of a workflow, the workflow.
 func (w *stateWrite) pendingFields() []interface{} {
 	f := append(w.fields(), "created_at", formatTime(w.state.CreatedAt))
 	if w.state.Aggregate != "" {
 		f = append(f, "aggregate", w.state.Aggregate)
+	}
+	if w.state.Workflow != "" {
+		f = append(f, "workflow", w.state.Workflow)
 	}
 	return f
 }
@@ -295,6 +298,7 @@ func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState
 		State:     fields["state"],
 		Error:     fields["error"],
 		Aggregate: fields["aggregate"],
+		Workflow:  fields["workflow"],
 	}
 	if raw := fields["results"]; raw != "" {
 		if err := decodeJSON(raw, &st.Results); err != nil {

@@ -59,6 +59,17 @@ type WorkflowMeta struct {
 	Kind         string         `bson:"kind"` // WorkflowChain, WorkflowGroup or WorkflowChord
 	Tasks        []WorkflowTask `bson:"tasks"`
 	CreatedAt    time.Time      `bson:"created_at"`
+	// LastETA is the latest ETA among its tasks (zero: none has one): a
+	// backend keeps the record for as long as it keeps a state
+	// (ResultsExpireIn) after that, or after CreatedAt.
+	LastETA time.Time `json:",omitempty" bson:"last_eta,omitempty"`
+}
+
+// Lifetime is how long a backend that keeps states for resultsExpireIn
+// keeps wf from now: resultsExpireIn past its LastETA or, without one,
+// from now.
+func (wf *WorkflowMeta) Lifetime(resultsExpireIn time.Duration) time.Duration {
+	return resultsExpireIn + max(0, time.Until(wf.LastETA))
 }
 
 // WorkflowTask is one task of a workflow: in a chain's order, or a group's
@@ -93,6 +104,9 @@ func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
 		}
 		seen[sig] = true
 		sig.WorkflowUUID = id
+		if sig.ETA != nil && sig.ETA.After(wf.LastETA) {
+			wf.LastETA = *sig.ETA
+		}
 		wf.Tasks = append(wf.Tasks, WorkflowTask{UUID: sig.UUID, Name: sig.Name, Queue: sig.RoutingKey,
 			GroupUUID: sig.GroupUUID, GroupTaskCount: sig.GroupTaskCount})
 		for _, next := range sig.OnSuccess {

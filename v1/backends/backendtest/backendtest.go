@@ -65,6 +65,7 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) if
 		{"ImplicitGroup", testImplicitGroup},
 		{"GroupExpiresOnlyWhenComplete", testGroupExpiresOnlyWhenComplete},
 		{"PurgeGroupMeta", testPurgeGroupMeta},
+		{"Workflow", testWorkflow},
 		{"Close", testClose},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -590,5 +591,68 @@ func testClose(t *testing.T, s *suite) {
 	}
 	if err := b.SetStateStartedContext(ctx, sig); !errors.Is(err, iface.ErrClosed) {
 		t.Fatalf("SetStateStarted after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+// testWorkflow: a backend that records workflows (iface.Workflows) finds
+// one from its own UUID and from any of its tasks' whose PENDING state
+// names it, written by InitWorkflowContext, by SetStatePendingContext or
+// kept through later writes; an unknown UUID, or a task of no workflow,
+// is ErrWorkflowNotFound.
+func testWorkflow(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	w, ok := b.(iface.Workflows)
+	if !ok {
+		t.Skipf("%T does not record workflows", b)
+	}
+	ctx := context.Background()
+	first, second := newSig("first"), newSig("second")
+	first.RoutingKey, second.RoutingKey = "q1", "q2"
+	first.OnSuccess = []*tasks.Signature{second}
+	eta := time.Now().Add(time.Hour).Round(time.Millisecond)
+	second.ETA = &eta
+	id := "chain_" + uuid.NewString()
+	wf := tasks.NewWorkflowMeta(id, tasks.WorkflowChain, first, second)
+	if first.WorkflowUUID != id || second.WorkflowUUID != id {
+		t.Fatalf("NewWorkflowMeta did not mark the chain's tasks: %q, %q", first.WorkflowUUID, second.WorkflowUUID)
+	}
+	must(t, "InitWorkflow", w.InitWorkflowContext(ctx, wf, first, second))
+	for _, sig := range []*tasks.Signature{first, second} {
+		if st := getState(t, b, sig.UUID); st.State != tasks.StatePending || st.Workflow != id {
+			t.Fatalf("state of %s after InitWorkflow: %+v, want PENDING in workflow %s", sig.Name, st, id)
+		}
+	}
+	// The state keeps naming its workflow through later writes.
+	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, first))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, first, nil))
+	for _, key := range []string{id, first.UUID, second.UUID} {
+		got, err := w.GetWorkflowContext(ctx, key)
+		if err != nil {
+			t.Fatalf("GetWorkflow(%s): %v", key, err)
+		}
+		if got.WorkflowUUID != id || got.Kind != tasks.WorkflowChain || !got.LastETA.Equal(eta) || len(got.Tasks) != 2 ||
+			got.Tasks[0] != (tasks.WorkflowTask{UUID: first.UUID, Name: "first", Queue: "q1"}) ||
+			got.Tasks[1] != (tasks.WorkflowTask{UUID: second.UUID, Name: "second", Queue: "q2"}) {
+			t.Fatalf("GetWorkflow(%s) = %+v, want the chain %s of first then second", key, got, id)
+		}
+	}
+
+	// A group: its members' PENDING states, written with SetStatePending,
+	// name it.
+	groupUUID, members := newGroup(2)
+	gwf := tasks.NewWorkflowMeta(groupUUID, tasks.WorkflowGroup, members...)
+	must(t, "InitWorkflow", w.InitWorkflowContext(ctx, gwf))
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, members...))
+	got, err := w.GetWorkflowContext(ctx, members[1].UUID)
+	if err != nil || got.WorkflowUUID != groupUUID || len(got.Tasks) != 2 || got.Tasks[1].GroupUUID != groupUUID || got.Tasks[1].GroupTaskCount != 2 {
+		t.Fatalf("GetWorkflow of a group member = %+v, %v; want group %s", got, err, groupUUID)
+	}
+
+	plain := newSig("plain")
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, plain))
+	for _, key := range []string{"workflow_unknown", plain.UUID} {
+		if _, err := w.GetWorkflowContext(ctx, key); !errors.Is(err, iface.ErrWorkflowNotFound) {
+			t.Fatalf("GetWorkflow(%s): %v, want ErrWorkflowNotFound", key, err)
+		}
 	}
 }

@@ -121,3 +121,22 @@ type ContextBackend interface {
 	// Close releases what the backend holds. Safe to call more than once.
 	Close() error
 }
+
+// Workflows is a backend that records chains, groups and chords, so that
+// one can be found, and cancelled as a whole, from its own UUID or that of
+// any of its tasks (machinery's Server.CancelWorkflow). Both of
+// machinist's backends implement it; the Server sends workflows without a
+// record through a backend that does not.
+type Workflows interface {
+	// InitWorkflowContext records wf, for as long as the backend keeps a
+	// state past the last ETA of its tasks (wf.Lifetime), and writes the PENDING states of pending
+	// as SetStatePendingContext does (a chain's steps, a chord's
+	// callback), in one step where it can. The PENDING state of a task
+	// whose signature names a workflow (Signature.WorkflowUUID) names it
+	// too (TaskState.Workflow), however it is written.
+	InitWorkflowContext(ctx context.Context, wf *tasks.WorkflowMeta, pending ...*tasks.Signature) error
+	// GetWorkflowContext returns the record of the workflow id names: its
+	// WorkflowUUID, or the UUID of a task whose state names the workflow.
+	// None: an error wrapping ErrWorkflowNotFound.
+	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
+}

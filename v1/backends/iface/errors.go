@@ -10,6 +10,9 @@ var (
 	ErrStateNotFound = errors.New("backends: task state not found")
 	// ErrGroupNotFound is returned for a group that has no bookkeeping.
 	ErrGroupNotFound = errors.New("backends: group not found")
+	// ErrWorkflowNotFound is returned for a UUID that names no recorded
+	// workflow, nor a task of one (Workflows.GetWorkflowContext).
+	ErrWorkflowNotFound = errors.New("backends: workflow not found")
 	// ErrClosed is returned by a backend that was closed.
 	ErrClosed = errors.New("backends: backend closed")
 	// ErrAuth is wrapped by errors that say the store (Redis) wants

@@ -29,7 +29,14 @@ type Backend struct {
 	closed    bool
 	states    map[string]*stateEntry
 	groups    map[string]*group
+	workflows map[string]*workflowEntry
 	lastSweep time.Time
+}
+
+// workflowEntry is a workflow's record and when it expires.
+type workflowEntry struct {
+	meta      *tasks.WorkflowMeta // the backend's own copy
+	expiresAt time.Time
 }
 
 // stateEntry is a task's last state and when it expires.
@@ -70,6 +77,7 @@ func New(opts Options) *Backend {
 		expireIn:  opts.ResultsExpireIn,
 		states:    make(map[string]*stateEntry),
 		groups:    make(map[string]*group),
+		workflows: make(map[string]*workflowEntry),
 		lastSweep: time.Now(),
 	}
 	b.Compat = iface.NewCompat(b)
@@ -195,6 +203,56 @@ func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Sig
 		b.putLocked(tasks.NewPendingTaskState(sig), now)
 	}
 	return nil
+}
+
+var _ iface.Workflows = (*Backend)(nil)
+
+// InitWorkflowContext records wf, for ResultsExpireIn past its LastETA
+// (its Lifetime), and writes the PENDING states of pending.
+func (b *Backend) InitWorkflowContext(ctx context.Context, wf *tasks.WorkflowMeta, pending ...*tasks.Signature) error {
+	if wf == nil || wf.WorkflowUUID == "" {
+		return fmt.Errorf("memory backend: init workflow: no workflow UUID")
+	}
+	for i, sig := range pending {
+		if err := checkSig(sig); err != nil {
+			return fmt.Errorf("memory backend: init workflow %s: signature %d: %w", wf.WorkflowUUID, i, err)
+		}
+	}
+	now, err := b.beginWrite("init workflow")
+	if err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	meta := *wf
+	meta.Tasks = append([]tasks.WorkflowTask(nil), wf.Tasks...)
+	b.workflows[wf.WorkflowUUID] = &workflowEntry{meta: &meta, expiresAt: now.Add(wf.Lifetime(b.expireIn))}
+	for _, sig := range pending {
+		b.putLocked(tasks.NewPendingTaskState(sig), now)
+	}
+	return nil
+}
+
+// GetWorkflowContext returns a copy of the record of the workflow id
+// names (its own UUID, or one of its tasks').
+func (b *Backend) GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errClosed("get workflow")
+	}
+	now := time.Now()
+	e := b.workflows[id]
+	if e == nil {
+		if st := b.states[id]; st != nil && now.Before(st.expiresAt) && st.state.Workflow != "" {
+			e = b.workflows[st.state.Workflow]
+		}
+	}
+	if e == nil || !now.Before(e.expiresAt) {
+		return nil, fmt.Errorf("memory backend: workflow of %s: %w", id, iface.ErrWorkflowNotFound)
+	}
+	meta := *e.meta
+	meta.Tasks = append([]tasks.WorkflowTask(nil), e.meta.Tasks...)
+	return &meta, nil
 }
 
 // SetStateAggregatedContext writes the state of each member of the
@@ -350,7 +408,7 @@ func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
-	b.states, b.groups = nil, nil
+	b.states, b.groups, b.workflows = nil, nil, nil
 	return nil
 }
 
@@ -394,6 +452,11 @@ func (b *Backend) sweepLocked(now time.Time) {
 	for id, g := range b.groups {
 		if g.expired(now) {
 			delete(b.groups, id)
+		}
+	}
+	for id, e := range b.workflows {
+		if !now.Before(e.expiresAt) {
+			delete(b.workflows, id)
 		}
 	}
 }

@@ -113,6 +113,27 @@ func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Sig
 	return wrap(b.store.WritePending(ctx, sigs))
 }
 
+var _ iface.Workflows = (*Backend)(nil)
+
+// InitWorkflowContext records wf and writes the PENDING states of pending
+// in one pipeline.
+func (b *Backend) InitWorkflowContext(ctx context.Context, wf *tasks.WorkflowMeta, pending ...*tasks.Signature) error {
+	if err := b.checkOpen("init workflow"); err != nil {
+		return err
+	}
+	return wrap(b.store.InitWorkflow(ctx, wf, pending))
+}
+
+// GetWorkflowContext returns the record of the workflow id names (its own
+// UUID, or one of its tasks').
+func (b *Backend) GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error) {
+	if err := b.checkOpen("get workflow"); err != nil {
+		return nil, err
+	}
+	wf, err := b.store.GetWorkflow(ctx, id)
+	return wf, wrap(err)
+}
+
 // SetStateAggregatedContext writes the state of each member of the
 // aggregate aggregateUUID: PENDING, pointing at it.
 func (b *Backend) SetStateAggregatedContext(ctx context.Context, aggregateUUID string, members ...*tasks.Signature) error {

@@ -1,0 +1,65 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// InitWorkflow records wf (its JSON under the workflow key, kept for
+// ResultsExpireIn past its LastETA: its Lifetime) and writes the PENDING states of
+// pending, in one pipeline: a chain's steps, a chord's callback.
+func (s *Store) InitWorkflow(ctx context.Context, wf *tasks.WorkflowMeta, pending []*tasks.Signature) error {
+	if wf == nil || wf.WorkflowUUID == "" {
+		return errors.New("init workflow: no workflow UUID")
+	}
+	raw, err := json.Marshal(wf)
+	if err != nil {
+		return fmt.Errorf("init workflow %s: %w", wf.WorkflowUUID, err)
+	}
+	writes, err := s.pendingWrites(ctx, pending, tasks.NewPendingTaskState)
+	if err != nil {
+		return fmt.Errorf("init workflow %s: %w", wf.WorkflowUUID, err)
+	}
+	key := s.keys.workflow(wf.WorkflowUUID)
+	err = again(ctx, func() error {
+		return s.batch.Do(ctx, wf.WorkflowUUID, func(pipe goredis.Pipeliner) []goredis.Cmder {
+			return append(writes(pipe), pipe.Set(ctx, key, raw, wf.Lifetime(s.opts.ResultsExpireIn)))
+		})
+	}, retry{})
+	if err != nil {
+		return fmt.Errorf("init workflow %s: %w", wf.WorkflowUUID, err)
+	}
+	return nil
+}
+
+// GetWorkflow returns the record of the workflow id names: the workflow's
+// own UUID, or that of a task whose state names its workflow. None: an
+// error wrapping backends.ErrWorkflowNotFound.
+func (s *Store) GetWorkflow(ctx context.Context, id string) (*tasks.WorkflowMeta, error) {
+	raw, err := s.client.Get(ctx, s.keys.workflow(id)).Result()
+	if errors.Is(err, goredis.Nil) {
+		var wf string
+		wf, err = s.client.HGet(ctx, s.keys.state(id), "workflow").Result()
+		if err == nil {
+			raw, err = s.client.Get(ctx, s.keys.workflow(wf)).Result()
+		}
+	}
+	if errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("workflow of %s: %w", id, backends.ErrWorkflowNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow of %s: %w", id, err)
+	}
+	var wf tasks.WorkflowMeta
+	if err := decodeJSON(raw, &wf); err != nil {
+		return nil, fmt.Errorf("workflow of %s: decode: %w", id, err)
+	}
+	return &wf, nil
+}
