@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -112,4 +115,183 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 		return errors.Join(fmt.Errorf("machinist: cancel task %s: done, but its FAILURE state or callbacks were not all written", uuid), err)
 	}
 	return nil
+}
+
+// minWorkflowBar is the least time CancelWorkflow keeps the tasks of a
+// workflow not sent yet out of their queues.
+const minWorkflowBar = time.Hour
+
+// workflowCancelConcurrency bounds how many of a workflow's tasks
+// CancelWorkflow cancels at once.
+const workflowCancelConcurrency = 16
+
+// CancelWorkflow cancels, from any process, the chain, group or chord id
+// names: its WorkflowUUID ("chain_…" for a chain, the GroupUUID for a
+// group or a chord) or the UUID of any of its tasks (recorded by
+// SendChain, SendGroup and SendChord through a backend that records
+// workflows, as both of machinist's do). Nothing of it runs afterwards: each task
+// that waits is deleted, each that runs is stopped (as CancelTask does),
+// and each not sent yet (a chain's later steps, a chord's callback, the
+// OnSuccess callbacks that follow them) is kept out of its queue, so that
+// a task finishing just now cannot send it: its send is dropped. Every
+// task that had not finished gets state FAILURE with an error starting
+// with tasks.CancelledMessage, so waiting on any of them, or on the
+// workflow, returns an error wrapping tasks.ErrTaskCancelled; tasks that
+// had finished keep their outcome. A chord's error path does not run;
+// OnError callbacks are not sent unless WithOnError is given (then those
+// of each task cancelled whose signature the broker still held, with the
+// ones nested in it). A callback whose queue was not set when the workflow
+// was sent is looked for in this Server's DefaultQueue. A workflow every
+// task of which had finished: ErrTaskFinished; an unknown id: an error
+// wrapping backends/iface.ErrWorkflowNotFound.
+func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOption) error {
+	var o cancelOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c, ok := s.GetBroker().(brokeriface.Canceller)
+	if !ok {
+		return fmt.Errorf("machinist: cancel workflow %s: the broker (%T) cannot cancel tasks", id, s.GetBroker())
+	}
+	backend := s.GetBackend()
+	w, ok := backend.(backendiface.Workflows)
+	if !ok {
+		return fmt.Errorf("machinist: cancel workflow %s: the backend (%T) does not record workflows", id, backend)
+	}
+	if id == "" {
+		return fmt.Errorf("machinist: cancel workflow: no UUID given: %w", backendiface.ErrWorkflowNotFound)
+	}
+	wf, err := w.GetWorkflowContext(ctx, id)
+	if err != nil {
+		return fmt.Errorf("machinist: cancel workflow: %w", err)
+	}
+	msg := fmt.Sprintf("%s with its %s %s by an operator", tasks.CancelledMessage, wf.Kind, wf.WorkflowUUID)
+	if wf.Kind == tasks.WorkflowChord {
+		// Won, the chord's election keeps a member from running its
+		// error path; lost, the winner's callback is kept out below.
+		if _, err := backend.TriggerChordContext(ctx, wf.WorkflowUUID, "cancel_"+wf.WorkflowUUID); err != nil &&
+			!errors.Is(err, backendiface.ErrGroupNotFound) {
+			return fmt.Errorf("machinist: cancel workflow %s: elect the chord's canceller: %w", wf.WorkflowUUID, err)
+		}
+	}
+	cw := &workflowCancel{s: s, c: c, wf: wf, msg: msg, onError: o.onError,
+		bar: max(wf.Lifetime(time.Duration(s.GetConfig().WithDefaults().ResultsExpireIn)*time.Second), minWorkflowBar)}
+	return cw.run(ctx)
+}
+
+// workflowCancel is one CancelWorkflow.
+type workflowCancel struct {
+	s       *Server
+	c       brokeriface.Canceller
+	wf      *tasks.WorkflowMeta
+	msg     string
+	onError bool
+	bar     time.Duration // how long tasks not sent yet are kept out
+}
+
+// run cancels every task of the workflow, then writes the FAILURE states
+// (and sends the OnError callbacks) of those that had not finished. Each
+// task is cancelled on its own, in any order: one cancelled, or kept out,
+// can neither run nor send what follows it.
+func (cw *workflowCancel) run(ctx context.Context) error {
+	n := len(cw.wf.Tasks)
+	taken := make([]*tasks.Signature, n) // the task's signature when it is to be failed
+	errs := make([]error, n)
+	each(n, func(i int) { taken[i], errs[i] = cw.cancel(ctx, cw.wf.Tasks[i]) })
+	// A task kept out before it was sent has its signature, with its
+	// OnError callbacks, nested in one that was taken, if any was.
+	known := map[string]*tasks.Signature{}
+	for _, sig := range taken {
+		learn(known, sig, 0)
+	}
+	failed := 0
+	for i, sig := range taken {
+		if sig == nil {
+			continue
+		}
+		failed++
+		if sig.UUID == "" {
+			t := cw.wf.Tasks[i]
+			if sig = known[t.UUID]; sig == nil {
+				sig = t.Signature(cw.wf.WorkflowUUID)
+			}
+			taken[i] = sig
+		}
+	}
+	worker := cw.s.NewWorker("operator", 1).engine()
+	each(n, func(i int) {
+		if taken[i] == nil {
+			return
+		}
+		if err := worker.FailTaken(ctx, taken[i], cw.msg, cw.onError); err != nil {
+			errs[i] = fmt.Errorf("task %s: cancelled, but its FAILURE state or callbacks were not all written: %w", taken[i].UUID, err)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("machinist: cancel workflow %s: %w", cw.wf.WorkflowUUID, err)
+	}
+	if failed == 0 {
+		return fmt.Errorf("machinist: cancel workflow %s: every task has finished: %w", cw.wf.WorkflowUUID, ErrTaskFinished)
+	}
+	return nil
+}
+
+// cancel cancels t, one task of the workflow, and returns its signature
+// when it is to be failed: the broker's, or, for a task not sent yet, an
+// empty one; nil for a task that has finished or is finishing.
+func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*tasks.Signature, error) {
+	queue := t.Queue
+	if queue == "" {
+		queue = cw.s.GetConfig().DefaultQueue
+	}
+	sig, _, err := cw.c.CancelTask(ctx, queue, t.UUID, cw.msg, cw.bar)
+	switch {
+	case errors.Is(err, brokeriface.ErrTaskNotWaiting):
+		return nil, nil // finishing, finished and kept, archived, or already kept out
+	case err != nil:
+		return nil, fmt.Errorf("task %s: %w", t.UUID, err)
+	case sig != nil:
+		return sig, nil
+	}
+	// Not in its queue, and kept out from now on: either not sent yet, or
+	// finished (then its state is final: a queue lets a task go only
+	// after its outcome is written).
+	st, err := cw.s.GetBackend().GetStateContext(ctx, t.UUID)
+	switch {
+	case err == nil && st.IsCompleted():
+		return nil, nil
+	case err != nil && !errors.Is(err, backendiface.ErrStateNotFound):
+		return nil, fmt.Errorf("task %s: kept out, but its state cannot be read: %w", t.UUID, err)
+	}
+	return &tasks.Signature{}, nil
+}
+
+// learn notes sig, and the signatures nested in it, in known.
+func learn(known map[string]*tasks.Signature, sig *tasks.Signature, depth int) {
+	if sig == nil || sig.UUID == "" || depth > 1000 {
+		return
+	}
+	if known[sig.UUID] == nil {
+		known[sig.UUID] = sig
+	}
+	for _, next := range sig.OnSuccess {
+		learn(known, next, depth+1)
+	}
+	learn(known, sig.ChordCallback, depth+1)
+}
+
+// each calls fn(i) for i in [0, n), at most workflowCancelConcurrency at
+// a time, and returns when all have returned.
+func each(n int, fn func(i int)) {
+	sem := make(chan struct{}, workflowCancelConcurrency)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }

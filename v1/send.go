@@ -10,6 +10,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/telemetry"
 
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -43,11 +44,14 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	ctx, span := s.tracing.StartSend(ctx, signature.RoutingKey, []*tasks.Signature{signature})
 	defer span.End()
 	r, err := s.sendPrepared(ctx, signature)
-	if errors.Is(err, brokeriface.ErrDuplicateTask) {
+	switch {
+	case errors.Is(err, brokeriface.ErrDuplicateTask):
 		// Already queued (a callback sent again after a recovery): the
 		// message exists.
 		telemetry.Event(ctx, "duplicate: a task with this UUID is already queued")
-	} else {
+	case errors.Is(err, tasks.ErrTaskCancelled):
+		telemetry.Event(ctx, "cancelled: the task's workflow was cancelled before it was sent")
+	default:
 		telemetry.Ended(span, err)
 	}
 	return r, err
@@ -59,7 +63,7 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 	backend := s.GetBackend()
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		if err := s.publishPending(ctx, sb, signature); err != nil {
-			return nil, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err)
+			return nil, s.keptOut(ctx, signature, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err))
 		}
 		return result.NewAsyncResult(signature, backend), nil
 	}
@@ -67,9 +71,25 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 		return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
 	}
 	if err := s.publish(ctx, signature); err != nil {
-		return nil, err
+		return nil, s.keptOut(ctx, signature, err)
 	}
 	return result.NewAsyncResult(signature, backend), nil
+}
+
+// keptOut returns err, the error of publishing signature, after writing
+// the task's FAILURE state when err says its workflow was cancelled before
+// it was sent (a *brokers/iface.CancelledError): the PENDING state just
+// written, by this send or the paired broker's, may have replaced the one
+// the cancellation wrote.
+func (s *Server) keptOut(ctx context.Context, signature *tasks.Signature, err error) error {
+	var ce *brokeriface.CancelledError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if ferr := s.GetBackend().SetStateFailureContext(ctx, signature, ce.Reason); ferr != nil {
+		return errors.Join(err, fmt.Errorf("machinist: write state FAILURE of task %s, cancelled: %w", signature.UUID, ferr))
+	}
+	return err
 }
 
 func (s *Server) runPrePublish(sigs ...*tasks.Signature) {
@@ -161,9 +181,13 @@ func (s *Server) countSent(ctx context.Context, sigs []*tasks.Signature) {
 
 // sendCallback is how a worker sends callbacks and retries: like SendTask,
 // but a task that is already queued counts as sent, because a task that ran
-// again after losing its worker sends its callbacks again.
+// again after losing its worker sends its callbacks again, and so does one
+// whose workflow was cancelled (CancelWorkflow) before it was sent: its
+// FAILURE state is written instead.
 func (s *Server) sendCallback(ctx context.Context, sig *tasks.Signature) error {
-	if _, err := s.SendTaskWithContext(ctx, sig); err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) {
+	_, err := s.SendTaskWithContext(ctx, sig)
+	var ce *brokeriface.CancelledError
+	if err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) && !errors.As(err, &ce) {
 		return err
 	}
 	return nil
@@ -184,7 +208,9 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 
 // SendChainWithContext sends the first task of chain; each task sends the
 // next when it succeeds. Every member's state is set to PENDING now, so that
-// the chain's result can be waited for from the start.
+// the chain's result can be waited for from the start, and the chain is
+// recorded under a "chain_" WorkflowUUID, set on every task, for
+// CancelWorkflow.
 func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (_ *result.ChainAsyncResult, err error) {
 	if s.invalid != nil {
 		return nil, s.invalid
@@ -201,8 +227,8 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 		telemetry.WorkflowKey.String("chain"), telemetry.ChainLengthKey.Int(len(chain.Tasks)))
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
-	if err := backend.SetStatePendingContext(ctx, chain.Tasks...); err != nil {
-		return nil, fmt.Errorf("machinist: send chain: set state pending: %w", err)
+	if err := s.initWorkflow(ctx, "chain_"+uuid.NewString(), tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
+		return nil, fmt.Errorf("machinist: send chain: %w", err)
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
 		return nil, err
@@ -218,7 +244,8 @@ func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.A
 // SendGroupWithContext sends every task of group to run in parallel. The
 // group is recorded, all states are set to PENDING, and the tasks are
 // published in batches, at most sendConcurrency batches at a time (0 means
-// no limit). On error nothing is returned but the error; some tasks may
+// no limit). The group is recorded as a workflow under its GroupUUID, set
+// on every task as WorkflowUUID, for CancelWorkflow. On error nothing is returned but the error; some tasks may
 // have been published.
 func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
 	if s.invalid != nil {
@@ -227,12 +254,13 @@ func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, s
 	if err := group.Validate(); err != nil {
 		return nil, fmt.Errorf("machinist: send group: %w", err)
 	}
-	return s.sendGroup(ctx, group, sendConcurrency, telemetry.WorkflowKey.String("group"))
+	return s.sendGroup(ctx, group, sendConcurrency, tasks.WorkflowGroup, nil, telemetry.WorkflowKey.String("group"))
 }
 
 // sendGroup sends group, validated, under one send span with attrs: its
-// members share it.
-func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurrency int, attrs ...attribute.KeyValue) (_ []*result.AsyncResult, err error) {
+// members share it. It records the workflow of kind (a group, or a chord
+// whose callback is callback), writing the PENDING state of callback.
+func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurrency int, kind string, callback *tasks.Signature, attrs ...attribute.KeyValue) (_ []*result.AsyncResult, err error) {
 	for _, sig := range group.Tasks {
 		s.prepare(sig)
 		sig.GroupUUID = group.GroupUUID
@@ -241,6 +269,13 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	ctx, span := s.tracing.StartSend(ctx, commonQueue(group.Tasks), group.Tasks,
 		append(attrs, telemetry.GroupIDKey.String(group.GroupUUID))...)
 	defer func() { telemetry.Ended(span, err); span.End() }()
+	var pending []*tasks.Signature
+	if callback != nil {
+		pending = append(pending, callback)
+	}
+	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
+		return nil, fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err)
+	}
 	backend := s.GetBackend()
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
@@ -345,13 +380,32 @@ func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, s
 	for _, sig := range chord.Group.Tasks {
 		sig.ChordCallback = cb
 	}
-	backend := s.GetBackend()
-	if err := backend.SetStatePendingContext(ctx, cb); err != nil {
-		return nil, fmt.Errorf("machinist: send chord: set state pending of callback %s: %w", cb.UUID, err)
-	}
-	if _, err := s.sendGroup(ctx, chord.Group, sendConcurrency,
+	if _, err := s.sendGroup(ctx, chord.Group, sendConcurrency, tasks.WorkflowChord, cb,
 		telemetry.WorkflowKey.String("chord"), telemetry.ChordCallbackKey.String(cb.UUID)); err != nil {
 		return nil, err
 	}
-	return result.NewChordAsyncResult(chord.Group.Tasks, cb, backend), nil
+	return result.NewChordAsyncResult(chord.Group.Tasks, cb, s.GetBackend()), nil
+}
+
+// initWorkflow records the workflow id of kind whose tasks are roots and
+// those that follow them (marking each with WorkflowUUID id) and writes
+// the PENDING states of pending, in one step, through a backend that
+// records workflows (backends/iface.Workflows); through another it only
+// writes the states.
+func (s *Server) initWorkflow(ctx context.Context, id, kind string, roots, pending []*tasks.Signature) error {
+	backend := s.GetBackend()
+	w, ok := backend.(backendiface.Workflows)
+	if !ok {
+		if len(pending) == 0 {
+			return nil
+		}
+		if err := backend.SetStatePendingContext(ctx, pending...); err != nil {
+			return fmt.Errorf("set state pending: %w", err)
+		}
+		return nil
+	}
+	if err := w.InitWorkflowContext(ctx, tasks.NewWorkflowMeta(id, kind, roots...), pending...); err != nil {
+		return fmt.Errorf("record the workflow and set state pending: %w", err)
+	}
+	return nil
 }
