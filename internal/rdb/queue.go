@@ -107,7 +107,7 @@ type enqueueArgs struct {
 
 // pendingItems is how many items of PENDING state fields each task has in
 // enqueueArgs.tasks with states.
-var pendingItems = len((&stateWrite{state: &tasks.TaskState{}}).pendingFields())
+var pendingItems = len((&stateWrite{state: &tasks.TaskState{}}).scriptPendingFields())
 
 func (q *enqueueArgs) stride() int {
 	if q.states {
@@ -151,7 +151,7 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		if err != nil {
 			return fmt.Errorf("set state pending: %w", err)
 		}
-		q.tasks = append(q.tasks, w.pendingFields()...)
+		q.tasks = append(q.tasks, w.scriptPendingFields()...)
 	}
 	if q.states || q.keyed {
 		q.stateKeys = append(q.stateKeys, s.keys.state(sig.UUID))

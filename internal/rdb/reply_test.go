@@ -114,6 +114,10 @@ func TestParseEnqueueReply(t *testing.T) {
 		replyCase{name: "not unique", v: arr(int64(5), "t2", "t1"), want: codeID{5, "t2", "t1"}},
 		replyCase{name: "not unique without its holder", v: arr(int64(5), "t2"), bad: "status 5 in an array of 2"},
 		replyCase{name: "replaced", v: arr(int64(6), "t2", "t1"), want: codeID{6, "t2", "t1"}},
+		replyCase{name: "cancelled", v: arr(int64(7), "t2", "workflow cancelled"), want: codeID{7, "t2", "workflow cancelled"}},
+		replyCase{name: "cancelled with no reason", v: arr(int64(7), "t2", ""), want: codeID{7, "t2", ""}},
+		replyCase{name: "cancelled without its reason", v: arr(int64(7), "t2"), bad: "status 7 in an array of 2"},
+		replyCase{name: "cancelled with a reason not a string", v: arr(int64(7), "t2", int64(1)), bad: "element 2 (reason) is int64 1"},
 		replyCase{name: "not unique with an empty holder", v: arr(int64(5), "t2", ""), bad: "element 2 (holder id)"},
 		replyCase{name: "no aggregator without its id", v: arr(int64(4)), bad: "status 4 in an array of 1"},
 		replyCase{name: "empty", v: arr(), bad: "an empty array"},
@@ -295,6 +299,7 @@ func TestParseCancelReply(t *testing.T) {
 		replyCase{name: "empty", v: arr(), bad: "an empty array"},
 		replyCase{name: "running without its message", v: arr(int64(3)), bad: "status 3 in an array of 1"},
 		replyCase{name: "empty state", v: arr(int64(2), ""), bad: "want a non-empty string"},
+		replyCase{name: "kept out", v: arr(int64(4)), want: codeVal{4, ""}},
 		replyCase{name: "unknown status", v: arr(int64(4), "x"), bad: "status 4"},
 	))
 }
@@ -774,12 +779,13 @@ func FuzzScalarReplies(f *testing.F) {
 			checkReplyError(t, err, "enqueue")
 		} else if !(code == 0 && reflect.DeepEqual(a, arr(int64(0))) && id == "") &&
 			!((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code, id)) && id != "") &&
-			!((code == 5 || code == 6) && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") {
+			!((code == 5 || code == 6) && reflect.DeepEqual(a, arr(code, id, holder)) && id != "" && holder != "") &&
+			!(code == 7 && reflect.DeepEqual(a, arr(code, id, holder)) && id != "") {
 			t.Fatalf("enqueue reply %#v parsed as %d, %q, %q", v, code, id, holder)
 		}
 		if code, val, err := parseCancelReply(v); err != nil {
 			checkReplyError(t, err, "cancel")
-		} else if !(code == 1 && reflect.DeepEqual(a, arr(int64(1))) && val == "") &&
+		} else if !((code == 1 || code == 4) && reflect.DeepEqual(a, arr(code)) && val == "") &&
 			!((code == 0 || code == 2 || code == 3) && reflect.DeepEqual(a, arr(code, val)) && val != "") {
 			t.Fatalf("cancel reply %#v parsed as %d, %q", v, code, val)
 		}

@@ -53,6 +53,15 @@ func (w *stateWrite) pendingFields() []interface{} {
 	return f
 }
 
+// scriptPendingFields are the fields of a PENDING write in a script
+// (enqueue.lua, ack_success.lua), which takes the same number of items for
+// every task: fields, created_at, then "workflow" and the task's workflow,
+// which lib/state.lua's pending_fields drops when it is "".
+func (w *stateWrite) scriptPendingFields() []interface{} {
+	f := append(w.fields(), "created_at", formatTime(w.state.CreatedAt), "workflow", w.state.Workflow)
+	return f
+}
+
 // queueState adds the writes of w to pipe: its fields, created_at (set by
 // the PENDING write that sends a task, kept by later writes), and the TTL.
 // A state that is not final is written only if the hash holds no final

@@ -27,10 +27,12 @@
 -- ARGV[12] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at is left as the PENDING write set it)
 -- then k, and for each next task: id, message (JSON signature), ETA in ms
---          (0: now), and k items: its PENDING state's fields
+--          (0: now), and k items: its PENDING state's fields (the last
+--          pair "workflow" and its workflow, dropped when "")
 --
 -- A next task that its queue still holds (lib/queue.lua's held) counts as
--- sent and is left alone.
+-- sent and is left alone; so does one its workflow's cancellation keeps
+-- out (a "cancelled" hash, cancel.lua): it is not sent.
 --
 -- Returns: 0 done; 2 the caller does not hold the lease (nothing written).
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
@@ -59,7 +61,7 @@ for i = 14 + m, #ARGV, 3 + k do
 		started = st and st ~= "PENDING"
 	end
 	if not busy and not started then
-		write_state(state_key, ARGV[5], "", { unpack(ARGV, i + 3, i + 2 + k) })
+		write_state(state_key, ARGV[5], "", pending_fields({ unpack(ARGV, i + 3, i + 2 + k) }))
 		if put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now) then
 			wake(notify)
 		end

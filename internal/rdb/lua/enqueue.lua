@@ -27,7 +27,9 @@
 --         group ("<name>\n<key>", "" for a task that is no member), its
 --         unique key ("<ttl ms> <flag> <key>", the key a string key of its
 --         queue's slot, the flag "r" to debounce, else "-"; "" for a task
---         that is not unique), then k items: its PENDING state's fields
+--         that is not unique), then k items: its PENDING state's fields,
+--         the last pair "workflow" and its workflow, dropped when ""
+--         (lib/state.lua's pending_fields)
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Publishes are independent (concurrent senders' publishes to one queue
@@ -171,7 +173,7 @@ local function write(token, first, last, key, archived)
 		local id = ARGV[i]
 		if k > 0 then
 			n = n + 1
-			local fields = { unpack(ARGV, i + 5, i + 4 + k) }
+			local fields = pending_fields({ unpack(ARGV, i + 5, i + 4 + k) })
 			table.insert(fields, "pub")
 			table.insert(fields, token)
 			write_state(KEYS[n], ARGV[2], "", fields)

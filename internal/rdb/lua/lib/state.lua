@@ -8,3 +8,15 @@ local function write_state(key, ttl, created_at, fields)
 	end
 	redis.call("PEXPIRE", key, ttl)
 end
+
+-- pending_fields returns the PENDING state fields items (a table of
+-- field, value pairs ending with "workflow" and the task's workflow: see
+-- rdb's scriptPendingFields) without that last pair when the task belongs
+-- to no workflow.
+local function pending_fields(items)
+	if items[#items] == "" then
+		items[#items] = nil
+		items[#items] = nil
+	end
+	return items
+end

@@ -1,0 +1,332 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	machinist "github.com/b6192125/machinist/v1"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// runLog records which tasks started, and when.
+type runLog struct {
+	mu      sync.Mutex
+	started map[string]time.Time
+}
+
+func (l *runLog) start(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started == nil {
+		l.started = make(map[string]time.Time)
+	}
+	l.started[tasks.SignatureFromContext(ctx).UUID] = time.Now()
+}
+
+func (l *runLog) get(uuid string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.started[uuid]
+	return at, ok
+}
+
+// A chain, a chord and a group are cancelled from another process, by a
+// later task's UUID, by the workflow's id and by a member's: the running
+// tasks stop (well before a lease renewal could tell them), nothing that
+// had not started runs, waiting on the workflow or any unfinished task
+// returns tasks.ErrTaskCancelled, finished tasks keep their outcome, and
+// OnError callbacks (a chord callback's included) are not sent.
+func TestCancelWorkflow(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := processes(t, p, 3, func(c *config.Config) {
+			c.LeaseDuration = time.Minute
+			c.LeaseRenewInterval = 30 * time.Second
+		})
+		sender, operator, workerSrv := s[0], s[1], s[2]
+		var log runLog
+		started := make(chan string, 16)
+		if err := workerSrv.RegisterTasks(map[string]interface{}{
+			"add": func(ctx context.Context, a, b int64) (int64, error) {
+				log.start(ctx)
+				return a + b, nil
+			},
+			"hold": func(ctx context.Context, xs ...int64) error {
+				log.start(ctx)
+				started <- tasks.SignatureFromContext(ctx).UUID
+				<-ctx.Done()
+				return ctx.Err()
+			},
+			"sum": func(ctx context.Context, xs ...int64) (int64, error) {
+				log.start(ctx)
+				return int64(len(xs)), nil
+			},
+			"on_error": func(ctx context.Context, msg string) error {
+				log.start(ctx)
+				return nil
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, workerSrv.NewWorker("w", 4))
+		ctx := testCtx(t)
+		wantCancelled := func(what string, uuids ...string) {
+			t.Helper()
+			for _, id := range uuids {
+				st, err := sender.GetBackend().GetStateContext(ctx, id)
+				if err != nil || !st.IsFailure() || !strings.HasPrefix(st.Error, tasks.CancelledMessage) {
+					t.Fatalf("%s: state of %s: %+v, %v; want FAILURE, cancelled", what, id, st, err)
+				}
+				if _, ran := log.get(id); ran {
+					t.Fatalf("%s: %s ran", what, id)
+				}
+			}
+		}
+		onErrorOf := func(s *tasks.Signature) *tasks.Signature {
+			cb := sig("on_error")
+			s.OnError = []*tasks.Signature{cb}
+			return cb
+		}
+
+		// A chain: the first step done, the second running, two to come;
+		// cancelled by the third's UUID.
+		first, second, third, fourth := sig("add", i64(1), i64(2)), sig("hold"), sig("add", i64(3)), sig("add", i64(4))
+		errCallbacks := []*tasks.Signature{onErrorOf(second), onErrorOf(third)}
+		chain, err := tasks.NewChain(first, second, third, fourth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := sender.SendChainWithContext(ctx, chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recvString(t, started); got != second.UUID {
+			t.Fatalf("started %s, want the chain's second step %s", got, second.UUID)
+		}
+		if err := operator.CancelWorkflow(ctx, third.UUID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cr.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
+			t.Fatalf("waiting on a cancelled chain: %v, want ErrTaskCancelled", err)
+		}
+		if st, err := sender.GetBackend().GetStateContext(ctx, first.UUID); err != nil || !st.IsSuccess() {
+			t.Fatalf("the chain's finished first step: %+v, %v; want SUCCESS kept", st, err)
+		}
+		// The second step's context ended: its worker settles it no more.
+		waitFor(t, "the chain's running step to be archived", func() bool {
+			info, err := queueInfo(ctx, operator)
+			return err == nil && info.Active == 0 && info.Archived >= 1
+		})
+		wantCancelled("chain", third.UUID, fourth.UUID)
+		for _, cb := range errCallbacks {
+			if _, err := sender.GetBackend().GetStateContext(ctx, cb.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+				t.Fatalf("an OnError callback of the cancelled chain was sent (%v)", err)
+			}
+		}
+		if err := operator.CancelWorkflow(ctx, first.UUID); !errors.Is(err, machinist.ErrTaskFinished) {
+			t.Fatalf("cancelling a cancelled chain: %v, want ErrTaskFinished", err)
+		}
+
+		// A chord: two members running, one scheduled, cancelled by the
+		// group's id; its callback never runs, nor does its OnError.
+		later := time.Now().Add(time.Hour)
+		scheduled := sig("add", i64(1), i64(1))
+		scheduled.ETA = &later
+		m1, m2 := sig("hold"), sig("hold")
+		group, err := tasks.NewGroup(m1, m2, scheduled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		callback := sig("sum")
+		cbError := onErrorOf(callback)
+		chord, err := tasks.NewChord(group, callback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chr, err := sender.SendChordWithContext(ctx, chord, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvString(t, started)
+		recvString(t, started)
+		if err := operator.CancelWorkflow(ctx, group.GroupUUID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chr.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
+			t.Fatalf("waiting on a cancelled chord: %v, want ErrTaskCancelled", err)
+		}
+		wantCancelled("chord", scheduled.UUID, callback.UUID)
+		for _, m := range []*tasks.Signature{m1, m2} {
+			waitFor(t, "a running chord member to fail, cancelled", func() bool {
+				st, err := sender.GetBackend().GetStateContext(ctx, m.UUID)
+				return err == nil && st.IsFailure()
+			})
+		}
+		if _, err := sender.GetBackend().GetStateContext(ctx, cbError.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+			t.Fatalf("the cancelled chord's callback's OnError was sent (%v)", err)
+		}
+
+		// A group of scheduled tasks, by a member's UUID, with its OnError
+		// callbacks asked for.
+		g1, g2 := sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2))
+		g1.ETA, g2.ETA = &later, &later
+		g1Error := onErrorOf(g1)
+		plain, err := tasks.NewGroup(g1, g2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sender.SendGroupWithContext(ctx, plain, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := operator.CancelWorkflow(ctx, g2.UUID, machinist.WithOnError()); err != nil {
+			t.Fatal(err)
+		}
+		wantCancelled("group", g1.UUID, g2.UUID)
+		waitFor(t, "the OnError callback asked for to run", func() bool {
+			_, ran := log.get(g1Error.UUID)
+			return ran
+		})
+
+		// Unknown: a clear error.
+		if err := operator.CancelWorkflow(ctx, "chain_unknown"); !errors.Is(err, backendiface.ErrWorkflowNotFound) {
+			t.Fatalf("cancelling an unknown workflow: %v, want ErrWorkflowNotFound", err)
+		}
+		if err := operator.CancelWorkflow(ctx, ""); !errors.Is(err, backendiface.ErrWorkflowNotFound) {
+			t.Fatalf("cancelling workflow \"\": %v, want ErrWorkflowNotFound", err)
+		}
+	})
+}
+
+// The race that matters: a chord is cancelled while its last member
+// finishes and elects itself to send the callback. Whatever the order, the
+// callback either ran to success having started before CancelWorkflow
+// returned, or never starts and ends FAILURE, cancelled; it never stays
+// PENDING, and no callback starts after the cancellation returned.
+func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := processes(t, p, 3)
+		sender, operator, workerSrv := s[0], s[1], s[2]
+		var log runLog
+		if err := workerSrv.RegisterTasks(map[string]interface{}{
+			"add": func(a, b int64) (int64, error) { return a + b, nil },
+			"sum": func(ctx context.Context, xs ...int64) (int64, error) {
+				log.start(ctx)
+				return int64(len(xs)), nil
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// First the worst case, made certain: the member that completed
+		// the chord is sending the callback (held in the pre-publish
+		// handler) when the chord is cancelled. The send is dropped.
+		reached, release := make(chan struct{}), make(chan struct{})
+		var held atomic.Bool
+		workerSrv.SetPreTaskHandler(func(s *tasks.Signature) {
+			if s.Name == "sum" && held.CompareAndSwap(false, true) {
+				close(reached)
+				<-release
+			}
+		})
+		launch(t, workerSrv.NewWorker("w", 4))
+		ctx := testCtx(t)
+		group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		callback := sig("sum")
+		chord, err := tasks.NewChord(group, callback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sender.SendChordWithContext(ctx, chord, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-reached:
+		case <-ctx.Done():
+			t.Fatal("the chord's callback was never sent")
+		}
+		if err := operator.CancelWorkflow(ctx, callback.UUID); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if _, err := r.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
+			t.Fatalf("waiting on a chord cancelled while its callback was being sent: %v, want ErrTaskCancelled", err)
+		}
+		waitFor(t, "the queue to be idle", func() bool {
+			info, err := queueInfo(ctx, operator)
+			return err == nil && info.Pending == 0 && info.Active == 0
+		})
+		if _, ran := log.get(callback.UUID); ran {
+			t.Fatal("the callback being sent when its chord was cancelled ran")
+		}
+
+		const rounds = 20
+		var ran, kept int
+		for i := range rounds {
+			group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			callback := sig("sum")
+			chord, err := tasks.NewChord(group, callback)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := sender.SendChordWithContext(ctx, chord, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The cancellation meets the chord at once, once one member
+			// has finished, or once both have (the callback being sent,
+			// or sent).
+			for _, m := range group.Tasks[:i%3] {
+				waitFor(t, "a chord member to finish", func() bool {
+					st, err := sender.GetBackend().GetStateContext(ctx, m.UUID)
+					return err == nil && st.IsCompleted()
+				})
+			}
+			err = operator.CancelWorkflow(ctx, group.GroupUUID)
+			returned := time.Now()
+			if err != nil && !errors.Is(err, machinist.ErrTaskFinished) {
+				t.Fatal(err)
+			}
+			out, werr := r.GetWithContext(ctx, poll)
+			at, started := log.get(callback.UUID)
+			switch {
+			case werr == nil:
+				if !started || at.After(returned) || out[0].Int() != 2 {
+					t.Fatalf("round %d: the callback succeeded (%v), started %v at %v, after the cancellation returned at %v", i, out, started, at, returned)
+				}
+				ran++
+			case errors.Is(werr, tasks.ErrTaskCancelled):
+				if started && at.After(returned) {
+					t.Fatalf("round %d: the callback of a cancelled chord started %v after the cancellation returned", i, at.Sub(returned))
+				}
+				kept++
+			default:
+				t.Fatalf("round %d: waiting on the chord: %v", i, werr)
+			}
+		}
+		// Every callback kept out stays out: once the queue is idle none
+		// has started since.
+		waitFor(t, "the queue to be idle", func() bool {
+			info, err := queueInfo(ctx, operator)
+			return err == nil && info.Pending == 0 && info.Active == 0
+		})
+		t.Logf("%d callbacks ran before the cancellation, %d were cancelled", ran, kept)
+	})
+}
+
+// queueInfo returns the sizes of s's DefaultQueue.
+func queueInfo(ctx context.Context, s *machinist.Server) (*brokeriface.QueueInfo, error) {
+	return s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
+}
