@@ -30,8 +30,14 @@ import (
 //	                                pub (the publish's token), settled (the
 //	                                lease it was last settled under),
 //	                                rerouted (the name it waits for),
-//	                                unique (the unique key it holds)
-//	<prefix>:state:<task id>        hash: state, name, results, error, created_at
+//	                                unique (the unique key it holds);
+//	                                or, for a task its workflow's
+//	                                cancellation keeps out, only state
+//	                                "cancelled" and error, until it expires
+//	<prefix>:state:<task id>        hash: state, name, results, error,
+//	                                created_at, aggregate, workflow
+//	<prefix>:workflow:<id>          string: JSON tasks.WorkflowMeta of a
+//	                                chain, group or chord
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
 //	<prefix>:{<group>}:done         hash: member id → JSON TaskState
 //	<prefix>:{<group>}:order        list: member ids in the order they first finished

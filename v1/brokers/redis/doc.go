@@ -146,7 +146,11 @@
 // deletes a waiting task, or takes a running one's lease and archives it,
 // in one script that PUBLISHes its id on <prefix>:cancelled, which
 // WatchCancels subscribes to: the worker running it cancels its context
-// at once, and its settle scripts are refused by the fence.
+// at once, and its settle scripts are refused by the fence. With a bar
+// (a workflow cancelled), a task the queue does not hold, or a waiting one
+// it deletes, leaves a "cancelled" tombstone in its hash, which
+// enqueue.lua refuses (a *CancelledError) and ack_success.lua does not
+// send, until it expires.
 //
 // The keys are listed in internal/rdb/keys.go.
 //
