@@ -496,6 +496,12 @@ func joinTime(stamp float64) time.Time { return time.UnixMilli(int64(stamp) / 10
 // aggregating reads the count of members waiting or in batches of qk's
 // queue from cmd, a GET of qk.aggCount: 0 when the key is missing.
 func aggregating(cmd *goredis.StringCmd) (int, error) {
+	return counter("GET aggregation count", cmd)
+}
+
+// counter reads a count a script keeps with INCR and DECR (what, for
+// errors): none is 0.
+func counter(what string, cmd *goredis.StringCmd) (int, error) {
 	v, err := cmd.Result()
 	switch {
 	case errors.Is(err, goredis.Nil):
@@ -505,7 +511,7 @@ func aggregating(cmd *goredis.StringCmd) (int, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, malformed("GET aggregation count", nil, "%s, want a decimal count", describe(v))
+		return 0, malformed(what, nil, "%s, want a decimal count", describe(v))
 	}
 	return clampInt(n), nil
 }

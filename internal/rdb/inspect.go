@@ -37,11 +37,16 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 	archived := pipe.ZCard(ctx, qk.archived)
 	paused := pipe.Exists(ctx, qk.paused)
 	rerouted := pipe.SMembers(ctx, qk.rerouted)
-	count := pipe.Get(ctx, qk.aggCount) // last: the only one that may be redis.Nil
+	count := pipe.Get(ctx, qk.aggCount) // this and the next: the only ones that may be redis.Nil
+	limited := pipe.Get(ctx, qk.limited)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
 	nAggregating, err := aggregating(count)
+	if err != nil {
+		return nil, fmt.Errorf("queue info %s: %w", queue, err)
+	}
+	nLimited, err := counter("GET limited count", limited)
 	if err != nil {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
@@ -70,6 +75,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 		Archived:  int(archived.Val()),
 
 		Aggregating: nAggregating,
+		Limited:     nLimited,
 	}, nil
 }
 

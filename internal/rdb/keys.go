@@ -59,6 +59,12 @@ import (
 //	<prefix>:{<queue>}:unique:<k>   string: the id of the task that holds
 //	                                unique key k (tasks.UniqueKeyOf), for
 //	                                at most its UniqueFor
+//	<prefix>:{<queue>}:limit:<k>:run  set: the tasks holding a slot of
+//	                                limit key k (tasks.Limit)
+//	<prefix>:{<queue>}:limit:<k>:wait list: the tasks parked on k
+//	<prefix>:{<queue>}:limit:<k>:tat  string: k's GCRA arrival time (ms)
+//	<prefix>:{<queue>}:limited      string: how many tasks are parked on
+//	                                the queue's limit keys
 //
 // Aggregation (aggregate.go, lua/lib/aggregate.lua); g is a group,
 // "<name>\n<key>", and a member's task hash also has group and joined
@@ -104,6 +110,11 @@ type queueKeys struct {
 	// unique is the prefix of the unique keys: unique + tasks.UniqueKeyOf
 	// holds the UUID of the task that holds the key (enqueue.lua).
 	unique string
+	// limit is the prefix of the limit keys: limit + Limit.Key is the
+	// base of a key's run set, wait list and GCRA time (lib/limit.lua).
+	limit string
+	// limited counts the tasks parked on the queue's limit keys.
+	limited string
 	// agg is the prefix of the aggregation keys (lua/lib/aggregate.lua
 	// finds it from task); aggPolicies, aggGroups and aggCount are three
 	// of them.
@@ -151,6 +162,8 @@ func (k *keys) queue(name string) *queueKeys {
 		nameKeys:   base + "namekeys",
 		task:       base + "t:",
 		unique:     base + "unique:",
+		limit:      base + "limit:",
+		limited:    base + "limited",
 	}
 	qk.agg = base + "agg:"
 	qk.aggPolicies, qk.aggGroups, qk.aggCount = qk.agg+"policies", qk.agg+"groups", qk.agg+"count"

@@ -86,8 +86,8 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 
 // enqueueArgs gathers the tasks of one queue for enqueue.lua or, as next
 // tasks, for ack_success.lua: for each task its id, message and ETA, with
-// groups its aggregation group, and with states its state hash key and
-// PENDING fields.
+// groups its aggregation group and unique key, its limit, and with states
+// its state hash key and PENDING fields.
 type enqueueArgs struct {
 	queue     *queueKeys
 	ttl       int64 // the states' TTL in ms (enqueue.lua)
@@ -146,6 +146,7 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		}
 		q.tasks = append(q.tasks, g, u)
 	}
+	q.tasks = append(q.tasks, limitItem(q.queue, sig.Limit))
 	if q.states {
 		w, err := encodeState(tasks.NewPendingTaskState(sig))
 		if err != nil {
@@ -556,7 +557,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 		recovered = "1"
 	}
 	fields := w.fields()
-	args := make([]interface{}, 0, 12+len(fields)+len(next)*(3+pendingItems))
+	args := make([]interface{}, 0, 12+len(fields)+len(next)*(4+pendingItems))
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
 		recovered, len(fields))
@@ -873,4 +874,14 @@ func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, err
 		}
 	}
 	return out, nil
+}
+
+// limitItem is the limit of a task for the scripts (lib/limit.lua):
+// "<concurrency> <rate> <period ms> <base>", or "" for none.
+func limitItem(qk *queueKeys, l *tasks.Limit) string {
+	if l == nil {
+		return ""
+	}
+	return strconv.Itoa(l.Concurrency) + " " + strconv.Itoa(l.Rate) + " " +
+		strconv.FormatInt(l.Per.Milliseconds(), 10) + " " + qk.limit + l.Key
 }

@@ -16,7 +16,8 @@ import (
 var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
-// lua/lib (now_ms; holds, settled_by, check_settle; release_unique,
+// lua/lib (now_ms; holds, settled_by, check_settle; limit_admit,
+// limit_release, limit_unplace; release_unique,
 // forget; write_state; record_member; held, put, wake, given_or_all,
 // trim_archive, unplace; agg_prefix, agg_split, agg_policy, agg_schedule,
 // agg_count, agg_wake, agg_file, agg_join, agg_file_new), so that the
@@ -24,7 +25,7 @@ var luaFiles embed.FS
 // record and an aggregation group's filing are each written once.
 var luaLib = func() string {
 	var b strings.Builder
-	for _, name := range []string{"now", "fence", "forget", "state", "group", "queue", "aggregate"} {
+	for _, name := range []string{"now", "fence", "limit", "forget", "state", "group", "queue", "aggregate"} {
 		src, err := luaFiles.ReadFile("lua/lib/" + name + ".lua")
 		if err != nil {
 			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", name, err))

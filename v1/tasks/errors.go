@@ -36,6 +36,10 @@ var (
 	// was cancelled (its FAILURE state's error starts with
 	// CancelledMessage; see machinery's Server.CancelTask).
 	ErrTaskCancelled = errors.New("tasks: task cancelled")
+	// ErrBadLimit is wrapped by the error of a signature whose Limit
+	// cannot be applied: no key, a negative number, neither a concurrency
+	// nor a rate, or a rate without a period.
+	ErrBadLimit = errors.New("tasks: bad limit")
 	// ErrNotUnique is wrapped by the error of a send refused because a task
 	// with the same unique key holds it (see Signature.UniqueFor); errors.As
 	// finds the *NotUniqueError with the holder's UUID.

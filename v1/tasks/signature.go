@@ -116,6 +116,47 @@ type Signature struct {
 	// be found, and cancelled as a whole, from any of its tasks. machinist
 	// extension.
 	WorkflowUUID string `json:",omitempty"`
+
+	// Limit puts the task under a per-key limit: how many of the tasks of
+	// its key run at once in its queue, and how many start per period.
+	// A task over the limit is not taken by a worker: it waits for a slot
+	// (see Limit). machinist extension.
+	Limit *Limit `json:",omitempty"`
+}
+
+// Limit is a per-key limit (Signature.Limit), shared by the tasks of its
+// Key in one queue, across every worker: at most Concurrency of them run
+// at once (0: no bound), and at most Rate start per Per (0: no bound),
+// evenly spaced: one every Per / Rate, without bursts. A running task holds its slot while its lease
+// lives, so the slot of a task whose worker died comes back with its
+// lease. A task over the concurrency waits, parked, until a task of its
+// key stops running; one over the rate is scheduled for the start it
+// books. Neither is a failure or a retry. The tasks of a key should agree
+// on its numbers: each is checked against its own.
+type Limit struct {
+	Key         string        `json:",omitempty"`
+	Concurrency int           `json:",omitempty"`
+	Rate        int           `json:",omitempty"`
+	Per         time.Duration `json:",omitempty"`
+}
+
+// Validate reports what makes l unusable, wrapping ErrBadLimit.
+func (l *Limit) Validate() error {
+	switch {
+	case l.Key == "":
+		return fmt.Errorf("%w: no Key", ErrBadLimit)
+	case l.Concurrency < 0:
+		return fmt.Errorf("%w (key %q): Concurrency %d is negative", ErrBadLimit, l.Key, l.Concurrency)
+	case l.Rate < 0:
+		return fmt.Errorf("%w (key %q): Rate %d is negative", ErrBadLimit, l.Key, l.Rate)
+	case l.Concurrency == 0 && l.Rate == 0:
+		return fmt.Errorf("%w (key %q): neither Concurrency nor Rate is set", ErrBadLimit, l.Key)
+	case l.Rate > 0 && l.Per < time.Millisecond:
+		return fmt.Errorf("%w (key %q): Rate %d needs a Per of a millisecond or more, not %v", ErrBadLimit, l.Key, l.Rate, l.Per)
+	case l.Rate == 0 && l.Per != 0:
+		return fmt.Errorf("%w (key %q): Per %v without a Rate", ErrBadLimit, l.Key, l.Per)
+	}
+	return nil
 }
 
 // UniqueKeyOf returns the unique key of sig: its UniqueKey or, when empty,
@@ -170,6 +211,14 @@ func (s *Signature) validate(depth int) error {
 		return fmt.Errorf("tasks: signature %q: UniqueFor %v is shorter than a millisecond", s.Name, s.UniqueFor)
 	case s.UniqueFor > 0 && (depth > 0 || s.GroupUUID != "" || s.AggregationKey != ""):
 		return fmt.Errorf("%w (%q)", ErrUniqueInWorkflow, s.Name)
+	}
+	if s.Limit != nil {
+		if s.AggregationKey != "" {
+			return fmt.Errorf("%w (%q): a limit applies to the aggregate, not to its members", ErrAggregationMember, s.Name)
+		}
+		if err := s.Limit.Validate(); err != nil {
+			return fmt.Errorf("signature %q: %w", s.Name, err)
+		}
 	}
 	for _, list := range []struct {
 		name string
@@ -229,6 +278,10 @@ func CopySignature(signature *Signature) *Signature {
 		c.OnError = CopySignatures(signature.OnError...)
 	}
 	c.ChordCallback = CopySignature(signature.ChordCallback)
+	if signature.Limit != nil {
+		l := *signature.Limit
+		c.Limit = &l
+	}
 	return &c
 }
 

@@ -27,7 +27,7 @@
 -- ARGV[12] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at is left as the PENDING write set it)
 -- then k, and for each next task: id, message (JSON signature), ETA in ms
---          (0: now), and k items: its PENDING state's fields (the last
+--          (0: now), its limit (lib/limit.lua; "" for none), and k items: its PENDING state's fields (the last
 --          pair "workflow" and its workflow, dropped when "")
 --
 -- A next task that its queue still holds (lib/queue.lua's held) counts as
@@ -50,7 +50,7 @@ if ARGV[6] ~= "" then
 	key = 8
 end
 local k = tonumber(ARGV[13 + m])
-for i = 14 + m, #ARGV, 3 + k do
+for i = 14 + m, #ARGV, 4 + k do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
 	local id = ARGV[i]
@@ -61,8 +61,12 @@ for i = 14 + m, #ARGV, 3 + k do
 		started = st and st ~= "PENDING"
 	end
 	if not busy and not started then
-		write_state(state_key, ARGV[5], "", pending_fields({ unpack(ARGV, i + 3, i + 2 + k) }))
-		if put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now) then
+		write_state(state_key, ARGV[5], "", pending_fields({ unpack(ARGV, i + 4, i + 3 + k) }))
+		local ready = put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now)
+		if ARGV[i + 3] ~= "" then
+			redis.call("HSET", task_key, "limit", ARGV[i + 3])
+		end
+		if ready then
 			wake(notify)
 		end
 	end

@@ -1,5 +1,6 @@
--- cancel: stop a task. A waiting one (pending, scheduled, retrying, or a
--- member waiting in its aggregation group) is deleted; a running one loses
+-- cancel: stop a task. A waiting one (pending, scheduled, retrying,
+-- parked on its limit key, or a member waiting in its aggregation group)
+-- is deleted; a running one loses
 -- its lease (out of the lease zset, its token cleared, so that its
 -- worker's settle scripts are refused by lib/fence.lua) and is archived
 -- with the reason, and the cancellation is published for the workers that
@@ -44,6 +45,7 @@ if t[5] then
 end
 if state == "active" then
 	redis.call("ZREM", KEYS[6], id)
+	limit_release(KEYS[1], id)
 	release_unique(KEYS[1], id)
 	redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at")
 	redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[2], "failed_at", now)
@@ -52,8 +54,8 @@ if state == "active" then
 	redis.call("PUBLISH", ARGV[6], id)
 	return {3, msg}
 end
-if state == "pending" or state == "scheduled" or state == "retry" then
-	unplace(id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
+if state == "pending" or state == "scheduled" or state == "retry" or state == "limited" then
+	unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
 elseif state == "aggregating" and g then
 	local P = agg_prefix(ARGV[5])
 	if redis.call("ZREM", P .. "group:" .. g, id) == 0 then

@@ -1,6 +1,9 @@
 -- dequeue: take up to N pending tasks of one queue under fresh leases:
 -- first tasks rerouted to the caller's names (reroute.lua), then the
--- pending list.
+-- pending list. A limited task (its hash's limit) over its key's
+-- concurrency is parked on its key, one over its rate scheduled at the
+-- slot it books (lib/limit.lua's limit_admit); either way it is not
+-- taken, and its token is not used.
 --
 -- KEYS[1] pending list   KEYS[2] paused flag   KEYS[3] lease zset
 -- KEYS[4] notify list
@@ -32,9 +35,14 @@ local function take(id)
 	used = used + 1
 	local key = ARGV[1] .. id
 	local token = ARGV[3 + used]
-	local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome")
+	local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome", "limit")
 	-- An id without a hash was deleted while pending: skip it.
 	if not fields[1] then
+		return false
+	end
+	-- A limited task over its limit is put aside (lib/limit.lua).
+	if fields[5] and not fields[4] and not limit_admit(fields[5], key, id, KEYS[3], now) then
+		redis.call("HDEL", key, "rerouted")
 		return false
 	end
 	redis.call("HSET", key, "state", "active", "lease", token, "lease_exp", expiry)

@@ -27,7 +27,8 @@
 --         group ("<name>\n<key>", "" for a task that is no member), its
 --         unique key ("<ttl ms> <flag> <key>", the key a string key of its
 --         queue's slot, the flag "r" to debounce, else "-"; "" for a task
---         that is not unique), then k items: its PENDING state's fields,
+--         that is not unique), its limit (lib/limit.lua: "<concurrency>
+--         <rate> <period ms> <base>", "" for a task that has none), then k items: its PENDING state's fields,
 --         the last pair "workflow" and its workflow, dropped when ""
 --         (lib/state.lua's pending_fields)
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
@@ -56,7 +57,7 @@
 -- a group.
 local now = now_ms()
 local k = tonumber(ARGV[3])
-local stride = 5 + k
+local stride = 6 + k
 local states = #KEYS > 4
 local P -- the aggregation prefix, once a member is met
 local live = {} -- task name → its policy, with an announcement alive
@@ -173,7 +174,7 @@ local function write(token, first, last, key, archived)
 		local id = ARGV[i]
 		if k > 0 then
 			n = n + 1
-			local fields = pending_fields({ unpack(ARGV, i + 5, i + 4 + k) })
+			local fields = pending_fields({ unpack(ARGV, i + 6, i + 5 + k) })
 			table.insert(fields, "pub")
 			table.insert(fields, token)
 			write_state(KEYS[n], ARGV[2], "", fields)
@@ -199,6 +200,9 @@ local function write(token, first, last, key, archived)
 			local ttl, ukey = parse_unique(u)
 			redis.call("SET", ukey, id, "PX", ttl)
 			redis.call("HSET", task_key, "unique", ukey)
+		end
+		if ARGV[i + 5] ~= "" then
+			redis.call("HSET", task_key, "limit", ARGV[i + 5])
 		end
 	end
 end

@@ -19,6 +19,7 @@ for _, id in ipairs(ids) do
 	redis.call("ZREM", KEYS[1], id)
 	local key = ARGV[1] .. id
 	if redis.call("EXISTS", key) == 1 then
+		limit_release(key, id)
 		local n = redis.call("HINCRBY", key, "recovered", 1)
 		redis.call("HDEL", key, "lease", "lease_exp")
 		if max >= 0 and n > max then

@@ -24,6 +24,7 @@ for _, id in ipairs(ids) do
 	local token = redis.call("HGET", key, "lease")
 	if token and string.sub(token, 1, #base) == base then
 		redis.call("ZREM", KEYS[2], id)
+		limit_release(key, id)
 		redis.call("HDEL", key, "lease", "lease_exp")
 		redis.call("HSET", key, "state", "pending")
 		table.insert(back, id)

@@ -19,6 +19,7 @@ for i = #ARGV - 1, 3, -2 do
 	local key = ARGV[2] .. id
 	if holds(key, token, now) then
 		redis.call("ZREM", KEYS[2], id)
+		limit_release(key, id)
 		redis.call("HDEL", key, "lease", "lease_exp")
 		redis.call("HSET", key, "state", "pending", "settled", token)
 		redis.call("LPUSH", KEYS[1], id)

@@ -29,6 +29,7 @@ if (tonumber(redis.call("HGET", KEYS[3], ARGV[4])) or 0) <= now then
 	return 3
 end
 redis.call("ZREM", KEYS[2], ARGV[2])
+limit_release(KEYS[1], ARGV[2])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp")
 redis.call("HSET", KEYS[1], "state", "pending", "settled", ARGV[3], "rerouted", ARGV[4])
 redis.call("RPUSH", KEYS[4] .. ":" .. ARGV[4], ARGV[2])

@@ -22,6 +22,7 @@ if refused then
 	return refused
 end
 redis.call("ZREM", KEYS[2], ARGV[2])
+limit_release(KEYS[1], ARGV[2])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "outcome")
 redis.call("HSET", KEYS[1], "msg", ARGV[4], "error", ARGV[6], "failed_at", now, "settled", ARGV[3])
 redis.call("HINCRBY", KEYS[1], "retried", 1)

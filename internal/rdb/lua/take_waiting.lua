@@ -1,5 +1,5 @@
 -- take_waiting: an operator's action on a task that waits in its queue
--- (pending, scheduled or retrying): "delete" it (it never runs; a unique
+-- (pending, scheduled, retrying, or parked on its limit key): "delete" it (it never runs; a unique
 -- task frees its key), "archive" it with a reason, or "run" it now (a
 -- scheduled or retrying task becomes pending at the head of its queue; a
 -- member of an aggregation group (its hash names the group) joins it; a
@@ -27,7 +27,7 @@ local state, msg, rerouted, g = task[1], task[2], task[3], task[4]
 if not state then
 	return {1}
 end
-if state ~= "pending" and state ~= "scheduled" and state ~= "retry" then
+if state ~= "pending" and state ~= "scheduled" and state ~= "retry" and state ~= "limited" then
 	return {2, state}
 end
 if task[5] then
@@ -35,12 +35,12 @@ if task[5] then
 	-- being finished, not waiting to run.
 	return {2, "finishing"}
 end
-if action == "run" and state == "pending" then
+if action == "run" and (state == "pending" or state == "limited") then
 	return {0, msg}
 end
 
 -- Out of its place.
-unplace(id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
+unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
 redis.call("HDEL", KEYS[1], "rerouted", "process_at")
 
 if action == "delete" then

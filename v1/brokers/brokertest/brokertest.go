@@ -90,6 +90,9 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"TakeWaiting", testTakeWaiting},
 		{"CancelTask", testCancelTask},
 		{"CancelTaskBar", testCancelTaskBar},
+		{"LimitConcurrency", testLimitConcurrency},
+		{"LimitDeadHolder", testLimitDeadHolder},
+		{"LimitRate", testLimitRate},
 	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -40,6 +40,10 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 		t.Parallel()
 		testAckSuccessSendsNext(t, newPair)
 	})
+	t.Run("AckSuccessSendsLimited", func(t *testing.T) {
+		t.Parallel()
+		testAckSuccessSendsLimited(t, newPair)
+	})
 	t.Run("AckSuccessKeepsOut", func(t *testing.T) {
 		t.Parallel()
 		testAckSuccessKeepsOut(t, newPair)
@@ -251,4 +255,22 @@ func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config
 	got := fetch(t, b, []string{nextQ}, 2)
 	wantOrder(t, "next queue", deliveryUUIDs(got), []string{in.UUID})
 	ack(t, b, got...)
+}
+
+// testAckSuccessSendsLimited: the tasks AckSuccess sends keep their limit:
+// of two next tasks limited to one at a time, one is handed out.
+func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+	b, _ := shortLeasePair(t, newPair)
+	ctx := context.Background()
+	q, nextQ := queueName(t, "q"), queueName(t, "next")
+	sig := newSig(q, "add")
+	l := tasks.Limit{Key: "k", Concurrency: 1}
+	n1, n2 := limited(nextQ, "n", l), limited(nextQ, "n", l)
+	must(t, "PublishPending", b.PublishPending(ctx, sig))
+	must(t, "AckSuccess", b.AckSuccess(ctx, fetchOne(t, b, q), nil, []*tasks.Signature{n1, n2}))
+	got := fetch(t, b, []string{nextQ}, 2)
+	wantOrder(t, "next queue", deliveryUUIDs(got), []string{n1.UUID})
+	wantSizes(t, b, nextQ, iface.QueueInfo{Active: 1, Limited: 1})
+	ack(t, b, got...)
+	ack(t, b, fetchOne(t, b, nextQ))
 }

@@ -185,6 +185,10 @@ type QueueInfo struct {
 	// Aggregating counts the members waiting in aggregation groups or
 	// taken in batches not yet completed (see Aggregator).
 	Aggregating int
+	// Limited counts the tasks parked on their limit keys until a
+	// concurrency slot frees (see tasks.Limit); those over a rate are
+	// Scheduled.
+	Limited int
 }
 
 // Claimer is a broker through which the processes sharing it agree that a

@@ -85,6 +85,8 @@ type queue struct {
 	// aggregations holds, by task name, the aggregation groups and
 	// batches of the queue and who aggregates them (aggregate.go).
 	aggregations map[string]*aggregation
+	// limits holds the state of the queue's limit keys (limit.go).
+	limits map[string]*limitState
 }
 
 // task is one task held by the broker, in exactly one place of its queue.
@@ -110,8 +112,9 @@ type task struct {
 	retried      int
 	recovered    int
 
-	joined time.Time // an aggregation member: when it first joined its group
-	unique string    // a unique task: its key in Broker.uniques
+	joined    time.Time // an aggregation member: when it first joined its group
+	unique    string    // a unique task: its key in Broker.uniques
+	limitSlot time.Time // a limited task deferred by its rate: the start it booked
 }
 
 // uniqueHold is who holds a unique key, and until when.
@@ -458,7 +461,10 @@ func (b *Broker) takeLocked(queues []string, max int, names *iface.TaskNames) []
 		if q == nil || q.paused {
 			continue
 		}
-		take := func(t *task) {
+		take := func(t *task) bool {
+			if !b.admitLocked(q, t, now) {
+				return false
+			}
 			t.status = iface.StatusActive
 			t.token = rand.Text()
 			t.leaseExpiresAt = now.Add(b.leaseDuration)
@@ -472,6 +478,7 @@ func (b *Broker) takeLocked(queues []string, max int, names *iface.TaskNames) []
 				Recovered: t.recovered,
 				Outcome:   copyState(t.outcome),
 			})
+			return true
 		}
 		b.takeReroutedLocked(q, names, max-len(out), take)
 		for len(out) < max && q.pending.len() > 0 {
@@ -576,10 +583,7 @@ func (b *Broker) settleLocked(op string, d *iface.Delivery) (*task, error) {
 		}
 		return nil, fmt.Errorf("memory broker: %s task %s: %w", op, uuid, iface.ErrLeaseLost)
 	}
-	q := b.queues[t.queue]
-	delete(b.leases, t.token)
-	delete(q.active, t.uuid)
-	t.token, t.leaseExpiresAt = "", time.Time{}
+	b.unleaseLocked(b.queues[t.queue], t)
 	return t, nil
 }
 

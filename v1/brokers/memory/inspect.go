@@ -47,6 +47,9 @@ func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo,
 	info.Retry = len(q.retry)
 	info.Archived = len(q.archived)
 	info.Aggregating = q.aggregating()
+	for _, ls := range q.limits {
+		info.Limited += ls.wait.len()
+	}
 	return info, nil
 }
 
@@ -313,7 +316,7 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 	if err != nil {
 		return nil, err
 	}
-	if t.status != iface.StatusPending && t.status != iface.StatusScheduled && t.status != iface.StatusRetry {
+	if t.status != iface.StatusPending && t.status != iface.StatusScheduled && t.status != iface.StatusRetry && t.status != statusLimited {
 		return nil, fmt.Errorf("memory broker: %s task %s of %s: it is %s: %w", action, uuid, queue, t.status, iface.ErrTaskNotWaiting)
 	}
 	sig := tasks.CopySignature(t.sig)
@@ -324,12 +327,14 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 }
 
 // takeWaitingLocked does action with t, a task of q that waits (pending,
-// scheduled or retrying).
+// scheduled, retrying, or parked on its limit key).
 func (b *Broker) takeWaitingLocked(q *queue, t *task, action iface.TakeAction, reason string, now time.Time) (*task, error) {
-	if action == iface.TakeRun && t.status == iface.StatusPending {
+	if action == iface.TakeRun && (t.status == iface.StatusPending || t.status == statusLimited) {
 		return t, nil
 	}
 	switch t.status {
+	case statusLimited:
+		q.unparkTaskLocked(t)
 	case iface.StatusPending:
 		if !q.pending.remove(t) {
 			for name, list := range q.rerouted {
@@ -387,9 +392,7 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar
 	now := b.clock.Now()
 	switch t.status {
 	case iface.StatusActive:
-		delete(b.leases, t.token)
-		delete(q.active, t.uuid)
-		t.token, t.leaseExpiresAt = "", time.Time{}
+		b.unleaseLocked(q, t)
 		b.archiveLocked(t, reason, now)
 		for _, fn := range b.watchers {
 			go fn(uuid) // not under the lock: a watcher may call the broker

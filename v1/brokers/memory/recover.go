@@ -47,9 +47,7 @@ func (b *Broker) recoverExpired(now time.Time) {
 	woken := false
 	for _, t := range expired {
 		q := b.queues[t.queue]
-		delete(b.leases, t.token)
-		delete(q.active, t.uuid)
-		t.token, t.leaseExpiresAt = "", time.Time{}
+		b.unleaseLocked(q, t)
 		if b.maxRecoveries >= 0 && t.recovered >= b.maxRecoveries {
 			reason := fmt.Sprintf("lease expired %d times: a task whose worker keeps losing its lease is archived after MaxRecoveries (%d) recoveries",
 				t.recovered+1, b.maxRecoveries)

@@ -68,7 +68,7 @@ func (b *Broker) Reroute(ctx context.Context, d *iface.Delivery) (bool, error) {
 
 // takeReroutedLocked hands up to max tasks of q rerouted to names to take
 // (takeLocked's, which leases them).
-func (b *Broker) takeReroutedLocked(q *queue, names *iface.TaskNames, max int, take func(*task)) {
+func (b *Broker) takeReroutedLocked(q *queue, names *iface.TaskNames, max int, take func(*task) bool) {
 	if names == nil || len(q.rerouted) == 0 {
 		return
 	}
@@ -76,8 +76,9 @@ func (b *Broker) takeReroutedLocked(q *queue, names *iface.TaskNames, max int, t
 	for _, n := range names.List() {
 		list := q.rerouted[n]
 		for list != nil && list.len() > 0 && taken < max {
-			take(list.popFront())
-			taken++
+			if take(list.popFront()) {
+				taken++
+			}
 		}
 		if list != nil && list.len() == 0 {
 			delete(q.rerouted, n)

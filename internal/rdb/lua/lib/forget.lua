@@ -7,12 +7,13 @@ local function release_unique(task_key, id)
 	end
 end
 
--- forget ends an acknowledged task: it frees its unique key, leaves the
--- lease zset, and its hash
+-- forget ends an acknowledged task: it frees its concurrency slot and its
+-- unique key, leaves the lease zset, and its hash
 -- is deleted or, with keep > 0 (CompletedRetention in ms), kept marked
 -- completed (settled under token) for keep ms, listed in the completed
 -- zset.
 local function forget(task_key, lease_key, completed_key, id, token, keep, now)
+	limit_release(task_key, id)
 	release_unique(task_key, id)
 	redis.call("ZREM", lease_key, id)
 	if keep > 0 then

@@ -75,13 +75,16 @@ local function trim_archive(archived, task_prefix, now, max_age, max_size)
 	end
 end
 
--- unplace takes a waiting task out of its place: the pending list, or,
--- rerouted to the workers with task name rerouted, that name's list
--- (rerouted_set .. ":" .. rerouted, whose name leaves rerouted_set when it
--- empties), or the scheduled or retry zset, by its state. O(N) for N
--- pending, O(log N) otherwise.
-local function unplace(id, state, rerouted, pending, scheduled, retry, rerouted_set)
-	if state == "pending" then
+-- unplace takes a waiting task (hash task_key) out of its place: the
+-- pending list, or, rerouted to the workers with task name rerouted, that
+-- name's list (rerouted_set .. ":" .. rerouted, whose name leaves
+-- rerouted_set when it empties), the scheduled or retry zset, or its limit
+-- key's wait list (parked), by its state. O(N) for N pending or parked,
+-- O(log N) otherwise.
+local function unplace(task_key, id, state, rerouted, pending, scheduled, retry, rerouted_set)
+	if state == "limited" then
+		limit_unplace(task_key, id)
+	elseif state == "pending" then
 		if not rerouted then
 			redis.call("LREM", pending, 1, id)
 			return
