@@ -1171,9 +1171,9 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	completeKeys := func(aggregate string) []string {
 		return append(batchKeys, qk.aggCount, qk.task+aggregate, qk.pending, qk.scheduled, qk.archived, qk.notify)
 	}
-	settle("complete_batch", statusDuplicate, run(completeBatchScript, completeKeys("m3"), "0", "batch1", "btok2", qk.task, "m3", member("m3"), 0))
-	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0))
-	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
+	settle("complete_batch", statusDuplicate, run(completeBatchScript, completeKeys("m3"), "0", "batch1", "btok2", qk.task, "m3", member("m3"), 0, ""))
+	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0, ""))
+	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0, ""))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
 	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "")))
 	if err != nil || code != statusOK {

@@ -41,6 +41,7 @@ func TestCopySignatureIsDeep(t *testing.T) {
 			OnSuccess:     []*Signature{{UUID: "task_2", Name: "next", Args: []Arg{{Type: "string", Value: "n"}}}},
 			OnError:       []*Signature{{UUID: "task_3", Name: "onerr"}},
 			ChordCallback: callback,
+			Limit:         &Limit{Key: "k", Concurrency: 2},
 		}
 	}
 	orig := newOriginal()
@@ -65,6 +66,7 @@ func TestCopySignatureIsDeep(t *testing.T) {
 	c.OnError[0].Name = "changed"
 	c.ChordCallback.Name = "changed"
 	c.ChordCallback.Args[0].Value.([]int)[0] = 99
+	c.Limit.Concurrency = 9
 
 	if want := newOriginal(); !reflect.DeepEqual(orig, want) {
 		t.Errorf("changing the copy changed the original:\n got %+v\nwant %+v", orig, want)
@@ -93,6 +95,38 @@ func TestSignatureValidate(t *testing.T) {
 	}
 	if err := (&Signature{Name: "n"}).Validate(); err != nil {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+// A limit needs a key and a concurrency or a rate (with its period), none
+// negative; an aggregation member cannot have one (its aggregate can).
+func TestLimitValidate(t *testing.T) {
+	t.Parallel()
+	for _, l := range []Limit{
+		{Key: "k", Concurrency: 1},
+		{Key: "k", Rate: 10, Per: time.Second},
+		{Key: "k", Concurrency: 3, Rate: 1, Per: time.Millisecond},
+	} {
+		if err := (&Signature{Name: "n", Limit: &l}).Validate(); err != nil {
+			t.Errorf("Validate with limit %+v: %v", l, err)
+		}
+	}
+	for _, l := range []Limit{
+		{Concurrency: 1},
+		{Key: "k"},
+		{Key: "k", Concurrency: -1},
+		{Key: "k", Rate: -1, Per: time.Second},
+		{Key: "k", Rate: 1},
+		{Key: "k", Rate: 1, Per: time.Microsecond},
+		{Key: "k", Concurrency: 1, Per: time.Second},
+	} {
+		if err := (&Signature{Name: "n", Limit: &l}).Validate(); !errors.Is(err, ErrBadLimit) {
+			t.Errorf("Validate with limit %+v: %v, want ErrBadLimit", l, err)
+		}
+	}
+	member := &Signature{Name: "n", AggregationKey: "a", Limit: &Limit{Key: "k", Concurrency: 1}}
+	if err := member.Validate(); !errors.Is(err, ErrAggregationMember) {
+		t.Errorf("Validate of a limited aggregation member: %v, want ErrAggregationMember", err)
 	}
 }
 

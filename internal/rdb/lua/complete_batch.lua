@@ -17,6 +17,7 @@
 -- ARGV[4] task hash key prefix of the batch's queue
 -- ARGV[5] the aggregate's id   ARGV[6] its message (JSON signature)
 -- ARGV[7] its ETA in ms since the epoch (0: now)
+-- ARGV[8] its limit (lib/limit.lua; "" for none)
 --
 -- Returns: 0 done; 1 the aggregate's queue holds a task with its id; 2
 -- the caller does not hold the lease.
@@ -30,7 +31,11 @@ local busy, archived = held(KEYS[4])
 if busy then
 	return 1
 end
-if put(KEYS[5], KEYS[6], KEYS[7], KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), archived, ARGV[3], now) then
+local ready = put(KEYS[5], KEYS[6], KEYS[7], KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), archived, ARGV[3], now)
+if ARGV[8] ~= "" then
+	redis.call("HSET", KEYS[4], "limit", ARGV[8])
+end
+if ready then
 	wake(KEYS[8])
 end
 local ids = cjson.decode(redis.call("HGET", KEYS[1], "msg"))

@@ -152,6 +152,11 @@
 // enqueue.lua refuses (a *CancelledError) and ack_success.lua does not
 // send, until it expires.
 //
+// A limited task (tasks.Limit) carries its limit in its hash; dequeue.lua
+// admits it, or parks it on its key, or schedules it at the start it
+// books (lib/limit.lua), and every script that ends a lease frees its
+// concurrency slot and lets one parked task of its key try again.
+//
 // The keys are listed in internal/rdb/keys.go.
 //
 // # Guarantees
