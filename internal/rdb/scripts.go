@@ -17,7 +17,8 @@ var luaFiles embed.FS
 
 // luaLib is the Lua every script starts with: the local functions of
 // lua/lib (now_ms; holds, settled_by, check_settle; limit_admit,
-// limit_release, limit_unplace; release_unique,
+// limit_free, limit_release, limit_unplace; free_unique, release_unique,
+// release_holds,
 // forget; write_state; record_member; held, put, wake, given_or_all,
 // trim_archive, unplace; agg_prefix, agg_split, agg_policy, agg_schedule,
 // agg_count, agg_wake, agg_file, agg_join, agg_file_new), so that the

@@ -18,9 +18,8 @@ local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-release_unique(KEYS[1], ARGV[2])
+release_holds(KEYS[1], ARGV[2])
 redis.call("ZREM", KEYS[2], ARGV[2])
-limit_release(KEYS[1], ARGV[2])
 redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at", "outcome")
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", now, "settled", ARGV[3])
 redis.call("ZADD", KEYS[3], now, ARGV[2])

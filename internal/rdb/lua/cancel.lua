@@ -45,8 +45,7 @@ if t[5] then
 end
 if state == "active" then
 	redis.call("ZREM", KEYS[6], id)
-	limit_release(KEYS[1], id)
-	release_unique(KEYS[1], id)
+	release_holds(KEYS[1], id)
 	redis.call("HDEL", KEYS[1], "lease", "lease_exp", "process_at")
 	redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[2], "failed_at", now)
 	redis.call("ZADD", KEYS[5], now, id)

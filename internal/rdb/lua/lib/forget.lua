@@ -1,10 +1,24 @@
--- release_unique frees the unique key a task holds (its hash's unique
--- field; see enqueue.lua), if it still holds it: the task finished.
-local function release_unique(task_key, id)
-	local ukey = redis.call("HGET", task_key, "unique")
+-- free_unique frees unique key ukey (a task hash's unique field, or
+-- false; see enqueue.lua) if task id still holds it.
+local function free_unique(ukey, id)
 	if ukey and redis.call("GET", ukey) == id then
 		redis.call("DEL", ukey)
 	end
+end
+
+-- release_unique frees the unique key task id (hash task_key) holds, if
+-- it still holds it: the task finished.
+local function release_unique(task_key, id)
+	free_unique(redis.call("HGET", task_key, "unique"), id)
+end
+
+-- release_holds frees what task id (hash task_key), which stops running
+-- for good, holds: its unique key and its limit's concurrency slot, read
+-- in one HMGET.
+local function release_holds(task_key, id)
+	local h = redis.call("HMGET", task_key, "unique", "limit")
+	free_unique(h[1], id)
+	limit_free(h[2], task_key, id)
 end
 
 -- forget ends an acknowledged task: it frees its concurrency slot and its
@@ -13,8 +27,7 @@ end
 -- completed (settled under token) for keep ms, listed in the completed
 -- zset.
 local function forget(task_key, lease_key, completed_key, id, token, keep, now)
-	limit_release(task_key, id)
-	release_unique(task_key, id)
+	release_holds(task_key, id)
 	redis.call("ZREM", lease_key, id)
 	if keep > 0 then
 		redis.call("HSET", task_key, "state", "completed", "settled", token)

@@ -109,11 +109,11 @@ local function limit_admit(l, task_key, id, lease_key, now)
 	return 0
 end
 
--- limit_release frees the concurrency slot task id (hash task_key) may
--- hold, as it stops running (settled, given back, recovered, cancelled),
--- and lets one parked task of its key try again.
-local function limit_release(task_key, id)
-	local l = redis.call("HGET", task_key, "limit")
+-- limit_free frees the concurrency slot task id (hash task_key) may hold
+-- under limit l (its hash's limit field, or false), as it stops running
+-- (settled, given back, recovered, cancelled), and lets one parked task
+-- of its key try again.
+local function limit_free(l, task_key, id)
 	if not l then
 		return
 	end
@@ -122,6 +122,11 @@ local function limit_release(task_key, id)
 		redis.call("SREM", base .. ":run", id)
 		limit_unpark(base, limit_queue(task_key, id), 1)
 	end
+end
+
+-- limit_release is limit_free with the limit read from the hash.
+local function limit_release(task_key, id)
+	limit_free(redis.call("HGET", task_key, "limit"), task_key, id)
 end
 
 -- limit_unplace takes task id, parked on its key, out of the key's wait
