@@ -174,6 +174,20 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 			return fmt.Errorf("machinist: cancel workflow %s: elect the chord's canceller: %w", wf.WorkflowUUID, err)
 		}
 	}
+	if wf.Members > 0 {
+		// The members are listed by the group's bookkeeping, in group
+		// order.
+		states, err := backend.GroupTaskStatesContext(ctx, wf.WorkflowUUID, wf.Members)
+		if err != nil {
+			return fmt.Errorf("machinist: cancel workflow %s: read its members: %w", wf.WorkflowUUID, err)
+		}
+		members := make([]tasks.WorkflowTask, len(states))
+		for i, st := range states {
+			members[i] = tasks.WorkflowTask{UUID: st.TaskUUID, Name: st.TaskName, Queue: wf.Queue,
+				GroupUUID: wf.WorkflowUUID, GroupTaskCount: wf.Members}
+		}
+		wf.Tasks = append(members, wf.Tasks...)
+	}
 	cw := &workflowCancel{s: s, c: c, wf: wf, msg: msg, onError: o.onError,
 		bar: max(wf.Lifetime(time.Duration(s.GetConfig().WithDefaults().ResultsExpireIn)*time.Second), minWorkflowBar)}
 	return cw.run(ctx)

@@ -269,16 +269,17 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	ctx, span := s.tracing.StartSend(ctx, commonQueue(group.Tasks), group.Tasks,
 		append(attrs, telemetry.GroupIDKey.String(group.GroupUUID))...)
 	defer func() { telemetry.Ended(span, err); span.End() }()
+	backend := s.GetBackend()
+	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
+		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
+	}
+	// Recorded after the group's bookkeeping, which lists its members.
 	var pending []*tasks.Signature
 	if callback != nil {
 		pending = append(pending, callback)
 	}
 	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
 		return nil, fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err)
-	}
-	backend := s.GetBackend()
-	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
-		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)

@@ -52,13 +52,19 @@ const (
 )
 
 // WorkflowMeta is what a result backend stores for a chain, group or chord
-// (machinist extension): every task that belongs to it, so that it can be
-// cancelled as a whole.
+// (machinist extension): every task that belongs to it (a group's members
+// through the group's own bookkeeping), so that it can be cancelled as a
+// whole.
 type WorkflowMeta struct {
 	WorkflowUUID string         `bson:"_id"`
 	Kind         string         `bson:"kind"` // WorkflowChain, WorkflowGroup or WorkflowChord
 	Tasks        []WorkflowTask `bson:"tasks"`
 	CreatedAt    time.Time      `bson:"created_at"`
+	// Members, for a group or a chord whose members share a queue, is how
+	// many members it has: they are not in Tasks, but in the backend's
+	// bookkeeping of the group WorkflowUUID (InitGroup), in Queue.
+	Members int    `json:",omitempty" bson:"members,omitempty"`
+	Queue   string `json:",omitempty" bson:"queue,omitempty"`
 	// LastETA is the latest ETA among its tasks (zero: none has one): a
 	// backend keeps the record for as long as it keeps a state
 	// (ResultsExpireIn) after that, or after CreatedAt.
@@ -91,30 +97,46 @@ func (t WorkflowTask) Signature(workflowUUID string) *Signature {
 }
 
 // NewWorkflowMeta returns the record of the workflow id of kind, whose
-// tasks are roots and every task that follows them (OnSuccess callbacks
-// and chord callbacks, depth first, each once), and marks each of those
-// signatures with WorkflowUUID id.
+// tasks are roots (a chain's, or a group's members) and every task that
+// follows them (OnSuccess callbacks and a chord's callback, depth first,
+// each once), and marks each of those signatures with WorkflowUUID id. The
+// members of a group or a chord that share a queue are not listed: the
+// backend's group bookkeeping lists them (Members, Queue).
 func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
 	wf := &WorkflowMeta{WorkflowUUID: id, Kind: kind, CreatedAt: time.Now().UTC()}
 	seen := make(map[*Signature]bool)
-	var walk func(sig *Signature, depth int)
-	walk = func(sig *Signature, depth int) {
-		if sig == nil || seen[sig] || depth > 1000 {
-			return
-		}
+	note := func(sig *Signature) {
 		seen[sig] = true
 		sig.WorkflowUUID = id
 		if sig.ETA != nil && sig.ETA.After(wf.LastETA) {
 			wf.LastETA = *sig.ETA
 		}
-		wf.Tasks = append(wf.Tasks, WorkflowTask{UUID: sig.UUID, Name: sig.Name, Queue: sig.RoutingKey,
-			GroupUUID: sig.GroupUUID, GroupTaskCount: sig.GroupTaskCount})
+	}
+	var walk func(sig *Signature, depth int)
+	walk = func(sig *Signature, depth int) {
+		if sig == nil || seen[sig] || depth > 1000 {
+			return
+		}
+		note(sig)
+		wf.Tasks = append(wf.Tasks, workflowTask(sig))
 		for _, next := range sig.OnSuccess {
 			walk(next, depth+1)
 		}
 	}
-	for _, sig := range roots {
-		walk(sig, 0)
+	if kind == WorkflowChain || !shareQueue(roots) {
+		for _, sig := range roots {
+			walk(sig, 0)
+		}
+	} else {
+		wf.Members, wf.Queue = len(roots), roots[0].RoutingKey
+		for _, sig := range roots {
+			note(sig)
+		}
+		for _, sig := range roots {
+			for _, next := range sig.OnSuccess {
+				walk(next, 1)
+			}
+		}
 	}
 	// A chord's callback follows its members, once.
 	for _, sig := range roots {
@@ -123,6 +145,24 @@ func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
 		}
 	}
 	return wf
+}
+
+func workflowTask(sig *Signature) WorkflowTask {
+	return WorkflowTask{UUID: sig.UUID, Name: sig.Name, Queue: sig.RoutingKey,
+		GroupUUID: sig.GroupUUID, GroupTaskCount: sig.GroupTaskCount}
+}
+
+// shareQueue reports whether sigs are some, none nil, all of one queue.
+func shareQueue(sigs []*Signature) bool {
+	if len(sigs) == 0 || sigs[0] == nil {
+		return false
+	}
+	for _, sig := range sigs[1:] {
+		if sig == nil || sig.RoutingKey != sigs[0].RoutingKey {
+			return false
+		}
+	}
+	return true
 }
 
 // GroupMeta is what a result backend stores for a group.

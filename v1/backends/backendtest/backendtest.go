@@ -637,15 +637,27 @@ func testWorkflow(t *testing.T, s *suite) {
 		}
 	}
 
-	// A group: its members' PENDING states, written with SetStatePending,
-	// name it.
+	// A group of one queue: its members (listed by the group's
+	// bookkeeping, not the record), whose PENDING states, written with
+	// SetStatePending, name it.
 	groupUUID, members := newGroup(2)
+	for _, m := range members {
+		m.RoutingKey = "q3"
+	}
 	gwf := tasks.NewWorkflowMeta(groupUUID, tasks.WorkflowGroup, members...)
 	must(t, "InitWorkflow", w.InitWorkflowContext(ctx, gwf))
 	must(t, "SetStatePending", b.SetStatePendingContext(ctx, members...))
 	got, err := w.GetWorkflowContext(ctx, members[1].UUID)
-	if err != nil || got.WorkflowUUID != groupUUID || len(got.Tasks) != 2 || got.Tasks[1].GroupUUID != groupUUID || got.Tasks[1].GroupTaskCount != 2 {
-		t.Fatalf("GetWorkflow of a group member = %+v, %v; want group %s", got, err, groupUUID)
+	if err != nil || got.WorkflowUUID != groupUUID || got.Kind != tasks.WorkflowGroup || got.Members != 2 || got.Queue != "q3" || len(got.Tasks) != 0 {
+		t.Fatalf("GetWorkflow of a group member = %+v, %v; want group %s of 2 members in q3", got, err, groupUUID)
+	}
+	// Of several queues: its members are listed.
+	mixedUUID, mixed := newGroup(2)
+	mixed[0].RoutingKey, mixed[1].RoutingKey = "q4", "q5"
+	must(t, "InitWorkflow", w.InitWorkflowContext(ctx, tasks.NewWorkflowMeta(mixedUUID, tasks.WorkflowGroup, mixed...)))
+	got, err = w.GetWorkflowContext(ctx, mixedUUID)
+	if err != nil || got.Members != 0 || len(got.Tasks) != 2 || got.Tasks[1].Queue != "q5" || got.Tasks[1].GroupUUID != mixedUUID || got.Tasks[1].GroupTaskCount != 2 {
+		t.Fatalf("GetWorkflow of a group of two queues = %+v, %v; want its two members listed", got, err)
 	}
 
 	plain := newSig("plain")
