@@ -11,6 +11,7 @@ import (
 
 	machinist "github.com/b6192125/machinist/v1"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/backends/result"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -238,19 +239,7 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 		})
 		launch(t, workerSrv.NewWorker("w", 4))
 		ctx := testCtx(t)
-		group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		callback := sig("sum")
-		chord, err := tasks.NewChord(group, callback)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := sender.SendChordWithContext(ctx, chord, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, callback, r := sendAddChord(ctx, t, sender)
 		select {
 		case <-reached:
 		case <-ctx.Done():
@@ -274,19 +263,7 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 		const rounds = 20
 		var ran, kept int
 		for i := range rounds {
-			group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			callback := sig("sum")
-			chord, err := tasks.NewChord(group, callback)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := sender.SendChordWithContext(ctx, chord, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			group, callback, r := sendAddChord(ctx, t, sender)
 			// The cancellation meets the chord at once, once one member
 			// has finished, or once both have (the callback being sent,
 			// or sent).
@@ -296,7 +273,7 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 					return err == nil && st.IsCompleted()
 				})
 			}
-			err = operator.CancelWorkflow(ctx, group.GroupUUID)
+			err := operator.CancelWorkflow(ctx, group.GroupUUID)
 			returned := time.Now()
 			if err != nil && !errors.Is(err, machinist.ErrTaskFinished) {
 				t.Fatal(err)
@@ -331,4 +308,23 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 // queueInfo returns the sizes of s's DefaultQueue.
 func queueInfo(ctx context.Context, s *machinist.Server) (*brokeriface.QueueInfo, error) {
 	return s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
+}
+
+// sendAddChord sends a chord of two "add" members and a "sum" callback.
+func sendAddChord(ctx context.Context, t *testing.T, sender *machinist.Server) (*tasks.Group, *tasks.Signature, *result.ChordAsyncResult) {
+	t.Helper()
+	group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callback := sig("sum")
+	chord, err := tasks.NewChord(group, callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sender.SendChordWithContext(ctx, chord, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return group, callback, r
 }

@@ -78,6 +78,20 @@ type cancelOptions struct{ onError bool }
 // cancellation as their error; by default they are not sent.
 func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = true } }
 
+// canceller returns the broker as a Canceller and the options opts set,
+// for cancelling what (a "task" or a "workflow") id.
+func (s *Server) canceller(what, id string, opts []CancelOption) (brokeriface.Canceller, cancelOptions, error) {
+	var o cancelOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c, ok := s.GetBroker().(brokeriface.Canceller)
+	if !ok {
+		return nil, o, fmt.Errorf("machinist: cancel %s %s: the broker (%T) cannot cancel tasks", what, id, s.GetBroker())
+	}
+	return c, o, nil
+}
+
 // CancelTask cancels the task uuid of queue ("" is the DefaultQueue) from
 // any process. A task that waits (pending, scheduled, retrying, or an
 // aggregation member waiting in its group) never runs; a running one has
@@ -90,13 +104,9 @@ func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = tr
 // cancelled member). Its OnError callbacks are not sent unless WithOnError
 // is given. A finished task is left as it is: ErrTaskFinished.
 func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...CancelOption) error {
-	var o cancelOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	c, ok := s.GetBroker().(brokeriface.Canceller)
-	if !ok {
-		return fmt.Errorf("machinist: cancel task %s: the broker (%T) cannot cancel tasks", uuid, s.GetBroker())
+	c, o, err := s.canceller("task", uuid, opts)
+	if err != nil {
+		return err
 	}
 	if queue == "" {
 		queue = s.GetConfig().DefaultQueue
@@ -145,13 +155,9 @@ const workflowCancelConcurrency = 16
 // task of which had finished: ErrTaskFinished; an unknown id: an error
 // wrapping backends/iface.ErrWorkflowNotFound.
 func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOption) error {
-	var o cancelOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	c, ok := s.GetBroker().(brokeriface.Canceller)
-	if !ok {
-		return fmt.Errorf("machinist: cancel workflow %s: the broker (%T) cannot cancel tasks", id, s.GetBroker())
+	c, o, err := s.canceller("workflow", id, opts)
+	if err != nil {
+		return err
 	}
 	backend := s.GetBackend()
 	w, ok := backend.(backendiface.Workflows)
