@@ -622,9 +622,17 @@ func testWorkflow(t *testing.T, s *suite) {
 			t.Fatalf("state of %s after InitWorkflow: %+v, want PENDING in workflow %s", sig.Name, st, id)
 		}
 	}
-	// The state keeps naming its workflow through later writes.
-	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, first))
-	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, first, nil))
+	// The state keeps naming its workflow through later writes, made from
+	// the signature a worker has (WorkflowUUID is not sent with it).
+	decoded, err := tasks.DecodeSignature(mustEncode(t, first))
+	if err != nil || decoded.WorkflowUUID != "" {
+		t.Fatalf("a signature that travelled: %+v, %v; want no WorkflowUUID", decoded, err)
+	}
+	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, decoded))
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, decoded, nil))
+	if st := getState(t, b, first.UUID); st.State != tasks.StateSuccess || st.Workflow != id {
+		t.Fatalf("state of first after its worker's writes: %+v, want SUCCESS in workflow %s", st, id)
+	}
 	for _, key := range []string{id, first.UUID, second.UUID} {
 		got, err := w.GetWorkflowContext(ctx, key)
 		if err != nil {
@@ -667,4 +675,13 @@ func testWorkflow(t *testing.T, s *suite) {
 			t.Fatalf("GetWorkflow(%s): %v, want ErrWorkflowNotFound", key, err)
 		}
 	}
+}
+
+func mustEncode(t *testing.T, sig *tasks.Signature) []byte {
+	t.Helper()
+	raw, err := tasks.EncodeSignature(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(raw)
 }

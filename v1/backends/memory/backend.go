@@ -461,9 +461,15 @@ func (b *Backend) sweepLocked(now time.Time) {
 	}
 }
 
-// putLocked stores a copy of state until ResultsExpireIn from now.
+// putLocked stores a copy of state until ResultsExpireIn from now. A
+// state that names no workflow keeps the one the task's last state named
+// (its PENDING state names it; signatures do not carry it to workers).
 func (b *Backend) putLocked(state *tasks.TaskState, now time.Time) {
-	b.states[state.TaskUUID] = &stateEntry{state: copyState(state), expiresAt: now.Add(b.expireIn)}
+	c := copyState(state)
+	if old := b.states[state.TaskUUID]; c.Workflow == "" && old != nil {
+		c.Workflow = old.state.Workflow
+	}
+	b.states[state.TaskUUID] = &stateEntry{state: c, expiresAt: now.Add(b.expireIn)}
 }
 
 // groupLocked returns the group's live bookkeeping, deleting it when it has
