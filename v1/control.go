@@ -151,7 +151,11 @@ const workflowCancelConcurrency = 16
 // OnError callbacks are not sent unless WithOnError is given (then those
 // of each task cancelled whose signature the broker still held, with the
 // ones nested in it). A callback whose queue was not set when the workflow
-// was sent is looked for in this Server's DefaultQueue. A workflow every
+// was sent is looked for in this Server's DefaultQueue. The record lives
+// ResultsExpireIn past the latest ETA among the workflow's tasks (so does
+// a group's bookkeeping, which lists its members): a workflow still
+// running after that is not found, and a task whose state expired counts
+// as not finished. A workflow every
 // task of which had finished: ErrTaskFinished; an unknown id: an error
 // wrapping backends/iface.ErrWorkflowNotFound.
 func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOption) error {

@@ -315,7 +315,21 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
 		return fmt.Errorf("set state pending: %w", err)
 	}
-	return publishBatches(ctx, members, sendConcurrency, publish)
+	return publishBatches(ctx, members, sendConcurrency, func(ctx context.Context, batch ...*tasks.Signature) error {
+		err := publish(ctx, batch...)
+		var ce *brokeriface.CancelledError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		// The group was cancelled while it was being sent: its members
+		// not sent are kept out, their PENDING states (written before
+		// the cancellation's FAILURE, or after it) say FAILURE again.
+		var errs []error
+		for _, sig := range batch {
+			errs = append(errs, backend.SetStateFailureContext(ctx, sig, ce.Reason))
+		}
+		return errors.Join(append(errs, err)...)
+	})
 }
 
 // publishBatches publishes sigs with publish in batches, at most

@@ -329,7 +329,11 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
 	keys := []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, ak.task + aggregate.UUID,
 		ak.pending, ak.scheduled, ak.archived, ak.notify}
-	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limitItem(ak, aggregate.Limit))
+	limit, err := limitItem(ak, aggregate.Limit)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limit)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", what, err)

@@ -30,7 +30,9 @@ import (
 //	                                pub (the publish's token), settled (the
 //	                                lease it was last settled under),
 //	                                rerouted (the name it waits for),
-//	                                unique (the unique key it holds);
+//	                                unique (the unique key it holds),
+//	                                limit (its tasks.Limit, lib/limit.lua),
+//	                                limit_slot (the start its rate booked);
 //	                                or, for a task its workflow's
 //	                                cancellation keeps out, only state
 //	                                "cancelled" and error, until it expires

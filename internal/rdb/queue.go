@@ -146,7 +146,11 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		}
 		q.tasks = append(q.tasks, g, u)
 	}
-	q.tasks = append(q.tasks, limitItem(q.queue, sig.Limit))
+	l, err := limitItem(q.queue, sig.Limit)
+	if err != nil {
+		return err
+	}
+	q.tasks = append(q.tasks, l)
 	if q.states {
 		w, err := encodeState(tasks.NewPendingTaskState(sig))
 		if err != nil {
@@ -870,18 +874,22 @@ func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, err
 		case err != nil:
 			return nil, fmt.Errorf("holds: task %s: %w", sigs[i].UUID, err)
 		default:
-			out[i] = state != "archived"
+			out[i] = state != "archived" && state != "cancelled"
 		}
 	}
 	return out, nil
 }
 
 // limitItem is the limit of a task for the scripts (lib/limit.lua):
-// "<concurrency> <rate> <period ms> <base>", or "" for none.
-func limitItem(qk *queueKeys, l *tasks.Limit) string {
+// "<concurrency> <rate> <period ms> <base>", or "" for none; a limit
+// that cannot be applied is an error (tasks.ErrBadLimit).
+func limitItem(qk *queueKeys, l *tasks.Limit) (string, error) {
 	if l == nil {
-		return ""
+		return "", nil
+	}
+	if err := l.Validate(); err != nil {
+		return "", err
 	}
 	return strconv.Itoa(l.Concurrency) + " " + strconv.Itoa(l.Rate) + " " +
-		strconv.FormatInt(l.Per.Milliseconds(), 10) + " " + qk.limit + l.Key
+		strconv.FormatInt(l.Per.Milliseconds(), 10) + " " + qk.limit + l.Key, nil
 }

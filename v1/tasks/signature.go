@@ -128,7 +128,8 @@ type Signature struct {
 // Limit is a per-key limit (Signature.Limit), shared by the tasks of its
 // Key in one queue, across every worker: at most Concurrency of them run
 // at once (0: no bound), and at most Rate start per Per (0: no bound),
-// evenly spaced: one every Per / Rate, without bursts. A running task holds its slot while its lease
+// evenly spaced: one every Per / Rate, without bursts (give or take the
+// delay of forwarding a scheduled task when it is due). A running task holds its slot while its lease
 // lives, so the slot of a task whose worker died comes back with its
 // lease. A task over the concurrency waits, parked, until a task of its
 // key stops running; one over the rate is scheduled for the start it

@@ -55,6 +55,7 @@ if state == "active" then
 end
 if state == "pending" or state == "scheduled" or state == "retry" or state == "limited" then
 	unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
+	limit_pass(KEYS[1], id)
 elseif state == "aggregating" and g then
 	local P = agg_prefix(ARGV[5])
 	if redis.call("ZREM", P .. "group:" .. g, id) == 0 then

@@ -132,6 +132,14 @@ local function check(token, repeated, first, last, key)
 			end
 		end
 		if busy and redis.call("HGET", task_key, "state") == "cancelled" then
+			-- Kept out, unless this publish ran before the cancellation
+			-- (its reply lost) and its task ran since: its state says so.
+			if repeated and states then
+				local state = redis.call("HMGET", KEYS[n], "pub", "state")
+				if k > 0 and state[1] == token or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
+					return {0}
+				end
+			end
 			return {7, id, redis.call("HGET", task_key, "error") or ""}
 		end
 		if seen[id] or busy then

@@ -43,6 +43,9 @@ end
 unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
 redis.call("HDEL", KEYS[1], "rerouted", "process_at")
 
+if action ~= "run" then
+	limit_pass(KEYS[1], id)
+end
 if action == "delete" then
 	release_unique(KEYS[1], id)
 	redis.call("DEL", KEYS[1])

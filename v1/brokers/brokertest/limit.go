@@ -40,6 +40,11 @@ func testLimitConcurrency(t *testing.T, s *suite) {
 	sameSignature(t, "a limited task", got[0].Signature, sigs[0])
 	wantSizes(t, b, q, iface.QueueInfo{Active: 4, Limited: 4})
 	fetchNone(t, b, q)
+	// A limit that cannot be applied is refused, and nothing is written.
+	if err := b.Publish(ctx, limited(q, "call", tasks.Limit{Key: "k", Concurrency: -1})); !errors.Is(err, tasks.ErrBadLimit) {
+		t.Fatalf("Publish of a task with a negative limit: %v, want ErrBadLimit", err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Active: 4, Limited: 4})
 
 	// Each way a holder stops running frees its slot for a parked task.
 	holders := got[:2]
@@ -76,6 +81,11 @@ func testLimitConcurrency(t *testing.T, s *suite) {
 	if _, err := b.TakeWaiting(ctx, q, parked[1].UUID, iface.TakeArchive, "archived"); err != nil {
 		t.Fatalf("TakeWaiting(archive) of a parked task: %v", err)
 	}
+	// A waiting task of the key that leaves lets a parked one try again
+	// (a holder's end may have let it go for the slot it freed): back in
+	// pending, it is parked again while the key is full.
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 2, Retry: 1, Archived: 3})
+	fetchNone(t, b, q)
 	wantSizes(t, b, q, iface.QueueInfo{Active: 2, Retry: 1, Archived: 3, Limited: 1})
 	ack(t, b, next2, last)
 	got = fetch(t, b, []string{q}, 10)

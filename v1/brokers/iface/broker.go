@@ -223,7 +223,9 @@ type Claimer interface {
 	// task with its UUID in the queue its RoutingKey names (pending,
 	// scheduled, waiting for a retry, running, or completed and kept;
 	// not archived): exactly when Publish would refuse it with
-	// ErrDuplicateTask. A RoutingKey must be set (else ErrNoQueue).
+	// ErrDuplicateTask. A task kept out by its workflow's cancellation is
+	// not held (Publish refuses it with a *CancelledError). A RoutingKey
+	// must be set (else ErrNoQueue).
 	Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error)
 }
 
@@ -281,10 +283,12 @@ type Inspector interface {
 	// when none are given) and returns how many it deleted.
 	DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error)
 	// TakeWaiting acts on a task of queue that waits there (pending,
-	// scheduled or retrying): TakeDelete deletes it (it never runs),
-	// TakeArchive archives it with reason, TakeRun makes it pending now, at
-	// the head of its queue (a scheduled aggregation member joins its
-	// group; a pending task stays as it is). It returns the task's
+	// scheduled, retrying, or parked on its limit key): TakeDelete deletes
+	// it (it never runs), TakeArchive archives it with reason, TakeRun
+	// makes it pending now, at the head of its queue (a scheduled
+	// aggregation member joins its group; a pending or parked task stays
+	// as it is; a task deferred by its rate keeps waiting for the start it
+	// booked). It returns the task's
 	// signature. A queue without such a task: ErrTaskNotFound; a task that
 	// does not wait (running, archived, waiting in an aggregation group,
 	// or recovered after its outcome was committed): an error wrapping
@@ -297,7 +301,8 @@ type Inspector interface {
 // Canceller is a broker through which any process cancels a task.
 type Canceller interface {
 	// CancelTask stops the task uuid of queue with reason: a waiting task
-	// (pending, scheduled, retrying, or a member waiting in its group) is
+	// (pending, scheduled, retrying, parked on its limit key, or a member
+	// waiting in its group) is
 	// deleted; a running one loses its lease, so that its worker can
 	// settle it no more (not as a success, nor as a retry), is archived
 	// with reason, and the workers watching cancellations (WatchCancels)

@@ -376,6 +376,10 @@ func checkPublish(i int, sig *tasks.Signature) error {
 		return fmt.Errorf("memory broker: publish: task %d (%q) has no UUID", i, sig.Name)
 	case sig.RoutingKey == "":
 		return fmt.Errorf("memory broker: publish: task %s has no RoutingKey: %w", sig.UUID, iface.ErrNoQueue)
+	case sig.Limit != nil:
+		if err := sig.Limit.Validate(); err != nil {
+			return fmt.Errorf("memory broker: publish: task %s: %w", sig.UUID, err)
+		}
 	}
 	return nil
 }

@@ -351,6 +351,9 @@ func (b *Broker) takeWaitingLocked(q *queue, t *task, action iface.TakeAction, r
 	default:
 		return nil, fmt.Errorf("it is %s: %w", t.status, iface.ErrTaskNotWaiting)
 	}
+	if action != iface.TakeRun {
+		b.passLocked(q, t)
+	}
 	switch action {
 	case iface.TakeDelete:
 		b.finishLocked(t)

@@ -54,7 +54,10 @@ func (b *Broker) admitLocked(q *queue, t *task, now time.Time) bool {
 			}
 		}
 		if live >= l.Concurrency {
+			// A start booked by the rate is given up: it books again
+			// when it comes back, so that starts stay a step apart.
 			t.status = statusLimited
+			t.limitSlot = time.Time{}
 			ls.wait.pushBack(t)
 			return false
 		}
@@ -63,24 +66,30 @@ func (b *Broker) admitLocked(q *queue, t *task, now time.Time) bool {
 		}
 	}
 	if l.Rate > 0 {
+		// GCRA without a burst: one start every Per / Rate. A task
+		// deferred earlier starts at the start it booked; taken late, it
+		// pushes the next start a step past its own.
+		step := l.Per / time.Duration(l.Rate)
 		switch {
-		case t.limitSlot.IsZero():
-			// GCRA without a burst: one start every Per / Rate.
+		case t.limitSlot.After(now): // brought back early: it waits for its start
+			b.scheduleLocked(q, t, iface.StatusScheduled, t.limitSlot)
+			return false
+		case !t.limitSlot.IsZero():
+			t.limitSlot = time.Time{}
+			if next := now.Add(step); next.After(ls.tat) {
+				ls.tat = next
+			}
+		default:
 			slot := ls.tat
 			if slot.Before(now) {
 				slot = now
 			}
-			ls.tat = slot.Add(l.Per / time.Duration(l.Rate))
+			ls.tat = slot.Add(step)
 			if slot.After(now) {
 				t.limitSlot = slot
 				b.scheduleLocked(q, t, iface.StatusScheduled, slot)
 				return false
 			}
-		case t.limitSlot.After(now): // brought back early: it waits for its start
-			b.scheduleLocked(q, t, iface.StatusScheduled, t.limitSlot)
-			return false
-		default:
-			t.limitSlot = time.Time{}
 		}
 	}
 	if l.Concurrency > 0 {
@@ -92,14 +101,17 @@ func (b *Broker) admitLocked(q *queue, t *task, now time.Time) bool {
 // unparkLocked moves up to n tasks parked on ls back to the head of q's
 // pending list and wakes the idle workers.
 func (b *Broker) unparkLocked(q *queue, ls *limitState, n int) {
-	moved := false
+	var back []*task
 	for ; n > 0 && ls.wait.len() > 0; n-- {
 		t := ls.wait.popFront()
 		t.status = iface.StatusPending
-		q.pending.pushFront(t)
-		moved = true
+		back = append(back, t)
 	}
-	if moved {
+	// Backwards, so that they keep the order they were parked in.
+	for i := len(back) - 1; i >= 0; i-- {
+		q.pending.pushFront(back[i])
+	}
+	if len(back) > 0 {
 		b.notifyLocked()
 	}
 }
@@ -114,8 +126,25 @@ func (b *Broker) releaseLocked(q *queue, t *task) {
 	ls := q.limits[l.Key]
 	delete(ls.run, t.uuid)
 	b.unparkLocked(q, ls, 1)
-	if len(ls.run) == 0 && ls.wait.len() == 0 && ls.tat.Before(b.clock.Now()) {
-		delete(q.limits, l.Key)
+}
+
+// sweepLimitsLocked forgets the limit keys of q that hold nothing: no
+// holder, none parked, and a rate whose next start has come.
+func (q *queue) sweepLimitsLocked(now time.Time) {
+	for k, ls := range q.limits {
+		if len(ls.run) == 0 && ls.wait.len() == 0 && !ls.tat.After(now) {
+			delete(q.limits, k)
+		}
+	}
+}
+
+// passLocked lets one task parked on the key of t, a task of q that waits
+// and leaves for good (deleted, archived, cancelled), try again: a
+// holder's end may have unparked t for the slot it freed. One that finds
+// the key full is parked again.
+func (b *Broker) passLocked(q *queue, t *task) {
+	if l := t.sig.Limit; l != nil && l.Concurrency > 0 && q.limits[l.Key] != nil {
+		b.unparkLocked(q, q.limits[l.Key], 1)
 	}
 }
 

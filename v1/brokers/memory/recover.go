@@ -34,6 +34,9 @@ func (b *Broker) recoverExpired(now time.Time) {
 			delete(b.barred, id)
 		}
 	}
+	for _, q := range b.queues {
+		q.sweepLimitsLocked(now)
+	}
 	var expired []*task
 	for _, t := range b.leases {
 		if !now.Before(t.leaseExpiresAt) {

@@ -9,10 +9,16 @@
 -- A holder keeps its slot while its lease lives in its queue's lease zset:
 -- a dead worker's slot comes back with its lease. A task deferred by the
 -- rate books the slot it is deferred to (its hash's limit_slot), and
--- starts then without spending the rate again.
+-- starts then without spending the rate again, unless the concurrency
+-- parks it first (then it books again when it comes back).
 
+-- limit_parse reads limit l; one that cannot be read (the broker checks
+-- limits before it sends them) limits nothing: conc and rate 0.
 local function limit_parse(l)
 	local conc, rate, per, base = string.match(l, "^(%d+) (%d+) (%d+) (.+)$")
+	if not base then
+		return 0, 0, 0, ""
+	end
 	return tonumber(conc), tonumber(rate), tonumber(per), base
 end
 
@@ -27,8 +33,8 @@ end
 -- idle worker: a slot may have freed. A parked task that is no longer
 -- parked (cancelled, deleted) is skipped.
 local function limit_unpark(base, qbase, n)
-	local woken = false
-	while n > 0 do
+	local back = {}
+	while #back < n do
 		local id = redis.call("LPOP", base .. ":wait")
 		if not id then
 			break
@@ -37,12 +43,14 @@ local function limit_unpark(base, qbase, n)
 		if redis.call("HGET", key, "state") == "limited" then
 			redis.call("DECR", qbase .. "limited")
 			redis.call("HSET", key, "state", "pending")
-			redis.call("LPUSH", qbase .. "pending", id)
-			woken = true
-			n = n - 1
+			table.insert(back, id)
 		end
 	end
-	if woken and redis.call("LLEN", qbase .. "notify") == 0 then
+	-- Backwards, so that they keep the order they were parked in.
+	for i = #back, 1, -1 do
+		redis.call("LPUSH", qbase .. "pending", back[i])
+	end
+	if #back > 0 and redis.call("LLEN", qbase .. "notify") == 0 then
 		redis.call("LPUSH", qbase .. "notify", "1")
 	end
 end
@@ -68,9 +76,12 @@ local function limit_admit(l, task_key, id, lease_key, now)
 			end
 		end
 		if live >= conc then
+			-- A slot booked by the rate is given up: it books again when
+			-- it comes back, so that starts stay a step apart.
 			redis.call("RPUSH", base .. ":wait", id)
 			redis.call("INCR", qbase .. "limited")
 			redis.call("HSET", task_key, "state", "limited")
+			redis.call("HDEL", task_key, "limit_slot")
 			return false
 		end
 		-- Slots of dead holders beyond the one taken here: parked tasks
@@ -80,27 +91,34 @@ local function limit_admit(l, task_key, id, lease_key, now)
 		end
 	end
 	if rate > 0 then
+		-- GCRA without a burst: one start every per / rate ms, so that no
+		-- period holds more than rate starts. A task deferred earlier
+		-- starts at the slot it booked; taken late (its queue's scheduled
+		-- tasks are forwarded a little after they are due), it pushes the
+		-- next slot a step past its start.
+		local step = per / rate
+		local tat = tonumber(redis.call("GET", base .. ":tat")) or 0
 		local booked = tonumber(redis.call("HGET", task_key, "limit_slot"))
-		if booked and booked <= now then
+		if booked then
+			if booked > now then
+				-- Brought back early (run now by an operator): it waits.
+				redis.call("HSET", task_key, "state", "scheduled", "process_at", booked)
+				redis.call("ZADD", qbase .. "scheduled", booked, id)
+				return false
+			end
 			redis.call("HDEL", task_key, "limit_slot")
-		elseif not booked then
-			-- GCRA without a burst: one start every per / rate ms, so
-			-- that no period holds more than rate starts.
-			local step = per / rate
-			local slot = math.max(tonumber(redis.call("GET", base .. ":tat")) or 0, now)
-			redis.call("SET", base .. ":tat", tostring(slot + step), "PX", math.ceil(slot + step - now) + 1)
+			if now + step > tat then
+				redis.call("SET", base .. ":tat", string.format("%.3f", now + step), "PX", math.ceil(step) + 1)
+			end
+		else
+			local slot = math.max(tat, now)
+			redis.call("SET", base .. ":tat", string.format("%.3f", slot + step), "PX", math.ceil(slot + step - now) + 1)
 			if slot > now then
 				slot = math.ceil(slot)
 				redis.call("HSET", task_key, "state", "scheduled", "process_at", slot, "limit_slot", slot)
 				redis.call("ZADD", qbase .. "scheduled", slot, id)
 				return false
 			end
-		else
-			-- Brought back before its booked slot (run now by an
-			-- operator): it waits for it.
-			redis.call("HSET", task_key, "state", "scheduled", "process_at", booked)
-			redis.call("ZADD", qbase .. "scheduled", booked, id)
-			return false
 		end
 	end
 	if conc > 0 then
@@ -124,13 +142,27 @@ local function limit_free(l, task_key, id)
 	end
 end
 
+-- limit_pass lets one task parked on the key of task id (hash task_key),
+-- which waits and leaves for good (deleted, archived, cancelled), try
+-- again: a holder's end may have unparked it for the slot it freed. A
+-- task let try again that finds the key full is parked again.
+local function limit_pass(task_key, id)
+	local l = redis.call("HGET", task_key, "limit")
+	if l then
+		local conc, _, _, base = limit_parse(l)
+		if conc > 0 then
+			limit_unpark(base, limit_queue(task_key, id), 1)
+		end
+	end
+end
+
 -- limit_release is limit_free with the limit read from the hash.
 local function limit_release(task_key, id)
 	limit_free(redis.call("HGET", task_key, "limit"), task_key, id)
 end
 
 -- limit_unplace takes task id, parked on its key, out of the key's wait
--- list (cancelled, deleted, archived or run now by an operator).
+-- list (cancelled, deleted or archived by an operator).
 local function limit_unplace(task_key, id)
 	local l = redis.call("HGET", task_key, "limit")
 	if l then
