@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,8 +189,10 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 	if wf.Members > 0 {
 		// The members are listed by the group's bookkeeping, in group
 		// order.
+		// Purged (PurgeGroupMeta) or expired, the bookkeeping lists no
+		// member: what follows them is cancelled still.
 		states, err := backend.GroupTaskStatesContext(ctx, wf.WorkflowUUID, wf.Members)
-		if err != nil {
+		if err != nil && !errors.Is(err, backendiface.ErrGroupNotFound) {
 			return fmt.Errorf("machinist: cancel workflow %s: read its members: %w", wf.WorkflowUUID, err)
 		}
 		members := make([]tasks.WorkflowTask, len(states))
@@ -220,20 +224,19 @@ type workflowCancel struct {
 func (cw *workflowCancel) run(ctx context.Context) error {
 	n := len(cw.wf.Tasks)
 	taken := make([]*tasks.Signature, n) // the task's signature when it is to be failed
+	stopped := make([]bool, n)           // whether the task was stopped by this cancellation
 	errs := make([]error, n)
-	each(n, func(i int) { taken[i], errs[i] = cw.cancel(ctx, cw.wf.Tasks[i]) })
+	each(n, func(i int) { taken[i], stopped[i], errs[i] = cw.cancel(ctx, cw.wf.Tasks[i]) })
 	// A task kept out before it was sent has its signature, with its
 	// OnError callbacks, nested in one that was taken, if any was.
 	known := map[string]*tasks.Signature{}
 	for _, sig := range taken {
 		learn(known, sig, 0)
 	}
-	failed := 0
 	for i, sig := range taken {
 		if sig == nil {
 			continue
 		}
-		failed++
 		if sig.UUID == "" {
 			t := cw.wf.Tasks[i]
 			if sig = known[t.UUID]; sig == nil {
@@ -254,16 +257,18 @@ func (cw *workflowCancel) run(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("machinist: cancel workflow %s: %w", cw.wf.WorkflowUUID, err)
 	}
-	if failed == 0 {
+	if !slices.Contains(stopped, true) {
 		return fmt.Errorf("machinist: cancel workflow %s: every task has finished: %w", cw.wf.WorkflowUUID, ErrTaskFinished)
 	}
 	return nil
 }
 
-// cancel cancels t, one task of the workflow, and returns its signature
-// when it is to be failed: the broker's, or, for a task not sent yet, an
-// empty one; nil for a task that has finished or is finishing.
-func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*tasks.Signature, error) {
+// cancel cancels t, one task of the workflow. It returns its signature
+// when its FAILURE is to be written (the broker's, or, for a task not sent
+// yet, an empty one), and whether this cancellation stopped it: a task
+// kept out while it was being sent, whose sender wrote its FAILURE first,
+// was stopped too; one that has finished or is finishing was not.
+func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*tasks.Signature, bool, error) {
 	queue := t.Queue
 	if queue == "" {
 		queue = cw.s.GetConfig().DefaultQueue
@@ -271,23 +276,25 @@ func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*ta
 	sig, _, err := cw.c.CancelTask(ctx, queue, t.UUID, cw.msg, cw.bar)
 	switch {
 	case errors.Is(err, brokeriface.ErrTaskNotWaiting):
-		return nil, nil // finishing, finished and kept, archived, or already kept out
+		return nil, false, nil // finishing, finished and kept, archived, or already kept out
 	case err != nil:
-		return nil, fmt.Errorf("task %s: %w", t.UUID, err)
+		return nil, false, fmt.Errorf("task %s: %w", t.UUID, err)
 	case sig != nil:
-		return sig, nil
+		return sig, true, nil
 	}
 	// Not in its queue, and kept out from now on: either not sent yet, or
 	// finished (then its state is final: a queue lets a task go only
 	// after its outcome is written).
 	st, err := cw.s.GetBackend().GetStateContext(ctx, t.UUID)
 	switch {
+	case err == nil && st.IsFailure() && strings.HasPrefix(st.Error, cw.msg):
+		return nil, true, nil // its send, refused just now, wrote it
 	case err == nil && st.IsCompleted():
-		return nil, nil
+		return nil, false, nil
 	case err != nil && !errors.Is(err, backendiface.ErrStateNotFound):
-		return nil, fmt.Errorf("task %s: kept out, but its state cannot be read: %w", t.UUID, err)
+		return nil, false, fmt.Errorf("task %s: kept out, but its state cannot be read: %w", t.UUID, err)
 	}
-	return &tasks.Signature{}, nil
+	return &tasks.Signature{}, true, nil
 }
 
 // learn notes sig, and the signatures nested in it, in known.

@@ -315,21 +315,24 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
 		return fmt.Errorf("set state pending: %w", err)
 	}
-	return publishBatches(ctx, members, sendConcurrency, func(ctx context.Context, batch ...*tasks.Signature) error {
-		err := publish(ctx, batch...)
-		var ce *brokeriface.CancelledError
-		if !errors.As(err, &ce) {
-			return err
+	err := publishBatches(ctx, members, sendConcurrency, publish)
+	var ce *brokeriface.CancelledError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	// The group was cancelled while it was being sent (CancelWorkflow),
+	// which keeps out, or deletes, every member: none runs. A member
+	// whose state says PENDING (written before the cancellation's
+	// FAILURE, or after it) says FAILURE again; one that finished keeps
+	// its outcome.
+	errs := []error{err}
+	for _, sig := range members {
+		if st, serr := backend.GetStateContext(ctx, sig.UUID); serr == nil && st.State != tasks.StatePending {
+			continue
 		}
-		// The group was cancelled while it was being sent: its members
-		// not sent are kept out, their PENDING states (written before
-		// the cancellation's FAILURE, or after it) say FAILURE again.
-		var errs []error
-		for _, sig := range batch {
-			errs = append(errs, backend.SetStateFailureContext(ctx, sig, ce.Reason))
-		}
-		return errors.Join(append(errs, err)...)
-	})
+		errs = append(errs, backend.SetStateFailureContext(ctx, sig, ce.Reason))
+	}
+	return errors.Join(errs...)
 }
 
 // publishBatches publishes sigs with publish in batches, at most

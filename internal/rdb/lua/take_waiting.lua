@@ -41,7 +41,7 @@ end
 
 -- Out of its place.
 unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
-redis.call("HDEL", KEYS[1], "rerouted", "process_at")
+redis.call("HDEL", KEYS[1], "rerouted", "process_at", "limit_slot")
 
 if action ~= "run" then
 	limit_pass(KEYS[1], id)

@@ -287,8 +287,8 @@ type Inspector interface {
 	// it (it never runs), TakeArchive archives it with reason, TakeRun
 	// makes it pending now, at the head of its queue (a scheduled
 	// aggregation member joins its group; a pending or parked task stays
-	// as it is; a task deferred by its rate keeps waiting for the start it
-	// booked). It returns the task's
+	// as it is; a task deferred by its rate gives up the start it booked,
+	// and books one again when it is taken). It returns the task's
 	// signature. A queue without such a task: ErrTaskNotFound; a task that
 	// does not wait (running, archived, waiting in an aggregation group,
 	// or recovered after its outcome was committed): an error wrapping

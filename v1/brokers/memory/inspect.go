@@ -351,6 +351,7 @@ func (b *Broker) takeWaitingLocked(q *queue, t *task, action iface.TakeAction, r
 	default:
 		return nil, fmt.Errorf("it is %s: %w", t.status, iface.ErrTaskNotWaiting)
 	}
+	t.limitSlot = time.Time{} // a start its rate booked: booked again if it runs
 	if action != iface.TakeRun {
 		b.passLocked(q, t)
 	}

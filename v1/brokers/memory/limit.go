@@ -71,7 +71,7 @@ func (b *Broker) admitLocked(q *queue, t *task, now time.Time) bool {
 		// pushes the next start a step past its own.
 		step := l.Per / time.Duration(l.Rate)
 		switch {
-		case t.limitSlot.After(now): // brought back early: it waits for its start
+		case t.limitSlot.After(now): // brought back early (a debounce): it waits for its start
 			b.scheduleLocked(q, t, iface.StatusScheduled, t.limitSlot)
 			return false
 		case !t.limitSlot.IsZero():

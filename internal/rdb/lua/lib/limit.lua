@@ -101,7 +101,8 @@ local function limit_admit(l, task_key, id, lease_key, now)
 		local booked = tonumber(redis.call("HGET", task_key, "limit_slot"))
 		if booked then
 			if booked > now then
-				-- Brought back early (run now by an operator): it waits.
+				-- Brought back early (a debounce made it due now): it
+				-- waits for its start.
 				redis.call("HSET", task_key, "state", "scheduled", "process_at", booked)
 				redis.call("ZADD", qbase .. "scheduled", booked, id)
 				return false
