@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -217,58 +216,65 @@ type workflowCancel struct {
 	bar     time.Duration // how long tasks not sent yet are kept out
 }
 
+// taken is what cancelling one task of a workflow came to.
+type taken struct {
+	sig     *tasks.Signature // whose FAILURE to write; nil: none
+	unsent  bool             // kept out before it was sent: sig only names it
+	stopped bool             // this cancellation stopped it
+}
+
 // run cancels every task of the workflow, then writes the FAILURE states
 // (and sends the OnError callbacks) of those that had not finished. Each
 // task is cancelled on its own, in any order: one cancelled, or kept out,
 // can neither run nor send what follows it.
 func (cw *workflowCancel) run(ctx context.Context) error {
 	n := len(cw.wf.Tasks)
-	taken := make([]*tasks.Signature, n) // the task's signature when it is to be failed
-	stopped := make([]bool, n)           // whether the task was stopped by this cancellation
+	results := make([]taken, n)
 	errs := make([]error, n)
-	each(n, func(i int) { taken[i], stopped[i], errs[i] = cw.cancel(ctx, cw.wf.Tasks[i]) })
+	each(n, func(i int) { results[i], errs[i] = cw.cancel(ctx, cw.wf.Tasks[i]) })
 	// A task kept out before it was sent has its signature, with its
-	// OnError callbacks, nested in one that was taken, if any was.
+	// OnError callbacks, nested in one that the broker gave back, if any
+	// did.
 	known := map[string]*tasks.Signature{}
-	for _, sig := range taken {
-		learn(known, sig, 0)
-	}
-	for i, sig := range taken {
-		if sig == nil {
-			continue
+	stopped := false
+	for _, r := range results {
+		if !r.unsent {
+			learn(known, r.sig, 0)
 		}
-		if sig.UUID == "" {
-			t := cw.wf.Tasks[i]
-			if sig = known[t.UUID]; sig == nil {
-				sig = t.Signature(cw.wf.WorkflowUUID)
+		stopped = stopped || r.stopped
+	}
+	for i, r := range results {
+		if r.unsent {
+			if k := known[r.sig.UUID]; k != nil {
+				results[i].sig = k
 			}
-			taken[i] = sig
 		}
 	}
 	worker := cw.s.NewWorker("operator", 1).engine()
 	each(n, func(i int) {
-		if taken[i] == nil {
+		sig := results[i].sig
+		if sig == nil {
 			return
 		}
-		if err := worker.FailTaken(ctx, taken[i], cw.msg, cw.onError); err != nil {
-			errs[i] = fmt.Errorf("task %s: cancelled, but its FAILURE state or callbacks were not all written: %w", taken[i].UUID, err)
+		if err := worker.FailTaken(ctx, sig, cw.msg, cw.onError); err != nil {
+			errs[i] = fmt.Errorf("task %s: cancelled, but its FAILURE state or callbacks were not all written: %w", sig.UUID, err)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("machinist: cancel workflow %s: %w", cw.wf.WorkflowUUID, err)
 	}
-	if !slices.Contains(stopped, true) {
+	if !stopped {
 		return fmt.Errorf("machinist: cancel workflow %s: every task has finished: %w", cw.wf.WorkflowUUID, ErrTaskFinished)
 	}
 	return nil
 }
 
-// cancel cancels t, one task of the workflow. It returns its signature
-// when its FAILURE is to be written (the broker's, or, for a task not sent
-// yet, an empty one), and whether this cancellation stopped it: a task
-// kept out while it was being sent, whose sender wrote its FAILURE first,
-// was stopped too; one that has finished or is finishing was not.
-func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*tasks.Signature, bool, error) {
+// cancel cancels t, one task of the workflow: a task the broker held is
+// stopped, with its signature to fail; one not sent yet is kept out, with
+// a signature that names it; a task kept out while it was being sent,
+// whose sender wrote its FAILURE first, was stopped too, with nothing to
+// write; one that has finished or is finishing was not stopped.
+func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (taken, error) {
 	queue := t.Queue
 	if queue == "" {
 		queue = cw.s.GetConfig().DefaultQueue
@@ -276,11 +282,11 @@ func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*ta
 	sig, _, err := cw.c.CancelTask(ctx, queue, t.UUID, cw.msg, cw.bar)
 	switch {
 	case errors.Is(err, brokeriface.ErrTaskNotWaiting):
-		return nil, false, nil // finishing, finished and kept, archived, or already kept out
+		return taken{}, nil // finishing, finished and kept, archived, or already kept out
 	case err != nil:
-		return nil, false, fmt.Errorf("task %s: %w", t.UUID, err)
+		return taken{}, fmt.Errorf("task %s: %w", t.UUID, err)
 	case sig != nil:
-		return sig, true, nil
+		return taken{sig: sig, stopped: true}, nil
 	}
 	// Not in its queue, and kept out from now on: either not sent yet, or
 	// finished (then its state is final: a queue lets a task go only
@@ -288,18 +294,18 @@ func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (*ta
 	st, err := cw.s.GetBackend().GetStateContext(ctx, t.UUID)
 	switch {
 	case err == nil && st.IsFailure() && strings.HasPrefix(st.Error, cw.msg):
-		return nil, true, nil // its send, refused just now, wrote it
+		return taken{stopped: true}, nil // its send, refused just now, wrote it
 	case err == nil && st.IsCompleted():
-		return nil, false, nil
+		return taken{}, nil
 	case err != nil && !errors.Is(err, backendiface.ErrStateNotFound):
-		return nil, false, fmt.Errorf("task %s: kept out, but its state cannot be read: %w", t.UUID, err)
+		return taken{}, fmt.Errorf("task %s: kept out, but its state cannot be read: %w", t.UUID, err)
 	}
-	return &tasks.Signature{}, true, nil
+	return taken{sig: t.Signature(cw.wf.WorkflowUUID), unsent: true, stopped: true}, nil
 }
 
 // learn notes sig, and the signatures nested in it, in known.
 func learn(known map[string]*tasks.Signature, sig *tasks.Signature, depth int) {
-	if sig == nil || sig.UUID == "" || depth > 1000 {
+	if sig == nil || depth > 1000 {
 		return
 	}
 	if known[sig.UUID] == nil {

@@ -186,8 +186,7 @@ func (s *Server) countSent(ctx context.Context, sigs []*tasks.Signature) {
 // FAILURE state is written instead.
 func (s *Server) sendCallback(ctx context.Context, sig *tasks.Signature) error {
 	_, err := s.SendTaskWithContext(ctx, sig)
-	var ce *brokeriface.CancelledError
-	if err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) && !errors.As(err, &ce) {
+	if err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) && !errors.Is(err, tasks.ErrTaskCancelled) {
 		return err
 	}
 	return nil

@@ -79,7 +79,8 @@ func (wf *WorkflowMeta) Lifetime(resultsExpireIn time.Duration) time.Duration {
 }
 
 // WorkflowTask is one task of a workflow: in a chain's order, or a group's
-// members in group order, then the tasks that follow them (their OnSuccess
+// members in group order (unless they share a queue: see
+// WorkflowMeta.Members), then the tasks that follow them (their OnSuccess
 // callbacks and a chord's callback, depth first).
 type WorkflowTask struct {
 	UUID           string `bson:"uuid"`

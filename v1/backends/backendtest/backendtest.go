@@ -683,5 +683,5 @@ func mustEncode(t *testing.T, sig *tasks.Signature) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []byte(raw)
+	return raw
 }
