@@ -37,16 +37,12 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 	archived := pipe.ZCard(ctx, qk.archived)
 	paused := pipe.Exists(ctx, qk.paused)
 	rerouted := pipe.SMembers(ctx, qk.rerouted)
-	count := pipe.Get(ctx, qk.aggCount) // this and the next: the only ones that may be redis.Nil
-	limited := pipe.Get(ctx, qk.limited)
+	count := pipe.Get(ctx, qk.aggCount) // the only one that may be redis.Nil
+	limited := pipe.ZCard(ctx, qk.parked)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
 	nAggregating, err := aggregating(count)
-	if err != nil {
-		return nil, fmt.Errorf("queue info %s: %w", queue, err)
-	}
-	nLimited, err := counter("GET limited count", limited)
 	if err != nil {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
@@ -75,7 +71,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 		Archived:  int(archived.Val()),
 
 		Aggregating: nAggregating,
-		Limited:     nLimited,
+		Limited:     int(limited.Val()),
 	}, nil
 }
 
@@ -102,6 +98,8 @@ func (s *Store) ListTasks(ctx context.Context, queue string, status brokers.Task
 		ids, err = s.client.ZRange(ctx, qk.retry, start, stop).Result()
 	case brokers.StatusArchived:
 		ids, err = s.client.ZRevRange(ctx, qk.archived, start, stop).Result()
+	case brokers.StatusLimited:
+		ids, err = s.client.ZRange(ctx, qk.parked, start, stop).Result()
 	default:
 		return nil, fmt.Errorf("list tasks: unknown status %q", status)
 	}
@@ -168,28 +166,61 @@ func (s *Store) taskInfos(ctx context.Context, queue string, status brokers.Task
 		if f.msg == "" {
 			continue // settled between the two reads
 		}
-		info := &brokers.TaskInfo{Queue: queue, Status: status}
-		sig, err := tasks.DecodeSignature([]byte(f.msg))
-		if err != nil {
-			sig = &tasks.Signature{UUID: id, RoutingKey: queue}
-			info.LastError = err.Error()
-		}
-		sig.UUID = id
-		info.Signature = sig
-		info.Retried = f.retried
-		info.Recovered = f.recovered
-		if f.hasError {
-			info.LastError = f.lastError
-		}
-		if f.failedAt > 0 {
-			info.LastFailedAt = time.UnixMilli(f.failedAt)
-		}
-		if f.processAt > 0 {
-			info.NextProcessAt = time.UnixMilli(f.processAt)
-		}
-		out = append(out, info)
+		out = append(out, newTaskInfo(queue, id, status, f))
 	}
 	return out, nil
+}
+
+// GetTask describes the task uuid of queue, from its hash: its status is
+// the hash's state.
+func (s *Store) GetTask(ctx context.Context, queue, uuid string) (*brokers.TaskInfo, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	if uuid == "" {
+		return nil, fmt.Errorf("get a task of %s: no task UUID given", queue)
+	}
+	vals, err := s.client.HMGet(ctx, s.keys.queue(queue).task+uuid, taskInfoFields...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("get task %s of %s: %w", uuid, queue, err)
+	}
+	f, err := parseTaskFields(vals)
+	if err != nil {
+		return nil, fmt.Errorf("get task %s of %s: %w", uuid, queue, err)
+	}
+	// No message: never sent, gone, or a cancelled workflow's tombstone.
+	if f.msg == "" {
+		return nil, fmt.Errorf("get task %s of %s: %w", uuid, queue, brokers.ErrTaskNotFound)
+	}
+	return newTaskInfo(queue, uuid, brokers.TaskStatus(f.state), f), nil
+}
+
+// newTaskInfo describes task id of queue, with status, from its hash's
+// fields f.
+func newTaskInfo(queue, id string, status brokers.TaskStatus, f taskFields) *brokers.TaskInfo {
+	info := &brokers.TaskInfo{Queue: queue, Status: status}
+	sig, err := tasks.DecodeSignature([]byte(f.msg))
+	if err != nil {
+		sig = &tasks.Signature{UUID: id, RoutingKey: queue}
+		info.LastError = err.Error()
+	}
+	sig.UUID = id
+	info.Signature = sig
+	info.Retried = f.retried
+	info.Recovered = f.recovered
+	if f.hasError {
+		info.LastError = f.lastError
+	}
+	if f.failedAt > 0 {
+		info.LastFailedAt = time.UnixMilli(f.failedAt)
+	}
+	if f.processAt > 0 {
+		info.NextProcessAt = time.UnixMilli(f.processAt)
+	}
+	if status == brokers.StatusActive && f.leaseExp > 0 {
+		info.LeaseExpiresAt = time.UnixMilli(f.leaseExp)
+	}
+	return info
 }
 
 // RequeueArchived moves archived tasks back to pending.

@@ -65,8 +65,17 @@ import (
 //	                                limit key k (tasks.Limit)
 //	<prefix>:{<queue>}:limit:<k>:wait list: the tasks parked on k
 //	<prefix>:{<queue>}:limit:<k>:tat  string: k's GCRA arrival time (ms)
-//	<prefix>:{<queue>}:limited      string: how many tasks are parked on
-//	                                the queue's limit keys
+//	<prefix>:{<queue>}:parked       zset: the tasks parked on the queue's
+//	                                limit keys, by when they were parked (ms)
+//	<prefix>:{<queue>}:stats:<h>    hash: the queue's counts in the hour
+//	                                starting at h (unix s): field "<p>:p"
+//	                                the tasks processed in the period
+//	                                starting at p (unix s), "<p>:f" those
+//	                                that failed (workers add them with
+//	                                their heartbeat; monitor.go)
+//	<prefix>:{workers}:alive        zset: worker ids by when their
+//	                                heartbeat runs out (ms)
+//	<prefix>:{workers}:info         hash: worker id → JSON WorkerInfo
 //
 // Aggregation (aggregate.go, lua/lib/aggregate.lua); g is a group,
 // "<name>\n<key>", and a member's task hash also has group and joined
@@ -115,8 +124,10 @@ type queueKeys struct {
 	// limit is the prefix of the limit keys: limit + Limit.Key is the
 	// base of a key's run set, wait list and GCRA time (lib/limit.lua).
 	limit string
-	// limited counts the tasks parked on the queue's limit keys.
-	limited string
+	// parked holds the tasks parked on the queue's limit keys.
+	parked string
+	// stats is the prefix of the queue's hourly statistics hashes.
+	stats string
 	// agg is the prefix of the aggregation keys (lua/lib/aggregate.lua
 	// finds it from task); aggPolicies, aggGroups and aggCount are three
 	// of them.
@@ -131,6 +142,10 @@ type groupKeys struct {
 }
 
 func (k *keys) queues() string { return k.prefix + ":queues" }
+
+// workersAlive and workersInfo are the worker registry (monitor.go).
+func (k *keys) workersAlive() string { return k.prefix + ":{workers}:alive" }
+func (k *keys) workersInfo() string  { return k.prefix + ":{workers}:info" }
 
 func (k *keys) claim(name string) string { return k.prefix + ":claim:" + name }
 
@@ -165,7 +180,8 @@ func (k *keys) queue(name string) *queueKeys {
 		task:       base + "t:",
 		unique:     base + "unique:",
 		limit:      base + "limit:",
-		limited:    base + "limited",
+		parked:     base + "parked",
+		stats:      base + "stats:",
 	}
 	qk.agg = base + "agg:"
 	qk.aggPolicies, qk.aggGroups, qk.aggCount = qk.agg+"policies", qk.agg+"groups", qk.agg+"count"

@@ -500,7 +500,7 @@ func parseBlpopReply(v interface{}, keys []string) (string, error) {
 
 // taskInfoFields are the fields of a task hash that taskInfos reads, in
 // the order parseTaskFields takes them.
-var taskInfoFields = []string{"msg", "retried", "recovered", "error", "failed_at", "process_at"}
+var taskInfoFields = []string{"msg", "retried", "recovered", "error", "failed_at", "process_at", "state", "lease_exp"}
 
 // taskFields are the fields of a task hash that taskInfos reads.
 type taskFields struct {
@@ -510,12 +510,14 @@ type taskFields struct {
 	hasError           bool  // the hash has an error field, lastError
 	failedAt           int64 // ms since the epoch; 0 for none
 	processAt          int64 // ms since the epoch; 0 for none
+	state              string
+	leaseExp           int64 // ms since the epoch; 0 for none
 }
 
 // parseTaskFields decodes the reply of HMGET of a task hash with
-// taskInfoFields: six elements, each a string or nil (no such field);
-// retried, recovered, failed_at and process_at decimal strings of at
-// least 0.
+// taskInfoFields: eight elements, each a string or nil (no such field);
+// retried, recovered, failed_at, process_at and lease_exp decimal strings
+// of at least 0.
 func parseTaskFields(vals []interface{}) (taskFields, error) {
 	const reply = "HMGET task hash"
 	var f taskFields
@@ -553,6 +555,12 @@ func parseTaskFields(vals []interface{}) (taskFields, error) {
 		return taskFields{}, err
 	}
 	if f.processAt, err = decimal(5, 0); err != nil {
+		return taskFields{}, err
+	}
+	if f.state, _, err = field(6); err != nil {
+		return taskFields{}, err
+	}
+	if f.leaseExp, err = decimal(7, 0); err != nil {
 		return taskFields{}, err
 	}
 	f.retried, f.recovered = clampInt(retried), clampInt(recovered)

@@ -433,19 +433,23 @@ func TestParseTaskFields(t *testing.T) {
 		vals, _ := v.([]interface{})
 		return parseTaskFields(vals)
 	}, []replyCase{
-		{name: "gone", v: arr(nil, nil, nil, nil, nil, nil), want: taskFields{}},
-		{name: "pending", v: arr("{}", nil, nil, nil, nil, nil), want: taskFields{msg: "{}"}},
-		{name: "retried", v: arr("{}", "2", "1", "boom", "1700000000000", "1700000005000"),
+		{name: "gone", v: arr(nil, nil, nil, nil, nil, nil, nil, nil), want: taskFields{}},
+		{name: "pending", v: arr("{}", nil, nil, nil, nil, nil, nil, nil), want: taskFields{msg: "{}"}},
+		{name: "retried", v: arr("{}", "2", "1", "boom", "1700000000000", "1700000005000", nil, nil),
 			want: taskFields{msg: "{}", retried: 2, recovered: 1, lastError: "boom", hasError: true, failedAt: 1700000000000, processAt: 1700000005000}},
-		{name: "empty error", v: arr("{}", nil, nil, "", nil, nil), want: taskFields{msg: "{}", hasError: true}},
-		{name: "short", v: arr("{}", nil), bad: "an array of 2, want 6 fields"},
+		{name: "empty error", v: arr("{}", nil, nil, "", nil, nil, nil, nil), want: taskFields{msg: "{}", hasError: true}},
+		{name: "short", v: arr("{}", nil), bad: "an array of 2, want 8 fields"},
 		{name: "none", v: arr(), bad: "an array of 0"},
-		{name: "msg as an integer", v: arr(int64(1), nil, nil, nil, nil, nil), bad: "element 0 (msg) is integer 1"},
-		{name: "retried not a number", v: arr("{}", "two", nil, nil, nil, nil), bad: `element 1 (retried) is string "two"`},
-		{name: "recovered negative", v: arr("{}", nil, "-3", nil, nil, nil), bad: "element 2 (recovered)"},
-		{name: "error as an array", v: arr("{}", nil, nil, arr(), nil, nil), bad: "element 3 (error) is an array of 0"},
-		{name: "failed_at a float", v: arr("{}", nil, nil, nil, "1.5e12", nil), bad: "element 4 (failed_at)"},
-		{name: "process_at an error", v: arr("{}", nil, nil, nil, nil, protoError("WRONGTYPE")), bad: "element 5 (process_at) is a Redis error, want a decimal string: WRONGTYPE"},
+		{name: "msg as an integer", v: arr(int64(1), nil, nil, nil, nil, nil, nil, nil), bad: "element 0 (msg) is integer 1"},
+		{name: "retried not a number", v: arr("{}", "two", nil, nil, nil, nil, nil, nil), bad: `element 1 (retried) is string "two"`},
+		{name: "recovered negative", v: arr("{}", nil, "-3", nil, nil, nil, nil, nil), bad: "element 2 (recovered)"},
+		{name: "error as an array", v: arr("{}", nil, nil, arr(), nil, nil, nil, nil), bad: "element 3 (error) is an array of 0"},
+		{name: "failed_at a float", v: arr("{}", nil, nil, nil, "1.5e12", nil, nil, nil), bad: "element 4 (failed_at)"},
+		{name: "process_at an error", v: arr("{}", nil, nil, nil, nil, protoError("WRONGTYPE"), nil, nil), bad: "element 5 (process_at) is a Redis error, want a decimal string: WRONGTYPE"},
+		{name: "active", v: arr("{}", nil, nil, nil, nil, nil, "active", "1700000009000"),
+			want: taskFields{msg: "{}", state: "active", leaseExp: 1700000009000}},
+		{name: "state as an integer", v: arr("{}", nil, nil, nil, nil, nil, int64(2), nil), bad: "element 6 (state) is integer 2"},
+		{name: "lease_exp negative", v: arr("{}", nil, nil, nil, nil, nil, "active", "-1"), bad: "element 7 (lease_exp)"},
 	})
 }
 
@@ -850,8 +854,9 @@ func FuzzFieldReplies(f *testing.F) {
 			checkReplyError(t, err, "HMGET task hash")
 		} else {
 			want := taskFields{msg: str(vals[0]), retried: num(vals[1]), recovered: num(vals[2]), lastError: str(vals[3]),
-				hasError: vals[3] != nil, failedAt: int64(num(vals[4])), processAt: int64(num(vals[5]))}
-			if len(vals) != len(taskInfoFields) || f != want || f.retried < 0 || f.recovered < 0 || f.failedAt < 0 || f.processAt < 0 {
+				hasError: vals[3] != nil, failedAt: int64(num(vals[4])), processAt: int64(num(vals[5])),
+				state: str(vals[6]), leaseExp: int64(num(vals[7]))}
+			if len(vals) != len(taskInfoFields) || f != want || f.retried < 0 || f.recovered < 0 || f.failedAt < 0 || f.processAt < 0 || f.leaseExp < 0 {
 				t.Fatalf("task fields %#v parsed as %+v", vals, f)
 			}
 			for _, v := range vals {

@@ -89,6 +89,10 @@ var (
 	claimLeaseScript    = loadScript("claim_lease")
 	completeClaimScript = loadScript("complete_claim")
 
+	// The worker registry (monitor.go).
+	heartbeatScript = loadScript("heartbeat")
+	workersScript   = loadScript("workers")
+
 	// Aggregation (aggregate.go).
 	announceAggregatorsScript = loadScript("announce_aggregators")
 	claimBatchScript          = loadScript("claim_batch")

@@ -163,7 +163,7 @@ func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *br
 		return
 	}
 	for _, m := range b.Members {
-		w.p.Metrics.Settled(ctx, b.Queue, m.Name, telemetry.OutcomeFailure)
+		w.settled(ctx, b.Queue, m.Name, telemetry.OutcomeFailure)
 		w.p.Metrics.Archived(ctx, b.Queue, m.Name, 1)
 		if err := w.p.Backend.SetStateFailureContext(ctx, m, reason); err != nil {
 			log.Error("writing a member's FAILURE failed", slog.String("task_id", m.UUID), slog.Any("error", err))

@@ -164,7 +164,7 @@ func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.De
 		rerr := w.retry(ctx, sig, d, in, err, log)
 		if again := (*retryAt)(nil); rerr == nil || errors.As(rerr, &again) {
 			telemetry.Retrying(ctx, err, in.Milliseconds())
-			w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeRetry)
+			w.settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeRetry)
 		}
 		return rerr
 	}
@@ -236,7 +236,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 // metrics.
 func (w *Worker) succeeded(ctx context.Context, sig *tasks.Signature) {
 	telemetry.Outcome(ctx, telemetry.OutcomeSuccess, nil)
-	w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeSuccess)
+	w.settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeSuccess)
 }
 
 // oneStep returns the OnSuccess callbacks of sig, ready to travel, when a
@@ -457,7 +457,7 @@ func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Deli
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
 	telemetry.Outcome(ctx, telemetry.OutcomeFailure, errors.New(msg))
-	w.p.Metrics.Settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeFailure)
+	w.settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeFailure)
 	return w.afterFailure(ctx, sig, d, msg)
 }
 

@@ -123,6 +123,11 @@ type Worker struct {
 	wg        sync.WaitGroup
 
 	names atomic.Pointer[brokers.TaskNames] // the registry's names, as last announced
+
+	// identity is what the heartbeat reports of the worker, and tally
+	// the tasks it finished since (monitor.go).
+	identity brokers.WorkerInfo
+	tally    tally
 }
 
 // running is one task being run. Its owner (the task's goroutine, which
@@ -164,7 +169,7 @@ func New(p Params) *Worker {
 	if p.Metrics == nil {
 		p.Metrics = telemetry.NewMetrics(nil)
 	}
-	return &Worker{
+	w := &Worker{
 		p:      p,
 		clock:  clk,
 		paired: paired,
@@ -173,6 +178,8 @@ func New(p Params) *Worker {
 		abort:  make(chan struct{}),
 		active: make(map[*running]struct{}),
 	}
+	w.identity = w.newIdentity()
+	return w
 }
 
 // ErrAborted is returned by Run after Abort.
@@ -204,6 +211,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelTasks()
 	// Leases are renewed until the last task is settled or requeued,
 	// after ctx has ended: the heartbeat's context does not end with it.
+	w.identity.StartedAt = w.clock.Now()
 	heartbeat := w.newHeartbeat()
 	if err := heartbeat.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("worker: start the lease renewal: %w", err)
@@ -262,6 +270,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.waitRunning(w.p.Config.ShutdownTimeout)
 	w.abandonRunning()
 	heartbeat.Stop()
+	w.unregister()
 	w.log.Info("worker stopped")
 
 	switch {
@@ -728,7 +737,7 @@ func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
 	if err := w.p.Broker.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
 		return fmt.Errorf("worker: announce the task names: %w", err)
 	}
-	return w.announceAggregators(actx)
+	return errors.Join(w.announceAggregators(actx), w.beat(actx, names.List(), w.p.Config.LeaseDuration))
 }
 
 // waitRunning waits up to timeout for running tasks to finish, or until Abort.

@@ -78,6 +78,8 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"ConcurrentFetchers", testConcurrentFetchers},
 		{"Claim", testClaim},
 		{"QueueInfo", testQueueInfo},
+		{"GetTask", testGetTask},
+		{"Monitor", testMonitor},
 		{"ListTasksPaging", testListTasksPaging},
 		{"PendingAndDelayedTasks", testPendingAndDelayedTasks},
 		{"Close", testClose},

@@ -33,6 +33,7 @@ type Broker interface {
 	iface.Claimer
 	iface.Aggregator
 	iface.Canceller
+	iface.Monitor
 }
 
 type suite struct {

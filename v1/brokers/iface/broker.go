@@ -156,6 +156,16 @@ const (
 	StatusScheduled TaskStatus = "scheduled"
 	StatusRetry     TaskStatus = "retry"
 	StatusArchived  TaskStatus = "archived"
+	// StatusLimited: parked on its limit key until a concurrency slot
+	// frees (see tasks.Limit).
+	StatusLimited TaskStatus = "limited"
+	// StatusAggregating: an aggregation member waiting in its group, or
+	// taken in a batch not yet completed (Inspector.GetTask reports it;
+	// Aggregator.Aggregations lists the groups).
+	StatusAggregating TaskStatus = "aggregating"
+	// StatusCompleted: finished and kept for the completed retention
+	// (Inspector.GetTask reports it).
+	StatusCompleted TaskStatus = "completed"
 )
 
 // TaskInfo describes a task held by a broker.
@@ -171,6 +181,9 @@ type TaskInfo struct {
 	LastFailedAt time.Time
 	Retried      int
 	Recovered    int
+	// LeaseExpiresAt is when the lease of an active task ends unless its
+	// worker renews it (Inspector.GetTask; ListTasks of active tasks).
+	LeaseExpiresAt time.Time
 }
 
 // QueueInfo holds the sizes of a queue.
@@ -271,10 +284,18 @@ type Inspector interface {
 	Queues(ctx context.Context) ([]string, error)
 	// QueueInfo returns the sizes of queue.
 	QueueInfo(ctx context.Context, queue string) (*QueueInfo, error)
-	// ListTasks lists up to limit tasks of queue with status, skipping the
-	// first offset. Pending tasks come in the order they will run,
-	// scheduled and retrying ones by time, archived ones newest first.
+	// ListTasks lists up to limit tasks of queue with status (pending,
+	// active, scheduled, retry, archived or limited), skipping the first
+	// offset. Pending tasks come in the order they will run, active ones
+	// by lease expiry, scheduled and retrying ones by time, archived ones
+	// newest first, limited ones in the order they were parked. Each page
+	// is read by position (no scan of the rest of the queue).
 	ListTasks(ctx context.Context, queue string, status TaskStatus, offset, limit int) ([]*TaskInfo, error)
+	// GetTask describes the task uuid of queue, wherever it is in the
+	// queue (Status says where; an active task's LeaseExpiresAt when its
+	// lease ends). A queue without it (never sent there, finished and
+	// not kept, deleted): ErrTaskNotFound.
+	GetTask(ctx context.Context, queue, uuid string) (*TaskInfo, error)
 	// RequeueArchived moves the archived tasks with the given UUIDs (all of
 	// the queue's archived tasks when none are given) back to pending, and
 	// returns how many it moved.

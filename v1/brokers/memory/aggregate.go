@@ -33,7 +33,7 @@ var _ iface.Aggregator = (*Broker)(nil)
 
 // statusAggregating is the status of a member waiting in a group or taken
 // in a batch. Inspection never shows it: members are listed only archived.
-const statusAggregating iface.TaskStatus = "aggregating"
+const statusAggregating = iface.StatusAggregating
 
 // aggregation is what a queue holds for one task name it aggregates.
 type aggregation struct {

@@ -66,6 +66,10 @@ type Broker struct {
 	// aggWake is closed (and forgotten) when an aggregation group may have
 	// become due; WaitDue makes it.
 	aggWake chan struct{}
+	// workers are the worker processes alive, by ID, and stats each
+	// queue's counts by period (monitor.go).
+	workers map[string]*iface.WorkerInfo
+	stats   map[string]map[time.Time]*iface.StatCount
 }
 
 // queue holds the tasks of one queue.
@@ -115,6 +119,7 @@ type task struct {
 	joined    time.Time // an aggregation member: when it first joined its group
 	unique    string    // a unique task: its key in Broker.uniques
 	limitSlot time.Time // a limited task deferred by its rate: the start it booked
+	parkedAt  time.Time // a limited task parked on its key: when
 }
 
 // uniqueHold is who holds a unique key, and until when.

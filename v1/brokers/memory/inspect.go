@@ -66,7 +66,7 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 	q := b.queues[queue]
 	if q == nil {
 		switch status {
-		case iface.StatusPending, iface.StatusActive, iface.StatusScheduled, iface.StatusRetry, iface.StatusArchived:
+		case iface.StatusPending, iface.StatusActive, iface.StatusScheduled, iface.StatusRetry, iface.StatusArchived, iface.StatusLimited:
 			return []*iface.TaskInfo{}, nil
 		}
 		return nil, fmt.Errorf("memory broker: list tasks: unknown status %q", status)
@@ -87,6 +87,15 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 		b.trimArchiveLocked(q, b.clock.Now())
 		list = slices.Clone(q.archived)
 		slices.Reverse(list)
+	case iface.StatusLimited:
+		for _, ls := range q.limits {
+			for i := range ls.wait.len() {
+				list = append(list, ls.wait.at(i))
+			}
+		}
+		slices.SortFunc(list, func(x, y *task) int {
+			return cmp.Or(x.parkedAt.Compare(y.parkedAt), cmp.Compare(x.seq, y.seq))
+		})
 	default:
 		return nil, fmt.Errorf("memory broker: list tasks: unknown status %q", status)
 	}
@@ -289,9 +298,27 @@ func compareNextAt(x, y *task) int {
 	return cmp.Or(x.nextAt.Compare(y.nextAt), cmp.Compare(x.seq, y.seq))
 }
 
+// GetTask describes the task uuid of queue: held (pending, scheduled,
+// retrying, active, parked or aggregating) or archived.
+func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked("get task", queue); err != nil {
+		return nil, err
+	}
+	t := b.held[uuid]
+	if t == nil {
+		t = b.dead[uuid]
+	}
+	if t == nil || t.queue != queue {
+		return nil, fmt.Errorf("memory broker: get task %s of %s: %w", uuid, queue, iface.ErrTaskNotFound)
+	}
+	return t.info(), nil
+}
+
 // info describes t, with a copy of its signature.
 func (t *task) info() *iface.TaskInfo {
-	return &iface.TaskInfo{
+	info := &iface.TaskInfo{
 		Signature:     tasks.CopySignature(t.sig),
 		Queue:         t.queue,
 		Status:        t.status,
@@ -301,6 +328,10 @@ func (t *task) info() *iface.TaskInfo {
 		Retried:       t.retried,
 		Recovered:     t.recovered,
 	}
+	if t.status == iface.StatusActive {
+		info.LeaseExpiresAt = t.leaseExpiresAt
+	}
+	return info
 }
 
 // TakeWaiting deletes, archives or runs now a task that waits in queue

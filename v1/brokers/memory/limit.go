@@ -8,7 +8,7 @@ import (
 
 // statusLimited is the status of a task parked on its limit key
 // (tasks.Limit) until a slot frees.
-const statusLimited iface.TaskStatus = "limited"
+const statusLimited = iface.StatusLimited
 
 // limitState is what a queue holds for one limit key.
 type limitState struct {
@@ -56,7 +56,7 @@ func (b *Broker) admitLocked(q *queue, t *task, now time.Time) bool {
 		if live >= l.Concurrency {
 			// A start booked by the rate is given up: it books again
 			// when it comes back, so that starts stay a step apart.
-			t.status = statusLimited
+			t.status, t.parkedAt = statusLimited, now
 			t.limitSlot = time.Time{}
 			ls.wait.pushBack(t)
 			return false

@@ -30,6 +30,15 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 	return infos, wrap(err)
 }
 
+// GetTask describes the task uuid of queue, from its hash.
+func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskInfo, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	info, err := b.store.GetTask(ctx, queue, uuid)
+	return info, wrap(err)
+}
+
 // RequeueArchived moves archived tasks back to pending.
 func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
 	n, err := b.store.RequeueArchived(ctx, queue, uuids...)
@@ -131,4 +140,30 @@ func signatures(infos []*iface.TaskInfo) []*tasks.Signature {
 		out[i] = info.Signature
 	}
 	return out
+}
+
+// Heartbeat records w alive for ttl and adds counts to their queues'
+// statistics; see iface.Monitor.
+func (b *Broker) Heartbeat(ctx context.Context, w *iface.WorkerInfo, ttl time.Duration, counts ...iface.StatCount) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.Heartbeat(ctx, w, ttl, counts...))
+}
+
+// Unregister forgets the worker id.
+func (b *Broker) Unregister(ctx context.Context, id string) error {
+	return wrap(b.store.Unregister(ctx, id))
+}
+
+// Workers lists the workers alive.
+func (b *Broker) Workers(ctx context.Context) ([]*iface.WorkerInfo, error) {
+	ws, err := b.store.Workers(ctx)
+	return ws, wrap(err)
+}
+
+// QueueStats returns the counts of queue over the last StatsWindow.
+func (b *Broker) QueueStats(ctx context.Context, queue string) (*iface.QueueStats, error) {
+	st, err := b.store.QueueStats(ctx, queue)
+	return st, wrap(err)
 }

@@ -5,7 +5,8 @@
 --   base .. ":wait"  list: the tasks parked until a slot frees (their
 --                    state "limited")
 --   base .. ":tat"   string: the GCRA's theoretical arrival time (ms)
--- and the queue's "limited" counts the tasks parked on all its keys.
+-- and the queue's "parked" zset holds the tasks parked on all its keys,
+-- by when they were parked (ms), for listing.
 -- A holder keeps its slot while its lease lives in its queue's lease zset:
 -- a dead worker's slot comes back with its lease. A task deferred by the
 -- rate books the slot it is deferred to (its hash's limit_slot), and
@@ -41,7 +42,7 @@ local function limit_unpark(base, qbase, n)
 		end
 		local key = qbase .. "t:" .. id
 		if redis.call("HGET", key, "state") == "limited" then
-			redis.call("DECR", qbase .. "limited")
+			redis.call("ZREM", qbase .. "parked", id)
 			redis.call("HSET", key, "state", "pending")
 			table.insert(back, id)
 		end
@@ -79,7 +80,7 @@ local function limit_admit(l, task_key, id, lease_key, now)
 			-- A slot booked by the rate is given up: it books again when
 			-- it comes back, so that starts stay a step apart.
 			redis.call("RPUSH", base .. ":wait", id)
-			redis.call("INCR", qbase .. "limited")
+			redis.call("ZADD", qbase .. "parked", now, id)
 			redis.call("HSET", task_key, "state", "limited")
 			redis.call("HDEL", task_key, "limit_slot")
 			return false
@@ -169,7 +170,7 @@ local function limit_unplace(task_key, id)
 	if l then
 		local _, _, _, base = limit_parse(l)
 		if redis.call("LREM", base .. ":wait", 1, id) > 0 then
-			redis.call("DECR", limit_queue(task_key, id) .. "limited")
+			redis.call("ZREM", limit_queue(task_key, id) .. "parked", id)
 		end
 	end
 end
