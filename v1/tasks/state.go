@@ -88,6 +88,11 @@ type WorkflowTask struct {
 	Queue          string `bson:"queue"`
 	GroupUUID      string `json:",omitempty" bson:"group_uuid,omitempty"`
 	GroupTaskCount int    `json:",omitempty" bson:"group_task_count,omitempty"`
+	// Follows is what sends the task: the UUID of the task whose
+	// OnSuccess it is (a chain's previous step), or the WorkflowUUID for
+	// a chord's callback; empty for a chain's first step and a group's
+	// members. It draws the workflow's graph.
+	Follows string `json:",omitempty" bson:"follows,omitempty"`
 }
 
 // Signature returns a signature of t that names it (UUID, name, queue,
@@ -113,20 +118,20 @@ func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
 			wf.LastETA = *sig.ETA
 		}
 	}
-	var walk func(sig *Signature, depth int)
-	walk = func(sig *Signature, depth int) {
+	var walk func(sig *Signature, depth int, follows string)
+	walk = func(sig *Signature, depth int, follows string) {
 		if sig == nil || seen[sig] || depth > 1000 {
 			return
 		}
 		note(sig)
-		wf.Tasks = append(wf.Tasks, workflowTask(sig))
+		wf.Tasks = append(wf.Tasks, workflowTask(sig, follows))
 		for _, next := range sig.OnSuccess {
-			walk(next, depth+1)
+			walk(next, depth+1, sig.UUID)
 		}
 	}
 	if kind == WorkflowChain || !shareQueue(roots) {
 		for _, sig := range roots {
-			walk(sig, 0)
+			walk(sig, 0, "")
 		}
 	} else {
 		wf.Members, wf.Queue = len(roots), roots[0].RoutingKey
@@ -135,22 +140,22 @@ func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
 		}
 		for _, sig := range roots {
 			for _, next := range sig.OnSuccess {
-				walk(next, 1)
+				walk(next, 1, sig.UUID)
 			}
 		}
 	}
 	// A chord's callback follows its members, once.
 	for _, sig := range roots {
 		if sig != nil {
-			walk(sig.ChordCallback, 1)
+			walk(sig.ChordCallback, 1, id)
 		}
 	}
 	return wf
 }
 
-func workflowTask(sig *Signature) WorkflowTask {
+func workflowTask(sig *Signature, follows string) WorkflowTask {
 	return WorkflowTask{UUID: sig.UUID, Name: sig.Name, Queue: sig.RoutingKey,
-		GroupUUID: sig.GroupUUID, GroupTaskCount: sig.GroupTaskCount}
+		GroupUUID: sig.GroupUUID, GroupTaskCount: sig.GroupTaskCount, Follows: follows}
 }
 
 // shareQueue reports whether sigs are some, none nil, all of one queue.

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -157,3 +158,50 @@ func TestWorkflowErrors(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// NewWorkflowMeta records what sends each task, so that the workflow's
+// graph can be drawn.
+func TestWorkflowMetaFollows(t *testing.T) {
+	t.Parallel()
+	step := func(name, queue string) *Signature { return &Signature{UUID: name + "_id", Name: name, RoutingKey: queue} }
+	chain, err := NewChain(step("a", "q"), step("b", "q"), step("c", "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := NewWorkflowMeta("chain_1", WorkflowChain, chain.Tasks...)
+	var got []string
+	for _, task := range wf.Tasks {
+		got = append(got, task.UUID+"<"+task.Follows)
+	}
+	if want := []string{"a_id<", "b_id<a_id", "c_id<b_id"}; !slices.Equal(got, want) {
+		t.Fatalf("chain: %q, want %q", got, want)
+	}
+
+	for _, queues := range [][]string{{"q", "q"}, {"q", "other"}} {
+		m1, m2 := step("m1", queues[0]), step("m2", queues[1])
+		done := step("done", "q")
+		m1.OnSuccess = []*Signature{done}
+		callback, after := step("sum", "q"), step("after", "q")
+		callback.OnSuccess = []*Signature{after}
+		group, err := NewGroup(m1, m2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chord, err := NewChord(group, callback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf := NewWorkflowMeta(chord.Group.GroupUUID, WorkflowChord, chord.Group.Tasks...)
+		got = got[:0]
+		for _, task := range wf.Tasks {
+			got = append(got, task.UUID+"<"+task.Follows)
+		}
+		want := []string{"done_id<m1_id", "sum_id<" + chord.Group.GroupUUID, "after_id<sum_id"}
+		if queues[1] != queues[0] {
+			want = []string{"m1_id<", "done_id<m1_id", "m2_id<", "sum_id<" + chord.Group.GroupUUID, "after_id<sum_id"}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("chord over queues %v: %q, want %q", queues, got, want)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	machinery "github.com/b6192125/machinist/v1"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+)
+
+// An operator's actions. Each acts on one queue or task and returns an
+// error that wraps what callers branch on: ErrQueueNotFound,
+// brokers' ErrTaskNotFound (no queue holds the task) and ErrTaskNotWaiting
+// (the action does not apply to where the task is), machinery's
+// ErrTaskFinished (nothing to cancel), and the backend's
+// ErrWorkflowNotFound.
+
+// Pause stops the workers from taking tasks of queue until Resume; tasks
+// are still sent to it.
+func (o *Ops) Pause(ctx context.Context, queue string) error {
+	if err := o.pausable(ctx, queue); err != nil {
+		return err
+	}
+	return o.pauser.PauseQueue(ctx, queue)
+}
+
+// Resume undoes Pause.
+func (o *Ops) Resume(ctx context.Context, queue string) error {
+	if err := o.pausable(ctx, queue); err != nil {
+		return err
+	}
+	return o.pauser.ResumeQueue(ctx, queue)
+}
+
+func (o *Ops) pausable(ctx context.Context, queue string) error {
+	if o.pauser == nil {
+		return fmt.Errorf("pause queue %s: %w", queue, ErrUnsupported)
+	}
+	_, err := o.Queue(ctx, queue)
+	return err
+}
+
+// Action is what an operator does to a task.
+type Action string
+
+// The actions on a task.
+const (
+	// Cancel: a waiting task never runs; a running one is stopped.
+	Cancel Action = "cancel"
+	// Delete: a waiting task is deleted (it never runs).
+	Delete Action = "delete"
+	// Archive: a waiting task goes to the archive.
+	Archive Action = "archive"
+	// Run: a scheduled or retrying task runs now.
+	Run Action = "run"
+	// Requeue: an archived task goes back to pending.
+	Requeue Action = "requeue"
+)
+
+// Actions are the actions on a task, in the order they are offered.
+var Actions = []Action{Cancel, Delete, Archive, Run, Requeue}
+
+// Do acts on the task uuid of queue ("": the queue that holds it, looked
+// for in every queue). Deleting, archiving and cancelling write the
+// task's FAILURE state, as the Server's methods of the same names do.
+func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
+	t, err := o.Task(ctx, uuid, queue)
+	if err != nil {
+		return fmt.Errorf("%s task: %w", action, err)
+	}
+	if t.Info == nil {
+		if action == Cancel && t.State != nil && t.State.IsCompleted() {
+			return fmt.Errorf("cancel task %s: it is %s: %w", uuid, t.State.State, machinery.ErrTaskFinished)
+		}
+		hint := ""
+		if t.State != nil && t.State.Workflow != "" {
+			hint = fmt.Sprintf(" (it may be a step of workflow %s not sent yet: cancel the workflow)", t.State.Workflow)
+		}
+		return fmt.Errorf("%s task %s: no queue holds it%s: %w", action, uuid, hint, brokeriface.ErrTaskNotFound)
+	}
+	q := t.Queue
+	switch action {
+	case Cancel:
+		return o.srv.CancelTask(ctx, q, uuid)
+	case Delete:
+		return o.srv.DeleteTask(ctx, q, uuid)
+	case Archive:
+		return o.srv.ArchiveTask(ctx, q, uuid, "archived by an operator")
+	case Run:
+		return o.srv.RunTaskNow(ctx, q, uuid)
+	case Requeue:
+		n, err := o.in.RequeueArchived(ctx, q, uuid)
+		switch {
+		case err != nil:
+			return fmt.Errorf("requeue task %s of %s: %w", uuid, q, err)
+		case n == 0:
+			return fmt.Errorf("requeue task %s of %s: it is %s, not archived: %w", uuid, q, t.Info.Status, brokeriface.ErrTaskNotWaiting)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown action %q (want one of %v)", action, Actions)
+}
+
+// CancelWorkflow cancels the chain, group or chord id names (its own ID or
+// any of its tasks' UUIDs); see machinery's Server.CancelWorkflow.
+func (o *Ops) CancelWorkflow(ctx context.Context, id string) error {
+	if o.flows == nil {
+		return fmt.Errorf("cancel workflow %s: the backend keeps no workflows: %w", id, ErrUnsupported)
+	}
+	err := o.srv.CancelWorkflow(ctx, id)
+	if errors.Is(err, machinery.ErrTaskFinished) {
+		return fmt.Errorf("cancel workflow %s: every task of it had finished: %w", id, err)
+	}
+	return err
+}

@@ -1,0 +1,277 @@
+// Package ops is what the machinist command and the dashboard show and do:
+// queues with their sizes and recent throughput, tasks wherever they are,
+// workflows drawn as graphs, workers alive, aggregation groups, and the
+// operator's actions. It reads through a Server's broker and backend, with
+// paged reads only (no key scans), so that it stays fast on queues of
+// millions of tasks.
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	machinery "github.com/b6192125/machinist/v1"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Errors callers branch on (the command maps them to exit codes).
+var (
+	// ErrQueueNotFound: no task was ever sent to the queue.
+	ErrQueueNotFound = errors.New("queue not found")
+	// ErrUnsupported: the broker cannot do what was asked (an in-process
+	// or eager broker has no queues to inspect from outside).
+	ErrUnsupported = errors.New("not supported by this broker")
+)
+
+// Ops reads and drives what a Server's broker and backend hold.
+type Ops struct {
+	srv     *machinery.Server
+	in      brokeriface.Inspector
+	pauser  brokeriface.Pauser
+	mon     brokeriface.Monitor    // nil when the broker keeps no workers
+	agg     brokeriface.Aggregator // nil when the broker does not aggregate
+	backend backendiface.Backend
+	flows   backendiface.Workflows // nil when the backend keeps no workflows
+}
+
+// New returns the Ops of srv, whose broker must be able to list what it
+// holds (both of machinist's brokers can).
+func New(srv *machinery.Server) (*Ops, error) {
+	b := srv.GetBroker()
+	in, ok := b.(brokeriface.Inspector)
+	if !ok {
+		return nil, fmt.Errorf("the broker (%T) cannot list its queues: %w", b, ErrUnsupported)
+	}
+	o := &Ops{srv: srv, in: in, backend: srv.GetBackend()}
+	o.pauser, _ = b.(brokeriface.Pauser)
+	o.mon, _ = b.(brokeriface.Monitor)
+	o.agg, _ = b.(brokeriface.Aggregator)
+	o.flows, _ = o.backend.(backendiface.Workflows)
+	return o, nil
+}
+
+// Queue is a queue's sizes and recent throughput.
+type Queue struct {
+	brokeriface.QueueInfo
+	// Processed and Failed count the tasks that finished (and those that
+	// failed) in the last minute and the last hour, as the workers
+	// reported them with their heartbeats.
+	Processed, Failed Window
+	// Stats are the counts by period over the last hour (nil when the
+	// broker keeps none).
+	Stats *brokeriface.QueueStats `json:"-"`
+}
+
+// Window counts over the last minute and the last hour.
+type Window struct{ Minute, Hour int }
+
+// Queues returns every queue, by name.
+func (o *Ops) Queues(ctx context.Context) ([]*Queue, error) {
+	names, err := o.in.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Queue, len(names))
+	err = each(ctx, len(names), func(ctx context.Context, i int) error {
+		q, err := o.queue(ctx, names[i])
+		out[i] = q
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Queue returns the queue name: ErrQueueNotFound when no task was ever
+// sent to it.
+func (o *Ops) Queue(ctx context.Context, name string) (*Queue, error) {
+	names, err := o.in.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(names, name) {
+		return nil, fmt.Errorf("queue %q: %w", name, ErrQueueNotFound)
+	}
+	return o.queue(ctx, name)
+}
+
+func (o *Ops) queue(ctx context.Context, name string) (*Queue, error) {
+	info, err := o.in.QueueInfo(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{QueueInfo: *info}
+	if o.mon != nil {
+		st, err := o.mon.QueueStats(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		q.Stats = st
+		now := time.Now()
+		q.Processed.Minute, q.Failed.Minute = st.Since(now.Add(-time.Minute))
+		q.Processed.Hour, q.Failed.Hour = st.Since(now.Add(-time.Hour))
+	}
+	return q, nil
+}
+
+// Statuses are the statuses ListTasks takes, in the order they are shown.
+var Statuses = []brokeriface.TaskStatus{
+	brokeriface.StatusPending, brokeriface.StatusActive, brokeriface.StatusScheduled,
+	brokeriface.StatusRetry, brokeriface.StatusArchived, brokeriface.StatusLimited,
+}
+
+// ParseStatus returns the status named s, or an error listing them.
+func ParseStatus(s string) (brokeriface.TaskStatus, error) {
+	for _, st := range Statuses {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown task state %q (want one of %v)", s, Statuses)
+}
+
+// Tasks lists a page of the tasks of queue with status.
+func (o *Ops) Tasks(ctx context.Context, queue string, status brokeriface.TaskStatus, offset, limit int) ([]*brokeriface.TaskInfo, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("list tasks: a page of %d tasks (want at least 1)", limit)
+	}
+	return o.in.ListTasks(ctx, queue, status, max(offset, 0), limit)
+}
+
+// Task is what is known of one task: where it is in its queue, its state
+// in the result backend, and the worker running it.
+type Task struct {
+	UUID string
+	// Queue is the queue that holds it ("" when none does any more).
+	Queue string
+	// Info is where it is in Queue (nil when no queue holds it: it
+	// finished and was forgotten, or was deleted).
+	Info *brokeriface.TaskInfo
+	// State is its state in the result backend (nil when there is none:
+	// never written, or expired).
+	State *tasks.TaskState
+	// Holder is the worker whose heartbeat lists it running.
+	Holder *brokeriface.WorkerInfo
+	// Attempts counts its runs begun: its retries and recoveries, and the
+	// run going on or that finished it.
+	Attempts int
+}
+
+// Task finds the task uuid: in queue, or when queue is "" in every queue
+// (one read per queue, all at once). A task neither a queue nor the
+// backend knows: an error wrapping brokers' ErrTaskNotFound.
+func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
+	if uuid == "" {
+		return nil, errors.New("no task UUID given")
+	}
+	queues := []string{queue}
+	if queue == "" {
+		var err error
+		if queues, err = o.in.Queues(ctx); err != nil {
+			return nil, err
+		}
+	}
+	t := &Task{UUID: uuid}
+	var mu sync.Mutex
+	err := each(ctx, len(queues), func(ctx context.Context, i int) error {
+		info, err := o.in.GetTask(ctx, queues[i], uuid)
+		if errors.Is(err, brokeriface.ErrTaskNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if t.Info == nil {
+			t.Info, t.Queue = info, queues[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := o.backend.GetStateContext(ctx, uuid)
+	switch {
+	case err == nil:
+		t.State = st
+	case !errors.Is(err, backendiface.ErrStateNotFound):
+		return nil, err
+	}
+	if t.Info == nil && t.State == nil {
+		return nil, fmt.Errorf("task %s: %w", uuid, brokeriface.ErrTaskNotFound)
+	}
+	if t.Info != nil {
+		t.Attempts = t.Info.Retried + t.Info.Recovered
+		if t.Info.Status == brokeriface.StatusActive || t.Info.Status == brokeriface.StatusCompleted {
+			t.Attempts++
+		}
+	}
+	if t.State != nil && t.State.IsCompleted() && (t.Info == nil || t.Info.Status != brokeriface.StatusCompleted) {
+		t.Attempts++
+	}
+	if t.Info != nil && t.Info.Status == brokeriface.StatusActive && o.mon != nil {
+		ws, err := o.mon.Workers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range ws {
+			if slices.Contains(w.Running, uuid) {
+				t.Holder = w
+				break
+			}
+		}
+	}
+	return t, nil
+}
+
+// Workers lists the workers alive (ErrUnsupported when the broker keeps
+// none).
+func (o *Ops) Workers(ctx context.Context) ([]*brokeriface.WorkerInfo, error) {
+	if o.mon == nil {
+		return nil, fmt.Errorf("list workers: %w", ErrUnsupported)
+	}
+	return o.mon.Workers(ctx)
+}
+
+// Aggregations lists the aggregation groups waiting in queue.
+func (o *Ops) Aggregations(ctx context.Context, queue string) ([]*brokeriface.AggregationInfo, error) {
+	if o.agg == nil {
+		return nil, fmt.Errorf("list aggregation groups: %w", ErrUnsupported)
+	}
+	return o.agg.Aggregations(ctx, queue)
+}
+
+// each runs fn(0) … fn(n-1), at most 16 at once, and returns the first
+// error.
+func each(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, 16)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if errs[i] = fn(ctx, i); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,182 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Workflow is a chain, group or chord as a graph of its tasks, each with
+// its state.
+type Workflow struct {
+	ID, Kind  string
+	CreatedAt time.Time
+	// State sums up its tasks': FAILURE when one failed, SUCCESS when all
+	// succeeded, STARTED when some ran or run, else PENDING.
+	State string
+	// Counts holds how many of its tasks are in each state.
+	Counts map[string]int
+	// Root is where it starts: a chain's first step, or a group node
+	// (a group's, or a chord's, whose Next is the callback).
+	Root *Node
+}
+
+// Node is a task of a workflow, or the group of a group or chord.
+type Node struct {
+	// Group: the node is a group, whose Members run at once; else a task.
+	Group bool `json:",omitempty"`
+	// UUID is the task's UUID, or the group's.
+	UUID  string
+	Name  string `json:",omitempty"`
+	Queue string `json:",omitempty"`
+	// State is the task's state, "" when the backend has none any more
+	// (expired); a group's sums up its members' as Workflow.State does.
+	State string
+	// Error is the error of a task that failed.
+	Error   string  `json:",omitempty"`
+	Members []*Node `json:",omitempty"`
+	// Next are the tasks sent when this one succeeds (a chain's next
+	// step, its OnSuccess callbacks; after a group, a chord's callback).
+	Next []*Node `json:",omitempty"`
+}
+
+// Workflow returns the workflow id names (its own ID or any of its
+// tasks' UUIDs), with every task's state: an error wrapping the backend's
+// ErrWorkflowNotFound when there is none.
+func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
+	if o.flows == nil {
+		return nil, fmt.Errorf("workflow %s: the backend keeps no workflows: %w", id, ErrUnsupported)
+	}
+	if id == "" {
+		return nil, fmt.Errorf("no workflow ID given: %w", backendiface.ErrWorkflowNotFound)
+	}
+	meta, err := o.flows.GetWorkflowContext(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	wf := &Workflow{ID: meta.WorkflowUUID, Kind: meta.Kind, CreatedAt: meta.CreatedAt, Counts: map[string]int{}}
+
+	nodes := map[string]*Node{}
+	var order []*Node // the tasks, as recorded
+	for _, t := range meta.Tasks {
+		n := &Node{UUID: t.UUID, Name: t.Name, Queue: t.Queue}
+		nodes[t.UUID] = n
+		order = append(order, n)
+	}
+	var group *Node
+	if meta.Kind != tasks.WorkflowChain {
+		group = &Node{Group: true, UUID: meta.WorkflowUUID}
+		nodes[meta.WorkflowUUID] = group
+		wf.Root = group
+	}
+	if meta.Members > 0 {
+		// Members sharing a queue are in the group's bookkeeping.
+		states, err := o.backend.GroupTaskStatesContext(ctx, meta.WorkflowUUID, meta.Members)
+		if err != nil && !errors.Is(err, backendiface.ErrGroupNotFound) {
+			return nil, err
+		}
+		for _, st := range states {
+			n := &Node{UUID: st.TaskUUID, Name: st.TaskName, Queue: meta.Queue}
+			if st.IsCompleted() {
+				n.State, n.Error = st.State, st.Error
+			}
+			group.Members = append(group.Members, n)
+			nodes[n.UUID] = n
+			order = append(order, n)
+		}
+	}
+	follows := false
+	for _, t := range meta.Tasks {
+		follows = follows || t.Follows != ""
+	}
+	for i, t := range meta.Tasks {
+		n := nodes[t.UUID]
+		parent := nodes[t.Follows]
+		switch {
+		case !follows && meta.Kind == tasks.WorkflowChain && i > 0:
+			// A record without Follows (written before it existed): a
+			// chain's steps follow each other.
+			parent = nodes[meta.Tasks[i-1].UUID]
+		case !follows && group != nil && t.GroupUUID != meta.WorkflowUUID:
+			parent = group // a chord's callback
+		}
+		switch {
+		case parent != nil:
+			parent.Next = append(parent.Next, n)
+		case group != nil:
+			group.Members = append(group.Members, n)
+		case wf.Root == nil:
+			wf.Root = n
+		default:
+			wf.Root.Next = append(wf.Root.Next, n) // not expected: shown rather than lost
+		}
+	}
+	if wf.Root == nil {
+		return nil, fmt.Errorf("workflow %s: its record lists no task: %w", id, backendiface.ErrWorkflowNotFound)
+	}
+
+	// The states of the tasks whose final state is not known yet.
+	var unknown []*Node
+	for _, n := range order {
+		if n.State == "" {
+			unknown = append(unknown, n)
+		}
+	}
+	err = each(ctx, len(unknown), func(ctx context.Context, i int) error {
+		n := unknown[i]
+		st, err := o.backend.GetStateContext(ctx, n.UUID)
+		switch {
+		case errors.Is(err, backendiface.ErrStateNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		n.State, n.Error = st.State, st.Error
+		if n.Name == "" {
+			n.Name = st.TaskName
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var states []string
+	for _, n := range order {
+		wf.Counts[n.State]++
+		states = append(states, n.State)
+	}
+	wf.State = sumUp(states)
+	if group != nil {
+		var ms []string
+		for _, m := range group.Members {
+			ms = append(ms, m.State)
+		}
+		group.State = sumUp(ms)
+	}
+	return wf, nil
+}
+
+// sumUp is the state of a set of tasks in states: FAILURE when one
+// failed, SUCCESS when all succeeded, STARTED when one has begun or
+// finished, else PENDING.
+func sumUp(states []string) string {
+	sum := tasks.StatePending
+	all := len(states) > 0
+	for _, s := range states {
+		switch s {
+		case tasks.StateFailure:
+			return tasks.StateFailure
+		case tasks.StateSuccess, tasks.StateStarted, tasks.StateReceived, tasks.StateRetry:
+			sum = tasks.StateStarted
+		}
+		all = all && s == tasks.StateSuccess
+	}
+	if all {
+		return tasks.StateSuccess
+	}
+	return sum
+}
