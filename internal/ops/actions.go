@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	machinery "github.com/b6192125/machinist/v1"
@@ -108,9 +107,5 @@ func (o *Ops) CancelWorkflow(ctx context.Context, id string) error {
 	if o.flows == nil {
 		return fmt.Errorf("cancel workflow %s: the backend keeps no workflows: %w", id, ErrUnsupported)
 	}
-	err := o.srv.CancelWorkflow(ctx, id)
-	if errors.Is(err, machinery.ErrTaskFinished) {
-		return fmt.Errorf("cancel workflow %s: every task of it had finished: %w", id, err)
-	}
-	return err
+	return o.srv.CancelWorkflow(ctx, id)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,9 +160,11 @@ type Task struct {
 	State *tasks.TaskState
 	// Holder is the worker whose heartbeat lists it running.
 	Holder *brokeriface.WorkerInfo
-	// Attempts counts its runs begun: its retries and recoveries, and the
-	// run going on or that finished it.
-	Attempts int
+	// Attempts counts its runs while a queue holds it: those retried or
+	// recovered after a lost lease, the one going on, and the one that
+	// finished it (it succeeded, or failed for good and was archived with
+	// its error); 0 when no queue holds it any more (not known).
+	Attempts int `json:",omitempty"`
 }
 
 // Task finds the task uuid: in queue, or when queue is "" in every queue
@@ -209,13 +212,7 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 		return nil, fmt.Errorf("task %s: %w", uuid, brokeriface.ErrTaskNotFound)
 	}
 	if t.Info != nil {
-		t.Attempts = t.Info.Retried + t.Info.Recovered
-		if t.Info.Status == brokeriface.StatusActive || t.Info.Status == brokeriface.StatusCompleted {
-			t.Attempts++
-		}
-	}
-	if t.State != nil && t.State.IsCompleted() && (t.Info == nil || t.Info.Status != brokeriface.StatusCompleted) {
-		t.Attempts++
+		t.Attempts = attempts(t.Info, t.State)
 	}
 	if t.Info != nil && t.Info.Status == brokeriface.StatusActive && o.mon != nil {
 		ws, err := o.mon.Workers(ctx)
@@ -230,6 +227,26 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 		}
 	}
 	return t, nil
+}
+
+// attempts counts the runs of a task that info describes, with state
+// (nil when there is none): see Task.Attempts.
+func attempts(info *brokeriface.TaskInfo, state *tasks.TaskState) int {
+	n := info.Retried + info.Recovered
+	switch {
+	case info.Status == brokeriface.StatusActive, info.Status == brokeriface.StatusCompleted:
+		n++
+	case info.Status == brokeriface.StatusArchived && state != nil && state.State == tasks.StateFailure &&
+		state.Error == info.LastError && !operatorReason(info.LastError):
+		n++ // its run failed for good
+	}
+	return n
+}
+
+// operatorReason reports whether reason is an operator's (archived,
+// deleted or cancelled before or while it ran) rather than a run's error.
+func operatorReason(reason string) bool {
+	return strings.HasPrefix(reason, tasks.CancelledMessage) || strings.Contains(reason, "by an operator")
 }
 
 // Workers lists the workers alive (ErrUnsupported when the broker keeps

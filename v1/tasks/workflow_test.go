@@ -163,7 +163,9 @@ func second[T any](_ T, err error) error { return err }
 // graph can be drawn.
 func TestWorkflowMetaFollows(t *testing.T) {
 	t.Parallel()
-	step := func(name, queue string) *Signature { return &Signature{UUID: name + "_id", Name: name, RoutingKey: queue} }
+	step := func(name, queue string) *Signature {
+		return &Signature{UUID: name + "_id", Name: name, RoutingKey: queue}
+	}
 	chain, err := NewChain(step("a", "q"), step("b", "q"), step("c", "other"))
 	if err != nil {
 		t.Fatal(err)

@@ -174,16 +174,16 @@ type TaskInfo struct {
 	Queue     string
 	Status    TaskStatus
 	// NextProcessAt is when a scheduled or retrying task becomes pending.
-	NextProcessAt time.Time
+	NextProcessAt time.Time `json:",omitzero"`
 	// LastError is the error of the last failed run, or the archive reason.
-	LastError string
+	LastError string `json:",omitempty"`
 	// LastFailedAt is when LastError was recorded.
-	LastFailedAt time.Time
+	LastFailedAt time.Time `json:",omitzero"`
 	Retried      int
 	Recovered    int
 	// LeaseExpiresAt is when the lease of an active task ends unless its
 	// worker renews it (Inspector.GetTask; ListTasks of active tasks).
-	LeaseExpiresAt time.Time
+	LeaseExpiresAt time.Time `json:",omitzero"`
 }
 
 // QueueInfo holds the sizes of a queue.

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/b6192125/machinist/internal/ops"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+)
+
+func (a *app) taskCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "List, show and act on tasks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("task needs a subcommand: ls, show, cancel, delete, archive, run or requeue")
+		},
+	}
+	cmd.AddCommand(a.taskListCommand(), a.taskShowCommand())
+	for _, act := range []struct {
+		action      ops.Action
+		short, done string
+	}{
+		{ops.Cancel, "Cancel a task: a waiting one never runs, a running one is stopped", "cancelled"},
+		{ops.Delete, "Delete a task that waits (pending, scheduled, retrying or limited): it never runs", "deleted"},
+		{ops.Archive, "Move a task that waits to the archive", "archived"},
+		{ops.Run, "Run a scheduled or retrying task now", "made pending, to run now"},
+		{ops.Requeue, "Send an archived task back to its queue", "requeued"},
+	} {
+		var queue string
+		c := &cobra.Command{
+			Use:   string(act.action) + " TASK_UUID",
+			Short: act.short,
+			Args:  cobra.ExactArgs(1),
+			RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+				if err := o.Do(ctx, act.action, args[0], queue); err != nil {
+					return err
+				}
+				return a.report(map[string]string{"task": args[0], "done": act.done}, "task %s %s", args[0], act.done)
+			}),
+		}
+		c.Flags().StringVar(&queue, "queue", "", "the task's queue (default: looked for in every queue)")
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+func (a *app) taskListCommand() *cobra.Command {
+	var state string
+	var page, size int
+	cmd := &cobra.Command{
+		Use:   "ls QUEUE",
+		Short: "List a page of a queue's tasks in one state",
+		Long: `ls lists a page of the tasks of QUEUE in --state: pending (in the order they
+run), active (by lease end), scheduled and retry (by when they run), archived
+(newest first) or limited (parked on their limit keys, in the order they were
+parked). Pages are read by position, so any page of any queue is quick.`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			status, err := ops.ParseStatus(state)
+			if err != nil {
+				return usageError{err}
+			}
+			if page < 1 || size < 1 {
+				return usagef("--page and --size start at 1")
+			}
+			q, err := o.Queue(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			list, err := o.Tasks(ctx, q.Queue, status, (page-1)*size, size)
+			if err != nil {
+				return err
+			}
+			total := count(q, status)
+			if a.json {
+				return a.printJSON(struct {
+					Queue      string
+					State      brokeriface.TaskStatus
+					Page, Size int
+					Total      int
+					Tasks      []*brokeriface.TaskInfo
+				}{q.Queue, status, page, size, total, nonNil(list)})
+			}
+			return a.printTasks(q.Queue, status, list, page, size, total)
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "pending", "pending, active, scheduled, retry, archived or limited")
+	cmd.Flags().IntVar(&page, "page", 1, "the page to show, from 1")
+	cmd.Flags().IntVar(&size, "size", 20, "tasks per page")
+	return cmd
+}
+
+// count is how many tasks q holds with status.
+func count(q *ops.Queue, status brokeriface.TaskStatus) int {
+	switch status {
+	case brokeriface.StatusPending:
+		return q.Pending
+	case brokeriface.StatusActive:
+		return q.Active
+	case brokeriface.StatusScheduled:
+		return q.Scheduled
+	case brokeriface.StatusRetry:
+		return q.Retry
+	case brokeriface.StatusArchived:
+		return q.Archived
+	case brokeriface.StatusLimited:
+		return q.Limited
+	}
+	return 0
+}
+
+func (a *app) printTasks(queue string, status brokeriface.TaskStatus, list []*brokeriface.TaskInfo, page, size, total int) error {
+	if len(list) == 0 {
+		if total > 0 {
+			fmt.Fprintf(a.stdout, "no %s tasks on page %d of %s (%d in all)\n", status, page, queue, total)
+		} else {
+			fmt.Fprintf(a.stdout, "no %s tasks in %s\n", status, queue)
+		}
+		return nil
+	}
+	header := []string{"UUID", "NAME", "RETRIED", "RECOVERED"}
+	switch status {
+	case brokeriface.StatusScheduled, brokeriface.StatusRetry:
+		header = append(header, "RUNS AT")
+	case brokeriface.StatusActive:
+		header = append(header, "LEASE ENDS")
+	case brokeriface.StatusArchived:
+		header = append(header, "ARCHIVED AT")
+	case brokeriface.StatusLimited:
+		header = append(header, "LIMIT KEY")
+	}
+	header = append(header, "LAST ERROR")
+	t := newTable(a.stdout, header...)
+	for _, info := range list {
+		row := []string{info.Signature.UUID, info.Signature.Name, strconv.Itoa(info.Retried), strconv.Itoa(info.Recovered)}
+		switch status {
+		case brokeriface.StatusScheduled, brokeriface.StatusRetry:
+			row = append(row, stamp(info.NextProcessAt))
+		case brokeriface.StatusActive:
+			row = append(row, stamp(info.LeaseExpiresAt))
+		case brokeriface.StatusArchived:
+			row = append(row, stamp(info.LastFailedAt))
+		case brokeriface.StatusLimited:
+			key := ""
+			if info.Signature.Limit != nil {
+				key = info.Signature.Limit.Key
+			}
+			row = append(row, key)
+		}
+		t.row(append(row, clip(info.LastError, 60))...)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	first := (page-1)*size + 1
+	pages := (total + size - 1) / size
+	fmt.Fprintf(a.stdout, "\n%s tasks %d–%d of %d (page %d of %d)", status, first, first+len(list)-1, total, page, max(pages, page))
+	if page < pages {
+		fmt.Fprintf(a.stdout, "; next: --page %d", page+1)
+	}
+	fmt.Fprintln(a.stdout)
+	return nil
+}
+
+func (a *app) taskShowCommand() *cobra.Command {
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "show TASK_UUID",
+		Short: "Show a task: its signature, where it is, its state, result or error, attempts, lease",
+		Args:  cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			t, err := o.Task(ctx, args[0], queue)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(t)
+			}
+			return a.printTask(t)
+		}),
+	}
+	cmd.Flags().StringVar(&queue, "queue", "", "the task's queue (default: looked for in every queue)")
+	return cmd
+}
+
+func (a *app) printTask(t *ops.Task) error {
+	f := newFields(a.stdout)
+	f.add("Task", t.UUID)
+	now := time.Now()
+	if info := t.Info; info != nil {
+		sig := info.Signature
+		f.add("Name", sig.Name)
+		f.add("Queue", t.Queue)
+		f.add("Status", a.state(string(info.Status)))
+		f.add("Args", formatArgs(sig.Args))
+		if sig.ETA != nil {
+			f.add("ETA", stamp(*sig.ETA))
+		}
+		f.add("Runs at", stamp(info.NextProcessAt))
+		if !info.LeaseExpiresAt.IsZero() {
+			f.add("Lease ends", stamp(info.LeaseExpiresAt)+" ("+ago(info.LeaseExpiresAt, now)+")")
+		}
+		if w := t.Holder; w != nil {
+			f.add("Worker", fmt.Sprintf("%s pid %d (%s), %s", w.Host, w.PID, w.Tag, w.ID))
+		}
+		f.add("Attempts", fmt.Sprintf("%d (retried %d, recovered after a lost lease %d)", t.Attempts, info.Retried, info.Recovered))
+		if sig.RetryCount > 0 || sig.RetryTimeout > 0 {
+			f.add("Retries", fmt.Sprintf("%d left, next after %d s", sig.RetryCount, sig.RetryTimeout))
+		}
+		f.add("Last error", info.LastError)
+		f.add("Failed at", stamp(info.LastFailedAt))
+		if sig.GroupUUID != "" {
+			f.add("Group", fmt.Sprintf("%s (%d tasks)", sig.GroupUUID, sig.GroupTaskCount))
+		}
+		f.add("Aggregation", sig.AggregationKey)
+		if sig.Limit != nil {
+			f.add("Limit", fmt.Sprintf("key %s, concurrency %d, rate %d per %s", sig.Limit.Key, sig.Limit.Concurrency, sig.Limit.Rate, sig.Limit.Per))
+		}
+		var headers []string
+		for k, v := range sig.Headers {
+			headers = append(headers, fmt.Sprintf("%s=%v", k, v))
+		}
+		slices.Sort(headers)
+		f.add("Headers", strings.Join(headers, ", "))
+	} else {
+		f.add("Queue", "(none holds it: it finished and was not kept, or was deleted)")
+	}
+	if st := t.State; st != nil {
+		if t.Info == nil {
+			f.add("Name", st.TaskName)
+		}
+		f.add("State", a.state(st.State))
+		f.add("Result", formatResults(st.Results))
+		f.add("Error", st.Error)
+		f.add("Workflow", st.Workflow)
+		f.add("Aggregate", st.Aggregate)
+		f.add("Created", stamp(st.CreatedAt))
+	} else {
+		f.add("State", "(none in the result backend: not written yet, or expired)")
+	}
+	return f.flush()
+}

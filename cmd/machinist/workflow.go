@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/b6192125/machinist/internal/ops"
+)
+
+func (a *app) workflowCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workflow",
+		Short: "Show or cancel a chain, group or chord",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("workflow needs a subcommand: show or cancel")
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "show ID",
+		Short: "Draw a chain, group or chord as a tree, with each task's state",
+		Long: `show draws the workflow ID names (a chain's ID, a group's or chord's GroupUUID,
+or the UUID of any of its tasks) as a tree: a chain's steps one after the
+other, a group's members side by side, and after them what they send (a
+chord's callback), each task with its state, and its error when it failed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			wf, err := o.Workflow(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(wf)
+			}
+			return a.printWorkflow(wf)
+		}),
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a chain, group or chord: what waits never runs, what runs is stopped",
+		Args:  cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			if err := o.CancelWorkflow(ctx, args[0]); err != nil {
+				return err
+			}
+			return a.report(map[string]string{"workflow": args[0], "done": "cancelled"}, "workflow %s cancelled", args[0])
+		}),
+	})
+	return cmd
+}
+
+func (a *app) printWorkflow(wf *ops.Workflow) error {
+	var counts []string
+	for state, n := range wf.Counts {
+		if state == "" {
+			state = "unknown"
+		}
+		counts = append(counts, fmt.Sprintf("%d %s", n, state))
+	}
+	sort.Strings(counts)
+	fmt.Fprintf(a.stdout, "%s %s: %s (%s), sent %s\n\n", wf.Kind, wf.ID, a.state(wf.State), strings.Join(counts, ", "), stamp(wf.CreatedAt))
+	a.drawSequence(a.stdout, wf.Root, "", "")
+	return nil
+}
+
+// drawSequence draws n and what follows it: a single next task on the
+// next line at the same depth ("→"), several as branches below.
+// first prefixes n's own line, rest the lines under it.
+func (a *app) drawSequence(w io.Writer, n *ops.Node, first, rest string) {
+	arrow := ""
+	for n != nil {
+		fmt.Fprintf(w, "%s%s%s\n", first, arrow, a.nodeLine(n))
+		under := rest + strings.Repeat(" ", len([]rune(arrow)))
+		if n.Group {
+			for i, m := range n.Members {
+				if i == len(n.Members)-1 {
+					a.drawSequence(w, m, under+"└─ ", under+"   ")
+				} else {
+					a.drawSequence(w, m, under+"├─ ", under+"│  ")
+				}
+			}
+		}
+		switch len(n.Next) {
+		case 0:
+			return
+		case 1:
+			n, first, arrow = n.Next[0], rest, "→ "
+		default:
+			fmt.Fprintf(w, "%sthen, each:\n", under)
+			for i, next := range n.Next {
+				if i == len(n.Next)-1 {
+					a.drawSequence(w, next, under+"└─ ", under+"   ")
+				} else {
+					a.drawSequence(w, next, under+"├─ ", under+"│  ")
+				}
+			}
+			return
+		}
+	}
+}
+
+// nodeLine is one task's or group's line.
+func (a *app) nodeLine(n *ops.Node) string {
+	if n.Group {
+		return fmt.Sprintf("group %s (%d tasks): %s", n.UUID, len(n.Members), a.state(n.State))
+	}
+	line := fmt.Sprintf("%s %s: %s", n.Name, n.UUID, a.state(n.State))
+	if n.Error != "" {
+		line += " " + a.paint(red, clip(n.Error, 80))
+	}
+	return line
+}
