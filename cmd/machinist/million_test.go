@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
+)
+
+// fillArchive writes n archived tasks to queue under prefix, as the
+// archive script leaves them (the keys of internal/rdb/keys.go), from a
+// Lua loop: filling through the broker would take minutes.
+func fillArchive(b *testing.B, rdb *goredis.Client, prefix, queue string, n int) {
+	b.Helper()
+	const fill = `
+local base, from, to, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+for i = from, to do
+	local id = "task_" .. i
+	redis.call("HSET", base .. "t:" .. id, "msg",
+		'{"UUID":"' .. id .. '","Name":"send","RoutingKey":"` + "%s" + `","Args":[{"Type":"int64","Value":' .. i .. '}]}',
+		"state", "archived", "error", "mailbox full", "failed_at", now - i)
+	redis.call("ZADD", base .. "archived", now - i, id)
+end
+return to - from + 1`
+	script := goredis.NewScript(fmt.Sprintf(fill, queue))
+	base := prefix + ":{" + queue + "}:"
+	ctx := context.Background()
+	for from := 1; from <= n; from += 50_000 {
+		to := min(from+50_000-1, n)
+		if err := script.Run(ctx, rdb, []string{base + "archived"}, base, from, to, 1_800_000_000_000).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rdb.SAdd(ctx, prefix+":queues", queue).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkMillionArchived times the command's reads (each a whole run:
+// configuration, connection, reads, output) on a queue of 1,000,000
+// archived tasks, and on one of 10 beside it: every read is a count or a
+// page, so each takes about as long on both.
+//
+//	go test -run '^$' -bench MillionArchived -benchtime 200x ./cmd/machinist
+func BenchmarkMillionArchived(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	const prefix, n = "million", 1_000_000
+	fillArchive(b, rdb, prefix, "mail", n)
+	fillArchive(b, rdb, prefix, "small", 10)
+	cfg := filepath.Join(b.TempDir(), "machinist.yml")
+	yml := fmt.Sprintf("broker: %s\nredis:\n  key_prefix: %s\n", srv.URL(), prefix)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var lines []string
+	for _, q := range []string{"small", "mail"} {
+		last := map[string]string{"mail": "999999", "small": "9"}[q]
+		lines = append(lines, "queue inspect "+q, "task ls "+q+" --state archived",
+			"task ls "+q+" --state archived --page "+map[string]string{"mail": "49999", "small": "1"}[q],
+			"task show task_"+last+" --queue "+q)
+	}
+	for _, line := range append([]string{"stats"}, lines...) {
+		b.Run(strings.ReplaceAll(line, " ", "_"), func(b *testing.B) {
+			var out bytes.Buffer
+			args := append([]string{"--config", cfg}, strings.Fields(line)...)
+			for b.Loop() {
+				out.Reset()
+				if code := run(args, env{getenv: func(string) string { return "" }, stdout: &out, stderr: &out}); code != exitOK {
+					b.Fatalf("%s: exit %d: %s", line, code, out.String())
+				}
+			}
+			if !strings.Contains(out.String(), "task_") && !strings.Contains(out.String(), "Archived") && !strings.Contains(out.String(), "QUEUE") {
+				b.Fatalf("%s printed:\n%s", line, out.String())
+			}
+		})
+	}
+}
