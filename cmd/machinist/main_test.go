@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,10 +171,29 @@ func newDeployment(t *testing.T) *deployment {
 	return d
 }
 
+// syncBuffer is a bytes.Buffer safe for concurrent use: the Redis
+// client's logs reach stderr from goroutines of its own.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // command runs the command line args against d and returns what it
 // printed (stdout, then stderr) and its exit code.
 func (d *deployment) command(args ...string) (string, int) {
-	var out, errs bytes.Buffer
+	var out, errs syncBuffer
 	code := run(append([]string{"--config", d.configPath}, args...), env{
 		getenv: func(string) string { return "" },
 		stdout: &out, stderr: &errs,
@@ -316,7 +336,7 @@ func TestConfig(t *testing.T) {
 	d := newDeployment(t)
 	rs := redistest.Shared(t)
 	runWith := func(getenv func(string) string, args ...string) (string, int) {
-		var out bytes.Buffer
+		var out syncBuffer
 		code := run(args, env{getenv: getenv, stdout: &out, stderr: &out})
 		return out.String(), code
 	}
@@ -382,7 +402,7 @@ func TestColour(t *testing.T) {
 		{[]string{"--color", "always"}, false, nil, true},
 		{[]string{"--color", "never"}, true, nil, false},
 	} {
-		var out bytes.Buffer
+		var out syncBuffer
 		args := append([]string{"--config", d.configPath}, c.args...)
 		run(append(args, "task", "show", "task_m2"), env{getenv: func(k string) string { return c.env[k] }, stdout: &out, stderr: &out, tty: c.tty})
 		if got := strings.Contains(out.String(), "\x1b["); got != c.want {

@@ -184,7 +184,9 @@ func (a *app) config() (*config.Config, error) {
 			"point --broker, BROKER or --config at the Redis your workers use (redis://host:6379)", redact(cnf.Broker))
 	}
 	cnf.NoUnixSignals = true
-	cnf.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// The command says what failed in its error; the library's logs (the
+	// Redis client's retries) would repeat it.
+	cnf.Logger = slog.New(slog.DiscardHandler)
 	return cnf, nil
 }
 

@@ -92,7 +92,7 @@ func testMonitor(t *testing.T, s *suite) {
 		iface.StatCount{Queue: q, At: now.Add(-iface.StatsPeriod), Processed: 2},
 		iface.StatCount{Queue: q, At: now.Add(-2 * iface.StatsWindow), Processed: 100},
 		iface.StatCount{Queue: other, At: now, Processed: 7, Failed: 7}))
-	must(t, "Heartbeat", b.Heartbeat(ctx, short, 300*time.Millisecond, iface.StatCount{Queue: q, At: now, Processed: 1}))
+	must(t, "Heartbeat", b.Heartbeat(ctx, short, 2*time.Second, iface.StatCount{Queue: q, At: now, Processed: 1}))
 
 	mine := func() []*iface.WorkerInfo {
 		ws, err := b.Workers(ctx)
