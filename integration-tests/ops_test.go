@@ -144,8 +144,8 @@ func TestOperatorView(t *testing.T) {
 			qs, err := o.Queues(ctx)
 			processed, failed := 0, 0
 			for _, q := range qs {
-				processed += q.Processed.Minute
-				failed += q.Failed.Minute
+				processed += q.Processed.Hour
+				failed += q.Failed.Hour
 			}
 			return err == nil && processed == 9 && failed == 1
 		})

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -194,7 +196,7 @@ func (b *syncBuffer) String() string {
 // printed (stdout, then stderr) and its exit code.
 func (d *deployment) command(args ...string) (string, int) {
 	var out, errs syncBuffer
-	code := run(append([]string{"--config", d.configPath}, args...), env{
+	code := run(context.Background(), append([]string{"--config", d.configPath}, args...), env{
 		getenv: func(string) string { return "" },
 		stdout: &out, stderr: &errs,
 	})
@@ -312,6 +314,8 @@ func TestActions(t *testing.T) {
 		"task requeue task_p2",
 		"task requeue task_p1",
 		"task cancel task_a1",
+		"task delete task_a1",
+		"task ls reports --state archived",
 		"task cancel task_running",
 		"task show task_running",
 		"task cancel task_m1",
@@ -337,7 +341,7 @@ func TestConfig(t *testing.T) {
 	rs := redistest.Shared(t)
 	runWith := func(getenv func(string) string, args ...string) (string, int) {
 		var out syncBuffer
-		code := run(args, env{getenv: getenv, stdout: &out, stderr: &out})
+		code := run(context.Background(), args, env{getenv: getenv, stdout: &out, stderr: &out})
 		return out.String(), code
 	}
 	noEnv := func(string) string { return "" }
@@ -364,7 +368,10 @@ func TestConfig(t *testing.T) {
 		}, []string{"--config", d.configPath, "--key-prefix", prefix, "queue", "ls"}, exitOK, "emails"},
 		{"no broker", noEnv, []string{"stats"}, exitUsage, `the broker is "memory://"`},
 		{"a password is not shown", noEnv, []string{"--broker", "memory://user:secret@host", "stats"}, exitUsage, `"memory://***@host"`},
-		{"unreachable", noEnv, []string{"--broker", "redis://127.0.0.1:1", "--timeout", "2s", "stats"}, exitFailed, "127.0.0.1:1"},
+		{"a password is not shown without a scheme", noEnv, []string{"--broker", "secret@10.0.0.5:6379", "stats"}, exitUsage, `"***@10.0.0.5:6379"`},
+		{"unreachable", noEnv, []string{"--broker", "redis://:secret@127.0.0.1:1", "--timeout", "20s", "stats"}, exitFailed,
+			"(broker redis://***@127.0.0.1:1)"},
+		{"Redis's own error is not a usage error", noEnv, []string{"--broker", "redis://127.0.0.1:1", "task", "show", "accepts 1 arg"}, exitFailed, "127.0.0.1:1"},
 		{"missing file", noEnv, []string{"--config", "/nonexistent.yml", "stats"}, exitFailed, "/nonexistent.yml"},
 		{"unknown flag", noEnv, []string{"--bogus"}, exitUsage, "unknown flag"},
 		{"no subcommand", noEnv, []string{"task"}, exitUsage, "task needs a subcommand"},
@@ -404,9 +411,71 @@ func TestColour(t *testing.T) {
 	} {
 		var out syncBuffer
 		args := append([]string{"--config", d.configPath}, c.args...)
-		run(append(args, "task", "show", "task_m2"), env{getenv: func(k string) string { return c.env[k] }, stdout: &out, stderr: &out, tty: c.tty})
+		run(context.Background(), append(args, "task", "show", "task_m2"), env{getenv: func(k string) string { return c.env[k] }, stdout: &out, stderr: &out, tty: c.tty})
 		if got := strings.Contains(out.String(), "\x1b["); got != c.want {
 			t.Errorf("flags %v, terminal %v, env %v: coloured %v, want %v:\n%s", c.args, c.tty, c.env, got, c.want, out.String())
 		}
+	}
+}
+
+// dash serves the dashboard until its context ends, on the address
+// given, behind basic auth when asked.
+func TestDash(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	getenv := func(k string) string { return map[string]string{"MACHINIST_DASH_PASSWORD": "s3cret"}[k] }
+	go func() {
+		done <- run(ctx, []string{"--config", d.configPath, "dash", "--addr", "127.0.0.1:0", "--user", "ops", "--read-only"},
+			env{getenv: getenv, stdout: &out, stderr: &out})
+	}()
+	addr := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
+	deadline := time.Now().Add(20 * time.Second)
+	for addr.FindString(out.String()) == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("dash did not say where it listens:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	url := addr.FindString(out.String())
+	if !strings.Contains(out.String(), "(read-only)") {
+		t.Errorf("dash did not say it is read-only:\n%s", out.String())
+	}
+	get := func(user, pass string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("", ""); code != http.StatusUnauthorized {
+		t.Errorf("without credentials: %d, want 401", code)
+	}
+	if code, _ := get("ops", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("with a wrong password: %d, want 401", code)
+	}
+	code, body := get("ops", "s3cret")
+	if code != http.StatusOK || !strings.Contains(body, "emails") || !strings.Contains(body, "reports") {
+		t.Errorf("the queues page: %d\n%s", code, body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("dash exited %d:\n%s", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("dash did not stop when its context ended")
+	}
+	if _, code := (&deployment{configPath: d.configPath}).command("dash", "--user", "ops"); code != exitUsage {
+		t.Errorf("dash --user without a password: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -73,7 +73,7 @@ func BenchmarkMillionArchived(b *testing.B) {
 			args := append([]string{"--config", cfg}, strings.Fields(line)...)
 			for b.Loop() {
 				out.Reset()
-				if code := run(args, env{getenv: func(string) string { return "" }, stdout: &out, stderr: &out}); code != exitOK {
+				if code := run(context.Background(), args, env{getenv: func(string) string { return "" }, stdout: &out, stderr: &out}); code != exitOK {
 					b.Fatalf("%s: exit %d: %s", line, code, out.String())
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelseyhightower/envconfig"
 	"github.com/spf13/cobra"
 
 	"github.com/b6192125/machinist/internal/ops"
@@ -47,6 +48,8 @@ type app struct {
 
 	srv *machinery.Server
 	ops *ops.Ops
+	// where is the broker's URL without its password, once configured.
+	where string
 }
 
 // usageError is an error in the command line (exit 2).
@@ -55,10 +58,29 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// runError is the error of a command that ran: what failed, not how it
+// was asked. Every other error Execute returns is cobra's, about the
+// command line (unknown command or flag, wrong arguments).
+type runError struct{ err error }
+
+func (e runError) Error() string { return e.err.Error() }
+func (e runError) Unwrap() error { return e.err }
+
+// runs marks the errors of fn as those of a command that ran.
+func runs(fn func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := fn(cmd, args); err != nil {
+			return runError{err}
+		}
+		return nil
+	}
+}
+
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-// run runs the command line args and returns the exit code.
-func run(args []string, e env) int {
+// run runs the command line args until ctx ends (dash serves until then)
+// and returns the exit code.
+func run(ctx context.Context, args []string, e env) int {
 	if f, ok := e.stdout.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			e.tty = true
@@ -70,20 +92,25 @@ func run(args []string, e env) int {
 	root.SetArgs(args)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	err := root.ExecuteContext(context.Background())
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
-	// Errors of the library name it already.
-	fmt.Fprintf(e.stderr, "machinist: %s\n", strings.TrimPrefix(err.Error(), "machinist: "))
-	return exitCode(err)
+	code := exitCode(err)
+	msg := strings.TrimPrefix(err.Error(), "machinist: ") // errors of the library name it already
+	if code == exitFailed && a.where != "" && !strings.Contains(msg, a.where) {
+		msg += " (broker " + a.where + ")" // which Redis failed
+	}
+	fmt.Fprintf(e.stderr, "machinist: %s\n", msg)
+	return code
 }
 
 // exitCode maps err to the exit code that says what kind of failure it is.
 func exitCode(err error) int {
 	var usage usageError
+	var ran runError
 	switch {
-	case errors.As(err, &usage), isCobraUsage(err):
+	case errors.As(err, &usage), !errors.As(err, &ran):
 		return exitUsage
 	case errors.Is(err, ops.ErrQueueNotFound), errors.Is(err, brokeriface.ErrTaskNotFound),
 		errors.Is(err, backendiface.ErrWorkflowNotFound):
@@ -92,20 +119,6 @@ func exitCode(err error) int {
 		return exitRefused
 	}
 	return exitFailed
-}
-
-// isCobraUsage recognises cobra's own errors about the command line
-// (unknown command or flag, wrong number of arguments), which are plain
-// errors.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, s := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
-		"invalid argument", "accepts ", "requires at least", "requires exactly"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -137,10 +150,7 @@ apply to where the task is, or it has finished).`,
 	pf.StringVar(&a.color, "color", "auto", "colour: auto (on a terminal, unless NO_COLOR is set), always or never")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up on a command after this long")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.statsCommand(), a.queueCommand(), a.taskCommand(), a.workflowCommand(), a.workersCommand())
-	if dash := a.dashCommand(); dash != nil {
-		root.AddCommand(dash)
-	}
+	root.AddCommand(a.statsCommand(), a.queueCommand(), a.taskCommand(), a.workflowCommand(), a.workersCommand(), a.dashCommand())
 	return root
 }
 
@@ -155,15 +165,21 @@ func (a *app) config() (*config.Config, error) {
 	var err error
 	if path != "" {
 		cnf, err = config.NewFromYaml(path, false)
+		if err == nil {
+			// Every variable the library reads, over the file.
+			if err = envconfig.Process("", cnf); err != nil {
+				err = fmt.Errorf("config: environment: %w", err)
+			}
+			cnf.TLSConfig = nil // as NewFromEnvironment leaves it
+		}
 	} else {
 		cnf, err = config.NewFromEnvironment()
 	}
 	if err != nil {
 		return nil, err
 	}
-	// The environment over the file, for the fields that say where to
-	// connect (read again without a file: the command's environment may
-	// be a test's).
+	// The fields that say where to connect, read again from the
+	// command's environment (a test's own).
 	for name, field := range map[string]*string{"BROKER": &cnf.Broker, "RESULT_BACKEND": &cnf.ResultBackend,
 		"DEFAULT_QUEUE": &cnf.DefaultQueue, "REDIS_KEY_PREFIX": &cnf.Redis.KeyPrefix} {
 		if v := a.getenv(name); v != "" {
@@ -181,25 +197,14 @@ func (a *app) config() (*config.Config, error) {
 	}
 	if !strings.HasPrefix(cnf.Broker, "redis") {
 		return nil, usagef("the broker is %q, which the command cannot reach from outside the program that uses it: "+
-			"point --broker, BROKER or --config at the Redis your workers use (redis://host:6379)", redact(cnf.Broker))
+			"point --broker, BROKER or --config at the Redis your workers use (redis://host:6379)", config.RedactURL(cnf.Broker))
 	}
+	a.where = config.RedactURL(cnf.Broker)
 	cnf.NoUnixSignals = true
 	// The command says what failed in its error; the library's logs (the
 	// Redis client's retries) would repeat it.
 	cnf.Logger = slog.New(slog.DiscardHandler)
 	return cnf, nil
-}
-
-// redact returns url without the password it may hold.
-func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return scheme + "://***@" + rest[at+1:]
-	}
-	return url
 }
 
 // open returns the Ops of the configured deployment, opened once.
@@ -238,7 +243,7 @@ func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 // withOps wraps a command's body: it opens the deployment and runs fn
 // with a context bounded by --timeout.
 func (a *app) withOps(fn func(ctx context.Context, o *ops.Ops, args []string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
+	return runs(func(cmd *cobra.Command, args []string) error {
 		o, err := a.open()
 		if err != nil {
 			return err
@@ -246,5 +251,5 @@ func (a *app) withOps(fn func(ctx context.Context, o *ops.Ops, args []string) er
 		ctx, cancel := a.ctx(cmd)
 		defer cancel()
 		return fn(ctx, o, args)
-	}
+	})
 }

@@ -29,7 +29,7 @@ func (a *app) taskCommand() *cobra.Command {
 		short, done string
 	}{
 		{ops.Cancel, "Cancel a task: a waiting one never runs, a running one is stopped", "cancelled"},
-		{ops.Delete, "Delete a task that waits (pending, scheduled, retrying or limited): it never runs", "deleted"},
+		{ops.Delete, "Delete a task that waits (pending, scheduled, retrying or limited: it never runs), or an archived one", "deleted"},
 		{ops.Archive, "Move a task that waits to the archive", "archived"},
 		{ops.Run, "Run a scheduled or retrying task now", "made pending, to run now"},
 		{ops.Requeue, "Send an archived task back to its queue", "requeued"},

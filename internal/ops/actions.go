@@ -47,11 +47,13 @@ type Action string
 const (
 	// Cancel: a waiting task never runs; a running one is stopped.
 	Cancel Action = "cancel"
-	// Delete: a waiting task is deleted (it never runs).
+	// Delete: a waiting task is deleted (it never runs); an archived one
+	// is deleted from the archive.
 	Delete Action = "delete"
 	// Archive: a waiting task goes to the archive.
 	Archive Action = "archive"
-	// Run: a scheduled or retrying task runs now.
+	// Run: a scheduled or retrying task runs now (a pending one, or one
+	// waiting for a slot of its limit key, is refused).
 	Run Action = "run"
 	// Requeue: an archived task goes back to pending.
 	Requeue Action = "requeue"
@@ -83,10 +85,27 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 	case Cancel:
 		return o.srv.CancelTask(ctx, q, uuid)
 	case Delete:
+		if t.Info.Status == brokeriface.StatusArchived {
+			n, err := o.in.DeleteArchived(ctx, q, uuid)
+			switch {
+			case err != nil:
+				return fmt.Errorf("delete archived task %s of %s: %w", uuid, q, err)
+			case n == 0: // requeued or deleted meanwhile
+				return fmt.Errorf("delete archived task %s of %s: it left the archive: %w", uuid, q, brokeriface.ErrTaskNotWaiting)
+			}
+			return nil
+		}
 		return o.srv.DeleteTask(ctx, q, uuid)
 	case Archive:
 		return o.srv.ArchiveTask(ctx, q, uuid, "archived by an operator")
 	case Run:
+		switch t.Info.Status {
+		case brokeriface.StatusPending:
+			return fmt.Errorf("run task %s of %s now: it is pending already: %w", uuid, q, brokeriface.ErrTaskNotWaiting)
+		case brokeriface.StatusLimited:
+			return fmt.Errorf("run task %s of %s now: it waits for a slot of its limit key %q, and runs when one frees: %w",
+				uuid, q, t.Info.Signature.Limit.Key, brokeriface.ErrTaskNotWaiting)
+		}
 		return o.srv.RunTaskNow(ctx, q, uuid)
 	case Requeue:
 		n, err := o.in.RequeueArchived(ctx, q, uuid)

@@ -24,10 +24,10 @@ import (
 // Errors callers branch on (the command maps them to exit codes).
 var (
 	// ErrQueueNotFound: no task was ever sent to the queue.
-	ErrQueueNotFound = errors.New("queue not found")
+	ErrQueueNotFound = errors.New("ops: queue not found")
 	// ErrUnsupported: the broker cannot do what was asked (an in-process
 	// or eager broker has no queues to inspect from outside).
-	ErrUnsupported = errors.New("not supported by this broker")
+	ErrUnsupported = errors.New("ops: not supported by this broker or backend")
 )
 
 // Ops reads and drives what a Server's broker and backend hold.
@@ -160,10 +160,13 @@ type Task struct {
 	State *tasks.TaskState
 	// Holder is the worker whose heartbeat lists it running.
 	Holder *brokeriface.WorkerInfo
-	// Attempts counts its runs while a queue holds it: those retried or
-	// recovered after a lost lease, the one going on, and the one that
-	// finished it (it succeeded, or failed for good and was archived with
-	// its error); 0 when no queue holds it any more (not known).
+	// Attempts estimates its runs from what its queue counts: those
+	// retried, those recovered after a lost lease, the one going on, and
+	// the one that finished it (kept as completed, or archived with the
+	// error of its run rather than an operator's reason). Not counted: a
+	// run stopped by a cancellation, and, for a task requeued from the
+	// archive, the runs before. 0 when no queue holds it any more (not
+	// known).
 	Attempts int `json:",omitempty"`
 }
 

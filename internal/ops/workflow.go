@@ -96,6 +96,19 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 	for i, t := range meta.Tasks {
 		n := nodes[t.UUID]
 		parent := nodes[t.Follows]
+		if parent == nil && t.Follows != "" {
+			// What sends it is not in the record: a member of a group
+			// whose bookkeeping was purged or expired. It is drawn, with
+			// what its state says.
+			parent = &Node{UUID: t.Follows}
+			nodes[t.Follows] = parent
+			order = append(order, parent)
+			if group != nil {
+				group.Members = append(group.Members, parent)
+			} else if wf.Root == nil {
+				wf.Root = parent
+			}
+		}
 		switch {
 		case !follows && meta.Kind == tasks.WorkflowChain && i > 0:
 			// A record without Follows (written before it existed): a

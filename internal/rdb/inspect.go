@@ -120,27 +120,35 @@ func (s *Store) pendingIDs(ctx context.Context, qk *queueKeys, start, stop int64
 		}
 		return s.client.LRange(ctx, qk.pending, start, stop).Result()
 	}
-	// Rerouted tasks are few and short-lived: read them all, then page.
+	// The page of the pending list, then of the tasks rerouted, which are
+	// few and short-lived: those are read whole.
 	sort.Strings(names)
 	pipe := s.client.Pipeline()
-	lists := []*goredis.StringSliceCmd{pipe.LRange(ctx, qk.pending, 0, -1)}
-	for _, n := range names {
-		lists = append(lists, pipe.LRange(ctx, qk.rerouted+":"+n, 0, -1))
+	n := pipe.LLen(ctx, qk.pending)
+	page := pipe.LRange(ctx, qk.pending, start, stop)
+	lists := make([]*goredis.StringSliceCmd, len(names))
+	for i, name := range names {
+		lists[i] = pipe.LRange(ctx, qk.rerouted+":"+name, 0, -1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
-	var ids []string
+	ids := page.Val()
+	if stop >= 0 && stop < n.Val() {
+		return ids, nil
+	}
+	var rerouted []string
 	for _, l := range lists {
-		ids = append(ids, l.Val()...)
+		rerouted = append(rerouted, l.Val()...)
 	}
-	if start >= int64(len(ids)) {
-		return nil, nil
+	from, to := max(start-n.Val(), 0), int64(len(rerouted))-1
+	if stop >= 0 {
+		to = min(to, stop-n.Val())
 	}
-	if stop < 0 || stop >= int64(len(ids)) {
-		stop = int64(len(ids)) - 1
+	if from <= to {
+		ids = append(ids, rerouted[from:to+1]...)
 	}
-	return ids[start : stop+1], nil
+	return ids, nil
 }
 
 // taskInfos reads the hashes of ids in one pipeline.

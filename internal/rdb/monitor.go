@@ -14,10 +14,11 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
-// Heartbeat records w alive for ttl (heartbeat.lua) and adds counts to
-// their queues' hourly statistics hashes, in one pipeline per slot. The
-// counts are sent once: a heartbeat that fails loses them, rather than
-// count them twice when tried again.
+// Heartbeat records w alive for ttl (heartbeat.lua), then adds counts to
+// their queues' hourly statistics hashes in one pipeline (one per node on
+// Cluster). The counts are sent once (go-redis does not send an HINCRBY
+// again after a lost reply): a heartbeat that fails loses them, rather
+// than count them twice.
 func (s *Store) Heartbeat(ctx context.Context, w *brokers.WorkerInfo, ttl time.Duration, counts ...brokers.StatCount) error {
 	if w == nil || w.ID == "" {
 		return errors.New("heartbeat: the worker has no ID")
@@ -28,22 +29,22 @@ func (s *Store) Heartbeat(ctx context.Context, w *brokers.WorkerInfo, ttl time.D
 	if err != nil {
 		return fmt.Errorf("heartbeat of worker %s: %w", w.ID, err)
 	}
-	if err := s.addStats(ctx, counts); err != nil {
-		return fmt.Errorf("heartbeat of worker %s: %w", w.ID, err)
-	}
 	err = s.batch.repl.eval(ctx, s.client, false, heartbeatScript,
 		[]string{s.keys.workersAlive(), s.keys.workersInfo()},
 		[]interface{}{w.ID, max(ttl.Milliseconds(), 1), raw}).Err()
 	if err != nil {
-		return fmt.Errorf("heartbeat of worker %s: %w", w.ID, err)
+		err = fmt.Errorf("heartbeat of worker %s: %w", w.ID, err)
 	}
-	return nil
+	if serr := s.addStats(ctx, counts); serr != nil {
+		err = errors.Join(err, fmt.Errorf("heartbeat of worker %s: %w", w.ID, serr))
+	}
+	return err
 }
 
 // addStats adds counts to the statistics hashes: HINCRBY of the period's
 // fields, and the hash kept a StatsWindow past its hour's end.
 func (s *Store) addStats(ctx context.Context, counts []brokers.StatCount) error {
-	oldest := time.Now().Truncate(brokers.StatsPeriod).Add(-brokers.StatsWindow + brokers.StatsPeriod)
+	oldest := brokers.StatsOldest(time.Now())
 	pipe := s.client.Pipeline()
 	for _, c := range counts {
 		at := c.At.Truncate(brokers.StatsPeriod)
@@ -52,10 +53,10 @@ func (s *Store) addStats(ctx context.Context, counts []brokers.StatCount) error 
 		}
 		key, field := s.statsField(c.Queue, at)
 		if c.Processed != 0 {
-			pipe.HIncrBy(ctx, key, field+"p", int64(c.Processed))
+			_ = pipe.Process(ctx, onceCmd{goredis.NewCmd(ctx, "hincrby", key, field+"p", c.Processed)})
 		}
 		if c.Failed != 0 {
-			pipe.HIncrBy(ctx, key, field+"f", int64(c.Failed))
+			_ = pipe.Process(ctx, onceCmd{goredis.NewCmd(ctx, "hincrby", key, field+"f", c.Failed)})
 		}
 		hour := at.Truncate(time.Hour)
 		pipe.PExpireAt(ctx, key, hour.Add(time.Hour+brokers.StatsWindow))

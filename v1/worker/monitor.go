@@ -37,6 +37,14 @@ func (t *tally) add(queue, outcome string, now time.Time) {
 		if t.counts == nil {
 			t.counts = make(map[tallyKey]*brokers.StatCount)
 		}
+		// Counts no heartbeat took (none runs, as in eager mode) are
+		// dropped once they are too old to be reported.
+		oldest := brokers.StatsOldest(now)
+		for old := range t.counts {
+			if old.at.Before(oldest) {
+				delete(t.counts, old)
+			}
+		}
 		c = &brokers.StatCount{Queue: queue, At: k.at}
 		t.counts[k] = c
 	}
@@ -59,10 +67,14 @@ func (t *tally) take() []brokers.StatCount {
 }
 
 // settled counts a task whose success, failure for good or retry was
-// written: in the metrics, and for the next heartbeat's statistics.
+// written: in the metrics, and, when the broker keeps statistics, for the
+// next heartbeat's (a worker that never beats, such as eager mode's,
+// keeps no counts).
 func (w *Worker) settled(ctx context.Context, queue, name, outcome string) {
 	w.p.Metrics.Settled(ctx, queue, name, outcome)
-	w.tally.add(queue, outcome, w.clock.Now())
+	if _, ok := w.p.Broker.(brokers.Monitor); ok {
+		w.tally.add(queue, outcome, w.clock.Now())
+	}
 }
 
 // newIdentity returns what the heartbeat reports of this worker besides

@@ -79,6 +79,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"Claim", testClaim},
 		{"QueueInfo", testQueueInfo},
 		{"GetTask", testGetTask},
+		{"ListRerouted", testListRerouted},
 		{"Monitor", testMonitor},
 		{"ListTasksPaging", testListTasksPaging},
 		{"PendingAndDelayedTasks", testPendingAndDelayedTasks},

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -76,4 +77,37 @@ func testReroute(t *testing.T, s *suite) {
 		t.Fatalf("task put back after its workers stopped announcing: Retried %d Recovered %d, want 0 0", d.Retried, d.Recovered)
 	}
 	ack(t, b, d)
+}
+
+// testListRerouted: pending tasks are listed page by page, the pending
+// list first and then the tasks rerouted to the workers that have them.
+func testListRerouted(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	a := newSig(q, "add")
+	publish(t, b, a)
+	d := fetchFor(t, b, iface.NewTaskNames([]string{"mul"}), []string{q}, 1)[0]
+	must(t, "Announce", b.Announce(ctx, []string{q}, iface.NewTaskNames([]string{"add"}), time.Minute))
+	if ok, err := b.Reroute(ctx, d); !ok || err != nil {
+		t.Fatalf("Reroute = %v, %v; want true, nil", ok, err)
+	}
+	p := newSigs(q, "plain", 2)
+	publish(t, b, p...)
+	for _, c := range []struct {
+		offset, limit int
+		want          []string
+	}{
+		{0, 2, []string{p[0].UUID, p[1].UUID}},
+		{1, 2, []string{p[1].UUID, a.UUID}},
+		{2, 5, []string{a.UUID}},
+		{0, 0, []string{p[0].UUID, p[1].UUID, a.UUID}},
+		{3, 1, []string{}},
+	} {
+		infos, err := b.ListTasks(ctx, q, iface.StatusPending, c.offset, c.limit)
+		if err != nil {
+			t.Fatalf("ListTasks(%d, %d): %v", c.offset, c.limit, err)
+		}
+		wantOrder(t, fmt.Sprintf("pending page (%d, %d)", c.offset, c.limit), infoUUIDs(infos), c.want)
+	}
 }

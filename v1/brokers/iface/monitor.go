@@ -86,6 +86,20 @@ func (s *QueueStats) Since(t time.Time) (processed, failed int) {
 	return processed, failed
 }
 
+// StatsOldest returns the start of the oldest period of the StatsWindow
+// that ends in the period now falls in: counts of periods before it are
+// dropped.
+func StatsOldest(now time.Time) time.Time {
+	return now.Truncate(StatsPeriod).Add(-StatsWindow + StatsPeriod)
+}
+
+// Clone returns a copy of w that shares no slice with it.
+func (w *WorkerInfo) Clone() *WorkerInfo {
+	cp := *w
+	cp.Queues, cp.Running, cp.Names = slices.Clone(w.Queues), slices.Clone(w.Running), slices.Clone(w.Names)
+	return &cp
+}
+
 // StatsPeriods returns the starts of the periods of the StatsWindow that
 // ends in the period now falls in, oldest first.
 func StatsPeriods(now time.Time) []time.Time {

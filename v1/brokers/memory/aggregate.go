@@ -32,7 +32,8 @@ import (
 var _ iface.Aggregator = (*Broker)(nil)
 
 // statusAggregating is the status of a member waiting in a group or taken
-// in a batch. Inspection never shows it: members are listed only archived.
+// in a batch: GetTask reports it; ListTasks lists members only archived
+// (Aggregations lists the groups).
 const statusAggregating = iface.StatusAggregating
 
 // aggregation is what a queue holds for one task name it aggregates.

@@ -69,7 +69,7 @@ type Broker struct {
 	// workers are the worker processes alive, by ID, and stats each
 	// queue's counts by period (monitor.go).
 	workers map[string]*iface.WorkerInfo
-	stats   map[string]map[time.Time]*iface.StatCount
+	stats   map[string]map[int64]*iface.StatCount // by period start, unix s
 }
 
 // queue holds the tasks of one queue.

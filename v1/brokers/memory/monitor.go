@@ -3,10 +3,14 @@ package memory
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
+)
+
+var (
+	_ iface.Monitor   = (*Broker)(nil)
+	_ iface.Inspector = (*Broker)(nil)
 )
 
 // Heartbeat records w alive until ttl from now and adds counts to their
@@ -22,31 +26,30 @@ func (b *Broker) Heartbeat(ctx context.Context, w *iface.WorkerInfo, ttl time.Du
 	}
 	now := b.clock.Now()
 	b.forgetGoneLocked(now)
-	cp := *w
-	cp.Queues, cp.Running, cp.Names = slices.Clone(w.Queues), slices.Clone(w.Running), slices.Clone(w.Names)
+	cp := w.Clone()
 	cp.Seen, cp.Expires = now, now.Add(ttl)
 	if b.workers == nil {
 		b.workers = make(map[string]*iface.WorkerInfo)
 	}
-	b.workers[w.ID] = &cp
-	oldest := now.Truncate(iface.StatsPeriod).Add(-iface.StatsWindow + iface.StatsPeriod)
+	b.workers[w.ID] = cp
+	oldest := iface.StatsOldest(now)
 	for _, c := range counts {
 		at := c.At.Truncate(iface.StatsPeriod)
 		if c.Queue == "" || at.Before(oldest) || (c.Processed == 0 && c.Failed == 0) {
 			continue
 		}
 		if b.stats == nil {
-			b.stats = make(map[string]map[time.Time]*iface.StatCount)
+			b.stats = make(map[string]map[int64]*iface.StatCount)
 		}
 		periods := b.stats[c.Queue]
 		if periods == nil {
-			periods = make(map[time.Time]*iface.StatCount)
+			periods = make(map[int64]*iface.StatCount)
 			b.stats[c.Queue] = periods
 		}
-		p := periods[at]
+		p := periods[at.Unix()]
 		if p == nil {
 			p = &iface.StatCount{Queue: c.Queue, At: at}
-			periods[at] = p
+			periods[at.Unix()] = p
 		}
 		p.Processed += c.Processed
 		p.Failed += c.Failed
@@ -62,10 +65,10 @@ func (b *Broker) forgetGoneLocked(now time.Time) {
 			delete(b.workers, id)
 		}
 	}
-	oldest := now.Truncate(iface.StatsPeriod).Add(-iface.StatsWindow + iface.StatsPeriod)
+	oldest := iface.StatsOldest(now).Unix()
 	for q, periods := range b.stats {
 		for at := range periods {
-			if at.Before(oldest) {
+			if at < oldest {
 				delete(periods, at)
 			}
 		}
@@ -96,9 +99,7 @@ func (b *Broker) Workers(ctx context.Context) ([]*iface.WorkerInfo, error) {
 	b.forgetGoneLocked(b.clock.Now())
 	out := make([]*iface.WorkerInfo, 0, len(b.workers))
 	for _, w := range b.workers {
-		cp := *w
-		cp.Queues, cp.Running, cp.Names = slices.Clone(w.Queues), slices.Clone(w.Running), slices.Clone(w.Names)
-		out = append(out, &cp)
+		out = append(out, w.Clone())
 	}
 	iface.SortWorkers(out)
 	return out, nil
@@ -117,7 +118,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*iface.QueueStat
 	periods := b.stats[queue]
 	for _, at := range iface.StatsPeriods(now) {
 		c := iface.StatCount{Queue: queue, At: at}
-		if p := periods[at]; p != nil {
+		if p := periods[at.Unix()]; p != nil {
 			c.Processed, c.Failed = p.Processed, p.Failed
 		}
 		out.Periods = append(out.Periods, c)

@@ -9,6 +9,12 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
+var (
+	_ iface.Monitor   = (*Broker)(nil)
+	_ iface.Inspector = (*Broker)(nil)
+	_ iface.Canceller = (*Broker)(nil)
+)
+
 // Queues lists the queues tasks were ever published to.
 func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 	qs, err := b.store.Queues(ctx)

@@ -1,0 +1,418 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/b6192125/machinist/internal/ops"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// queuesData is the data of the queues page.
+type queuesData struct {
+	base
+	Queues  []queueRow
+	Overall chart
+	Total   brokeriface.QueueInfo // the sums of the queues' counts
+	Done    ops.Window            // processed, summed
+	Failed  ops.Window            // failed, summed
+}
+
+// queueRow is a queue on the queues page.
+type queueRow struct {
+	*ops.Queue
+	Chart chart
+}
+
+func (h *handler) queuesPage(w http.ResponseWriter, r *http.Request) {
+	qs, err := h.ops.Queues(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := queuesData{base: h.base(w, r, "Queues", "queues")}
+	d.Live = true
+	var stats []*brokeriface.QueueStats
+	for _, q := range qs {
+		d.Queues = append(d.Queues, queueRow{Queue: q, Chart: newChart(periodsOf(d.Now, q.Stats), 60, 180, 28)})
+		t := &d.Total
+		t.Pending += q.Pending
+		t.Active += q.Active
+		t.Scheduled += q.Scheduled
+		t.Retry += q.Retry
+		t.Archived += q.Archived
+		t.Limited += q.Limited
+		t.Aggregating += q.Aggregating
+		d.Done.Minute += q.Processed.Minute
+		d.Done.Hour += q.Processed.Hour
+		d.Failed.Minute += q.Failed.Minute
+		d.Failed.Hour += q.Failed.Hour
+		if q.Stats != nil {
+			stats = append(stats, q.Stats)
+		}
+	}
+	d.Overall = newChart(periodsOf(d.Now, stats...), 360, 720, 120)
+	h.render(w, r, "queues", d)
+}
+
+// queueData is the data of a queue's page.
+type queueData struct {
+	base
+	Queue  *ops.Queue
+	Tabs   []tab
+	Status brokeriface.TaskStatus
+	Tasks  []*brokeriface.TaskInfo
+	// Offset is the position of the first task listed in its state, Total
+	// how many tasks the state holds.
+	Offset, Total    int
+	PrevURL, NextURL string
+	// Name is the task name searched for; Searched the positions read
+	// ([From, To)), FurtherURL the search of the next window ("" at the
+	// end of the list).
+	Name       string
+	Searched   [2]int
+	FurtherURL string
+}
+
+// tab is a task state on a queue's page.
+type tab struct {
+	Status brokeriface.TaskStatus
+	Count  int
+	URL    string
+}
+
+func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := r.PathValue("name")
+	q, err := h.ops.Queue(ctx, name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	qv := r.URL.Query()
+	status := brokeriface.StatusPending
+	if s := qv.Get("state"); s != "" {
+		if status, err = ops.ParseStatus(s); err != nil {
+			h.fail(w, r, fmt.Errorf("%w: %w", errBadRequest, err))
+			return
+		}
+	}
+	offset, _ := strconv.Atoi(qv.Get("offset"))
+	offset = max(offset, 0)
+	d := queueData{base: h.base(w, r, "Queue "+name, "queues"), Queue: q, Status: status, Offset: offset,
+		Name: strings.TrimSpace(qv.Get("name"))}
+	d.Live = true
+	counts := map[brokeriface.TaskStatus]int{
+		brokeriface.StatusPending: q.Pending, brokeriface.StatusActive: q.Active, brokeriface.StatusScheduled: q.Scheduled,
+		brokeriface.StatusRetry: q.Retry, brokeriface.StatusArchived: q.Archived, brokeriface.StatusLimited: q.Limited,
+	}
+	for _, s := range ops.Statuses {
+		d.Tabs = append(d.Tabs, tab{Status: s, Count: counts[s], URL: h.queueURL(name, s, 0, "")})
+	}
+	d.Total = counts[status]
+	if d.Name == "" {
+		d.Tasks, err = h.ops.Tasks(ctx, name, status, offset, pageSize)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if offset > 0 {
+			d.PrevURL = h.queueURL(name, status, max(offset-pageSize, 0), "")
+		}
+		if len(d.Tasks) == pageSize && offset+pageSize < d.Total {
+			d.NextURL = h.queueURL(name, status, offset+pageSize, "")
+		}
+	} else {
+		scanned, end, err := h.searchByName(r, name, status, offset, d.Name, &d.Tasks)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		d.Searched = [2]int{offset, offset + scanned}
+		if !end && offset+scanned < d.Total {
+			d.FurtherURL = h.queueURL(name, status, offset+scanned, d.Name)
+		}
+	}
+	h.render(w, r, "queue", d)
+}
+
+// searchByName reads the tasks of queue with status from offset, at most
+// h.searchWindow of them, and appends to found those whose name contains
+// name (case-insensitively), stopping after a page of them. It returns
+// how many tasks it read and whether it reached the end of the list.
+func (h *handler) searchByName(r *http.Request, queue string, status brokeriface.TaskStatus, offset int, name string, found *[]*brokeriface.TaskInfo) (scanned int, end bool, err error) {
+	const chunk = 200
+	want := strings.ToLower(name)
+	for scanned < h.searchWindow {
+		n := min(chunk, h.searchWindow-scanned)
+		page, err := h.ops.Tasks(r.Context(), queue, status, offset+scanned, n)
+		if err != nil {
+			return scanned, false, err
+		}
+		for _, t := range page {
+			scanned++
+			if strings.Contains(strings.ToLower(t.Signature.Name), want) {
+				*found = append(*found, t)
+				if len(*found) == pageSize {
+					return scanned, false, nil
+				}
+			}
+		}
+		if len(page) < n {
+			return scanned, true, nil
+		}
+	}
+	return scanned, false, nil
+}
+
+// queueURL links to the page of queue's tasks with status from offset,
+// searching for name when it is set.
+func (h *handler) queueURL(queue string, status brokeriface.TaskStatus, offset int, name string) string {
+	v := url.Values{"state": {string(status)}}
+	if offset > 0 {
+		v.Set("offset", strconv.Itoa(offset))
+	}
+	if name != "" {
+		v.Set("name", name)
+	}
+	return h.path("/queues/"+url.PathEscape(queue)) + "?" + v.Encode()
+}
+
+// taskData is the data of a task's page.
+type taskData struct {
+	base
+	Task    *ops.Task
+	Sig     *tasks.Signature // nil when no queue holds the task
+	Headers []header
+	Actions []action
+}
+
+type header struct{ Key, Value string }
+
+// action is an action offered on a task's page.
+type action struct {
+	Name    ops.Action
+	Label   string
+	Confirm string
+	Danger  bool
+}
+
+func (h *handler) taskPage(w http.ResponseWriter, r *http.Request) {
+	uuid := r.PathValue("uuid")
+	t, err := h.ops.Task(r.Context(), uuid, r.URL.Query().Get("queue"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := taskData{base: h.base(w, r, "Task "+shortID(uuid), "queues"), Task: t}
+	d.Live = t.Info != nil && t.Info.Status == brokeriface.StatusActive
+	if t.Info != nil {
+		d.Sig = t.Info.Signature
+		for k, v := range d.Sig.Headers {
+			d.Headers = append(d.Headers, header{Key: k, Value: jsonText(v)})
+		}
+		slices.SortFunc(d.Headers, func(a, b header) int { return strings.Compare(a.Key, b.Key) })
+		if !h.opts.ReadOnly {
+			d.Actions = taskActions(t.Info.Status, uuid)
+		}
+	}
+	h.render(w, r, "task", d)
+}
+
+// taskActions returns the actions that apply to a task with status.
+func taskActions(status brokeriface.TaskStatus, uuid string) []action {
+	id := shortID(uuid)
+	run := action{Name: ops.Run, Label: "Run now", Confirm: "Run task " + id + " now?"}
+	cancel := action{Name: ops.Cancel, Label: "Cancel", Confirm: "Cancel task " + id + "? It will not run (a running task is stopped).", Danger: true}
+	del := action{Name: ops.Delete, Label: "Delete", Confirm: "Delete task " + id + "? It will never run.", Danger: true}
+	archive := action{Name: ops.Archive, Label: "Archive", Confirm: "Archive task " + id + "? It will not run unless requeued."}
+	requeue := action{Name: ops.Requeue, Label: "Requeue", Confirm: "Requeue task " + id + "? It will run again."}
+	switch status {
+	case brokeriface.StatusPending, brokeriface.StatusLimited:
+		return []action{cancel, del, archive}
+	case brokeriface.StatusScheduled, brokeriface.StatusRetry:
+		return []action{run, cancel, del, archive}
+	case brokeriface.StatusActive, brokeriface.StatusAggregating:
+		return []action{cancel}
+	case brokeriface.StatusArchived:
+		del.Confirm = "Delete archived task " + id + "? It is gone for good."
+		return []action{requeue, del}
+	}
+	return nil
+}
+
+// workflowData is the data of a workflow's page.
+type workflowData struct {
+	base
+	Workflow *ops.Workflow
+	Graph    *graph
+	States   []stateCount
+	Failed   []*ops.Node
+	// Finished: no task of it can be cancelled any more.
+	Finished bool
+}
+
+type stateCount struct {
+	State string
+	Count int
+}
+
+func (h *handler) workflowPage(w http.ResponseWriter, r *http.Request) {
+	wf, err := h.ops.Workflow(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := workflowData{base: h.base(w, r, strings.ToUpper(wf.Kind[:1])+wf.Kind[1:]+" "+shortID(wf.ID), "")}
+	d.Workflow = wf
+	d.Graph = layoutWorkflow(wf, h.prefix)
+	for s, n := range wf.Counts {
+		d.States = append(d.States, stateCount{State: stateName(s), Count: n})
+	}
+	slices.SortFunc(d.States, func(a, b stateCount) int { return strings.Compare(a.State, b.State) })
+	d.Finished = true
+	walk(wf.Root, func(n *ops.Node) {
+		if n.Group {
+			return
+		}
+		if n.State == tasks.StateFailure {
+			d.Failed = append(d.Failed, n)
+		}
+		if n.State != tasks.StateSuccess && n.State != tasks.StateFailure {
+			d.Finished = false
+		}
+	})
+	d.Live = !d.Finished
+	h.render(w, r, "workflow", d)
+}
+
+// walk calls fn with n and every node reachable from it, once each.
+func walk(n *ops.Node, fn func(*ops.Node)) {
+	seen := map[*ops.Node]bool{}
+	var visit func(*ops.Node)
+	visit = func(n *ops.Node) {
+		if n == nil || seen[n] {
+			return
+		}
+		seen[n] = true
+		fn(n)
+		for _, m := range n.Members {
+			visit(m)
+		}
+		for _, m := range n.Next {
+			visit(m)
+		}
+	}
+	visit(n)
+}
+
+// workersData is the data of the workers page.
+type workersData struct {
+	base
+	Workers []*brokeriface.WorkerInfo
+}
+
+func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
+	ws, err := h.ops.Workers(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := workersData{base: h.base(w, r, "Workers", "workers"), Workers: ws}
+	d.Live = true
+	h.render(w, r, "workers", d)
+}
+
+// aggregationsData is the data of a queue's aggregation groups page.
+type aggregationsData struct {
+	base
+	Queue  *ops.Queue
+	Groups []*brokeriface.AggregationInfo
+}
+
+func (h *handler) aggregationsPage(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	q, err := h.ops.Queue(r.Context(), name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	gs, err := h.ops.Aggregations(r.Context(), name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := aggregationsData{base: h.base(w, r, "Aggregation groups of "+name, "queues"), Queue: q, Groups: gs}
+	d.Live = true
+	h.render(w, r, "aggregations", d)
+}
+
+// find opens the task or workflow named by the query's id: a task when
+// a queue (the query's queue, or any) or the backend knows it, else the
+// workflow.
+func (h *handler) find(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := strings.TrimSpace(r.URL.Query().Get("id"))
+	queue := r.URL.Query().Get("queue")
+	if id == "" {
+		h.failStatus(w, r, http.StatusBadRequest, "Give the ID of a task or workflow to find.")
+		return
+	}
+	t, err := h.ops.Task(ctx, id, queue)
+	switch {
+	case err == nil:
+		u := h.path("/tasks/" + url.PathEscape(t.UUID))
+		if t.Queue != "" {
+			u += "?queue=" + url.QueryEscape(t.Queue)
+		}
+		http.Redirect(w, r, u, http.StatusSeeOther)
+		return
+	case !errors.Is(err, brokeriface.ErrTaskNotFound):
+		h.fail(w, r, err)
+		return
+	case queue != "":
+		h.failStatus(w, r, http.StatusNotFound, fmt.Sprintf("Queue %s holds no task %s, and the result backend knows none.", queue, id))
+		return
+	}
+	wf, err := h.ops.Workflow(ctx, id)
+	switch {
+	case err == nil:
+		http.Redirect(w, r, h.path("/workflows/"+url.PathEscape(wf.ID)), http.StatusSeeOther)
+	case errors.Is(err, backendiface.ErrWorkflowNotFound), errors.Is(err, ops.ErrUnsupported):
+		h.failStatus(w, r, http.StatusNotFound, fmt.Sprintf("No queue holds a task %s, the result backend has no state of it, and no workflow has this ID.", id))
+	default:
+		h.fail(w, r, err)
+	}
+}
+
+// periodsOf sums the periods of stats over the statistics window that
+// ends now, oldest first (zero counts where stats have none).
+func periodsOf(now time.Time, stats ...*brokeriface.QueueStats) []brokeriface.StatCount {
+	starts := brokeriface.StatsPeriods(now)
+	index := make(map[int64]int, len(starts))
+	out := make([]brokeriface.StatCount, len(starts))
+	for i, at := range starts {
+		index[at.Unix()] = i
+		out[i].At = at
+	}
+	for _, st := range stats {
+		if st == nil {
+			continue
+		}
+		for _, p := range st.Periods {
+			if i, ok := index[p.At.Truncate(brokeriface.StatsPeriod).Unix()]; ok {
+				out[i].Processed += p.Processed
+				out[i].Failed += p.Failed
+			}
+		}
+	}
+	return out
+}
