@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	machinery "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/dashboard"
 )
 
 // fillArchive writes n archived tasks to queue under prefix, as the
@@ -45,8 +50,8 @@ return to - from + 1`
 
 // BenchmarkMillionArchived times the command's reads (each a whole run:
 // configuration, connection, reads, output) on a queue of 1,000,000
-// archived tasks, and on one of 10 beside it: every read is a count or a
-// page, so each takes about as long on both.
+// archived tasks, and on one of 2,000 beside it: every read is a count or
+// a page, so each takes about as long on both.
 //
 //	go test -run '^$' -bench MillionArchived -benchtime 200x ./cmd/machinist
 func BenchmarkMillionArchived(b *testing.B) {
@@ -54,7 +59,7 @@ func BenchmarkMillionArchived(b *testing.B) {
 	rdb := srv.Client(b)
 	const prefix, n = "million", 1_000_000
 	fillArchive(b, rdb, prefix, "mail", n)
-	fillArchive(b, rdb, prefix, "small", 10)
+	fillArchive(b, rdb, prefix, "small", 2_000)
 	cfg := filepath.Join(b.TempDir(), "machinist.yml")
 	yml := fmt.Sprintf("broker: %s\nredis:\n  key_prefix: %s\n", srv.URL(), prefix)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
@@ -62,9 +67,9 @@ func BenchmarkMillionArchived(b *testing.B) {
 	}
 	var lines []string
 	for _, q := range []string{"small", "mail"} {
-		last := map[string]string{"mail": "999999", "small": "9"}[q]
+		last := map[string]string{"mail": "999999", "small": "1999"}[q]
 		lines = append(lines, "queue inspect "+q, "task ls "+q+" --state archived",
-			"task ls "+q+" --state archived --page "+map[string]string{"mail": "49999", "small": "1"}[q],
+			"task ls "+q+" --state archived --page "+map[string]string{"mail": "49999", "small": "99"}[q],
 			"task show task_"+last+" --queue "+q)
 	}
 	for _, line := range append([]string{"stats"}, lines...) {
@@ -79,6 +84,52 @@ func BenchmarkMillionArchived(b *testing.B) {
 			}
 			if !strings.Contains(out.String(), "task_") && !strings.Contains(out.String(), "Archived") && !strings.Contains(out.String(), "QUEUE") {
 				b.Fatalf("%s printed:\n%s", line, out.String())
+			}
+		})
+	}
+}
+
+// BenchmarkMillionArchivedPages times the dashboard's pages (a full page
+// of 50 tasks, first and last; a search by name that reads its window of
+// 1000 tasks; a task) on a queue of 1,000,000 archived tasks and on one
+// of 2,000.
+//
+//	go test -run '^$' -bench MillionArchivedPages -benchtime 200x ./cmd/machinist
+func BenchmarkMillionArchivedPages(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	const prefix = "million"
+	fillArchive(b, rdb, prefix, "mail", 1_000_000)
+	fillArchive(b, rdb, prefix, "small", 2_000)
+	cnf := &config.Config{Broker: srv.URL(), ResultBackend: srv.URL(), NoUnixSignals: true,
+		Logger: discard, Redis: &config.RedisConfig{KeyPrefix: prefix}}
+	s, err := machinery.NewServer(cnf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	h, err := dashboard.New(s, dashboard.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pages []string
+	for _, q := range []string{"small", "mail"} {
+		last := map[string]string{"mail": "999999", "small": "1999"}[q]
+		deep := map[string]string{"mail": "999950", "small": "1950"}[q]
+		pages = append(pages,
+			"/queues/"+q+"?state=archived",
+			"/queues/"+q+"?state=archived&offset="+deep,
+			"/queues/"+q+"?state=archived&name=nomatch",
+			"/tasks/task_"+last+"?queue="+q)
+	}
+	for _, page := range append([]string{"/"}, pages...) {
+		b.Run(strings.NewReplacer("/", "_", "?", "_", "&", "_", "=", "-").Replace(page), func(b *testing.B) {
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, page, nil))
+				if rec.Code != http.StatusOK {
+					b.Fatalf("GET %s: %d\n%s", page, rec.Code, rec.Body.String())
+				}
 			}
 		})
 	}
