@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,9 @@ request needs that user and the password in $MACHINIST_DASH_PASSWORD (never a
 flag: flags show in ps). --read-only hides and refuses every action.`,
 		Args: cobra.NoArgs,
 		RunE: runs(func(cmd *cobra.Command, _ []string) error {
+			if prefix = strings.Trim(prefix, "/"); prefix != "" {
+				prefix = "/" + prefix
+			}
 			opts := dashboard.Options{ReadOnly: readOnly, Prefix: prefix}
 			if user != "" {
 				opts.BasicAuth = dashboard.BasicAuth{User: user, Password: a.getenv("MACHINIST_DASH_PASSWORD")}
@@ -50,14 +54,13 @@ flag: flags show in ps). --read-only hides and refuses every action.`,
 				return fmt.Errorf("dashboard: %w", err)
 			}
 			mux := http.NewServeMux()
-			mount := opts.Prefix
-			if mount == "" {
-				mount = "/"
-			} else if mount[len(mount)-1] != '/' {
-				mount += "/"
-			}
+			mount := prefix + "/"
 			mux.Handle(mount, h)
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+			if prefix != "" {
+				mux.Handle(prefix, h) // redirects to mount
+			}
+			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 			mode := ""
 			if readOnly {
 				mode = " (read-only)"

@@ -418,8 +418,8 @@ func TestColour(t *testing.T) {
 	}
 }
 
-// dash serves the dashboard until its context ends, on the address
-// given, behind basic auth when asked.
+// dash serves the dashboard until its context ends, on the address and
+// under the prefix given, behind basic auth when asked.
 func TestDash(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
@@ -428,10 +428,10 @@ func TestDash(t *testing.T) {
 	done := make(chan int, 1)
 	getenv := func(k string) string { return map[string]string{"MACHINIST_DASH_PASSWORD": "s3cret"}[k] }
 	go func() {
-		done <- run(ctx, []string{"--config", d.configPath, "dash", "--addr", "127.0.0.1:0", "--user", "ops", "--read-only"},
+		done <- run(ctx, []string{"--config", d.configPath, "dash", "--addr", "127.0.0.1:0", "--user", "ops", "--read-only", "--prefix", "machinist"},
 			env{getenv: getenv, stdout: &out, stderr: &out})
 	}()
-	addr := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
+	addr := regexp.MustCompile(`http://127\.0\.0\.1:\d+/machinist/`)
 	deadline := time.Now().Add(20 * time.Second)
 	for addr.FindString(out.String()) == "" {
 		if time.Now().After(deadline) {

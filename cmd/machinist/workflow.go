@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,45 +64,64 @@ func (a *app) printWorkflow(wf *ops.Workflow) error {
 		counts = append(counts, fmt.Sprintf("%d %s", n, state))
 	}
 	sort.Strings(counts)
-	fmt.Fprintf(a.stdout, "%s %s: %s (%s), sent %s\n\n", wf.Kind, wf.ID, a.state(wf.State), strings.Join(counts, ", "), stamp(wf.CreatedAt))
-	a.drawSequence(a.stdout, wf.Root, "", "")
+	fmt.Fprintf(a.stdout, "%s %s: %s (%s), sent %s\n", wf.Kind, wf.ID, a.state(wf.State), strings.Join(counts, ", "), stamp(wf.CreatedAt))
+	if wf.Unread > 0 {
+		fmt.Fprintf(a.stdout, "(the states of %d tasks not known to have finished were not read: shown as unknown)\n", wf.Unread)
+	}
+	fmt.Fprintln(a.stdout)
+	a.drawSequence(a.stdout, wf.Root, "", "", map[*ops.Node]bool{})
 	return nil
 }
 
 // drawSequence draws n and what follows it: a single next task on the
 // next line at the same depth ("→"), several as branches below.
-// first prefixes n's own line, rest the lines under it.
-func (a *app) drawSequence(w io.Writer, n *ops.Node, first, rest string) {
+// first prefixes n's own line, rest the lines under it. A node in seen
+// (drawn already: a record that lists a task twice) is not drawn again.
+func (a *app) drawSequence(w io.Writer, n *ops.Node, first, rest string, seen map[*ops.Node]bool) {
 	arrow := ""
-	for n != nil {
+	for n != nil && !seen[n] {
+		seen[n] = true
 		fmt.Fprintf(w, "%s%s%s\n", first, arrow, a.nodeLine(n))
 		under := rest + strings.Repeat(" ", len([]rune(arrow)))
 		if n.Group {
-			for i, m := range n.Members {
-				if i == len(n.Members)-1 {
-					a.drawSequence(w, m, under+"└─ ", under+"   ")
+			members := unseen(n.Members, seen)
+			for i, m := range members {
+				if i == len(members)-1 {
+					a.drawSequence(w, m, under+"└─ ", under+"   ", seen)
 				} else {
-					a.drawSequence(w, m, under+"├─ ", under+"│  ")
+					a.drawSequence(w, m, under+"├─ ", under+"│  ", seen)
 				}
 			}
 		}
-		switch len(n.Next) {
+		next := unseen(n.Next, seen)
+		switch len(next) {
 		case 0:
 			return
 		case 1:
-			n, first, arrow = n.Next[0], rest, "→ "
+			n, first, arrow = next[0], rest, "→ "
 		default:
 			fmt.Fprintf(w, "%sthen, each:\n", under)
-			for i, next := range n.Next {
-				if i == len(n.Next)-1 {
-					a.drawSequence(w, next, under+"└─ ", under+"   ")
+			for i, m := range next {
+				if i == len(next)-1 {
+					a.drawSequence(w, m, under+"└─ ", under+"   ", seen)
 				} else {
-					a.drawSequence(w, next, under+"├─ ", under+"│  ")
+					a.drawSequence(w, m, under+"├─ ", under+"│  ", seen)
 				}
 			}
 			return
 		}
 	}
+}
+
+// unseen returns the nodes of ns not drawn yet, each once.
+func unseen(ns []*ops.Node, seen map[*ops.Node]bool) []*ops.Node {
+	var out []*ops.Node
+	for _, n := range ns {
+		if !seen[n] && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // nodeLine is one task's or group's line.

@@ -4,7 +4,7 @@
 // New gives a test a tab of the test binary's one browser, started on
 // first use and closed when the last tab open is (so that no goroutine or
 // process outlives the tests: goleak, as redistest.RunMain runs it, finds
-// none), or by Shutdown, or by the kernel if the test binary dies. Tests
+// none), or by the kernel if the test binary dies. Tests
 // that run in parallel share the browser; a test that starts after every
 // other has finished starts it again (a few hundred milliseconds). The
 // browser is Debian's chromium, found on PATH as "chromium" or
@@ -43,8 +43,9 @@ const (
 	WindowHeight = 900
 )
 
-// Timeout bounds what a test does in its tab.
-const Timeout = 60 * time.Second
+// Timeout bounds what a test does in its tab: an upper limit for a loaded
+// 2-core machine running other suites beside the browser, never a delay.
+const Timeout = 3 * time.Minute
 
 // InstallHint says what to install when no browser is found.
 const InstallHint = "apt-get install -y chromium"
@@ -113,14 +114,6 @@ func AcceptDialogs(ctx context.Context) func() []string {
 		defer mu.Unlock()
 		return append([]string(nil), seen...)
 	}
-}
-
-// Shutdown closes the browser, if one was started. Tests started
-// afterwards start another.
-func Shutdown() {
-	mu.Lock()
-	defer mu.Unlock()
-	shutdown()
 }
 
 // release counts a tab closed, and closes the browser after the last.

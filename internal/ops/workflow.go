@@ -23,7 +23,15 @@ type Workflow struct {
 	// Root is where it starts: a chain's first step, or a group node
 	// (a group's, or a chord's, whose Next is the callback).
 	Root *Node
+	// Unread counts the tasks whose state was not read (beyond the first
+	// maxStateReads not known to have finished): their State is "".
+	Unread int `json:",omitempty"`
 }
+
+// maxStateReads bounds the state reads of one Workflow call: a chord of
+// 100,000 members still running costs at most that many reads (members
+// that finished are read at once from the group's bookkeeping).
+const maxStateReads = 1000
 
 // Node is a task of a workflow, or the group of a group or chord.
 type Node struct {
@@ -67,11 +75,18 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 		nodes[t.UUID] = n
 		order = append(order, n)
 	}
+	// The group is not in nodes: a task whose UUID were the group's would
+	// otherwise make it a member of itself.
 	var group *Node
 	if meta.Kind != tasks.WorkflowChain {
 		group = &Node{Group: true, UUID: meta.WorkflowUUID}
-		nodes[meta.WorkflowUUID] = group
 		wf.Root = group
+	}
+	sender := func(follows string) *Node {
+		if group != nil && follows == meta.WorkflowUUID {
+			return group
+		}
+		return nodes[follows]
 	}
 	if meta.Members > 0 {
 		// Members sharing a queue are in the group's bookkeeping.
@@ -95,7 +110,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 	}
 	for i, t := range meta.Tasks {
 		n := nodes[t.UUID]
-		parent := nodes[t.Follows]
+		parent := sender(t.Follows)
 		if parent == nil && t.Follows != "" {
 			// What sends it is not in the record: a member of a group
 			// whose bookkeeping was purged or expired. It is drawn, with
@@ -118,6 +133,9 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 			parent = group // a chord's callback
 		}
 		switch {
+		case parent == n:
+			// A record that says a task sends itself is not drawn as a
+			// loop (renderers also never draw a node twice).
 		case parent != nil:
 			parent.Next = append(parent.Next, n)
 		case group != nil:
@@ -132,12 +150,17 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 		return nil, fmt.Errorf("workflow %s: its record lists no task: %w", id, backendiface.ErrWorkflowNotFound)
 	}
 
-	// The states of the tasks whose final state is not known yet.
+	// The states of the tasks whose final state is not known yet, one
+	// read each: at most maxStateReads of them.
 	var unknown []*Node
 	for _, n := range order {
 		if n.State == "" {
 			unknown = append(unknown, n)
 		}
+	}
+	if len(unknown) > maxStateReads {
+		wf.Unread = len(unknown) - maxStateReads
+		unknown = unknown[:maxStateReads]
 	}
 	err = each(ctx, len(unknown), func(ctx context.Context, i int) error {
 		n := unknown[i]

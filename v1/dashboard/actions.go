@@ -23,8 +23,12 @@ import (
 // for an action that does not apply to where the task is, with the error
 // as text.
 
+// maxForm bounds the body of an action's form (a few short fields).
+const maxForm = 64 << 10
+
 // permit checks that r may act, and answers it when not.
 func (h *handler) permit(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	var err error
 	switch {
 	case h.opts.ReadOnly:
@@ -51,7 +55,7 @@ func (h *handler) done(w http.ResponseWriter, r *http.Request, back, ok string, 
 		if status >= 500 {
 			lvl = slog.LevelError
 		}
-		h.log.Log(r.Context(), lvl, "dashboard action failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		h.log.Log(r.Context(), lvl, "dashboard action failed", slog.String("path", r.URL.Path), slog.String("error", errorText(err)))
 		if !wantsHTML(r) {
 			http.Error(w, errorText(err), status)
 			return

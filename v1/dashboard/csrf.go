@@ -23,18 +23,22 @@ var errCSRF = errors.New("the form's security token is missing or does not match
 // csrf issues and checks the tokens that prove a POST comes from a form
 // of the dashboard: each browser gets a random cookie (HttpOnly,
 // SameSite=Strict), and its forms a token, the HMAC of the cookie under a
-// secret of this process. A token is checked against the cookie in
-// constant time. The secret changes when the process restarts: forms
-// loaded before then must be reloaded.
+// secret (Options.CSRFKey, or one of this process). A token is checked
+// against the cookie in constant time.
 type csrf struct {
 	secret []byte
 	path   string // the cookie's Path
 }
 
-func newCSRF(prefix string) (*csrf, error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, fmt.Errorf("make the CSRF secret: %w", err)
+// newCSRF returns the tokens of a dashboard under prefix, signed with
+// key, or with a random key when it is nil.
+func newCSRF(prefix string, key []byte) (*csrf, error) {
+	secret := append([]byte(nil), key...)
+	if key == nil {
+		secret = make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, fmt.Errorf("make the CSRF secret: %w", err)
+		}
 	}
 	return &csrf{secret: secret, path: prefix + "/"}, nil
 }

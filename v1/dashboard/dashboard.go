@@ -3,6 +3,7 @@ package dashboard
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,8 +20,10 @@ type Options struct {
 	// ReadOnly hides every action (pause, cancel, delete, archive, run
 	// now, requeue, cancel workflow) and refuses their POSTs with 403.
 	ReadOnly bool
-	// BasicAuth, when User is set, requires these credentials on every
-	// request (realm "machinist"); they are compared in constant time.
+	// BasicAuth, when set, requires these credentials on every request
+	// (realm "machinist"); they are compared in constant time. A user
+	// without a password, or a password without a user, is refused by
+	// New (an unset variable would otherwise leave the dashboard open).
 	BasicAuth BasicAuth
 	// Prefix is the path the handler is mounted under ("/machinist"), ""
 	// for the root. Every link and form starts with it. The handler
@@ -30,6 +33,12 @@ type Options struct {
 	// Logger receives the operators' actions and the errors of pages;
 	// nil: the Server's logger.
 	Logger *slog.Logger
+	// CSRFKey signs the tokens of the dashboard's forms (at least 32
+	// bytes). Set the same key on every replica that serves the dashboard
+	// behind one address, so that a form loaded from one can be posted to
+	// another; nil: a random key of this process (forms loaded before a
+	// restart must be reloaded).
+	CSRFKey []byte
 }
 
 // BasicAuth holds the credentials of HTTP basic authentication.
@@ -67,6 +76,12 @@ type handler struct {
 // and workers, with the operator's actions. A broker that cannot list
 // what it holds is refused with an error wrapping ops.ErrUnsupported.
 func New(srv *machinery.Server, opts Options) (http.Handler, error) {
+	if (opts.BasicAuth.User == "") != (opts.BasicAuth.Password == "") {
+		return nil, errors.New("dashboard: BasicAuth needs both a user and a password (one is empty)")
+	}
+	if opts.CSRFKey != nil && len(opts.CSRFKey) < 32 {
+		return nil, fmt.Errorf("dashboard: CSRFKey has %d bytes, want at least 32", len(opts.CSRFKey))
+	}
 	o, err := ops.New(srv)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
@@ -86,7 +101,7 @@ func New(srv *machinery.Server, opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	c, err := newCSRF(prefix)
+	c, err := newCSRF(prefix, opts.CSRFKey)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
@@ -102,7 +117,7 @@ func New(srv *machinery.Server, opts Options) (http.Handler, error) {
 		csrf:         c,
 		origin:       http.NewCrossOriginProtection(),
 		pages:        p,
-		static:       http.StripPrefix("/static/", http.FileServerFS(staticFS)),
+		static:       http.StripPrefix("/static/", http.FileServerFS(filesOnly{staticFS})),
 		searchWindow: searchWindow,
 	}
 	h.authHash = [2][sha256.Size]byte{sha256.Sum256([]byte(opts.BasicAuth.User)), sha256.Sum256([]byte(opts.BasicAuth.Password))}
@@ -162,7 +177,39 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		hd.Set("Cache-Control", "no-store")
 	}
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(prefixed{w, h.prefix}, r)
+}
+
+// prefixed is a ResponseWriter that puts the prefix before the path of a
+// redirect the router makes itself ("/static" → "/static/", a cleaned
+// path), which it writes without it.
+type prefixed struct {
+	http.ResponseWriter
+	prefix string
+}
+
+func (p prefixed) WriteHeader(status int) {
+	if loc := p.Header().Get("Location"); status >= 300 && status < 400 && p.prefix != "" &&
+		strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, p.prefix+"/") {
+		p.Header().Set("Location", p.prefix+loc)
+	}
+	p.ResponseWriter.WriteHeader(status)
+}
+
+// filesOnly serves the files of an fs.FS, not its directories (no
+// listing).
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := file.Stat(); err != nil || st.IsDir() {
+		file.Close()
+		return nil, fs.ErrNotExist
+	}
+	return file, nil
 }
 
 // authorized reports whether r carries the configured credentials,

@@ -18,7 +18,7 @@
 //   - / — every queue with its counts (pending, active, scheduled, retry,
 //     archived, limited, aggregating), whether it is paused, the tasks
 //     processed and failed in the last minute and hour, and throughput
-//     charts (overall and per queue) of the last hour, by 10 s period.
+//     charts of the last hour: overall by 10 s period, per queue by minute.
 //   - /queues/{name} — a tab per task state with its count; the tasks of a
 //     state, 50 per page; a search by task UUID, and a filter by task name
 //     that reads at most 1000 tasks per request and offers to search
@@ -44,7 +44,7 @@
 // # Safety
 //
 // Actions are POST forms carrying a CSRF token: the HMAC, under a secret
-// of the process, of a random cookie of the browser (HttpOnly,
+// (Options.CSRFKey, or one of the process), of a random cookie of the browser (HttpOnly,
 // SameSite=Strict), compared in constant time; a POST from another site
 // (by its Origin or Sec-Fetch-Site) is refused too. A browser is sent back
 // (303) to the page it came from, which says what was done or why it

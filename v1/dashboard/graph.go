@@ -174,12 +174,21 @@ func (l *layouter) node(n *ops.Node, depth int) block {
 // group lays out a group's frame with its members: a column (each
 // member followed by what runs after it), or a grid beyond columnMax.
 func (l *layouter) group(n *ops.Node, depth int) block {
+	// A member already laid out (a record that lists a task twice, or a
+	// group among its own members) is not drawn again.
+	var fresh []*ops.Node
+	for _, m := range n.Members {
+		if !l.seen[m] {
+			l.seen[m] = true
+			fresh = append(fresh, m)
+		}
+	}
 	label := fmt.Sprintf("%s %s · %d members · %s", l.kind, shortID(n.UUID), len(n.Members), stateName(n.State))
 	if l.kind == tasks.WorkflowChain {
 		label = fmt.Sprintf("group %s · %d members · %s", shortID(n.UUID), len(n.Members), stateName(n.State))
 	}
 	fr := frame{Label: label, Class: stateClass(n.State)}
-	if len(n.Members) == 0 {
+	if len(fresh) == 0 {
 		fr.Label += " (none recorded)"
 		w, h := nodeW+2*framePad, frameHead+framePad
 		return block{w: w, h: h, in: point{0, h / 2}, outs: []point{{w, h / 2}},
@@ -188,12 +197,9 @@ func (l *layouter) group(n *ops.Node, depth int) block {
 				g.Frames = append(g.Frames, fr)
 			}}
 	}
-	if len(n.Members) <= columnMax {
+	if len(fresh) <= columnMax {
 		var ms []block
-		for _, m := range n.Members {
-			l.seen[m] = true
-		}
-		for _, m := range n.Members {
+		for _, m := range fresh {
 			ms = append(ms, l.chain(m, depth+1))
 		}
 		col := column(ms, gapY)
@@ -213,7 +219,7 @@ func (l *layouter) group(n *ops.Node, depth int) block {
 
 	// A grid: the failed members first, then the others in group order,
 	// up to membersMax; one box for the rest.
-	members := slices.Clone(n.Members)
+	members := fresh
 	slices.SortStableFunc(members, func(a, b *ops.Node) int {
 		fa, fb := a.State == tasks.StateFailure, b.State == tasks.StateFailure
 		switch {
@@ -224,9 +230,6 @@ func (l *layouter) group(n *ops.Node, depth int) block {
 		}
 		return 0
 	})
-	for _, m := range members {
-		l.seen[m] = true
-	}
 	cells := len(members)
 	var rest []*ops.Node
 	if cells > membersMax {

@@ -111,3 +111,18 @@ func TestRelative(t *testing.T) {
 		t.Errorf("formatUTC = %q", got)
 	}
 }
+
+// A record that loops (a group among its own members, tasks that send
+// each other) is drawn with each node once, and the layout ends.
+func TestLayoutWorkflowLoops(t *testing.T) {
+	t.Parallel()
+	g := &ops.Node{Group: true, UUID: "group_1"}
+	a := &ops.Node{UUID: "task_a", Name: "a"}
+	b := &ops.Node{UUID: "task_b", Name: "b"}
+	a.Next, b.Next = []*ops.Node{b}, []*ops.Node{a, g}
+	g.Members = []*ops.Node{g, a, a}
+	out := layoutWorkflow(&ops.Workflow{ID: "group_1", Kind: tasks.WorkflowGroup, Root: g}, "")
+	if out.Tasks != 2 || len(out.Frames) != 1 {
+		t.Fatalf("a looping record: %d tasks, %d frames; want 2 and 1", out.Tasks, len(out.Frames))
+	}
+}

@@ -214,9 +214,11 @@ func TestActionsRequireTheCSRFTokenOfTheBrowser(t *testing.T) {
 		t.Errorf("the page after the action does not say the queue was paused:\n%s", body)
 	}
 	// Off-site "back" paths are not followed.
-	resp = e.post(c, "/queues/default/resume", url.Values{"csrf": {tok}, "back": {"//evil.example/"}}, "")
-	if loc := resp.Header.Get("Location"); loc != "/queues/default" {
-		t.Errorf("POST resume with an off-site back: redirected to %q", loc)
+	for _, back := range []string{"//evil.example/", "/\t/evil.example/", "/\\evil.example/", "https://evil.example/"} {
+		resp = e.post(c, "/queues/default/resume", url.Values{"csrf": {tok}, "back": {back}}, "")
+		if loc := resp.Header.Get("Location"); loc != "/queues/default" {
+			t.Errorf("POST resume with back %q: redirected to %q", back, loc)
+		}
 	}
 }
 
@@ -232,9 +234,19 @@ func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 			t.Errorf("GET %s (read-only): %d, with a POST form or without the read-only badge:\n%s", p, code, body)
 		}
 	}
+	// With a valid token and cookie: refused for being read-only, not for
+	// the token.
+	const cookie = "0123456789abcdefghijklmnopqrstuv"
 	for _, p := range []string{"/queues/default/pause", "/tasks/" + sig.UUID + "/run", "/workflows/x/cancel"} {
-		if resp := e.post(c, p, url.Values{}, "text/plain"); resp.StatusCode != http.StatusForbidden {
-			t.Errorf("POST %s (read-only): %d, want 403", p, resp.StatusCode)
+		req, _ := http.NewRequest(http.MethodPost, e.base+p, strings.NewReader(url.Values{"csrf": {e.h.csrf.sign(cookie)}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: csrfCookie, Value: cookie})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
+			t.Errorf("POST %s (read-only) with a valid token: %d %q, want 403 saying read-only", p, resp.StatusCode, body)
 		}
 	}
 	if e.status("default", sig.UUID) != brokeriface.StatusScheduled || e.info("default").Paused {
@@ -353,5 +365,69 @@ func TestQueuePagesAndSearchesByName(t *testing.T) {
 	resp.Body.Close()
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/tasks/"+sigs[7].UUID+"?queue=bulk" {
 		t.Errorf("find by UUID: %d to %q", resp.StatusCode, loc)
+	}
+}
+
+// New refuses half of the basic auth credentials and a short CSRF key;
+// replicas with one key accept each other's forms.
+func TestOptionsAreChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	for _, o := range []Options{
+		{BasicAuth: BasicAuth{User: "ops"}},
+		{BasicAuth: BasicAuth{Password: "s3cret"}},
+		{CSRFKey: []byte("short")},
+	} {
+		if _, err := New(e.srv, o); err == nil {
+			t.Errorf("New(%+v): no error", o)
+		}
+	}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a, err := New(e.srv, Options{CSRFKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(e.srv, Options{CSRFKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.(*handler).csrf.sign("cookie") != b.(*handler).csrf.sign("cookie") {
+		t.Error("two dashboards with one CSRFKey sign differently")
+	}
+	if e.h.csrf.sign("cookie") == a.(*handler).csrf.sign("cookie") {
+		t.Error("a dashboard without a CSRFKey signs as one with it")
+	}
+}
+
+// Static files are served, their directory is not listed, and the
+// router's own redirects keep the prefix.
+func TestStaticAndRedirectsUnderAPrefix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{Prefix: "/m"})
+	c := client(t)
+	if code, _ := e.get(c, "/static/dashboard.css"); code != http.StatusOK {
+		t.Errorf("GET a static file: %d", code)
+	}
+	if code, body := e.get(c, "/static/"); code != http.StatusNotFound {
+		t.Errorf("GET the static directory: %d, want 404:\n%s", code, body)
+	}
+	for _, p := range []string{"/static", "//workers"} {
+		resp, err := c.Get(e.base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && !strings.HasPrefix(loc, "/m/") {
+			t.Errorf("GET /m%s: redirected to %q, without the prefix", p, loc)
+		}
+	}
+}
+
+// Error text shown on pages hides URLs and the credentials in them.
+func TestErrorTextHidesURLs(t *testing.T) {
+	t.Parallel()
+	got := errorText(errors.New("dial redis://ops:s3cret@10.0.0.5:6379/0: connection refused"))
+	if strings.Contains(got, "s3cret") || strings.Contains(got, "redis://") || !strings.Contains(got, "connection refused") {
+		t.Errorf("errorText = %q", got)
 	}
 }

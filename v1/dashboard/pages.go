@@ -109,7 +109,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	offset = max(offset, 0)
 	d := queueData{base: h.base(w, r, "Queue "+name, "queues"), Queue: q, Status: status, Offset: offset,
 		Name: strings.TrimSpace(qv.Get("name"))}
-	d.Live = true
+	d.Live = d.Name == "" // a search is not run again by itself
 	counts := map[brokeriface.TaskStatus]int{
 		brokeriface.StatusPending: q.Pending, brokeriface.StatusActive: q.Active, brokeriface.StatusScheduled: q.Scheduled,
 		brokeriface.StatusRetry: q.Retry, brokeriface.StatusArchived: q.Archived, brokeriface.StatusLimited: q.Limited,
@@ -127,11 +127,13 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		if offset > 0 {
 			d.PrevURL = h.queueURL(name, status, max(offset-pageSize, 0), "")
 		}
-		if len(d.Tasks) == pageSize && offset+pageSize < d.Total {
+		// By the count, not by a full page: tasks that finished between
+		// listing and reading them leave a page short.
+		if offset+pageSize < d.Total {
 			d.NextURL = h.queueURL(name, status, offset+pageSize, "")
 		}
 	} else {
-		scanned, end, err := h.searchByName(r, name, status, offset, d.Name, &d.Tasks)
+		scanned, end, err := h.searchByName(r, name, status, offset, d.Total, d.Name, &d.Tasks)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -145,10 +147,12 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 }
 
 // searchByName reads the tasks of queue with status from offset, at most
-// h.searchWindow of them, and appends to found those whose name contains
-// name (case-insensitively), stopping after a page of them. It returns
-// how many tasks it read and whether it reached the end of the list.
-func (h *handler) searchByName(r *http.Request, queue string, status brokeriface.TaskStatus, offset int, name string, found *[]*brokeriface.TaskInfo) (scanned int, end bool, err error) {
+// h.searchWindow positions of its list (total long when counted), and
+// appends to found those whose name contains name (case-insensitively),
+// stopping after a page of them. It returns how many positions it read
+// (a task that finished between listing and reading leaves its position
+// empty) and whether it reached the end of the list.
+func (h *handler) searchByName(r *http.Request, queue string, status brokeriface.TaskStatus, offset, total int, name string, found *[]*brokeriface.TaskInfo) (scanned int, end bool, err error) {
 	const chunk = 200
 	want := strings.ToLower(name)
 	for scanned < h.searchWindow {
@@ -157,17 +161,19 @@ func (h *handler) searchByName(r *http.Request, queue string, status brokeriface
 		if err != nil {
 			return scanned, false, err
 		}
-		for _, t := range page {
-			scanned++
+		for i, t := range page {
 			if strings.Contains(strings.ToLower(t.Signature.Name), want) {
 				*found = append(*found, t)
 				if len(*found) == pageSize {
-					return scanned, false, nil
+					// Positions are not known per task: those read so far
+					// are at least i+1; go on from there.
+					return scanned + i + 1, false, nil
 				}
 			}
 		}
-		if len(page) < n {
-			return scanned, true, nil
+		scanned += n
+		if len(page) == 0 || offset+scanned >= total {
+			return min(scanned, max(total-offset, 0)), true, nil
 		}
 	}
 	return scanned, false, nil
@@ -271,7 +277,11 @@ func (h *handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	d := workflowData{base: h.base(w, r, strings.ToUpper(wf.Kind[:1])+wf.Kind[1:]+" "+shortID(wf.ID), "")}
+	title := "Workflow " + shortID(wf.ID)
+	if wf.Kind != "" {
+		title = strings.ToUpper(wf.Kind[:1]) + wf.Kind[1:] + " " + shortID(wf.ID)
+	}
+	d := workflowData{base: h.base(w, r, title, "")}
 	d.Workflow = wf
 	d.Graph = layoutWorkflow(wf, h.prefix)
 	for s, n := range wf.Counts {
@@ -279,20 +289,29 @@ func (h *handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(d.States, func(a, b stateCount) int { return strings.Compare(a.State, b.State) })
 	d.Finished = true
+	nodes := 0
 	walk(wf.Root, func(n *ops.Node) {
 		if n.Group {
 			return
 		}
+		nodes++
 		if n.State == tasks.StateFailure {
 			d.Failed = append(d.Failed, n)
 		}
-		if n.State != tasks.StateSuccess && n.State != tasks.StateFailure {
+		// A task whose state expired ("") is not waited for.
+		if n.State != tasks.StateSuccess && n.State != tasks.StateFailure && n.State != "" {
 			d.Finished = false
 		}
 	})
-	d.Live = !d.Finished
+	// A big workflow is not refreshed: each refresh reads the state of
+	// every task not finished.
+	d.Live = !d.Finished && nodes <= liveWorkflowMax
 	h.render(w, r, "workflow", d)
 }
+
+// liveWorkflowMax is the most tasks a workflow's page may have to be
+// refreshed by itself.
+const liveWorkflowMax = 200
 
 // walk calls fn with n and every node reachable from it, once each.
 func walk(n *ops.Node, fn func(*ops.Node)) {

@@ -136,7 +136,7 @@ type errorPage struct {
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	if status >= 500 {
-		h.log.Error("a dashboard page failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		h.log.Error("a dashboard page failed", slog.String("path", r.URL.Path), slog.String("error", errorText(err)))
 	}
 	h.failStatus(w, r, status, errorText(err))
 }
@@ -200,7 +200,6 @@ func errorText(err error) string {
 // funcs are the functions the templates use.
 var funcs = template.FuncMap{
 	"seg":        url.PathEscape,
-	"query":      url.QueryEscape,
 	"utc":        formatUTC,
 	"ago":        relative,
 	"short":      shortID,
@@ -210,7 +209,6 @@ var funcs = template.FuncMap{
 	"stateClass": stateClass,
 	"add":        func(a, b int) int { return a + b },
 	"join":       strings.Join,
-	"upper":      strings.ToUpper,
 	"at":         func(t, now time.Time) moment { return moment{T: t, Now: now} },
 	"pauseForm": func(prefix, csrf, queue string, paused bool, back string) pauseForm {
 		return pauseForm{Prefix: prefix, CSRF: csrf, Queue: queue, Paused: paused, Back: back}
@@ -318,7 +316,9 @@ func wantsHTML(r *http.Request) bool {
 // of the dashboard.
 func (h *handler) back(r *http.Request, fallback string) string {
 	b := r.PostFormValue("back")
-	if b == "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.ContainsAny(b, "\\\r\n") {
+	u, err := url.Parse(b)
+	if b == "" || err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") ||
+		strings.ContainsFunc(b, func(c rune) bool { return c < 0x20 || c == 0x7f || c == '\\' }) {
 		return h.path(fallback)
 	}
 	return h.path(b)

@@ -758,6 +758,9 @@ func testMaxRecoveries(t *testing.T, s *suite) {
 	if r := strings.ToLower(in.LastError); !strings.Contains(r, "recover") || !strings.Contains(r, strconv.Itoa(maxRecoveries)) {
 		t.Fatalf("archive reason %q does not name recoveries and their count (%d)", in.LastError, maxRecoveries)
 	}
+	if in.Recovered != maxRecoveries+1 {
+		t.Fatalf("archived with Recovered %d, want %d (every lease that ended)", in.Recovered, maxRecoveries+1)
+	}
 	wantSizes(t, b, q, iface.QueueInfo{Archived: 1})
 	fetchNone(t, b, q)
 	wantLeaseLost(t, "Ack after archiving", b.Ack(ctx, last), last)

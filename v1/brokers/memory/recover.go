@@ -54,6 +54,7 @@ func (b *Broker) recoverExpired(now time.Time) {
 		if b.maxRecoveries >= 0 && t.recovered >= b.maxRecoveries {
 			reason := fmt.Sprintf("lease expired %d times: a task whose worker keeps losing its lease is archived after MaxRecoveries (%d) recoveries",
 				t.recovered+1, b.maxRecoveries)
+			t.recovered++ // this lease's end counts, as on Redis
 			b.archiveLocked(t, reason, now)
 			done = append(done, recovery{uuid: t.uuid, queue: q.name, recovered: t.recovered, archived: reason})
 			continue
