@@ -47,8 +47,9 @@ var far = time.Date(2099, 1, 2, 3, 4, 5, 0, time.UTC)
 // newDeployment fills a Redis of the test's own prefix with: queue emails
 // (three pending tasks, one scheduled, one taken by a worker that is
 // listed), queue reports (paused, one archived task), queue flows (a chord
-// that failed, run by a real worker that has stopped), queue later (a
-// chain nobody ran); and the workers' counts of the last minute.
+// that failed, run by a real worker that has stopped), queue digests (an
+// aggregation group of two members), queue later (a chain nobody ran);
+// and the workers' counts of the last minute.
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
 	rs := redistest.Shared(t)
@@ -151,6 +152,23 @@ func newDeployment(t *testing.T) *deployment {
 	w.Quit()
 	if err := <-errs; err != nil {
 		t.Fatalf("worker: %v", err)
+	}
+
+	// digests: two members waiting in their aggregation group (a worker
+	// announced the aggregator, for the configured hour, then stopped).
+	must(srv.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 10, MaxDelay: time.Hour},
+		func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			return &tasks.Signature{Name: "digest"}, nil
+		}))
+	dw := srv.NewCustomQueueWorker("digests-worker", 1, "digests")
+	dw.LaunchAsync(errs)
+	<-dw.Started()
+	dw.Quit()
+	if err := <-errs; err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	for i := range 2 {
+		send(&tasks.Signature{UUID: fmt.Sprintf("task_n%d", i+1), Name: "notify", RoutingKey: "digests", AggregationKey: "alice@example.com"})
 	}
 
 	// later: a chain nobody runs.
@@ -276,6 +294,7 @@ func TestShow(t *testing.T) {
 		"stats",
 		"queue ls",
 		"queue inspect emails",
+		"queue inspect digests",
 		"queue inspect nowhere",
 		"task ls emails",
 		"task ls emails --state scheduled",

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/b6192125/machinist/internal/browsertest"
+	machinery "github.com/b6192125/machinist/v1"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -332,5 +333,42 @@ func TestBrowserCancelsAWorkflowFoundByID(t *testing.T) {
 	}
 	if n := evalJS[int](b, `document.querySelectorAll('button[data-action="cancel-workflow"]').length`); n != 0 {
 		t.Errorf("a finished workflow still offers to cancel it")
+	}
+}
+
+// The aggregation groups page lists what waits in the broker's groups.
+func TestBrowserShowsAggregationGroups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	err := e.srv.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 10, MaxDelay: time.Hour},
+		func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			return &tasks.Signature{Name: "digest"}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.launch("aggregator", 1) // announces the aggregator, so members are accepted
+	eventually(t, "members to be accepted", func() error {
+		_, err := e.srv.SendTaskWithContext(testCtx(t), &tasks.Signature{Name: "notify", RoutingKey: "default", AggregationKey: "alice"})
+		return err
+	})
+	for _, key := range []string{"alice", "bob", "bob"} {
+		if _, err := e.srv.SendTaskWithContext(testCtx(t), &tasks.Signature{Name: "notify", RoutingKey: "default", AggregationKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups, err := e.srv.GetBroker().(brokeriface.Aggregator).Aggregations(testCtx(t), "default")
+	if err != nil || len(groups) != 2 {
+		t.Fatalf("the broker's groups: %v, %v; want alice's and bob's", groups, err)
+	}
+	b := e.browser()
+	b.open("/queues/default/aggregations", "#aggregations")
+	for _, g := range groups {
+		if got := b.text(fmt.Sprintf(`[data-k=%q]`, g.Name+"|"+g.Key+"|size")); got != strconv.Itoa(g.Size) || g.Size != 2 {
+			t.Errorf("group %s/%s: the page shows size %s, the broker says %d (want 2)", g.Name, g.Key, got, g.Size)
+		}
+	}
+	if got := b.text(`[data-k="count"]`); !strings.HasPrefix(got, "2 groups waiting, 4 members") {
+		t.Errorf("the page says %q, want 2 groups and 4 members", got)
 	}
 }
