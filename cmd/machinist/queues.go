@@ -34,24 +34,13 @@ as the workers report them with their heartbeats (every few seconds).`,
 			}
 			t := newTable(a.stdout, "QUEUE", "PAUSED", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "LIMITED",
 				"AGGREGATING", "PROCESSED 1M", "FAILED 1M", "PROCESSED 1H", "FAILED 1H")
-			var total ops.Queue
 			for _, q := range qs {
 				t.row(a.queueRow(q)...)
-				total.Pending += q.Pending
-				total.Active += q.Active
-				total.Scheduled += q.Scheduled
-				total.Retry += q.Retry
-				total.Archived += q.Archived
-				total.Limited += q.Limited
-				total.Aggregating += q.Aggregating
-				total.Processed.Minute += q.Processed.Minute
-				total.Failed.Minute += q.Failed.Minute
-				total.Processed.Hour += q.Processed.Hour
-				total.Failed.Hour += q.Failed.Hour
 			}
 			if len(qs) > 1 {
+				total := ops.Sum(qs)
 				total.Queue = "(all)"
-				row := a.queueRow(&total)
+				row := a.queueRow(total)
 				row[1] = ""
 				t.row(row...)
 			}

@@ -72,6 +72,25 @@ type Queue struct {
 // Window counts over the last minute and the last hour.
 type Window struct{ Minute, Hour int }
 
+// Sum returns the sums of the counts of qs, as a Queue named "".
+func Sum(qs []*Queue) *Queue {
+	var t Queue
+	for _, q := range qs {
+		t.Pending += q.Pending
+		t.Active += q.Active
+		t.Scheduled += q.Scheduled
+		t.Retry += q.Retry
+		t.Archived += q.Archived
+		t.Limited += q.Limited
+		t.Aggregating += q.Aggregating
+		t.Processed.Minute += q.Processed.Minute
+		t.Processed.Hour += q.Processed.Hour
+		t.Failed.Minute += q.Failed.Minute
+		t.Failed.Hour += q.Failed.Hour
+	}
+	return &t
+}
+
 // Queues returns every queue, by name.
 func (o *Ops) Queues(ctx context.Context) ([]*Queue, error) {
 	names, err := o.in.Queues(ctx)

@@ -21,9 +21,7 @@ type queuesData struct {
 	base
 	Queues  []queueRow
 	Overall chart
-	Total   brokeriface.QueueInfo // the sums of the queues' counts
-	Done    ops.Window            // processed, summed
-	Failed  ops.Window            // failed, summed
+	Total   *ops.Queue // the sums of the queues' counts
 }
 
 // queueRow is a queue on the queues page.
@@ -43,22 +41,11 @@ func (h *handler) queuesPage(w http.ResponseWriter, r *http.Request) {
 	var stats []*brokeriface.QueueStats
 	for _, q := range qs {
 		d.Queues = append(d.Queues, queueRow{Queue: q, Chart: newChart(periodsOf(d.Now, q.Stats), 60, 180, 28)})
-		t := &d.Total
-		t.Pending += q.Pending
-		t.Active += q.Active
-		t.Scheduled += q.Scheduled
-		t.Retry += q.Retry
-		t.Archived += q.Archived
-		t.Limited += q.Limited
-		t.Aggregating += q.Aggregating
-		d.Done.Minute += q.Processed.Minute
-		d.Done.Hour += q.Processed.Hour
-		d.Failed.Minute += q.Failed.Minute
-		d.Failed.Hour += q.Failed.Hour
 		if q.Stats != nil {
 			stats = append(stats, q.Stats)
 		}
 	}
+	d.Total = ops.Sum(qs)
 	d.Overall = newChart(periodsOf(d.Now, stats...), 360, 720, 120)
 	h.render(w, r, "queues", d)
 }
