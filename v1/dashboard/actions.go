@@ -60,14 +60,14 @@ func (h *handler) done(w http.ResponseWriter, r *http.Request, back, ok string, 
 			http.Error(w, errorText(err), status)
 			return
 		}
-		h.setFlash(w, flash{Error: true, Text: errorText(err)})
+		h.setFlash(w, r, flash{Error: true, Text: errorText(err)})
 	} else {
 		h.log.Info("dashboard action", slog.String("path", r.URL.Path), slog.String("outcome", ok), slog.String("remote", r.RemoteAddr))
 		if !wantsHTML(r) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		h.setFlash(w, flash{Text: ok})
+		h.setFlash(w, r, flash{Text: ok})
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }

@@ -28,11 +28,14 @@ var errCSRF = errors.New("the form's security token is missing or does not match
 type csrf struct {
 	secret []byte
 	path   string // the cookie's Path
+	// secure: cookies are Secure whatever the request came over.
+	secure bool
 }
 
 // newCSRF returns the tokens of a dashboard under prefix, signed with
-// key, or with a random key when it is nil.
-func newCSRF(prefix string, key []byte) (*csrf, error) {
+// key, or with a random key when it is nil; secure marks its cookies
+// Secure on every response.
+func newCSRF(prefix string, key []byte, secure bool) (*csrf, error) {
 	secret := append([]byte(nil), key...)
 	if key == nil {
 		secret = make([]byte, 32)
@@ -40,7 +43,7 @@ func newCSRF(prefix string, key []byte) (*csrf, error) {
 			return nil, fmt.Errorf("make the CSRF secret: %w", err)
 		}
 	}
-	return &csrf{secret: secret, path: prefix + "/"}, nil
+	return &csrf{secret: secret, path: prefix + "/", secure: secure}, nil
 }
 
 // token returns the token of r's browser for its forms, giving the
@@ -57,7 +60,7 @@ func (c *csrf) token(w http.ResponseWriter, r *http.Request) string {
 			Path:     c.path,
 			HttpOnly: true,
 			SameSite: http.SameSiteStrictMode,
-			Secure:   r.TLS != nil,
+			Secure:   c.secureFor(r),
 		})
 	}
 	return c.sign(id)
@@ -81,3 +84,6 @@ func (c *csrf) check(r *http.Request) error {
 	}
 	return nil
 }
+
+// secureFor reports whether the cookies of the response to r are Secure.
+func (c *csrf) secureFor(r *http.Request) bool { return c.secure || r.TLS != nil }

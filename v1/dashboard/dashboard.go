@@ -39,6 +39,10 @@ type Options struct {
 	// another; nil: a random key of this process (forms loaded before a
 	// restart must be reloaded).
 	CSRFKey []byte
+	// SecureCookies marks the dashboard's cookies Secure on every
+	// response (behind a proxy that terminates TLS); without it they are
+	// Secure when the request came over TLS to this process.
+	SecureCookies bool
 }
 
 // BasicAuth holds the credentials of HTTP basic authentication.
@@ -101,7 +105,7 @@ func New(srv *machinery.Server, opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	c, err := newCSRF(prefix, opts.CSRFKey)
+	c, err := newCSRF(prefix, opts.CSRFKey, opts.SecureCookies)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}

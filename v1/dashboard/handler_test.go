@@ -431,3 +431,29 @@ func TestErrorTextHidesURLs(t *testing.T) {
 		t.Errorf("errorText = %q", got)
 	}
 }
+
+// Cookies are Secure with SecureCookies (behind a proxy that terminates
+// TLS), and not otherwise over plain HTTP.
+func TestSecureCookies(t *testing.T) {
+	t.Parallel()
+	for _, secure := range []bool{false, true} {
+		e := newEnv(t, Options{SecureCookies: secure})
+		resp, err := http.Get(e.base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		var found bool
+		for _, c := range resp.Cookies() {
+			if c.Name == csrfCookie {
+				found = true
+				if c.Secure != secure {
+					t.Errorf("SecureCookies %v: the CSRF cookie's Secure is %v", secure, c.Secure)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("SecureCookies %v: no CSRF cookie set by the queues page", secure)
+		}
+	}
+}

@@ -96,7 +96,7 @@ func (h *handler) base(w http.ResponseWriter, r *http.Request, title, nav string
 }
 
 // setFlash leaves f for the next page.
-func (h *handler) setFlash(w http.ResponseWriter, f flash) {
+func (h *handler) setFlash(w http.ResponseWriter, r *http.Request, f flash) {
 	raw, _ := json.Marshal(f) // a struct of strings always encodes
 	http.SetCookie(w, &http.Cookie{
 		Name:     flashCookie,
@@ -105,6 +105,7 @@ func (h *handler) setFlash(w http.ResponseWriter, f flash) {
 		MaxAge:   60,
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
+		Secure:   h.csrf.secureFor(r),
 	})
 }
 
