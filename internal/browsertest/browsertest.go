@@ -1,7 +1,8 @@
 // Package browsertest drives a real, headless Chromium from tests, through
 // chromedp.
 //
-// New gives a test a tab of the test binary's one browser, started on
+// New gives a test a tab, in a browser context of its own (its own
+// cookies and storage), of the test binary's one browser, started on
 // first use and closed when the last tab open is (so that no goroutine or
 // process outlives the tests: goleak, as redistest.RunMain runs it, finds
 // none), or by the kernel if the test binary dies. Tests
@@ -71,7 +72,10 @@ func New(t testing.TB) context.Context {
 	if err != nil {
 		t.Fatalf("browsertest: %v", err)
 	}
-	tab, closeTab := chromedp.NewContext(b)
+	// A browser context of its own: tests running at once share the
+	// browser, not their cookies (dashboards on other ports of one host
+	// would see each other's).
+	tab, closeTab := chromedp.NewContext(b, chromedp.WithNewBrowserContext())
 	t.Cleanup(func() {
 		closeTab()
 		release()
