@@ -21,15 +21,6 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Errors callers branch on (the command maps them to exit codes).
-var (
-	// ErrQueueNotFound: no task was ever sent to the queue.
-	ErrQueueNotFound = errors.New("ops: queue not found")
-	// ErrUnsupported: the broker cannot do what was asked (an in-process
-	// or eager broker has no queues to inspect from outside).
-	ErrUnsupported = errors.New("ops: not supported by this broker or backend")
-)
-
 // Ops reads and drives what a Server's broker and backend hold.
 type Ops struct {
 	srv     *machinery.Server
