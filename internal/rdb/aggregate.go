@@ -333,7 +333,7 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limit)
+	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, completeCodes, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limit)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", what, err)
@@ -348,7 +348,7 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 func (s *Store) RetryBatch(ctx context.Context, b *brokers.Batch, at time.Time, errMsg string) error {
 	what := "retry batch " + b.ID
 	qk := s.keys.queue(b.Queue)
-	code, err := s.settleBatch(ctx, "retry_batch", retryBatchScript, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name)},
+	code, err := s.settleBatch(ctx, "retry_batch", retryBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name)},
 		b.ID, b.Lease.Token(), msOf(at), errMsg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -361,7 +361,7 @@ func (s *Store) RetryBatch(ctx context.Context, b *brokers.Batch, at time.Time, 
 func (s *Store) ArchiveBatch(ctx context.Context, b *brokers.Batch, reason string) error {
 	what := "archive batch " + b.ID
 	qk := s.keys.queue(b.Queue)
-	code, err := s.settleBatch(ctx, "archive_batch", archiveBatchScript, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, qk.archived},
+	code, err := s.settleBatch(ctx, "archive_batch", archiveBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, qk.archived},
 		b.ID, b.Lease.Token(), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -369,29 +369,26 @@ func (s *Store) ArchiveBatch(ctx context.Context, b *brokers.Batch, reason strin
 	return batchSettled(b, what, code)
 }
 
-// settleBatch runs script (name.lua), a settle script of batch b, as
-// runSettle runs a task's: never sent twice by go-redis, and sent again with its "again"
-// argument set after an error that leaves unknown whether it ran, while
-// b's lease is held. It returns the script's status code.
-func (s *Store) settleBatch(ctx context.Context, name string, script *goredis.Script, b *brokers.Batch, keys []string, args ...interface{}) (int64, error) {
+// settleBatch runs script (name.lua), a settle script of batch b, through
+// evalSettle while b's lease is held, and returns its status code, one of
+// codes.
+func (s *Store) settleBatch(ctx context.Context, name string, script *goredis.Script, codes []int64, b *brokers.Batch, keys []string, args ...interface{}) (int64, error) {
 	if err := ValidQueue(b.Queue); err != nil {
 		return 0, err
 	}
-	args = append([]interface{}{"0"}, args...)
-	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
-		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
-		return cmd.Err()
-	}, retry{while: b.Lease.Valid, before: func() { args[0] = "1" }})
+	cmd, err := s.evalSettle(ctx, script, b.Lease.Valid, keys, args)
 	if err != nil {
 		return 0, err
 	}
-	codes := []int64{statusOK, statusLeaseLost}
-	if script == completeBatchScript {
-		codes = append(codes, statusDuplicate)
-	}
 	return parseStatusReply(name, cmd.Val(), codes...)
 }
+
+// batchCodes are the status codes of the batch settle scripts; the
+// aggregate's publish (complete_batch) may also find it a duplicate.
+var (
+	batchCodes    = []int64{statusOK, statusLeaseLost}
+	completeCodes = []int64{statusOK, statusLeaseLost, statusDuplicate}
+)
 
 // batchSettled finishes a settle of b with status code: its lease is
 // released on success and marked lost when Redis refused it.
@@ -468,20 +465,11 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 		r.info.Oldest, r.info.Newest = joinTime(oldest[0].Score), joinTime(newest[0].Score)
 		// The due index may hold a group early (lib/aggregate.lua): the
 		// time shown is the policy's, as claim_batch reckons it.
-		due := func(t time.Time) {
-			if r.info.Due.IsZero() || t.Before(r.info.Due) {
-				r.info.Due = t
-			}
-		}
+		var full time.Time
 		if r.full != nil && len(r.full.Val()) > 0 {
-			due(joinTime(r.full.Val()[0].Score))
+			full = joinTime(r.full.Val()[0].Score)
 		}
-		if r.policy.MaxDelay > 0 {
-			due(r.info.Oldest.Add(r.policy.MaxDelay))
-		}
-		if r.policy.GracePeriod > 0 {
-			due(r.info.Newest.Add(r.policy.GracePeriod))
-		}
+		r.info.Due = r.policy.DueAt(full, r.info.Oldest, r.info.Newest)
 		out = append(out, r.info)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -154,12 +154,7 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 // runSettle runs a settle script of task id directly, as
 // Batcher.RunSettle does through the batcher, and maps its status code.
 func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, holds func() bool, keys []string, args ...interface{}) error {
-	args = append([]interface{}{"0"}, args...)
-	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
-		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
-		return cmd.Err()
-	}, retry{while: holds, before: func() { args[0] = "1" }})
+	cmd, err := s.evalSettle(ctx, script, holds, keys, args)
 	var code int64
 	if err == nil {
 		code, err = cmd.Int64()
@@ -168,4 +163,18 @@ func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string
 		return fmt.Errorf("task %s: %w", id, err)
 	}
 	return statusError(code, id)
+}
+
+// evalSettle runs a settle script (its first argument the "again" flag
+// lib/fence.lua's check_settle reads, prepended to args) as a command
+// go-redis does not send a second time, and sends it again, flagged, for
+// as long as holds says the caller holds its lease.
+func (s *Store) evalSettle(ctx context.Context, script *goredis.Script, holds func() bool, keys []string, args []interface{}) (*goredis.Cmd, error) {
+	args = append([]interface{}{"0"}, args...)
+	var cmd *goredis.Cmd
+	err := again(ctx, func() error {
+		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
+		return cmd.Err()
+	}, retry{while: holds, before: func() { args[0] = "1" }})
+	return cmd, err
 }

@@ -60,6 +60,30 @@ func (p AggregationPolicy) Validate() error {
 	return nil
 }
 
+// DueAt returns when a group is due by p: full is when its MaxSize-th
+// member joined (zero while it has fewer), oldest and newest when its
+// oldest and newest members joined. The zero time: never, by p (a policy
+// with no limit, or a group without a policy). The brokers' Lua reckons
+// the same rule in lib/aggregate.lua.
+func (p AggregationPolicy) DueAt(full, oldest, newest time.Time) time.Time {
+	var at time.Time
+	consider := func(t time.Time) {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	if p.MaxSize > 0 && !full.IsZero() {
+		consider(full)
+	}
+	if p.MaxDelay > 0 {
+		consider(oldest.Add(p.MaxDelay))
+	}
+	if p.GracePeriod > 0 {
+		consider(newest.Add(p.GracePeriod))
+	}
+	return at
+}
+
 // Batch is the members of one due group, taken under a lease by the worker
 // that builds their aggregate.
 type Batch struct {

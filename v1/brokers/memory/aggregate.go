@@ -574,23 +574,12 @@ func (a *aggregation) reschedule(g *group) {
 // joined plus MaxDelay and its newest joined plus GracePeriod, of those
 // that apply. It reports false when none does.
 func policyDueAt(p iface.AggregationPolicy, members []member) (time.Time, bool) {
-	var at time.Time
-	ok := false
-	consider := func(t time.Time) {
-		if !ok || t.Before(at) {
-			at, ok = t, true
-		}
-	}
+	var full time.Time
 	if p.MaxSize > 0 && len(members) >= p.MaxSize {
-		consider(members[p.MaxSize-1].joined)
+		full = members[p.MaxSize-1].joined
 	}
-	if p.MaxDelay > 0 {
-		consider(members[0].joined.Add(p.MaxDelay))
-	}
-	if p.GracePeriod > 0 {
-		consider(members[len(members)-1].joined.Add(p.GracePeriod))
-	}
-	return at, ok
+	at := p.DueAt(full, members[0].joined, members[len(members)-1].joined)
+	return at, !at.IsZero()
 }
 
 // dueEntry places a group or a batch in a heap by when it is due; seq
