@@ -216,8 +216,11 @@ func testAggregationGraceMovesOn(t *testing.T, s *suite) {
 	m1, m2 := member(q, "notify", "alice"), member(q, "notify", "alice")
 	publish(t, b, m1)
 	waitUntil(time.Now().Add(grace / 2))
-	publish(t, b, m2)
+	// m2 joins at or after joined: its grace period ends no sooner than
+	// joined + grace (taken after the publish, the bound would be late by
+	// the publish's reply).
 	joined := time.Now()
+	publish(t, b, m2)
 	info := aggregations(t, b, q)
 	if len(info) != 1 || info[0].Size != 2 || !near(info[0].Due, joined.Add(grace), 100*time.Millisecond) {
 		t.Fatalf("Aggregations: %s, want one group of 2 due about %v", describeAggregations(info), joined.Add(grace))
