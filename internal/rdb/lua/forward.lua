@@ -24,14 +24,24 @@
 -- stranded included), when the earliest task, group or batch still
 -- waiting is due, or an announcement with a group or batch due ends (-1:
 -- none), and how many members were stranded.
+-- An idle queue costs five commands a run (TIME, the head of each zset,
+-- the names aggregated on it).
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
 -- task names ever aggregated on the queue, plus O(M log G) for M members
 -- stranded.
 local now = now_ms()
 local moved, ready = 0, false
 local joined = {} -- groups joined, to file once
+-- heads holds each zset's earliest entry: when it is not due, nothing is
+-- (an idle queue costs one read per zset), and it is the next due time.
+local heads = {}
 for z = 1, 2 do
-	local ids = redis.call("ZRANGEBYSCORE", KEYS[z], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
+	heads[z] = redis.call("ZRANGE", KEYS[z], 0, 0, "WITHSCORES")
+	local ids = {}
+	if heads[z][2] and tonumber(heads[z][2]) <= now then
+		ids = redis.call("ZRANGEBYSCORE", KEYS[z], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
+		heads[z] = nil -- moved: read again below
+	end
 	for _, id in ipairs(ids) do
 		redis.call("ZREM", KEYS[z], id)
 		local key = ARGV[1] .. id
@@ -53,7 +63,7 @@ end
 agg_file(agg_prefix(ARGV[1]), joined, now)
 local nextDue = -1
 for z = 1, 2 do
-	local first = redis.call("ZRANGE", KEYS[z], 0, 0, "WITHSCORES")
+	local first = heads[z] or redis.call("ZRANGE", KEYS[z], 0, 0, "WITHSCORES")
 	if first[2] then
 		local score = tonumber(first[2])
 		if nextDue < 0 or score < nextDue then
@@ -64,9 +74,11 @@ end
 -- The queue's aggregation (lib/aggregate.lua): wake the workers of each
 -- name with a group or batch due by now; count the next one's time.
 local P = agg_prefix(ARGV[1])
-local names = {}
-if redis.call("EXISTS", KEYS[5]) == 0 then
-	names = redis.call("HKEYS", P .. "policies")
+-- A queue nothing was ever aggregated on costs one read; a paused one's
+-- workers are not woken.
+local names = redis.call("HKEYS", P .. "policies")
+if #names > 0 and redis.call("EXISTS", KEYS[5]) == 1 then
+	names = {}
 end
 local budget = tonumber(ARGV[2])
 local stranded = 0
