@@ -21,16 +21,9 @@ processed (and how many of those failed) in the last minute and the last hour,
 as the workers report them with their heartbeats (every few seconds).`,
 		Args: cobra.NoArgs,
 		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, _ []string) error {
-			qs, err := o.Queues(ctx)
-			if err != nil {
+			qs, done, err := a.queues(ctx, o)
+			if done || err != nil {
 				return err
-			}
-			if a.json {
-				return a.printJSON(nonNil(qs))
-			}
-			if len(qs) == 0 {
-				fmt.Fprintln(a.stdout, "no queues: no task was sent yet")
-				return nil
 			}
 			t := newTable(a.stdout, "QUEUE", "PAUSED", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "LIMITED",
 				"AGGREGATING", "PROCESSED 1M", "FAILED 1M", "PROCESSED 1H", "FAILED 1H")
@@ -47,6 +40,22 @@ as the workers report them with their heartbeats (every few seconds).`,
 			return t.flush()
 		}),
 	}
+}
+
+// queues reads every queue for a listing, and reports done when it has
+// printed them already: as JSON, or that there are none.
+func (a *app) queues(ctx context.Context, o *ops.Ops) ([]*ops.Queue, bool, error) {
+	qs, err := o.Queues(ctx)
+	switch {
+	case err != nil:
+		return nil, true, err
+	case a.json:
+		return qs, true, a.printJSON(nonNil(qs))
+	case len(qs) == 0:
+		_, err := fmt.Fprintln(a.stdout, "no queues: no task was sent yet")
+		return qs, true, err
+	}
+	return qs, false, nil
 }
 
 func (a *app) queueRow(q *ops.Queue) []string {
@@ -75,16 +84,9 @@ func (a *app) queueCommand() *cobra.Command {
 		Short: "List the queues, with how many tasks each holds",
 		Args:  cobra.NoArgs,
 		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, _ []string) error {
-			qs, err := o.Queues(ctx)
-			if err != nil {
+			qs, done, err := a.queues(ctx, o)
+			if done || err != nil {
 				return err
-			}
-			if a.json {
-				return a.printJSON(nonNil(qs))
-			}
-			if len(qs) == 0 {
-				fmt.Fprintln(a.stdout, "no queues: no task was sent yet")
-				return nil
 			}
 			t := newTable(a.stdout, "QUEUE", "PAUSED", "TASKS", "PENDING", "ACTIVE", "ARCHIVED")
 			for _, q := range qs {
