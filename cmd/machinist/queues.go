@@ -71,14 +71,7 @@ func (a *app) queueRow(q *ops.Queue) []string {
 }
 
 func (a *app) queueCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "queue",
-		Short: "List, inspect, pause and resume queues",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("queue needs a subcommand: ls, inspect, pause or resume")
-		},
-	}
+	cmd := parent("queue", "List, inspect, pause and resume queues")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List the queues, with how many tasks each holds",

@@ -154,6 +154,25 @@ apply to where the task is, or it has finished).`,
 	return root
 }
 
+// parent returns a command that only holds subcommands: run alone, it is
+// a usage error that names them.
+func parent(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return usagef("%s needs a subcommand: %s", use, strings.Join(names, ", "))
+		},
+	}
+}
+
 // config returns the configuration: flags, then the environment, then
 // the file.
 func (a *app) config() (*config.Config, error) {

@@ -15,14 +15,7 @@ import (
 )
 
 func (a *app) taskCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "task",
-		Short: "List, show and act on tasks",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("task needs a subcommand: ls, show, cancel, delete, archive, run or requeue")
-		},
-	}
+	cmd := parent("task", "List, show and act on tasks")
 	cmd.AddCommand(a.taskListCommand(), a.taskShowCommand())
 	for _, act := range []struct {
 		action      ops.Action
@@ -79,7 +72,7 @@ parked). Pages are read by position, so any page of any queue is quick.`,
 			if err != nil {
 				return err
 			}
-			total := count(q, status)
+			total := q.Count(status)
 			if a.json {
 				return a.printJSON(struct {
 					Queue      string
@@ -98,23 +91,22 @@ parked). Pages are read by position, so any page of any queue is quick.`,
 	return cmd
 }
 
-// count is how many tasks q holds with status.
-func count(q *ops.Queue, status brokeriface.TaskStatus) int {
-	switch status {
-	case brokeriface.StatusPending:
-		return q.Pending
-	case brokeriface.StatusActive:
-		return q.Active
-	case brokeriface.StatusScheduled:
-		return q.Scheduled
-	case brokeriface.StatusRetry:
-		return q.Retry
-	case brokeriface.StatusArchived:
-		return q.Archived
-	case brokeriface.StatusLimited:
-		return q.Limited
-	}
-	return 0
+// stateColumns are the columns a listing of tasks in a state shows
+// besides UUID, name, retried, recovered and the last error.
+var stateColumns = map[brokeriface.TaskStatus]struct {
+	header string
+	value  func(*brokeriface.TaskInfo) string
+}{
+	brokeriface.StatusScheduled: {"RUNS AT", func(i *brokeriface.TaskInfo) string { return stamp(i.NextProcessAt) }},
+	brokeriface.StatusRetry:     {"RUNS AT", func(i *brokeriface.TaskInfo) string { return stamp(i.NextProcessAt) }},
+	brokeriface.StatusActive:    {"LEASE ENDS", func(i *brokeriface.TaskInfo) string { return stamp(i.LeaseExpiresAt) }},
+	brokeriface.StatusArchived:  {"ARCHIVED AT", func(i *brokeriface.TaskInfo) string { return stamp(i.LastFailedAt) }},
+	brokeriface.StatusLimited: {"LIMIT KEY", func(i *brokeriface.TaskInfo) string {
+		if i.Signature.Limit == nil {
+			return ""
+		}
+		return i.Signature.Limit.Key
+	}},
 }
 
 func (a *app) printTasks(queue string, status brokeriface.TaskStatus, list []*brokeriface.TaskInfo, page, size, total int) error {
@@ -127,33 +119,15 @@ func (a *app) printTasks(queue string, status brokeriface.TaskStatus, list []*br
 		return nil
 	}
 	header := []string{"UUID", "NAME", "RETRIED", "RECOVERED"}
-	switch status {
-	case brokeriface.StatusScheduled, brokeriface.StatusRetry:
-		header = append(header, "RUNS AT")
-	case brokeriface.StatusActive:
-		header = append(header, "LEASE ENDS")
-	case brokeriface.StatusArchived:
-		header = append(header, "ARCHIVED AT")
-	case brokeriface.StatusLimited:
-		header = append(header, "LIMIT KEY")
+	col, extra := stateColumns[status]
+	if extra {
+		header = append(header, col.header)
 	}
-	header = append(header, "LAST ERROR")
-	t := newTable(a.stdout, header...)
+	t := newTable(a.stdout, append(header, "LAST ERROR")...)
 	for _, info := range list {
 		row := []string{info.Signature.UUID, info.Signature.Name, strconv.Itoa(info.Retried), strconv.Itoa(info.Recovered)}
-		switch status {
-		case brokeriface.StatusScheduled, brokeriface.StatusRetry:
-			row = append(row, stamp(info.NextProcessAt))
-		case brokeriface.StatusActive:
-			row = append(row, stamp(info.LeaseExpiresAt))
-		case brokeriface.StatusArchived:
-			row = append(row, stamp(info.LastFailedAt))
-		case brokeriface.StatusLimited:
-			key := ""
-			if info.Signature.Limit != nil {
-				key = info.Signature.Limit.Key
-			}
-			row = append(row, key)
+		if extra {
+			row = append(row, col.value(info))
 		}
 		t.row(append(row, clip(info.LastError, 60))...)
 	}

@@ -14,14 +14,7 @@ import (
 )
 
 func (a *app) workflowCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "workflow",
-		Short: "Show or cancel a chain, group or chord",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("workflow needs a subcommand: show or cancel")
-		},
-	}
+	cmd := parent("workflow", "Show or cancel a chain, group or chord")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ID",
 		Short: "Draw a chain, group or chord as a tree, with each task's state",

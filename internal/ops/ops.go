@@ -63,6 +63,26 @@ type Queue struct {
 // Window counts over the last minute and the last hour.
 type Window struct{ Minute, Hour int }
 
+// Count is how many tasks q holds with status (0 for one ListTasks does
+// not take).
+func (q *Queue) Count(status brokeriface.TaskStatus) int {
+	switch status {
+	case brokeriface.StatusPending:
+		return q.Pending
+	case brokeriface.StatusActive:
+		return q.Active
+	case brokeriface.StatusScheduled:
+		return q.Scheduled
+	case brokeriface.StatusRetry:
+		return q.Retry
+	case brokeriface.StatusArchived:
+		return q.Archived
+	case brokeriface.StatusLimited:
+		return q.Limited
+	}
+	return 0
+}
+
 // Sum returns the sums of the counts of qs, as a Queue named "".
 func Sum(qs []*Queue) *Queue {
 	var t Queue

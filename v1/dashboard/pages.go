@@ -97,14 +97,10 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	d := queueData{base: h.base(w, r, "Queue "+name, "queues"), Queue: q, Status: status, Offset: offset,
 		Name: strings.TrimSpace(qv.Get("name"))}
 	d.Live = d.Name == "" // a search is not run again by itself
-	counts := map[brokeriface.TaskStatus]int{
-		brokeriface.StatusPending: q.Pending, brokeriface.StatusActive: q.Active, brokeriface.StatusScheduled: q.Scheduled,
-		brokeriface.StatusRetry: q.Retry, brokeriface.StatusArchived: q.Archived, brokeriface.StatusLimited: q.Limited,
-	}
 	for _, s := range ops.Statuses {
-		d.Tabs = append(d.Tabs, tab{Status: s, Count: counts[s], URL: h.queueURL(name, s, 0, "")})
+		d.Tabs = append(d.Tabs, tab{Status: s, Count: q.Count(s), URL: h.queueURL(name, s, 0, "")})
 	}
-	d.Total = counts[status]
+	d.Total = q.Count(status)
 	if d.Name == "" {
 		d.Tasks, err = h.ops.Tasks(ctx, name, status, offset, pageSize)
 		if err != nil {

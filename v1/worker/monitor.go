@@ -72,7 +72,7 @@ func (t *tally) take() []brokers.StatCount {
 // keeps no counts).
 func (w *Worker) settled(ctx context.Context, queue, name, outcome string) {
 	w.p.Metrics.Settled(ctx, queue, name, outcome)
-	if _, ok := w.p.Broker.(brokers.Monitor); ok {
+	if w.monitor != nil {
 		w.tally.add(queue, outcome, w.clock.Now())
 	}
 }
@@ -98,8 +98,7 @@ func (w *Worker) newIdentity() brokers.WorkerInfo {
 // (brokers.Monitor), with its running tasks, its task names, and the
 // counts of the tasks it finished since the last beat, for ttl.
 func (w *Worker) beat(ctx context.Context, names []string, ttl time.Duration) error {
-	m, ok := w.p.Broker.(brokers.Monitor)
-	if !ok {
+	if w.monitor == nil {
 		return nil
 	}
 	info := w.identity
@@ -110,7 +109,7 @@ func (w *Worker) beat(ctx context.Context, names []string, ttl time.Duration) er
 	}
 	w.mu.Unlock()
 	slices.Sort(info.Running)
-	if err := m.Heartbeat(ctx, &info, ttl, w.tally.take()...); err != nil {
+	if err := w.monitor.Heartbeat(ctx, &info, ttl, w.tally.take()...); err != nil {
 		return fmt.Errorf("worker: report the worker alive: %w", err)
 	}
 	return nil
@@ -118,8 +117,7 @@ func (w *Worker) beat(ctx context.Context, names []string, ttl time.Duration) er
 
 // unregister tells a broker that keeps track that the worker stopped.
 func (w *Worker) unregister() {
-	m, ok := w.p.Broker.(brokers.Monitor)
-	if !ok {
+	if w.monitor == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -127,9 +125,9 @@ func (w *Worker) unregister() {
 	// The counts of the last tasks first.
 	if counts := w.tally.take(); len(counts) > 0 {
 		info := w.identity
-		_ = m.Heartbeat(ctx, &info, time.Millisecond, counts...)
+		_ = w.monitor.Heartbeat(ctx, &info, time.Millisecond, counts...)
 	}
-	if err := m.Unregister(ctx, w.identity.ID); err != nil {
+	if err := w.monitor.Unregister(ctx, w.identity.ID); err != nil {
 		w.log.Warn("unregistering the worker failed; it is listed until its heartbeat runs out", slog.Any("error", err))
 	}
 }

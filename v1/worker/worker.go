@@ -128,6 +128,7 @@ type Worker struct {
 	// the tasks it finished since (monitor.go).
 	identity brokers.WorkerInfo
 	tally    tally
+	monitor  brokers.Monitor // the broker, when it keeps workers; else nil
 }
 
 // running is one task being run. Its owner (the task's goroutine, which
@@ -179,6 +180,7 @@ func New(p Params) *Worker {
 		active: make(map[*running]struct{}),
 	}
 	w.identity = w.newIdentity()
+	w.monitor, _ = p.Broker.(brokers.Monitor)
 	return w
 }
 
