@@ -343,6 +343,36 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 	return batchSettled(b, what, code)
 }
 
+// ExtendBatch renews b's lease for a LeaseDuration, only while the caller
+// holds it (extend_batch.lua); otherwise it marks the lease lost and
+// returns ErrLeaseLost. The new expiry is reckoned from before the call,
+// as ExtendLeases reckons a task's.
+func (s *Store) ExtendBatch(ctx context.Context, b *brokers.Batch) error {
+	what := "extend batch " + b.ID
+	if err := ValidQueue(b.Queue); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !b.Lease.Valid() { // a lease lost here is not renewed there either
+		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+	}
+	qk := s.keys.queue(b.Queue)
+	start := time.Now()
+	cmd := extendBatchScript.Run(ctx, s.client, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name)},
+		b.ID, b.Lease.Token(), s.opts.LeaseDuration.Milliseconds())
+	if err := cmd.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	code, err := parseStatusReply("extend_batch", cmd.Val(), batchCodes...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if code == statusLeaseLost || !b.Lease.Extend(start.Add(s.opts.LeaseDuration)) {
+		b.Lease.Lose()
+		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+	}
+	return nil
+}
+
 // RetryBatch gives b back, whole, to be taken again from at, only while
 // the caller holds b's lease (retry_batch.lua).
 func (s *Store) RetryBatch(ctx context.Context, b *brokers.Batch, at time.Time, errMsg string) error {

@@ -98,6 +98,7 @@ var (
 	claimBatchScript          = loadScript("claim_batch")
 	completeBatchScript       = loadScript("complete_batch")
 	retryBatchScript          = loadScript("retry_batch")
+	extendBatchScript         = loadScript("extend_batch")
 	archiveBatchScript        = loadScript("archive_batch")
 )
 

@@ -121,11 +121,28 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		w.archiveBatch(sctx, agg, b, reason, log)
 		return
 	}
+	// The heartbeat renews the batch's lease, as a running task's, until
+	// it is settled; the aggregator's context ends if it is lost.
+	w.mu.Lock()
+	w.building = b
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.building = nil
+		w.mu.Unlock()
+	}()
 	aggregate, err := w.buildAggregate(ctx, b, a)
 	if err != nil && ctx.Err() != nil {
 		// The worker is stopping: the aggregator's error is the stop's, not
 		// its own. The batch comes back when its lease ends.
 		log.Info("worker stopping while building a batch; it is taken again", slog.Any("error", err))
+		return
+	}
+	if err != nil && !b.Lease.Valid() {
+		// Its context ended with the lease: another worker may hold the
+		// batch now, and tries it again if it must.
+		log.Warn("aggregation batch lost its lease while its aggregator ran; it is taken again", slog.Any("error", err))
+		w.aggregationStep("lost")
 		return
 	}
 	if err == nil {
@@ -171,8 +188,9 @@ func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *br
 	}
 }
 
-// buildAggregate calls the aggregator, a panic becoming its error, under a
-// deadline of half the batch's lease, and readies what it returns: a UUID
+// buildAggregate calls the aggregator, a panic becoming its error, with a
+// context that ends when the batch's lease is lost (the heartbeat renews
+// it meanwhile) or the worker stops, and readies what it returns: a UUID
 // derived from the batch (the same if the batch is built again after a
 // crash; one the aggregator set is replaced), b's queue unless it names
 // another, and the Server's preparation.
@@ -180,8 +198,9 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 	if a.Func == nil {
 		return nil, fmt.Errorf("no aggregator of %q is registered here", b.Name)
 	}
-	actx, cancel := context.WithTimeout(ctx, w.p.Config.LeaseDuration/2)
+	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer context.AfterFunc(b.Lease.Context(), cancel)()
 	members := make([]*tasks.Signature, len(b.Members))
 	for i, m := range b.Members {
 		members[i] = tasks.CopySignature(m)

@@ -2,12 +2,15 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	brokermem "github.com/b6192125/machinist/v1/brokers/memory"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -19,6 +22,89 @@ type aggRegistry struct {
 }
 
 func (r aggRegistry) GetAggregators() map[string]Aggregation { return r.aggs }
+
+// cutOff is the memory broker as a worker cut off from it while building
+// a batch sees it: its renewals of the batch's lease never arrive (those of
+// a paused process are never sent).
+type cutOff struct{ *brokermem.Broker }
+
+func (cutOff) ExtendBatch(context.Context, *brokers.Batch) error {
+	return errors.New("connection refused")
+}
+
+// countRenewals is the memory broker counting the batch renewals it
+// granted.
+type countRenewals struct {
+	*brokermem.Broker
+	renewed chan struct{}
+}
+
+func (c countRenewals) ExtendBatch(ctx context.Context, b *brokers.Batch) error {
+	err := c.Broker.ExtendBatch(ctx, b)
+	if err == nil {
+		select {
+		case c.renewed <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// An aggregator may run longer than the batch's lease: the heartbeat
+// renews it, as a running task's, so no other worker takes the batch
+// meanwhile, and the aggregate is published once.
+func TestAggregatorLongerThanTheLease(t *testing.T) {
+	t.Parallel()
+	const lease, renew = 600 * time.Millisecond, 100 * time.Millisecond
+	h := newHarness(t, &config.Config{
+		LeaseDuration: lease, LeaseRenewInterval: renew, RecoverInterval: 50 * time.Millisecond,
+		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20},
+	})
+	h.reg["digest"] = func(n int64) (int64, error) { return n, nil }
+	broker := countRenewals{Broker: h.mem, renewed: make(chan struct{})}
+	var calls atomic.Int32
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			calls.Add(1)
+			// Three leases' worth of renewals (each renew apart), the
+			// context alive throughout.
+			for range 3 * lease / renew {
+				select {
+				case <-broker.renewed:
+				case <-ctx.Done():
+					return nil, fmt.Errorf("aggregator stopped: %w", context.Cause(ctx))
+				}
+			}
+			return &tasks.Signature{Name: "digest", Args: []tasks.Arg{{Type: "int64", Value: int64(len(members))}}}, nil
+		},
+	}}}
+	for _, name := range []string{"a", "b"} { // b would take the batch were its lease to end
+		p := h.params()
+		p.ConsumerTag = name
+		p.Broker = broker
+		p.Tasks = reg
+		started := make(chan struct{})
+		p.StartedFunc = func() { close(started) }
+		h.start(p)
+		<-started
+	}
+	members := []*tasks.Signature{newSig("member"), newSig("member")}
+	for _, m := range members {
+		m.AggregationKey = "k"
+	}
+	h.publish(members...)
+	waitFor(t, "the aggregate to succeed", func() bool {
+		st := h.stateOf(members[0].UUID)
+		return st != nil && st.Aggregate != "" && h.state(st.Aggregate) == tasks.StateSuccess
+	})
+	if n := calls.Load(); n != 1 {
+		t.Errorf("aggregator called %d times, want 1: the batch was taken again while its aggregator ran", n)
+	}
+	if errs := h.errs.all(); len(errs) > 0 {
+		t.Errorf("errors reported: %v", errs)
+	}
+}
 
 // A worker paused in its aggregator past the batch's lease writes nothing
 // when it resumes: another worker built the same aggregate, which has run,
@@ -46,6 +132,9 @@ func TestAggregatorPausedPastItsLeaseWritesNothing(t *testing.T) {
 	worker := func(name string) Params {
 		p := h.params()
 		p.Broker = h.mem // the spy hides the broker's aggregation
+		if name == "a" {
+			p.Broker = cutOff{h.mem} // its lease ends while it is paused
+		}
 		p.Tasks = reg
 		p.AggregationStepFunc = func(step string) { steps[name] <- step }
 		started := make(chan struct{})

@@ -116,6 +116,9 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[*running]struct{}
+	// building holds the batch whose aggregate the worker is building,
+	// if any: the heartbeat renews its lease with the tasks' (aggregate.go).
+	building *brokers.Batch
 	// cancelled holds, until when they matter, the UUIDs of tasks
 	// cancelled while this worker had not yet started them (the gap
 	// between a fetch and start): start stops them.
@@ -632,16 +635,24 @@ func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 			ds = append(ds, r.d)
 		}
 	}
+	b := w.building
 	w.mu.Unlock()
-	if len(ds) == 0 {
-		return nil
-	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
-		return fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err)
+	var errs []error
+	if len(ds) > 0 {
+		if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
+			errs = append(errs, fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err))
+		}
 	}
-	return nil
+	if b != nil && b.Lease.Valid() {
+		// A batch whose lease is lost has its aggregator stopped (its
+		// context ends with the lease): not an error of the renewal.
+		if err := w.p.Broker.(brokers.Aggregator).ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
+			errs = append(errs, fmt.Errorf("renew the lease of aggregation batch %s: %w", b.ID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // detach returns a context for the writes that settle a task: not cancelled

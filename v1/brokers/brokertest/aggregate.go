@@ -31,6 +31,7 @@ func aggregationTests() []struct {
 		{"AggregationMaxDelay", testAggregationMaxDelay},
 		{"AggregationCompleteBatch", testAggregationCompleteBatch},
 		{"AggregationLeaseEndsBatchTakenAgainWhole", testAggregationLeaseEnds},
+		{"AggregationExtendBatch", testAggregationExtendBatch},
 		{"AggregationRetryBatch", testAggregationRetryBatch},
 		{"AggregationArchiveBatch", testAggregationArchiveBatch},
 		{"AggregationETA", testAggregationETA},
@@ -318,6 +319,41 @@ func testAggregationLeaseEnds(t *testing.T, s *suite) {
 	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 3})
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
 	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Aggregating: 1})
+}
+
+// A batch whose lease is renewed is not taken again past its first
+// lease; a stale holder's renewal is refused and leaves the new holder's
+// lease alone.
+func testAggregationExtendBatch(t *testing.T, s *suite) {
+	b, q, names := aggregation(t, s)
+	ctx := context.Background()
+	members := fullGroupOfTwo(t, b, q, "k")
+	batch := claim(t, b, names, q)
+	wantBatch(t, "the full group", batch, q, "notify", "k", members...)
+	end := time.Now().Add(1600 * time.Millisecond) // past LeaseDuration (1s)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(end) {
+		<-tick.C
+		must(t, "ExtendBatch", b.ExtendBatch(ctx, batch))
+		if exp := batch.Lease.ExpiresAt(); !batch.Lease.Valid() || !exp.After(time.Now().Add(500*time.Millisecond)) {
+			t.Fatalf("batch lease valid %v, expiring at %s right after renewal; want about 1s from now", batch.Lease.Valid(), exp)
+		}
+		noBatch(t, "while its lease is renewed", b, names, q)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 2})
+
+	// Its holder dies: the batch is taken again, and the stale lease
+	// cannot be renewed.
+	again := claimEventually(t, b, names, q)
+	if again.ID != batch.ID || again.Recovered != 1 {
+		t.Fatalf("batch taken again as %s (Recovered %d), want %s (Recovered 1)", again.ID, again.Recovered, batch.ID)
+	}
+	wantLost(t, "ExtendBatch of the ended lease", b.ExtendBatch(ctx, batch), batch.Lease)
+	must(t, "ExtendBatch of the new lease", b.ExtendBatch(ctx, again))
+	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantLost(t, "ExtendBatch of a completed batch", b.ExtendBatch(ctx, again), again.Lease)
 }
 
 func testAggregationRetryBatch(t *testing.T, s *suite) {

@@ -155,6 +155,14 @@ type Aggregator interface {
 	// changes nothing.
 	CompleteBatch(ctx context.Context, b *Batch, aggregate *tasks.Signature) error
 
+	// ExtendBatch renews b's lease for the broker's lease duration from
+	// now, while the caller holds it, as ExtendLeases does a task's: a
+	// worker renews it while the aggregator runs, so that an aggregator
+	// may take longer than one lease. When the lease is no longer held
+	// (it ran out, and another worker may have taken the batch), it marks
+	// b's lease lost and returns ErrLeaseLost.
+	ExtendBatch(ctx context.Context, b *Batch) error
+
 	// RetryBatch gives b back, whole, to be taken again from at (Failed+1),
 	// after its aggregator failed with errMsg; only under b's lease.
 	RetryBatch(ctx context.Context, b *Batch, at time.Time, errMsg string) error

@@ -329,6 +329,27 @@ func (b *Broker) heldBatchLocked(op string, ib *iface.Batch) (*aggregation, *bat
 	return nil, nil, fmt.Errorf("memory broker: %s batch %s: %w", op, ib.ID, iface.ErrLeaseLost)
 }
 
+// ExtendBatch renews ib's lease for LeaseDuration from now, only while ib
+// holds it.
+func (b *Broker) ExtendBatch(ctx context.Context, ib *iface.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a, bt, err := b.heldBatchLocked("extend batch", ib)
+	if err != nil {
+		return err
+	}
+	at := b.clock.Now().Add(b.leaseDuration)
+	if !ib.Lease.Extend(at) {
+		return fmt.Errorf("memory broker: extend batch %s: %w", ib.ID, iface.ErrLeaseLost)
+	}
+	bt.at = at
+	a.waiting.set(bt)
+	return nil
+}
+
 // forgetBatch removes bt from a; its members stay where the caller
 // puts them.
 func forgetBatch(a *aggregation, bt *batch) {

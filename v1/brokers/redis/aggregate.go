@@ -77,6 +77,15 @@ func (b *Broker) CompleteBatch(ctx context.Context, batch *iface.Batch, aggregat
 	return wrap(b.store.CompleteBatch(ctx, batch, aggregate))
 }
 
+// ExtendBatch renews batch's lease for a LeaseDuration, only while the
+// caller holds it.
+func (b *Broker) ExtendBatch(ctx context.Context, batch *iface.Batch) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.ExtendBatch(ctx, batch))
+}
+
 // RetryBatch gives batch back, whole, to be taken again from at, only
 // while the caller holds its lease.
 func (b *Broker) RetryBatch(ctx context.Context, batch *iface.Batch, at time.Time, errMsg string) error {

@@ -121,8 +121,9 @@
 // whole and under a new lease, a batch whose lease ended (Recovered+1) or
 // whose retry came, else moves the oldest members of the earliest due
 // group into a new batch hash under a lease, so a batch comes back
-// without a maintainer. CompleteBatch, RetryBatch and ArchiveBatch are
-// settle scripts fenced by the batch's lease like a task's; CompleteBatch
+// without a maintainer. ExtendBatch renews a batch's lease as
+// ExtendLeases renews a task's. CompleteBatch, RetryBatch and ArchiveBatch
+// are settle scripts fenced by the batch's lease like a task's; CompleteBatch
 // publishes the aggregate and deletes the batch and its members in one
 // script, so on Redis Cluster the aggregate must go to the batch's queue.
 // The queue's maintainer strands the members of a name whose announcement
