@@ -193,6 +193,62 @@ func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 	})
 }
 
+// An aggregate may go to another queue, consumed by other workers (on
+// Redis Cluster another slot: the broker hands it over in steps); each
+// member's result is still its aggregate's.
+func TestAggregateToAnotherQueue(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		ctx := testCtx(t)
+		const bulk = "bulk"
+		ranOn := make(chan string, 4)
+		if err := s.RegisterTask("count", func(ctx context.Context, members []string) (int64, error) {
+			ranOn <- tasks.SignatureFromContext(ctx).RoutingKey
+			return int64(len(members)), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				ids := make([]string, len(members))
+				for i, m := range members {
+					ids[i] = m.UUID
+				}
+				return &tasks.Signature{Name: "count", RoutingKey: bulk, Args: []tasks.Arg{{Type: "[]string", Value: ids}}}, nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []*machinist.Worker{s.NewWorker("aggregator", 1), s.NewCustomQueueWorker("bulk", 1, bulk)} {
+			launch(t, w)
+			<-w.Started()
+		}
+		var results []*result.AsyncResult
+		for range 6 {
+			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, r)
+		}
+		for _, r := range results {
+			out, err := r.GetWithContext(ctx, poll)
+			if err != nil || out[0].Int() != 3 {
+				t.Fatalf("member %s: %v, %v; want its aggregate's 3 members", r.Signature.UUID, out, err)
+			}
+		}
+		for range 2 {
+			if q := <-ranOn; q != bulk {
+				t.Fatalf("an aggregate ran from queue %q, want %q", q, bulk)
+			}
+		}
+		select {
+		case q := <-ranOn:
+			t.Fatalf("a third aggregate ran (from %q), want 2", q)
+		default:
+		}
+	})
+}
+
 // Members whose aggregating process is gone are not left waiting: when
 // their group is due and no worker alive aggregates their task, a worker of
 // the queue (here another Server's, without the aggregator) tries each

@@ -181,6 +181,13 @@ func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.
 			Failed:    c.failed,
 			Recovered: c.recovered,
 		}
+		if c.handed != "" {
+			if b.Aggregate, err = tasks.DecodeSignature([]byte(c.handed)); err != nil {
+				// Its lease runs out and it is taken again: it is not
+				// built anew, since the aggregate may be published.
+				return nil, fmt.Errorf("claim a batch of queue %s: batch %s was handed over with an aggregate that cannot be read: %w", q, c.id, err)
+			}
+		}
 		for _, m := range c.members {
 			sig, err := tasks.DecodeSignature([]byte(m.msg))
 			if err != nil {
@@ -298,9 +305,9 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.Tas
 }
 
 // CompleteBatch publishes aggregate and forgets b's members, in one step,
-// only while the caller holds b's lease (complete_batch.lua). The
-// aggregate goes to its own queue, which on Redis Cluster must be b's
-// (one script touches one slot).
+// only while the caller holds b's lease (complete_batch.lua). On Redis
+// Cluster an aggregate bound for another queue, in another slot, is
+// handed over instead (handOver).
 func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature) error {
 	what := "complete batch " + b.ID
 	if err := checkSig(aggregate); err != nil {
@@ -312,8 +319,9 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 	if aggregate.AggregationKey != "" {
 		return fmt.Errorf("%s: aggregate %s has AggregationKey %q: an aggregate is no member", what, aggregate.UUID, aggregate.AggregationKey)
 	}
-	if aggregate.RoutingKey != b.Queue && !s.oneNode {
-		return fmt.Errorf("%s: aggregate %s goes to queue %s, not the batch's %s: only on a single Redis server", what, aggregate.UUID, aggregate.RoutingKey, b.Queue)
+	if b.Aggregate != nil && (b.Aggregate.UUID != aggregate.UUID || b.Aggregate.RoutingKey != aggregate.RoutingKey) {
+		return fmt.Errorf("%s: aggregate %s to queue %s, but the batch was handed over with aggregate %s to queue %s",
+			what, aggregate.UUID, aggregate.RoutingKey, b.Aggregate.UUID, b.Aggregate.RoutingKey)
 	}
 	msg, err := tasks.EncodeSignature(aggregate)
 	if err != nil {
@@ -327,12 +335,15 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 		return err
 	}
 	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
-	keys := []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, ak.task + aggregate.UUID,
-		ak.pending, ak.scheduled, ak.archived, ak.notify}
 	limit, err := limitItem(ak, aggregate.Limit)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if aggregate.RoutingKey != b.Queue && !s.oneNode {
+		return s.handOver(ctx, b, aggregate, msg, eta, limit)
+	}
+	keys := []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, ak.task + aggregate.UUID,
+		ak.pending, ak.scheduled, ak.archived, ak.notify}
 	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, completeCodes, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limit)
 	switch {
 	case err != nil:
@@ -371,6 +382,106 @@ func (s *Store) ExtendBatch(ctx context.Context, b *brokers.Batch) error {
 		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
 	}
 	return nil
+}
+
+// The life of the marker that a handed-over aggregate was published
+// (publish_handed.lua): long until its batch is forgotten, since a worker
+// that dies in between leaves the batch to the next worker of its name,
+// whenever one comes; then handedForgottenLife leases, for a worker paused
+// between its lease check and its publish.
+const (
+	handedLife          = 7 * 24 * time.Hour
+	handedForgottenLife = 10
+)
+
+// handOver completes b on Redis Cluster when its aggregate goes to another
+// queue, in another slot, where one script cannot reach: in four steps,
+// each safe to repeat, so that a worker that dies between any two loses no
+// member and publishes the aggregate once.
+//
+//  1. hand_batch.lua, in the batch's slot, under b's lease: the batch
+//     records the aggregate and is no longer retried, archived or
+//     stranded; taken again, it comes with Batch.Aggregate, to be finished
+//     rather than built anew (skipped when b came so).
+//  2. publish_handed.lua, in the aggregate's slot, while b's lease is held:
+//     the aggregate is published with a marker that makes every later run
+//     a no-op.
+//  3. forget_batch.lua, in the batch's slot: the batch and its members
+//     are forgotten.
+//  4. The marker's life is cut to handedForgottenLife leases; should this
+//     fail, it lives handedLife.
+func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature, msg []byte, eta int64, limit string) error {
+	what := "complete batch " + b.ID
+	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
+	if b.Aggregate == nil {
+		code, err := s.settleBatch(ctx, "hand_batch", handBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID)}, b.Lease.Token(), msg)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: hand over aggregate %s: %w", what, aggregate.UUID, err)
+		case code == statusLeaseLost:
+			b.Lease.Lose()
+			return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+		}
+		b.Aggregate = aggregate
+		if err := s.stepped(1); err != nil {
+			return err
+		}
+	}
+	if !b.Lease.Valid() {
+		return fmt.Errorf("%s: handed over; whoever takes it next publishes aggregate %s: %w", what, aggregate.UUID, brokers.ErrLeaseLost)
+	}
+	sent := ak.aggSent(aggregate.UUID)
+	var code int64
+	err := again(ctx, func() error {
+		cmd := s.batch.repl.eval(ctx, s.client, true, publishHandedScript,
+			[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
+			[]interface{}{aggregate.UUID, msg, eta, limit, handedLife.Milliseconds(), b.Lease.Token()})
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+		var perr error
+		code, perr = parseStatusReply("publish_handed", cmd.Val(), statusOK, statusDuplicate)
+		return perr
+	}, retry{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: publish aggregate %s handed over: %w", what, aggregate.UUID, err)
+	case code == statusDuplicate:
+		return fmt.Errorf("%s: %w", what, statusError(code, aggregate.UUID))
+	}
+	if err := s.stepped(2); err != nil {
+		return err
+	}
+	err = again(ctx, func() error {
+		cmd := s.batch.repl.eval(ctx, s.client, true, forgetBatchScript,
+			[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task})
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+		var perr error
+		code, perr = parseStatusReply("forget_batch", cmd.Val(), statusOK, statusLeaseLost)
+		return perr
+	}, retry{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: forget the batch, its aggregate %s published: %w", what, aggregate.UUID, err)
+	case code != statusOK:
+		return fmt.Errorf("%s: forget the batch: it was not handed over", what)
+	}
+	if err := s.stepped(3); err != nil {
+		return err
+	}
+	_ = s.client.PExpire(ctx, sent, handedForgottenLife*s.opts.LeaseDuration).Err() // else it lives handedLife
+	b.Lease.Release()
+	return nil
+}
+
+// stepped calls the test hook handOverStep, if set, after step.
+func (s *Store) stepped(step int) error {
+	if s.handOverStep == nil {
+		return nil
+	}
+	return s.handOverStep(step)
 }
 
 // RetryBatch gives b back, whole, to be taken again from at, only while

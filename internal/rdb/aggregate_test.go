@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,5 +58,119 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	}
 	if n := tokens(); n != 1 {
 		t.Fatalf("%d wake-up tokens after forward with the group due, want 1", n)
+	}
+}
+
+// On Redis Cluster an aggregate bound for another queue (another slot) is
+// handed over in steps; a worker that dies after any of them leaves a
+// batch that the next worker finishes with the same aggregate, never
+// built again: no member lost, the aggregate published once. While handed
+// over, the batch is neither retried nor stranded.
+func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
+	prefix := cluster.Prefix(t)
+	ctx := context.Background()
+	const lease = 300 * time.Millisecond
+	newStore := func(t *testing.T) *Store {
+		s := New(cluster.Client(t), Options{KeyPrefix: prefix, ResultsExpireIn: time.Hour, LeaseDuration: lease,
+			ArchiveMaxAge: time.Hour, ArchiveMaxSize: 100}, false)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	for step := 1; step <= 3; step++ {
+		t.Run(fmt.Sprintf("died after step %d", step), func(t *testing.T) {
+			t.Parallel()
+			from, to := fmt.Sprintf("from%d", step), fmt.Sprintf("to%d", step)
+			dead, next := newStore(t), newStore(t)
+			names := brokers.NewTaskNames([]string{"m"})
+			policies := map[string]brokers.AggregationPolicy{"m": {MaxSize: 2}}
+			if err := dead.AnnounceAggregators(ctx, []string{from}, policies, 2*lease); err != nil {
+				t.Fatal(err)
+			}
+			var members []*tasks.Signature
+			for i := range 2 {
+				m := &tasks.Signature{UUID: fmt.Sprintf("m%d-%d", step, i), Name: "m", RoutingKey: from, AggregationKey: "k"}
+				members = append(members, m)
+			}
+			if err := dead.Publish(ctx, members, false); err != nil {
+				t.Fatal(err)
+			}
+			b, err := dead.ClaimBatch(ctx, []string{from}, names)
+			if err != nil || b == nil {
+				t.Fatalf("ClaimBatch = %v, %v; want the full group", b, err)
+			}
+			died := errors.New("killed")
+			dead.handOverStep = func(s int) error {
+				if s == step {
+					return died
+				}
+				return nil
+			}
+			aggregate := &tasks.Signature{UUID: "aggregate_" + b.ID, Name: "m_many", RoutingKey: to}
+			if err := dead.CompleteBatch(ctx, b, aggregate); !errors.Is(err, died) {
+				t.Fatalf("CompleteBatch = %v, want the death after step %d", err, step)
+			}
+			if b.Aggregate == nil {
+				t.Fatal("Batch.Aggregate not set once handed over")
+			}
+			if step == 1 {
+				// Handed over: no longer given back, even by its holder.
+				if err := dead.RetryBatch(ctx, b, time.Now(), "x"); !errors.Is(err, brokers.ErrLeaseLost) {
+					t.Fatalf("RetryBatch of a handed-over batch = %v, want ErrLeaseLost", err)
+				}
+			}
+
+			// Its lease and its aggregator's announcement end: the
+			// maintainer strands nothing of a handed-over batch.
+			<-time.After(2 * lease)
+			if f, err := next.Forward(ctx, from); err != nil || f.Stranded != 0 {
+				t.Fatalf("Forward with the aggregator gone = %+v, %v; want nothing stranded", f, err)
+			}
+			if err := next.AnnounceAggregators(ctx, []string{from}, policies, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			again, err := next.ClaimBatch(ctx, []string{from}, names)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case step == 3:
+				if again != nil {
+					t.Fatalf("batch %s taken again after it was forgotten", again.ID)
+				}
+			case again == nil || again.ID != b.ID || again.Aggregate == nil || again.Aggregate.UUID != aggregate.UUID:
+				t.Fatalf("taken again: %+v; want batch %s with its aggregate %s", again, b.ID, aggregate.UUID)
+			default:
+				if err := next.CompleteBatch(ctx, again, again.Aggregate); err != nil {
+					t.Fatalf("CompleteBatch of the batch taken again: %v", err)
+				}
+			}
+			ds, err := next.Dequeue(ctx, to, 10, nil)
+			if err != nil || len(ds) != 1 || ds[0].Signature.UUID != aggregate.UUID {
+				t.Fatalf("the aggregate's queue gave %d tasks, %v; want the aggregate once", len(ds), err)
+			}
+			if err := next.Ack(ctx, ds[0]); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []string{from, to} {
+				info, err := next.QueueInfo(ctx, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Pending+info.Aggregating+info.Active != 0 {
+					t.Fatalf("queue %s holds %+v after the aggregate ran, want nothing", s, info)
+				}
+			}
+			// The hand-over, finished again, publishes nothing more.
+			if again != nil {
+				err := next.CompleteBatch(ctx, again, again.Aggregate)
+				if err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
+					t.Fatalf("CompleteBatch of a finished hand-over = %v, want nil or ErrLeaseLost", err)
+				}
+			}
+			if ds, err := next.Dequeue(ctx, to, 10, nil); err != nil || len(ds) != 0 {
+				t.Fatalf("the aggregate's queue gave %d more tasks, %v; want none", len(ds), err)
+			}
+		})
 	}
 }

@@ -97,10 +97,16 @@ import (
 //	<prefix>:{<queue>}:agg:batch:<id>  hash: name, key, msg (member ids,
 //	                                   oldest first, JSON), lease,
 //	                                   lease_exp, settled, failed,
-//	                                   recovered, error
+//	                                   recovered, error, handed (the
+//	                                   aggregate's message, once handed
+//	                                   over to another slot)
 //	<prefix>:{<queue>}:agg:notify:<n>  list: a wake-up token for an idle
 //	                                   worker aggregating n (WaitDue) when
 //	                                   a group or batch of n is due
+//	<prefix>:{<queue>}:agg:sent:<id>   string: aggregate id, handed over
+//	                                   from a batch of another queue's
+//	                                   slot (Cluster), was published here
+//	                                   (publish_handed.lua); it expires
 type keys struct {
 	prefix string
 	cache  sync.Map // queue name → *queueKeys
@@ -210,6 +216,10 @@ func (qk *queueKeys) aggBatches(name string) string { return qk.agg + "batches:"
 
 // aggBatch is the hash of batch id.
 func (qk *queueKeys) aggBatch(id string) string { return qk.agg + "batch:" + id }
+
+// aggSent is the marker that the aggregate id, handed over from a batch
+// in another slot, was published to the queue (publish_handed.lua).
+func (qk *queueKeys) aggSent(id string) string { return qk.agg + "sent:" + id }
 
 // aggGroupID names the group of name and key in the aggregation keys.
 func aggGroupID(name, key string) string { return name + "\n" + key }

@@ -599,6 +599,7 @@ func parseGroupMeta(vals []interface{}) (members []string, found bool, err error
 type claimedBatch struct {
 	id, name, key, token string
 	failed, recovered    int
+	handed               string // the aggregate handed over (hand_batch.lua), or ""
 	members              []claimedMember
 }
 
@@ -608,11 +609,11 @@ type claimedMember struct{ id, msg string }
 
 // claimBatchHead is how many elements of claim_batch.lua's reply come
 // before the members.
-const claimBatchHead = 7
+const claimBatchHead = 8
 
 // parseClaimBatchReply decodes claim_batch.lua's reply: {} when nothing
 // was due (nil), else {id, name, key, token, lease_exp, failed, recovered,
-// then for each member: id, msg}, with id, name, key, token and member ids
+// handed, then for each member: id, msg}, with id, name, key, token and member ids
 // not empty, lease_exp, failed and recovered integers (failed and
 // recovered at least 0), and at least one member.
 //
@@ -654,6 +655,9 @@ func parseClaimBatchReply(v interface{}) (*claimedBatch, error) {
 		return nil, malformed(reply, nil, "failed %d, recovered %d, want counts of at least 0", failed, recovered)
 	}
 	c.failed, c.recovered = clampInt(failed), clampInt(recovered)
+	if c.handed, err = asString(reply, elem(7, "handed aggregate"), arr[7]); err != nil {
+		return nil, err
+	}
 	for i := claimBatchHead; i < len(arr); i += 2 {
 		var m claimedMember
 		if m.id, err = asID(reply, elem(i, "task id"), arr[i]); err != nil {

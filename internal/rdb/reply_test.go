@@ -184,7 +184,7 @@ func TestParseDequeueReply(t *testing.T) {
 // claimBatchReply is a claim_batch reply of a batch: its head, then
 // members, each an id and a message.
 func claimBatchReply(members ...interface{}) []interface{} {
-	return append(arr("b1", "notify", "alice", "tok", int64(1700000000000), int64(1), int64(2)), members...)
+	return append(arr("b1", "notify", "alice", "tok", int64(1700000000000), int64(1), int64(2), ""), members...)
 }
 
 func TestParseClaimBatchReply(t *testing.T) {
@@ -200,8 +200,10 @@ func TestParseClaimBatchReply(t *testing.T) {
 		replyCase{name: "nothing due", v: arr(), want: (*claimedBatch)(nil)},
 		replyCase{name: "a batch", v: claimBatchReply("a", msg, "b", ""), want: &claimedBatch{id: "b1", name: "notify", key: "alice", token: "tok",
 			failed: 1, recovered: 2, members: []claimedMember{{"a", msg}, {"b", ""}}}},
-		replyCase{name: "no member", v: head, bad: "an array of 7, want 7 + 2 per member"},
-		replyCase{name: "a member cut short", v: claimBatchReply("a", msg, "b"), bad: "an array of 10"},
+		replyCase{name: "a batch handed over", v: with(7, msg), want: &claimedBatch{id: "b1", name: "notify", key: "alice", token: "tok",
+			failed: 1, recovered: 2, handed: msg, members: []claimedMember{{"a", msg}}}},
+		replyCase{name: "no member", v: head, bad: "an array of 8, want 8 + 2 per member"},
+		replyCase{name: "a member cut short", v: claimBatchReply("a", msg, "b"), bad: "an array of 11"},
 		replyCase{name: "short head", v: arr("b1", "notify", "alice"), bad: "an array of 3"},
 		replyCase{name: "empty id", v: with(0, ""), bad: "element 0 (batch id)"},
 		replyCase{name: "name as an integer", v: with(1, int64(3)), bad: "element 1 (task name) is integer 3"},
@@ -210,9 +212,10 @@ func TestParseClaimBatchReply(t *testing.T) {
 		replyCase{name: "expiry as a string", v: with(4, "1700000000000"), bad: "element 4 (lease expiry)"},
 		replyCase{name: "failed as a string", v: with(5, "1"), bad: "element 5 (failed)"},
 		replyCase{name: "negative recoveries", v: with(6, int64(-1)), bad: "failed 1, recovered -1"},
-		replyCase{name: "member id empty", v: with(7, ""), bad: "element 7 (task id)"},
-		replyCase{name: "message nil", v: with(8, nil), bad: "element 8 (message) is nil"},
-		replyCase{name: "error inside", v: with(8, protoError("ERR x")), bad: "element 8 (message) is a Redis error, want a string: ERR x"},
+		replyCase{name: "handed nil", v: with(7, nil), bad: "element 7 (handed aggregate) is nil"},
+		replyCase{name: "member id empty", v: with(8, ""), bad: "element 8 (task id)"},
+		replyCase{name: "message nil", v: with(9, nil), bad: "element 9 (message) is nil"},
+		replyCase{name: "error inside", v: with(9, protoError("ERR x")), bad: "element 9 (message) is a Redis error, want a string: ERR x"},
 	))
 }
 
@@ -760,7 +763,7 @@ func FuzzIDReplies(f *testing.F) {
 				t.Fatalf("claim_batch reply %#v parsed as no batch", v)
 			}
 		} else {
-			got := arr(c.id, c.name, c.key, c.token, a[4], int64(c.failed), int64(c.recovered))
+			got := arr(c.id, c.name, c.key, c.token, a[4], int64(c.failed), int64(c.recovered), c.handed)
 			for _, m := range c.members {
 				got = append(got, m.id, m.msg)
 			}

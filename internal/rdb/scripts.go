@@ -99,6 +99,9 @@ var (
 	completeBatchScript       = loadScript("complete_batch")
 	retryBatchScript          = loadScript("retry_batch")
 	extendBatchScript         = loadScript("extend_batch")
+	handBatchScript           = loadScript("hand_batch")
+	publishHandedScript       = loadScript("publish_handed")
+	forgetBatchScript         = loadScript("forget_batch")
 	archiveBatchScript        = loadScript("archive_batch")
 )
 

@@ -91,6 +91,10 @@ type Store struct {
 	cluster bool // keys of different slots live on different nodes
 	oneNode bool // a single server: one script may touch any keys
 
+	// handOverStep, set by tests, is called after each step of handOver;
+	// an error stops it there, as the death of its process would.
+	handOverStep func(step int) error
+
 	mu            sync.Mutex
 	knownQueue    map[string]bool // queues added to the queues set
 	scriptsLoaded bool            // the pipelined scripts are loaded

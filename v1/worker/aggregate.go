@@ -115,6 +115,10 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		slog.String("task_name", b.Name), slog.String("aggregation_key", b.Key), slog.Int("members", len(b.Members)))
 	sctx, cancel := detach(ctx)
 	defer cancel()
+	if b.Aggregate != nil {
+		w.finishHandOver(sctx, agg, b, log)
+		return
+	}
 	if limit := w.p.Config.MaxRecoveries; limit >= 0 && b.Recovered > limit {
 		// Its workers keep dying or hanging while building it.
 		reason := fmt.Sprintf("batch lost its worker %d times: a batch whose aggregator keeps killing or hanging its worker is archived after MaxRecoveries (%d)", b.Recovered, limit)
@@ -158,6 +162,13 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 			log.Debug("aggregated", slog.String("aggregate", aggregate.UUID))
 			return
 		}
+		if b.Aggregate != nil {
+			// Handed over: the batch is only ever completed with this
+			// aggregate, by whoever takes it when its lease ends.
+			w.reportError(fmt.Errorf("worker: aggregate batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
+			log.Error("handing the aggregate over failed; it is finished when the batch's lease ends", slog.Any("error", err))
+			return
+		}
 	}
 	w.reportError(fmt.Errorf("worker: aggregate batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
 	if b.Failed < w.p.Config.AggregatorRetries {
@@ -169,6 +180,25 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		return
 	}
 	w.archiveBatch(sctx, agg, b, fmt.Sprintf("aggregator of %q failed %d times: %v", b.Name, b.Failed+1, err), log)
+}
+
+// finishHandOver completes b, which came back with the aggregate a worker
+// that died had built and begun to hand over (Batch.Aggregate): its states
+// were written before the hand-over began, and the aggregate may have run
+// since, so only the broker's steps are left.
+func (w *Worker) finishHandOver(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, log *slog.Logger) {
+	err := agg.CompleteBatch(ctx, b, b.Aggregate)
+	switch {
+	case err == nil:
+		w.aggregationStep("completed")
+		log.Info("finished handing over the aggregate of a batch whose worker died", slog.String("aggregate", b.Aggregate.UUID))
+	case errors.Is(err, brokers.ErrLeaseLost):
+		w.aggregationStep("lost")
+		log.Warn("aggregation batch lost its lease while its hand-over was finished; it is taken again", slog.Any("error", err))
+	default:
+		w.reportError(fmt.Errorf("worker: finish handing over batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
+		log.Error("finishing the hand-over failed; it is tried again when the batch's lease ends", slog.Any("error", err))
+	}
 }
 
 // archiveBatch archives b's members with reason and writes their FAILURE

@@ -15,13 +15,17 @@
 -- ARGV[6] maximum number of dead letters
 -- ARGV[7] task hash key prefix
 --
--- Returns: 0 done; 2 the caller does not hold the lease.
+-- Returns: 0 done; 2 the caller does not hold the lease, or the batch was
+-- handed over (hand_batch.lua).
 -- Complexity: O(M log A) for M members, plus O(T) for T dead letters
 -- trimmed.
 local now = now_ms()
 local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
+end
+if redis.call("HEXISTS", KEYS[1], "handed") == 1 then
+	return 2 -- its aggregate is decided (hand_batch.lua): it is finished, not given back
 end
 local ids = cjson.decode(redis.call("HGET", KEYS[1], "msg"))
 for _, id in ipairs(ids) do

@@ -18,8 +18,9 @@
 -- ARGV[6..] the caller's task names
 --
 -- Returns: {} when nothing is due; else {id, name, key, token, lease_exp,
--- failed, recovered, then for each member, oldest first: id, msg ("" for
--- a member whose hash is gone)}. The lease expiry is the server's time
+-- failed, recovered, handed (the message of the aggregate handed over to
+-- another slot, hand_batch.lua, else ""), then for each member, oldest
+-- first: id, msg ("" for a member whose hash is gone)}. The lease expiry is the server's time
 -- plus the duration.
 -- Complexity: O(N log B) for N names and B batches or groups per name,
 -- plus O(M log G) for M members taken from a group of G.
@@ -50,12 +51,12 @@ end
 -- reply is a claim's reply. When more of the caller's groups or batches
 -- are due, it wakes their workers (lib/aggregate.lua's agg_wake): a busy
 -- queue's batches are built by as many workers as are idle.
-local function reply(id, name, key, failed, recovered, ids)
+local function reply(id, name, key, failed, recovered, handed, ids)
 	local more = earliest(P .. "batches:") or earliest(P .. "due:")
 	if more then
 		agg_wake(P, more)
 	end
-	local out = { id, name, key, token, expiry, failed, recovered }
+	local out = { id, name, key, token, expiry, failed, recovered, handed or "" }
 	for _, m in ipairs(ids) do
 		table.insert(out, m)
 		table.insert(out, redis.call("HGET", ARGV[2] .. m, "msg") or "")
@@ -69,7 +70,7 @@ while true do
 		break
 	end
 	local batch = P .. "batch:" .. id
-	local b = redis.call("HMGET", batch, "key", "msg", "lease", "failed", "recovered")
+	local b = redis.call("HMGET", batch, "key", "msg", "lease", "failed", "recovered", "handed")
 	if b[2] then
 		local recovered = tonumber(b[5]) or 0
 		if b[3] then -- a lease ended unsettled; a retry clears it
@@ -77,7 +78,7 @@ while true do
 		end
 		redis.call("HSET", batch, "lease", token, "lease_exp", expiry)
 		redis.call("ZADD", P .. "batches:" .. name, expiry, id)
-		return reply(id, name, b[1], tonumber(b[4]) or 0, recovered, cjson.decode(b[2]))
+		return reply(id, name, b[1], tonumber(b[4]) or 0, recovered, b[6], cjson.decode(b[2]))
 	end
 	redis.call("ZREM", P .. "batches:" .. name, id) -- no such batch
 end
@@ -107,6 +108,6 @@ while true do
 		redis.call("HSET", P .. "batch:" .. id, "name", name, "key", key, "msg", cjson.encode(ids),
 			"lease", token, "lease_exp", expiry, "failed", 0, "recovered", 0)
 		redis.call("ZADD", P .. "batches:" .. name, expiry, id)
-		return reply(id, name, key, 0, 0, ids)
+		return reply(id, name, key, 0, 0, "", ids)
 	end
 end

@@ -2,7 +2,9 @@
 -- aggregate built from it and forget the batch and its members, in one
 -- step (lib/aggregate.lua). The aggregate is published as enqueue.lua
 -- publishes a task (lib/queue.lua's held and put), without its state: a
--- task its queue holds is refused and nothing changes.
+-- task its queue holds is refused and nothing changes. On Redis Cluster an
+-- aggregate bound for another queue (another slot) is handed over instead:
+-- hand_batch.lua, publish_handed.lua, forget_batch.lua.
 --
 -- KEYS[1] batch hash   KEYS[2] the batch name's batches zset
 -- KEYS[3] count of members (P .. "count")
@@ -38,11 +40,5 @@ end
 if ready then
 	wake(KEYS[8])
 end
-local ids = cjson.decode(redis.call("HGET", KEYS[1], "msg"))
-for _, id in ipairs(ids) do
-	redis.call("DEL", ARGV[4] .. id)
-end
-redis.call("DECRBY", KEYS[3], #ids)
-redis.call("ZREM", KEYS[2], ARGV[2])
-redis.call("DEL", KEYS[1])
+agg_forget_batch(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[4])
 return 0

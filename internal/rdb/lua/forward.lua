@@ -6,7 +6,8 @@
 -- with a group or batch due, so that no worker polls for due groups, and
 -- strands the members of a name no worker alive aggregates any more (its
 -- announcement ended): those of its due groups, and of its batches whose
--- lease ended or whose retry came, go to pending as plain tasks (their
+-- lease ended or whose retry came (but not one handed over to another
+-- slot, hand_batch.lua, which only a worker can finish), go to pending as plain tasks (their
 -- hashes still name their group), where a worker fails them or tries them
 -- again, which puts them back in their group (retry.lua at once, or this
 -- script's first loop when the retry comes).
@@ -108,17 +109,21 @@ end
 for _, name in ipairs(names) do
 	local policy = agg_policy(P, name)
 	if policy and policy.till <= now then
-		while budget > 0 do
-			local id = first(P .. "batches:" .. name)
-			if not id then
+		local batches = P .. "batches:" .. name
+		for _, id in ipairs(redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", 0, budget)) do
+			if budget <= 0 then
 				break
 			end
 			local batch = P .. "batch:" .. id
-			local msg = redis.call("HGET", batch, "msg")
-			redis.call("ZREM", P .. "batches:" .. name, id)
-			redis.call("DEL", batch)
-			if msg then
-				strand(cjson.decode(msg))
+			local b = redis.call("HMGET", batch, "msg", "handed")
+			-- A batch handed over (hand_batch.lua) has its aggregate
+			-- decided: it waits for a worker of its name to finish it.
+			if not b[2] then
+				redis.call("ZREM", batches, id)
+				redis.call("DEL", batch)
+				if b[1] then
+					strand(cjson.decode(b[1]))
+				end
 			end
 		end
 		while budget > 0 do

@@ -11,12 +11,16 @@
 -- ARGV[4] when it may be taken again, in ms since the epoch
 -- ARGV[5] error message
 --
--- Returns: 0 done; 2 the caller does not hold the lease.
+-- Returns: 0 done; 2 the caller does not hold the lease, or the batch was
+-- handed over (hand_batch.lua).
 -- Complexity: O(log B).
 local now = now_ms()
 local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
+end
+if redis.call("HEXISTS", KEYS[1], "handed") == 1 then
+	return 2 -- its aggregate is decided (hand_batch.lua): it is finished, not given back
 end
 redis.call("HDEL", KEYS[1], "lease", "lease_exp")
 redis.call("HSET", KEYS[1], "error", ARGV[5], "settled", ARGV[3])

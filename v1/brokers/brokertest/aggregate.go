@@ -30,6 +30,7 @@ func aggregationTests() []struct {
 		{"AggregationGracePeriodMovesOn", testAggregationGraceMovesOn},
 		{"AggregationMaxDelay", testAggregationMaxDelay},
 		{"AggregationCompleteBatch", testAggregationCompleteBatch},
+		{"AggregationCompleteBatchToAnotherQueue", testAggregationCompleteToAnotherQueue},
 		{"AggregationLeaseEndsBatchTakenAgainWhole", testAggregationLeaseEnds},
 		{"AggregationExtendBatch", testAggregationExtendBatch},
 		{"AggregationRetryBatch", testAggregationRetryBatch},
@@ -291,6 +292,33 @@ func testAggregationCompleteBatch(t *testing.T, s *suite) {
 	err := b.CompleteBatch(ctx, batch, newSig(q, "notify_many"))
 	wantLost(t, "CompleteBatch of a completed batch", err, batch.Lease)
 	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+}
+
+// An aggregate may go to another queue (on Redis Cluster, another slot:
+// the broker hands it over in steps): it is published there once, and the
+// batch's queue forgets the members.
+func testAggregationCompleteToAnotherQueue(t *testing.T, s *suite) {
+	b, q, names := aggregation(t, s)
+	ctx := context.Background()
+	other := queueName(t, "bulk")
+	members := fullGroupOfTwo(t, b, q, "alice")
+	batch := claim(t, b, names, q)
+	wantBatch(t, "the full group", batch, q, "notify", "alice", members...)
+	aggregate := newSig(other, "notify_many")
+	must(t, "CompleteBatch to another queue", b.CompleteBatch(ctx, batch, aggregate))
+	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, other, iface.QueueInfo{Pending: 1})
+	d := fetchOne(t, b, other)
+	sameSignature(t, "the aggregate", d.Signature, aggregate)
+	ack(t, b, d)
+	if info := aggregations(t, b, q); len(info) != 0 {
+		t.Fatalf("Aggregations after the batch completed: %s, want none", describeAggregations(info))
+	}
+	noBatch(t, "after the batch completed", b, names, q)
+	// The members are forgotten: their UUIDs can be published again.
+	publish(t, b, members[0])
+	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+	wantSizes(t, b, other, iface.QueueInfo{})
 }
 
 func testAggregationLeaseEnds(t *testing.T, s *suite) {

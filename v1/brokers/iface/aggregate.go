@@ -100,6 +100,14 @@ type Batch struct {
 	// Failed counts the RetryBatch calls on this batch; Recovered the
 	// times its lease ended unsettled.
 	Failed, Recovered int
+	// Aggregate, when set, is the aggregate already built from the batch
+	// and handed over to its queue, to be completed with rather than
+	// built again: a Redis Cluster broker hands over an aggregate bound
+	// for another queue (another slot) in steps, and a batch whose worker
+	// died between them comes back with it. CompleteBatch sets it once the
+	// hand-over has begun; the batch can then no longer be retried or
+	// archived.
+	Aggregate *tasks.Signature
 }
 
 // AggregationInfo describes a group waiting in a queue.
@@ -152,7 +160,11 @@ type Aggregator interface {
 	// published as Publish would, and is refused with ErrDuplicateTask
 	// like any task) and forgets b's members, in one step, only while the
 	// caller holds b's lease: otherwise it fails with ErrLeaseLost and
-	// changes nothing.
+	// changes nothing. A broker that cannot do it in one step (Redis
+	// Cluster, for an aggregate bound for another queue's slot) hands the
+	// aggregate over first and sets b.Aggregate: from then on the batch
+	// is only ever completed with it, by whoever holds it (an error after
+	// that leaves it to be finished when its lease ends).
 	CompleteBatch(ctx context.Context, b *Batch, aggregate *tasks.Signature) error
 
 	// ExtendBatch renews b's lease for the broker's lease duration from

@@ -68,8 +68,9 @@ func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.Task
 }
 
 // CompleteBatch publishes aggregate and forgets batch's members in one
-// script, only while the caller holds batch's lease. On Redis Cluster the
-// aggregate must go to the batch's queue.
+// script, only while the caller holds batch's lease. On Redis Cluster an
+// aggregate bound for another queue is handed over in steps (see the
+// package documentation) and batch.Aggregate set.
 func (b *Broker) CompleteBatch(ctx context.Context, batch *iface.Batch, aggregate *tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return err

@@ -125,7 +125,13 @@
 // ExtendLeases renews a task's. CompleteBatch, RetryBatch and ArchiveBatch
 // are settle scripts fenced by the batch's lease like a task's; CompleteBatch
 // publishes the aggregate and deletes the batch and its members in one
-// script, so on Redis Cluster the aggregate must go to the batch's queue.
+// script. On Redis Cluster an aggregate bound for another queue, in
+// another slot, is handed over in steps, each safe to repeat: the batch
+// records the aggregate under its lease (from then on it is never retried,
+// archived or stranded, and a worker that takes it again finishes the
+// hand-over with that aggregate instead of building one), the aggregate is
+// published with a marker that makes any later publish of it a no-op, and
+// the batch is forgotten.
 // The queue's maintainer strands the members of a name whose announcement
 // ended: those of its due groups, and of its batches whose lease ended or
 // whose retry came, go to pending as plain tasks, their hashes still naming

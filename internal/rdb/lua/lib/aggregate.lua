@@ -204,3 +204,17 @@ local function agg_file_new(P, joined, now, policies)
 		end
 	end
 end
+
+-- agg_forget_batch forgets batch id (hash batch, listed in the name's
+-- batches zset) and its members (their task hashes, task_prefix .. member
+-- id), and uncounts them (count, P .. "count"): its aggregate has been
+-- published.
+local function agg_forget_batch(batch, batches, count, id, task_prefix)
+	local ids = cjson.decode(redis.call("HGET", batch, "msg"))
+	for _, m in ipairs(ids) do
+		redis.call("DEL", task_prefix .. m)
+	end
+	redis.call("DECRBY", count, #ids)
+	redis.call("ZREM", batches, id)
+	redis.call("DEL", batch)
+end

@@ -1,0 +1,38 @@
+-- publish_handed: publish the aggregate of a batch handed over from
+-- another slot (hand_batch.lua) to its queue, once: the sent marker,
+-- written with it, makes every later run a no-op, however many workers
+-- finish the hand-over, for as long as it lives (ARGV[5]; forget_batch.lua
+-- is followed by a shorter life, rdb's CompleteBatch). The aggregate is
+-- published as complete_batch.lua publishes it (lib/queue.lua's held and
+-- put).
+--
+-- KEYS[1] sent marker (<prefix>:{<queue>}:agg:sent:<aggregate id>)
+-- KEYS[2] the aggregate's task hash
+-- KEYS[3] pending list   KEYS[4] scheduled zset   KEYS[5] archived zset
+-- KEYS[6] notify list
+-- ARGV[1] the aggregate's id   ARGV[2] its message (JSON signature)
+-- ARGV[3] its ETA in ms since the epoch (0: now)
+-- ARGV[4] its limit (lib/limit.lua; "" for none)
+-- ARGV[5] the marker's life in ms
+-- ARGV[6] publish token (kept as pub)
+--
+-- Returns: 0 published, now or before; 1 the queue holds another task
+-- with the aggregate's id.
+-- Complexity: O(log S) for S scheduled tasks.
+if redis.call("EXISTS", KEYS[1]) == 1 then
+	return 0
+end
+local now = now_ms()
+local busy, archived = held(KEYS[2])
+if busy then
+	return 1
+end
+local ready = put(KEYS[3], KEYS[4], KEYS[5], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), archived, ARGV[6], now)
+if ARGV[4] ~= "" then
+	redis.call("HSET", KEYS[2], "limit", ARGV[4])
+end
+redis.call("SET", KEYS[1], "1", "PX", ARGV[5])
+if ready then
+	wake(KEYS[6])
+end
+return 0
