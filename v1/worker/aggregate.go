@@ -8,6 +8,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -65,9 +66,12 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 }
 
 // aggregateLoop builds the aggregates of the due groups of the worker's
-// queues whose names it aggregates, one batch at a time, until ctx ends.
-// With nothing due it waits (WaitDue) until the broker says a group or
-// batch is due, or at most a poll period.
+// queues whose names it aggregates, until ctx ends, up to Concurrency
+// batches at once, as it runs up to Concurrency tasks: it claims batches
+// while it has room, each built on a goroutine of its own, and with
+// nothing due (or no room) it waits: for the broker to say a group or
+// batch is due (WaitDue, at most a poll period), or for a batch to be
+// built. It returns once the batches it took are built.
 func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
 	// As the fetch loop: a failing broker is tried again after a jittered
@@ -75,15 +79,29 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	fails := service.NewFailureLog(w.log, w.clock, "aggregation", 0)
 	failures := 0
+	room := make(chan struct{}, max(1, w.p.Concurrency))
+	var building sync.WaitGroup
+	defer building.Wait()
 	for ctx.Err() == nil {
+		select {
+		case room <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		regs := w.aggregators()
 		names := brokers.NewTaskNames(slices.Collect(maps.Keys(regs)))
 		b, err := agg.ClaimBatch(ctx, w.p.Queues, names)
 		if err == nil && b != nil {
 			w.aggregationStep("claimed")
-			w.aggregate(ctx, agg, b, regs[b.Name])
-		} else if err == nil {
-			err = agg.WaitDue(ctx, w.p.Queues, names, poll)
+			building.Go(func() {
+				defer func() { <-room }()
+				w.aggregate(ctx, agg, b, regs[b.Name])
+			})
+		} else {
+			<-room
+			if err == nil {
+				err = agg.WaitDue(ctx, w.p.Queues, names, poll)
+			}
 		}
 		switch {
 		case ctx.Err() != nil, errors.Is(err, brokers.ErrClosed):
@@ -128,11 +146,14 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 	// The heartbeat renews the batch's lease, as a running task's, until
 	// it is settled; the aggregator's context ends if it is lost.
 	w.mu.Lock()
-	w.building = b
+	if w.building == nil {
+		w.building = make(map[*brokers.Batch]struct{})
+	}
+	w.building[b] = struct{}{}
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		w.building = nil
+		delete(w.building, b)
 		w.mu.Unlock()
 	}()
 	aggregate, err := w.buildAggregate(ctx, b, a)

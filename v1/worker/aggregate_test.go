@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,6 +105,57 @@ func TestAggregatorLongerThanTheLease(t *testing.T) {
 	if errs := h.errs.all(); len(errs) > 0 {
 		t.Errorf("errors reported: %v", errs)
 	}
+}
+
+// A worker builds up to Concurrency batches at once: here two aggregator
+// calls, each waiting for the other to begin.
+func TestBatchesBuiltConcurrently(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
+	h.reg["digest"] = func(n int64) (int64, error) { return n, nil }
+	in := make(chan string, 2)
+	both := make(chan struct{})
+	var once sync.Once
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			in <- key
+			if len(in) == 2 {
+				once.Do(func() { close(both) })
+			}
+			select {
+			case <-both:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &tasks.Signature{Name: "digest", Args: []tasks.Arg{{Type: "int64", Value: int64(len(members))}}}, nil
+		},
+	}}}
+	p := h.params()
+	p.Broker = h.mem // the spy hides the broker's aggregation
+	p.Tasks = reg
+	p.Concurrency = 2
+	started := make(chan struct{})
+	p.StartedFunc = func() { close(started) }
+	h.start(p)
+	<-started
+	var members []*tasks.Signature
+	for _, key := range []string{"a", "a", "b", "b"} {
+		m := newSig("member")
+		m.AggregationKey = key
+		members = append(members, m)
+	}
+	h.publish(members...)
+	recv(t, both, "two aggregator calls at once")
+	waitFor(t, "both aggregates to succeed", func() bool {
+		for _, m := range []*tasks.Signature{members[0], members[2]} {
+			st := h.stateOf(m.UUID)
+			if st == nil || st.Aggregate == "" || h.state(st.Aggregate) != tasks.StateSuccess {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A worker paused in its aggregator past the batch's lease writes nothing
@@ -247,16 +299,18 @@ func TestBatchLostPastMaxRecoveriesIsArchived(t *testing.T) {
 			return &tasks.Signature{Name: "digest"}, nil
 		},
 	}}}
-	start := func() {
+	// The first two workers' processes stop (their renewals never arrive)
+	// while in the aggregator.
+	start := func(broker brokers.Broker) {
 		p := h.params()
-		p.Broker = h.mem // the spy hides the broker's aggregation
+		p.Broker = broker // the spy hides the broker's aggregation
 		p.Tasks = reg
 		started := make(chan struct{})
 		p.StartedFunc = func() { close(started) }
 		h.start(p)
 		<-started
 	}
-	start()
+	start(cutOff{h.mem})
 	members := []*tasks.Signature{newSig("member"), newSig("member")}
 	for _, m := range members {
 		m.AggregationKey = "k"
@@ -266,9 +320,9 @@ func TestBatchLostPastMaxRecoveriesIsArchived(t *testing.T) {
 	// The second takes the batch once the first's lease ends (recovered
 	// once: within MaxRecoveries) and hangs too; the third finds it
 	// recovered twice and archives it.
-	start()
+	start(cutOff{h.mem})
 	recv(t, in, "the second worker to call the aggregator")
-	start()
+	start(h.mem)
 	waitFor(t, "the members to fail", func() bool {
 		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
 	})

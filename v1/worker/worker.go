@@ -116,9 +116,9 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[*running]struct{}
-	// building holds the batch whose aggregate the worker is building,
-	// if any: the heartbeat renews its lease with the tasks' (aggregate.go).
-	building *brokers.Batch
+	// building holds the batches whose aggregates the worker is building:
+	// the heartbeat renews their leases with the tasks' (aggregate.go).
+	building map[*brokers.Batch]struct{}
 	// cancelled holds, until when they matter, the UUIDs of tasks
 	// cancelled while this worker had not yet started them (the gap
 	// between a fetch and start): start stops them.
@@ -635,7 +635,10 @@ func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 			ds = append(ds, r.d)
 		}
 	}
-	b := w.building
+	bs := make([]*brokers.Batch, 0, len(w.building))
+	for b := range w.building {
+		bs = append(bs, b)
+	}
 	w.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -645,7 +648,10 @@ func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 			errs = append(errs, fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err))
 		}
 	}
-	if b != nil && b.Lease.Valid() {
+	for _, b := range bs {
+		if !b.Lease.Valid() {
+			continue
+		}
 		// A batch whose lease is lost has its aggregator stopped (its
 		// context ends with the lease): not an error of the renewal.
 		if err := w.p.Broker.(brokers.Aggregator).ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
