@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func run() int {
 	mdPath := flag.String("md", "", "also write the Markdown report to this file")
 	idleProcs := flag.Int("idle-procs", 10, "idle workload: worker processes")
 	idleQueues := flag.Int("idle-queues", 10, "idle workload: queues each worker consumes")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (senders and workers; not redis-server) to this file (go tool pprof)")
 	flag.Parse()
 
 	workloads, err := pick("-only", *only, allWorkloads)
@@ -74,6 +76,20 @@ func run() int {
 	if *idleProcs < 1 || *idleQueues < 1 {
 		fmt.Fprintln(os.Stderr, "-idle-procs and -idle-queues must be at least 1")
 		return 2
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "-cpuprofile:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"regexp"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -15,34 +16,141 @@ import (
 //go:embed lua/*.lua lua/lib/*.lua
 var luaFiles embed.FS
 
-// luaLib is the Lua every script starts with: the local functions of
-// lua/lib (now_ms; holds, settled_by, check_settle; limit_admit,
-// limit_free, limit_release, limit_unplace; free_unique, release_unique,
-// release_holds,
-// forget; write_state; record_member; held, put, wake, given_or_all,
-// trim_archive, unplace; agg_prefix, agg_split, agg_policy, agg_schedule,
-// agg_count, agg_wake, agg_file, agg_join, agg_file_new), so that the
-// fence check, the end of an acknowledgement, the state write, the group
-// record and an aggregation group's filing are each written once.
-var luaLib = func() string {
-	var b strings.Builder
-	for _, name := range []string{"now", "fence", "limit", "forget", "state", "group", "queue", "aggregate"} {
-		src, err := luaFiles.ReadFile("lua/lib/" + name + ".lua")
+// libNames are the files of lua/lib, in the order their definitions are
+// written: local functions (now_ms; holds, settled_by, check_settle;
+// limit_admit, limit_free, limit_release, limit_unplace; free_unique,
+// release_unique, release_holds, forget; write_state; record_member; held,
+// put, wake, given_or_all, trim_archive, unplace; agg_prefix, agg_split,
+// agg_policy, agg_schedule, agg_count, agg_wake, agg_file, agg_join,
+// agg_file_new), so that the fence check, the end of an acknowledgement,
+// the state write, the group record and an aggregation group's filing are
+// each written once.
+var libNames = []string{"now", "fence", "limit", "forget", "state", "group", "queue", "aggregate"}
+
+// libDef is one top-level definition of lua/lib (a local function or
+// table, with the comment above it), the name it defines and the
+// identifiers its code names.
+type libDef struct {
+	name  string
+	src   string
+	names []string
+}
+
+var (
+	luaIdent = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	luaLocal = regexp.MustCompile(`^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
+)
+
+// libDefs are the definitions of lua/lib, in libNames' order.
+var libDefs = func() []libDef {
+	var defs []libDef
+	for _, file := range libNames {
+		b, err := luaFiles.ReadFile("lua/lib/" + file + ".lua")
 		if err != nil {
-			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", name, err))
+			panic(fmt.Sprintf("rdb: missing embedded Lua library %s: %v", file, err))
 		}
-		b.Write(src)
-		b.WriteByte('\n')
+		lines := strings.SplitAfter(string(b), "\n")
+		var starts []int // each definition's first line, its comment included
+		var names []string
+		for i, line := range lines {
+			m := luaLocal.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			first := i
+			for first > 0 && strings.HasPrefix(lines[first-1], "--") && (len(starts) == 0 || first-1 > starts[len(starts)-1]) {
+				first--
+			}
+			starts = append(starts, first)
+			names = append(names, m[1])
+		}
+		if len(starts) == 0 || strings.TrimSpace(luaCode(strings.Join(lines[:starts[0]], ""))) != "" {
+			panic(fmt.Sprintf("rdb: Lua library %s has code outside its local definitions", file))
+		}
+		for j, first := range starts {
+			end := len(lines)
+			if j+1 < len(starts) {
+				end = starts[j+1]
+			}
+			src := strings.Join(lines[first:end], "")
+			if !strings.HasSuffix(src, "\n") {
+				src += "\n"
+			}
+			defs = append(defs, libDef{name: names[j], src: src, names: luaIdent.FindAllString(luaCode(src), -1)})
+		}
+	}
+	return defs
+}()
+
+// luaCode returns src without its comments ("--" to the end of a line,
+// outside string literals; lua/ has no long comments or long strings).
+func luaCode(src string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(src, "\n") {
+		var quote byte
+		cut := len(line)
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case quote != 0 && c == '\\':
+				i++
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+			case c == '"' || c == '\'':
+				quote = c
+			case c == '-' && i+1 < len(line) && line[i+1] == '-':
+				cut = i
+				i = len(line)
+			}
+		}
+		b.WriteString(line[:cut])
+		if cut < len(line) {
+			b.WriteByte('\n')
+		}
 	}
 	return b.String()
-}()
+}
+
+// luaLibFor returns the Lua a script with source src starts with: the
+// definitions of lua/lib its code names, and those they name in turn, in
+// libDefs' order. A script run defines again every function it starts
+// with (EVALSHA runs the whole body), so a script carries only those it
+// may call.
+func luaLibFor(src string) string {
+	named := make(map[string]bool)
+	for _, id := range luaIdent.FindAllString(luaCode(src), -1) {
+		named[id] = true
+	}
+	in := make([]bool, len(libDefs))
+	for changed := true; changed; {
+		changed = false
+		for i, d := range libDefs {
+			if in[i] || !named[d.name] {
+				continue
+			}
+			in[i], changed = true, true
+			for _, id := range d.names {
+				named[id] = true
+			}
+		}
+	}
+	var b strings.Builder
+	for i, d := range libDefs {
+		if in[i] {
+			b.WriteString(d.src)
+		}
+	}
+	return b.String()
+}
 
 func loadScript(name string) *goredis.Script {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(fmt.Sprintf("rdb: missing embedded script %s: %v", name, err))
 	}
-	return goredis.NewScript(luaLib + string(src))
+	return goredis.NewScript(luaLibFor(string(src)) + "\n" + string(src))
 }
 
 // The scripts, one per atomic transition. Each file opens with its KEYS,

@@ -109,9 +109,12 @@ end
 -- (their state keys from KEYS[key + 1]) can be written, else its reply:
 -- {0} when it ran before, {1, id}, {4, id}, {5, id, holder}, or {6, id,
 -- holder} when its one task debounced (then replaced has written the
--- holder). It also returns which of its tasks replace an archived one.
+-- holder). It also returns which of its tasks replace an archived one
+-- (a set of ids, or nil for none).
 local function check(token, repeated, first, last, key)
-	local seen, archived, keys = {}, {}, {}
+	-- The tables are made when needed: most publishes have one task, no
+	-- unique key and no archived task to replace.
+	local seen, archived, keys
 	local n = key
 	for i = first, last, stride do
 		local id = ARGV[i]
@@ -142,7 +145,7 @@ local function check(token, repeated, first, last, key)
 			end
 			return {7, id, redis.call("HGET", task_key, "error") or ""}
 		end
-		if seen[id] or busy then
+		if busy or seen and seen[id] then
 			return {1, id}
 		end
 		local g = ARGV[i + 3]
@@ -160,17 +163,24 @@ local function check(token, repeated, first, last, key)
 		local u = ARGV[i + 4]
 		if u ~= "" then
 			local ttl, ukey, replace = parse_unique(u)
-			local holder = keys[ukey] or redis.call("GET", ukey)
+			local holder = keys and keys[ukey] or redis.call("GET", ukey)
 			if holder and holder ~= id then
 				if replace and first == last and replaced(holder, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ukey, ttl) then
 					return {6, id, holder}
 				end
 				return {5, id, holder}
 			end
+			keys = keys or {}
 			keys[ukey] = id
 		end
-		seen[id] = true
-		archived[id] = was_archived
+		if first ~= last then
+			seen = seen or {}
+			seen[id] = true
+		end
+		if was_archived then
+			archived = archived or {}
+			archived[id] = true
+		end
 	end
 	return nil, archived
 end
@@ -182,25 +192,30 @@ local function write(token, first, last, key, archived)
 		local id = ARGV[i]
 		if k > 0 then
 			n = n + 1
-			local fields = pending_fields({ unpack(ARGV, i + 6, i + 5 + k) })
-			table.insert(fields, "pub")
-			table.insert(fields, token)
-			write_state(KEYS[n], ARGV[2], "", fields)
+			-- The PENDING fields (as pending_fields: the last pair,
+			-- workflow, dropped when ""), then pub, in one HSET.
+			local last = i + 5 + k
+			if ARGV[last] == "" then
+				last = last - 2
+			end
+			redis.call("HSET", KEYS[n], "pub", token, unpack(ARGV, i + 6, last))
+			redis.call("PEXPIRE", KEYS[n], ARGV[2])
 		end
 		local task_key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
+		local was_archived = archived and archived[id]
 		if g == "" then
-			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, archived[id], token, now) then
+			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, now) then
 				ready = true
 			end
 		elseif eta > now then
-			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, archived[id], token, now)
+			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, now)
 			redis.call("HSET", task_key, "group", g)
 		else
-			if archived[id] then
+			if was_archived then
 				redis.call("ZREM", KEYS[3], id)
 				redis.call("DEL", task_key)
 			end
-			local was_empty = agg_join(P, g, task_key, id, nil, now, { "msg", ARGV[i + 1], "pub", token })
+			local was_empty = agg_join(P, g, task_key, id, nil, now, ARGV[i + 1], token)
 			joined[g] = joined[g] or was_empty
 		end
 		local u = ARGV[i + 4]

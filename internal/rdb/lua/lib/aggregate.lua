@@ -135,19 +135,19 @@ local function agg_file(P, joined, now)
 end
 
 -- agg_join adds task id (its hash task_key) to group g with join stamp
--- stamp or, when stamp is nil, as the group's newest member now; fields
--- (optional) are more fields of the task hash to set in the same HSET. The
--- caller files the group (agg_schedule, or agg_file_new for members that
--- joined now) once it has added its members; either counts the joins. With
--- stamp nil it returns whether the group was empty.
-local function agg_join(P, g, task_key, id, stamp, now, fields)
+-- stamp or, when stamp is nil, as the group's newest member now; msg and
+-- pub (optional) are the task hash's msg and pub, set in the same HSET.
+-- The caller files the group (agg_schedule, or agg_file_new for members
+-- that joined now) once it has added its members; either counts the
+-- joins. With stamp nil it returns whether the group was empty.
+local function agg_join(P, g, task_key, id, stamp, now, msg, pub)
 	local members = P .. "group:" .. g
 	local new_group = true
 	if not stamp then
 		stamp = now * 1000
 		local last = agg_joins.last[g]
 		if not last then
-			last = tonumber(redis.call("ZRANGE", members, -1, -1, "WITHSCORES")[2])
+			last = tonumber(redis.call("ZRANGE", members, "-1", "-1", "WITHSCORES")[2])
 		end
 		if last then
 			new_group = false
@@ -157,16 +157,19 @@ local function agg_join(P, g, task_key, id, stamp, now, fields)
 		end
 		agg_joins.last[g] = stamp
 	end
-	redis.call("ZADD", members, stamp, id)
+	-- The stamp as an integer string, for the ZADD and the hash alike (a
+	-- number would be formatted in the call).
+	local joined = string.format("%d", stamp)
+	redis.call("ZADD", members, joined, id)
 	if new_group then
 		redis.call("SADD", P .. "groups", g)
 	end
 	agg_joins.n = agg_joins.n + 1
-	local set = { "state", "aggregating", "group", g, "joined", string.format("%d", stamp) }
-	for _, f in ipairs(fields or {}) do
-		table.insert(set, f)
+	if msg then
+		redis.call("HSET", task_key, "state", "aggregating", "group", g, "joined", joined, "msg", msg, "pub", pub)
+	else
+		redis.call("HSET", task_key, "state", "aggregating", "group", g, "joined", joined)
 	end
-	redis.call("HSET", task_key, unpack(set))
 	return new_group
 end
 

@@ -19,20 +19,22 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 		redis.call("ZREM", archived_key, id)
 		redis.call("DEL", task_key)
 	end
-	local fields = { "msg", msg, "state", "pending" }
-	if pub ~= "" then
-		table.insert(fields, "pub")
-		table.insert(fields, pub)
-	end
+	-- The HSET's arguments are written out rather than built in a table
+	-- and unpacked: a table per task is garbage the script's run pays for.
 	if eta > now then
-		fields[4] = "scheduled"
-		table.insert(fields, "process_at")
-		table.insert(fields, eta)
-		redis.call("HSET", task_key, unpack(fields))
+		if pub ~= "" then
+			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "pub", pub, "process_at", eta)
+		else
+			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta)
+		end
 		redis.call("ZADD", scheduled, eta, id)
 		return false
 	end
-	redis.call("HSET", task_key, unpack(fields))
+	if pub ~= "" then
+		redis.call("HSET", task_key, "msg", msg, "state", "pending", "pub", pub)
+	else
+		redis.call("HSET", task_key, "msg", msg, "state", "pending")
+	end
 	redis.call("RPUSH", pending, id)
 	return true
 end
