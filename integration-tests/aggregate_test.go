@@ -128,14 +128,7 @@ func TestFailingAggregatorArchivesTheMembers(t *testing.T) {
 		w := s.NewWorker("aggregator", 1)
 		launch(t, w)
 		<-w.Started()
-		var results []*result.AsyncResult
-		for range 3 {
-			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			results = append(results, r)
-		}
+		results := sendMembers(ctx, t, s, "k", 3)
 		for _, r := range results {
 			_, err := r.GetWithContext(ctx, poll)
 			if err == nil || !strings.Contains(err.Error(), "panicked") || !strings.Contains(err.Error(), "2 times") {
@@ -178,14 +171,7 @@ func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 		w := s.NewWorker("aggregator", 2)
 		launch(t, w)
 		<-w.Started()
-		var last *result.AsyncResult
-		for range 3 {
-			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = r
-		}
+		last := sendMembers(ctx, t, s, "k", 3)[2]
 		out, err := last.GetWithContext(ctx, poll)
 		if err != nil || out[0].Int() != 3 {
 			t.Fatalf("the full group's aggregate: %v, %v; want 3 members, before the worker's next look", out, err)
@@ -222,14 +208,7 @@ func TestAggregateToAnotherQueue(t *testing.T) {
 			launch(t, w)
 			<-w.Started()
 		}
-		var results []*result.AsyncResult
-		for range 6 {
-			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			results = append(results, r)
-		}
+		results := sendMembers(ctx, t, s, "k", 6)
 		for _, r := range results {
 			out, err := r.GetWithContext(ctx, poll)
 			if err != nil || out[0].Int() != 3 {
@@ -277,14 +256,7 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("stopping the aggregating worker: %v", err)
 		}
-		var results []*result.AsyncResult
-		for range 2 { // accepted: the announcement lives on for a second
-			r, err := aggregating.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			results = append(results, r)
-		}
+		results := sendMembers(ctx, t, aggregating, "k", 2) // accepted: the announcement lives on for a second
 		other := bareServer(t, shared, fast)
 		if err := other.RegisterTask("other", func() error { return nil }); err != nil {
 			t.Fatal(err)
@@ -300,4 +272,19 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 			t.Fatal("the aggregator ran after its worker stopped")
 		}
 	})
+}
+
+// sendMembers sends n members of task "notify" with aggregation key key
+// through s, and returns their results.
+func sendMembers(ctx context.Context, t *testing.T, s *machinist.Server, key string, n int) []*result.AsyncResult {
+	t.Helper()
+	results := make([]*result.AsyncResult, n)
+	for i := range results {
+		r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: key})
+		if err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+		results[i] = r
+	}
+	return results
 }

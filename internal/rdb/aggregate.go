@@ -431,18 +431,9 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 		return fmt.Errorf("%s: handed over; whoever takes it next publishes aggregate %s: %w", what, aggregate.UUID, brokers.ErrLeaseLost)
 	}
 	sent := ak.aggSent(aggregate.UUID)
-	var code int64
-	err := again(ctx, func() error {
-		cmd := s.batch.repl.eval(ctx, s.client, true, publishHandedScript,
-			[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
-			[]interface{}{aggregate.UUID, msg, eta, limit, handedLife.Milliseconds(), b.Lease.Token()})
-		if err := cmd.Err(); err != nil {
-			return err
-		}
-		var perr error
-		code, perr = parseStatusReply("publish_handed", cmd.Val(), statusOK, statusDuplicate)
-		return perr
-	}, retry{})
+	code, err := s.evalStatus(ctx, "publish_handed", publishHandedScript,
+		[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
+		[]interface{}{aggregate.UUID, msg, eta, limit, handedLife.Milliseconds(), b.Lease.Token()}, statusOK, statusDuplicate)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: publish aggregate %s handed over: %w", what, aggregate.UUID, err)
@@ -452,16 +443,8 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 	if err := s.stepped(2); err != nil {
 		return err
 	}
-	err = again(ctx, func() error {
-		cmd := s.batch.repl.eval(ctx, s.client, true, forgetBatchScript,
-			[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task})
-		if err := cmd.Err(); err != nil {
-			return err
-		}
-		var perr error
-		code, perr = parseStatusReply("forget_batch", cmd.Val(), statusOK, statusLeaseLost)
-		return perr
-	}, retry{})
+	code, err = s.evalStatus(ctx, "forget_batch", forgetBatchScript,
+		[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task}, statusOK, statusLeaseLost)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: forget the batch, its aggregate %s published: %w", what, aggregate.UUID, err)
@@ -474,6 +457,23 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 	_ = s.client.PExpire(ctx, sent, handedForgottenLife*s.opts.LeaseDuration).Err() // else it lives handedLife
 	b.Lease.Release()
 	return nil
+}
+
+// evalStatus runs script (name.lua), which is safe to run again, until it
+// answers or fails in a way another run would not mend, and returns its
+// status code, one of codes.
+func (s *Store) evalStatus(ctx context.Context, name string, script *goredis.Script, keys []string, args []interface{}, codes ...int64) (int64, error) {
+	var code int64
+	err := again(ctx, func() error {
+		cmd := s.batch.repl.eval(ctx, s.client, true, script, keys, args)
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+		var perr error
+		code, perr = parseStatusReply(name, cmd.Val(), codes...)
+		return perr
+	}, retry{})
+	return code, err
 }
 
 // stepped calls the test hook handOverStep, if set, after step.

@@ -24,6 +24,26 @@ type aggRegistry struct {
 
 func (r aggRegistry) GetAggregators() map[string]Aggregation { return r.aggs }
 
+// startStarted starts a worker of p and waits until it has started.
+func (h *harness) startStarted(p Params) {
+	started := make(chan struct{})
+	p.StartedFunc = func() { close(started) }
+	h.start(p)
+	<-started
+}
+
+// publishMembers publishes n members of task "member" with aggregation key
+// key, and returns them.
+func (h *harness) publishMembers(key string, n int) []*tasks.Signature {
+	members := make([]*tasks.Signature, n)
+	for i := range members {
+		members[i] = newSig("member")
+		members[i].AggregationKey = key
+	}
+	h.publish(members...)
+	return members
+}
+
 // cutOff is the memory broker as a worker cut off from it while building
 // a batch sees it: its renewals of the batch's lease never arrive (those of
 // a paused process are never sent).
@@ -85,16 +105,9 @@ func TestAggregatorLongerThanTheLease(t *testing.T) {
 		p.ConsumerTag = name
 		p.Broker = broker
 		p.Tasks = reg
-		started := make(chan struct{})
-		p.StartedFunc = func() { close(started) }
-		h.start(p)
-		<-started
+		h.startStarted(p)
 	}
-	members := []*tasks.Signature{newSig("member"), newSig("member")}
-	for _, m := range members {
-		m.AggregationKey = "k"
-	}
-	h.publish(members...)
+	members := h.publishMembers("k", 2)
 	waitFor(t, "the aggregate to succeed", func() bool {
 		st := h.stateOf(members[0].UUID)
 		return st != nil && st.Aggregate != "" && h.state(st.Aggregate) == tasks.StateSuccess
@@ -135,20 +148,11 @@ func TestBatchesBuiltConcurrently(t *testing.T) {
 	p.Broker = h.mem // the spy hides the broker's aggregation
 	p.Tasks = reg
 	p.Concurrency = 2
-	started := make(chan struct{})
-	p.StartedFunc = func() { close(started) }
-	h.start(p)
-	<-started
-	var members []*tasks.Signature
-	for _, key := range []string{"a", "a", "b", "b"} {
-		m := newSig("member")
-		m.AggregationKey = key
-		members = append(members, m)
-	}
-	h.publish(members...)
+	h.startStarted(p)
+	a, b := h.publishMembers("a", 2), h.publishMembers("b", 2)
 	recv(t, both, "two aggregator calls at once")
 	waitFor(t, "both aggregates to succeed", func() bool {
-		for _, m := range []*tasks.Signature{members[0], members[2]} {
+		for _, m := range []*tasks.Signature{a[0], b[0]} {
 			st := h.stateOf(m.UUID)
 			if st == nil || st.Aggregate == "" || h.state(st.Aggregate) != tasks.StateSuccess {
 				return false
@@ -196,11 +200,7 @@ func TestAggregatorPausedPastItsLeaseWritesNothing(t *testing.T) {
 		return p
 	}
 	worker("a")
-	members := []*tasks.Signature{newSig("member"), newSig("member")}
-	for _, m := range members {
-		m.AggregationKey = "k"
-	}
-	h.publish(members...)
+	members := h.publishMembers("k", 2)
 	recv(t, firstIn, "the first worker to call the aggregator")
 
 	// The lease ends while a is paused; b takes the batch again, builds
@@ -252,15 +252,8 @@ func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
 	p := h.params()
 	p.Broker = h.mem // the spy hides the broker's aggregation
 	p.Tasks = reg
-	started := make(chan struct{})
-	p.StartedFunc = func() { close(started) }
-	h.start(p)
-	<-started
-	members := []*tasks.Signature{newSig("member"), newSig("member")}
-	for _, m := range members {
-		m.AggregationKey = "k"
-	}
-	h.publish(members...)
+	h.startStarted(p)
+	members := h.publishMembers("k", 2)
 	waitFor(t, "the members to fail", func() bool {
 		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
 	})
@@ -305,17 +298,10 @@ func TestBatchLostPastMaxRecoveriesIsArchived(t *testing.T) {
 		p := h.params()
 		p.Broker = broker // the spy hides the broker's aggregation
 		p.Tasks = reg
-		started := make(chan struct{})
-		p.StartedFunc = func() { close(started) }
-		h.start(p)
-		<-started
+		h.startStarted(p)
 	}
 	start(cutOff{h.mem})
-	members := []*tasks.Signature{newSig("member"), newSig("member")}
-	for _, m := range members {
-		m.AggregationKey = "k"
-	}
-	h.publish(members...)
+	members := h.publishMembers("k", 2)
 	recv(t, in, "the first worker to call the aggregator")
 	// The second takes the batch once the first's lease ends (recovered
 	// once: within MaxRecoveries) and hangs too; the third finds it
@@ -364,12 +350,8 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 	if err := aggregator.stop(t); err != nil {
 		t.Fatalf("stopping the aggregating worker: %v", err)
 	}
-	members := []*tasks.Signature{newSig("member"), newSig("member")}
-	for _, m := range members {
-		m.AggregationKey = "k"
-	}
-	h.publish(members...) // the announcement lives on for LeaseDuration
-	h.start(h.params())   // a worker of other tasks
+	members := h.publishMembers("k", 2) // the announcement lives on for LeaseDuration
+	h.start(h.params())                 // a worker of other tasks
 	waitFor(t, "the members to fail", func() bool {
 		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
 	})

@@ -1,8 +1,8 @@
 -- complete_batch: for the holder of a batch's lease only, publish the
 -- aggregate built from it and forget the batch and its members, in one
 -- step (lib/aggregate.lua). The aggregate is published as enqueue.lua
--- publishes a task (lib/queue.lua's held and put), without its state: a
--- task its queue holds is refused and nothing changes. On Redis Cluster an
+-- publishes a task, without its state (agg_publish): a task its queue
+-- holds is refused and nothing changes. On Redis Cluster an
 -- aggregate bound for another queue (another slot) is handed over instead:
 -- hand_batch.lua, publish_handed.lua, forget_batch.lua.
 --
@@ -29,16 +29,8 @@ local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-local busy, archived = held(KEYS[4])
-if busy then
+if not agg_publish(KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[3], now) then
 	return 1
-end
-local ready = put(KEYS[5], KEYS[6], KEYS[7], KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), archived, ARGV[3], now)
-if ARGV[8] ~= "" then
-	redis.call("HSET", KEYS[4], "limit", ARGV[8])
-end
-if ready then
-	wake(KEYS[8])
 end
 agg_forget_batch(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[4])
 return 0

@@ -3,8 +3,8 @@
 -- written with it, makes every later run a no-op, however many workers
 -- finish the hand-over, for as long as it lives (ARGV[5]; forget_batch.lua
 -- is followed by a shorter life, rdb's CompleteBatch). The aggregate is
--- published as complete_batch.lua publishes it (lib/queue.lua's held and
--- put).
+-- published as complete_batch.lua publishes it (lib/aggregate.lua's
+-- agg_publish).
 --
 -- KEYS[1] sent marker (<prefix>:{<queue>}:agg:sent:<aggregate id>)
 -- KEYS[2] the aggregate's task hash
@@ -22,17 +22,8 @@
 if redis.call("EXISTS", KEYS[1]) == 1 then
 	return 0
 end
-local now = now_ms()
-local busy, archived = held(KEYS[2])
-if busy then
+if not agg_publish(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[6], now_ms()) then
 	return 1
 end
-local ready = put(KEYS[3], KEYS[4], KEYS[5], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), archived, ARGV[6], now)
-if ARGV[4] ~= "" then
-	redis.call("HSET", KEYS[2], "limit", ARGV[4])
-end
 redis.call("SET", KEYS[1], "1", "PX", ARGV[5])
-if ready then
-	wake(KEYS[6])
-end
 return 0
