@@ -158,14 +158,7 @@ func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 		if err := s.RegisterTask("count", func(members []string) (int64, error) { return int64(len(members)), nil }); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
-			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
-				ids := make([]string, len(members))
-				for i, m := range members {
-					ids[i] = m.UUID
-				}
-				return &tasks.Signature{Name: "count", Args: []tasks.Arg{{Type: "[]string", Value: ids}}}, nil
-			}); err != nil {
+		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3}, countMembers("")); err != nil {
 			t.Fatal(err)
 		}
 		w := s.NewWorker("aggregator", 2)
@@ -194,14 +187,7 @@ func TestAggregateToAnotherQueue(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
-			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
-				ids := make([]string, len(members))
-				for i, m := range members {
-					ids[i] = m.UUID
-				}
-				return &tasks.Signature{Name: "count", RoutingKey: bulk, Args: []tasks.Arg{{Type: "[]string", Value: ids}}}, nil
-			}); err != nil {
+		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3}, countMembers(bulk)); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range []*machinist.Worker{s.NewWorker("aggregator", 1), s.NewCustomQueueWorker("bulk", 1, bulk)} {
@@ -287,4 +273,16 @@ func sendMembers(ctx context.Context, t *testing.T, s *machinist.Server, key str
 		results[i] = r
 	}
 	return results
+}
+
+// countMembers is an aggregator whose aggregate is task "count" of the
+// members' UUIDs, sent to queue (the members' when "").
+func countMembers(queue string) func(context.Context, string, []*tasks.Signature) (*tasks.Signature, error) {
+	return func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+		ids := make([]string, len(members))
+		for i, m := range members {
+			ids[i] = m.UUID
+		}
+		return &tasks.Signature{Name: "count", RoutingKey: queue, Args: []tasks.Arg{{Type: "[]string", Value: ids}}}, nil
+	}
 }
