@@ -336,6 +336,7 @@ func (r *Reporter) Table(w io.Writer, medians map[key]Result, libs []string, red
 				notes = append(notes, fmt.Sprintf("ceiling %s: %s", k.variant, m.Note))
 			}
 		}
+		fractionTable(w, order, medians, ceiling, libs, redisLib)
 	}
 	fmt.Fprintln(w)
 	r.mu.Lock()
@@ -366,6 +367,53 @@ func (r *Reporter) Table(w io.Writer, medians map[key]Result, libs []string, red
 		fmt.Fprintln(w)
 		for _, n := range notes {
 			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+}
+
+// fractionTable writes each throughput (a unit per second) as a fraction
+// of the ceiling rows: of the one-call script rate (the EVAL row) and of
+// the mean plain-command rate (the others), both with redis-benchmark's
+// 50 clients, one request at a time each. A fraction of 50 % means one
+// task (or member) cost Redis as much as two such requests.
+func fractionTable(w io.Writer, order []key, medians map[key]Result, ceiling []key, libs []string, redisLib string) {
+	var eval, plain float64
+	var plains int
+	for _, k := range ceiling {
+		m, ok := medians[k]
+		if !ok || m.Status != statusOK || m.Value <= 0 {
+			continue
+		}
+		if strings.HasPrefix(k.variant, "EVAL") {
+			eval = m.Value
+		} else {
+			plain += m.Value
+			plains++
+		}
+	}
+	if eval == 0 || plains == 0 {
+		return
+	}
+	plain /= float64(plains)
+	fmt.Fprintf(w, "\n| throughput as a share of the ceiling: of EVAL (%s/s) · of plain commands (%s/s) | %s |\n|---|%s\n",
+		formatValue(eval), formatValue(plain), strings.Join(libs, " | "), strings.Repeat("---:|", len(libs)))
+	for _, k := range order {
+		if k.lib == redisLib || !strings.HasSuffix(k.unit, "/s") {
+			continue
+		}
+		cells := make([]string, len(libs))
+		any := false
+		for i, lib := range libs {
+			m, ok := medians[key{k.workload, k.variant, k.unit, lib}]
+			if !ok || m.Status != statusOK || m.Bound != "" {
+				cells[i] = "–"
+				continue
+			}
+			cells[i] = fmt.Sprintf("%.0f %% · %.0f %%", 100*m.Value/eval, 100*m.Value/plain)
+			any = true
+		}
+		if any {
+			fmt.Fprintf(w, "| %s: %s (%s) | %s |\n", k.workload, k.variant, k.unit, strings.Join(cells, " | "))
 		}
 	}
 }
