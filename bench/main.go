@@ -24,7 +24,7 @@ import (
 
 // allWorkloads in the order they run (redis-benchmark last, so that its
 // 200,000 keys and 50 connections never precede a library's run).
-var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "aggregate", "crash", "idle", "ceiling"}
+var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "aggregate", "crash", "idle", "scale", "ceiling"}
 
 func main() {
 	if lib := os.Getenv(envIdleWorker); lib != "" {
@@ -170,6 +170,11 @@ func run() int {
 			case "crash":
 				fmt.Fprintf(os.Stderr, "crash rep %d (%s side by side)\n", r, strings.Join(libs, ", "))
 				b.crash(ctx, libs, r)
+			case "scale":
+				// Not through runQuietly: it starts Redis Clusters of its
+				// own and leaves them out of the count itself.
+				fmt.Fprintf(os.Stderr, "scale rep %d (machinist on Redis Clusters of 1, 2 and 3 masters)\n", r)
+				b.scale(ctx, libs, r)
 			case "idle":
 				// Not through runQuietly: the worker processes are this
 				// program's own; idle measures what else ran in its window.
