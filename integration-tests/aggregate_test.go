@@ -206,6 +206,21 @@ func TestAggregateToAnotherQueue(t *testing.T) {
 				t.Fatalf("an aggregate ran from queue %q, want %q", q, bulk)
 			}
 		}
+		// Once both queues are empty, any aggregate published twice has
+		// run: none has.
+		in := s.GetBroker().(brokeriface.Inspector)
+		waitFor(t, "both queues to be empty", func() bool {
+			for _, q := range []string{config.DefaultQueueName, bulk} {
+				info, err := in.QueueInfo(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Pending+info.Active+info.Scheduled+info.Retry+info.Aggregating > 0 {
+					return false
+				}
+			}
+			return true
+		})
 		select {
 		case q := <-ranOn:
 			t.Fatalf("a third aggregate ran (from %q), want 2", q)

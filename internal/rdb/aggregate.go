@@ -384,15 +384,11 @@ func (s *Store) ExtendBatch(ctx context.Context, b *brokers.Batch) error {
 	return nil
 }
 
-// The life of the marker that a handed-over aggregate was published
-// (publish_handed.lua): long until its batch is forgotten, since a worker
-// that dies in between leaves the batch to the next worker of its name,
-// whenever one comes; then handedForgottenLife leases, for a worker paused
-// between its lease check and its publish.
-const (
-	handedLife          = 7 * 24 * time.Hour
-	handedForgottenLife = 10
-)
+// handedForgottenLife is the life, in leases, of the marker that a
+// handed-over aggregate was published (publish_handed.lua) once its batch
+// is forgotten: a publish still on its way, sent while its worker held the
+// lease, finds it.
+const handedForgottenLife = 10
 
 // handOver completes b on Redis Cluster when its aggregate goes to another
 // queue, in another slot, where one script cannot reach: in four steps,
@@ -400,40 +396,51 @@ const (
 // member and publishes the aggregate once.
 //
 //  1. hand_batch.lua, in the batch's slot, under b's lease: the batch
-//     records the aggregate and is no longer retried, archived or
-//     stranded; taken again, it comes with Batch.Aggregate, to be finished
-//     rather than built anew (skipped when b came so).
-//  2. publish_handed.lua, in the aggregate's slot, while b's lease is held:
-//     the aggregate is published with a marker that makes every later run
-//     a no-op.
+//     records the aggregate (the first one recorded stays) and is no
+//     longer retried, archived or stranded; taken again, it comes with
+//     Batch.Aggregate, to be finished rather than built anew. Run by every
+//     finisher, it fences the steps after it: a forgotten batch, or a lost
+//     lease, refuses it.
+//  2. publish_handed.lua, in the aggregate's slot, sent (and sent again)
+//     only while b's lease is held: the aggregate is published with a
+//     marker that makes every later run a no-op.
 //  3. forget_batch.lua, in the batch's slot: the batch and its members
 //     are forgotten.
-//  4. The marker's life is cut to handedForgottenLife leases; should this
-//     fail, it lives handedLife.
+//  4. The marker, so far without expiry, is given handedForgottenLife
+//     leases. Should this fail (the worker died just before), the marker
+//     stays: one small key.
 func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature, msg []byte, eta int64, limit string) error {
 	what := "complete batch " + b.ID
 	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
-	if b.Aggregate == nil {
-		code, err := s.settleBatch(ctx, "hand_batch", handBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID)}, b.Lease.Token(), msg)
-		switch {
-		case err != nil:
-			return fmt.Errorf("%s: hand over aggregate %s: %w", what, aggregate.UUID, err)
-		case code == statusLeaseLost:
-			b.Lease.Lose()
-			return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
-		}
-		b.Aggregate = aggregate
-		if err := s.stepped(1); err != nil {
-			return err
-		}
+	code, err := s.settleBatch(ctx, "hand_batch", handBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID)}, b.Lease.Token(), msg)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: hand over aggregate %s: %w", what, aggregate.UUID, err)
+	case code == statusLeaseLost:
+		b.Lease.Lose()
+		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
 	}
-	if !b.Lease.Valid() {
-		return fmt.Errorf("%s: handed over; whoever takes it next publishes aggregate %s: %w", what, aggregate.UUID, brokers.ErrLeaseLost)
+	if b.Aggregate == nil {
+		b.Aggregate = aggregate
+	}
+	if err := s.stepped(1); err != nil {
+		return err
 	}
 	sent := ak.aggSent(aggregate.UUID)
-	code, err := s.evalStatus(ctx, "publish_handed", publishHandedScript,
-		[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
-		[]interface{}{aggregate.UUID, msg, eta, limit, handedLife.Milliseconds(), b.Lease.Token()}, statusOK, statusDuplicate)
+	err = again(ctx, func() error {
+		if !b.Lease.Valid() {
+			return fmt.Errorf("handed over; whoever takes it next publishes aggregate %s: %w", aggregate.UUID, brokers.ErrLeaseLost)
+		}
+		cmd := s.batch.repl.eval(ctx, s.client, true, publishHandedScript,
+			[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
+			[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token()})
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+		var perr error
+		code, perr = parseStatusReply("publish_handed", cmd.Val(), statusOK, statusDuplicate)
+		return perr
+	}, retry{while: b.Lease.Valid})
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: publish aggregate %s handed over: %w", what, aggregate.UUID, err)
@@ -454,7 +461,7 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 	if err := s.stepped(3); err != nil {
 		return err
 	}
-	_ = s.client.PExpire(ctx, sent, handedForgottenLife*s.opts.LeaseDuration).Err() // else it lives handedLife
+	_ = s.client.PExpire(ctx, sent, handedForgottenLife*s.opts.LeaseDuration).Err() // else it stays
 	b.Lease.Release()
 	return nil
 }

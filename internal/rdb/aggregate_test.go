@@ -164,9 +164,13 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			// The hand-over, finished again, publishes nothing more.
 			if again != nil {
 				err := next.CompleteBatch(ctx, again, again.Aggregate)
-				if err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
-					t.Fatalf("CompleteBatch of a finished hand-over = %v, want nil or ErrLeaseLost", err)
+				if !errors.Is(err, brokers.ErrLeaseLost) {
+					t.Fatalf("CompleteBatch of a finished hand-over = %v, want ErrLeaseLost", err)
 				}
+			}
+			// So is the dead worker's, had it lived on: its lease is gone.
+			if err := dead.CompleteBatch(ctx, b, aggregate); !errors.Is(err, brokers.ErrLeaseLost) {
+				t.Fatalf("the first worker's CompleteBatch after the hand-over = %v, want ErrLeaseLost", err)
 			}
 			if ds, err := next.Dequeue(ctx, to, 10, nil); err != nil || len(ds) != 0 {
 				t.Fatalf("the aggregate's queue gave %d more tasks, %v; want none", len(ds), err)

@@ -68,11 +68,12 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 // aggregateLoop builds the aggregates of the due groups of the worker's
 // queues whose names it aggregates, until ctx ends, up to Concurrency
 // batches at once, as it runs up to Concurrency tasks: it claims batches
-// while it has room, each built on a goroutine of its own, and with
-// nothing due (or no room) it waits: for the broker to say a group or
-// batch is due (WaitDue, at most a poll period), or for a batch to be
-// built. It returns once the batches it took are built.
-func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
+// while it has room, each built on a goroutine of its own under buildCtx
+// (which outlives ctx, so that a stopping worker finishes the batches it
+// took), and with nothing due (or no room) it waits: for the broker to say
+// a group or batch is due (WaitDue, at most a poll period), or for a batch
+// to be built. It returns once the batches it took are built.
+func (w *Worker) aggregateLoop(ctx, buildCtx context.Context, agg brokers.Aggregator) {
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
 	// As the fetch loop: a failing broker is tried again after a jittered
 	// backoff, and logged once, then once per interval with a count.
@@ -95,7 +96,7 @@ func (w *Worker) aggregateLoop(ctx context.Context, agg brokers.Aggregator) {
 			w.aggregationStep("claimed")
 			building.Go(func() {
 				defer func() { <-room }()
-				w.aggregate(ctx, agg, b, regs[b.Name])
+				w.aggregate(buildCtx, agg, b, regs[b.Name])
 			})
 		} else {
 			<-room
@@ -138,24 +139,16 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		return
 	}
 	if limit := w.p.Config.MaxRecoveries; limit >= 0 && b.Recovered > limit {
-		// Its workers keep dying or hanging while building it.
-		reason := fmt.Sprintf("batch lost its worker %d times: a batch whose aggregator keeps killing or hanging its worker is archived after MaxRecoveries (%d)", b.Recovered, limit)
+		// Its workers keep dying, or stopping to renew its lease, while
+		// building it.
+		reason := fmt.Sprintf("batch lost its worker %d times: a batch whose aggregator keeps killing or hanging its worker process is archived after MaxRecoveries (%d)", b.Recovered, limit)
 		w.archiveBatch(sctx, agg, b, reason, log)
 		return
 	}
 	// The heartbeat renews the batch's lease, as a running task's, until
 	// it is settled; the aggregator's context ends if it is lost.
-	w.mu.Lock()
-	if w.building == nil {
-		w.building = make(map[*brokers.Batch]struct{})
-	}
-	w.building[b] = struct{}{}
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(w.building, b)
-		w.mu.Unlock()
-	}()
+	w.renewing(b)
+	defer w.settling(b)
 	aggregate, err := w.buildAggregate(ctx, b, a)
 	if err != nil && ctx.Err() != nil {
 		// The worker is stopping: the aggregator's error is the stop's, not
@@ -174,7 +167,11 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		w.aggregationStep("built")
 		err = w.publishAggregate(sctx, agg, b, aggregate)
 		if errors.Is(err, brokers.ErrLeaseLost) {
-			log.Warn("aggregation batch lost its lease; another worker builds it again", slog.Any("error", err))
+			if b.Aggregate != nil {
+				log.Warn("aggregation batch lost its lease while its aggregate was handed over; whoever takes it next finishes the hand-over", slog.Any("error", err))
+			} else {
+				log.Warn("aggregation batch lost its lease; another worker builds it again", slog.Any("error", err))
+			}
 			w.aggregationStep("lost")
 			return
 		}
@@ -195,6 +192,7 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 	if b.Failed < w.p.Config.AggregatorRetries {
 		in := time.Duration(fibonacciNext(b.Failed)) * time.Second
 		log.Warn("aggregator failed; the batch is tried again", slog.Any("error", err), slog.Duration("retry_in", in))
+		w.settling(b)
 		if rerr := agg.RetryBatch(sctx, b, w.clock.Now().Add(in), err.Error()); rerr != nil {
 			log.Error("giving the batch back failed; it is taken again when its lease ends", slog.Any("error", rerr))
 		}
@@ -226,6 +224,7 @@ func (w *Worker) finishHandOver(ctx context.Context, agg brokers.Aggregator, b *
 // states.
 func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, reason string, log *slog.Logger) {
 	log.Error("archiving the members of an aggregation batch", slog.String("reason", reason))
+	w.settling(b)
 	if err := agg.ArchiveBatch(ctx, b, reason); err != nil {
 		log.Error("archiving the members failed; the batch is taken again when its lease ends", slog.Any("error", err))
 		return
@@ -332,7 +331,28 @@ func (w *Worker) completeBatch(ctx context.Context, agg brokers.Aggregator, b *b
 		return fmt.Errorf("set the members' states: %w", err)
 	}
 	w.aggregationStep("states")
+	w.settling(b)
 	return agg.CompleteBatch(ctx, b, aggregate)
+}
+
+// renewing has the heartbeat renew b's lease, with the running tasks',
+// until settling(b).
+func (w *Worker) renewing(b *brokers.Batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.building == nil {
+		w.building = make(map[*brokers.Batch]struct{})
+	}
+	w.building[b] = struct{}{}
+}
+
+// settling stops the heartbeat renewing b's lease, before b is settled: a
+// renewal that found it settled by a call whose reply was lost would mark
+// the lease lost, and so stop that call's own retries (evalSettle's).
+func (w *Worker) settling(b *brokers.Batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.building, b)
 }
 
 // aggregationStep calls Params.AggregationStepFunc, if set, after step.

@@ -162,6 +162,72 @@ func TestBatchesBuiltConcurrently(t *testing.T) {
 	})
 }
 
+// fetchStops is the memory broker telling when a Fetch returned because
+// its worker is stopping.
+type fetchStops struct {
+	*brokermem.Broker
+	once    sync.Once
+	stopped chan struct{}
+}
+
+func (f *fetchStops) Fetch(ctx context.Context, queues []string, max int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
+	ds, err := f.Broker.Fetch(ctx, queues, max, names)
+	if ctx.Err() != nil {
+		f.once.Do(func() { close(f.stopped) })
+	}
+	return ds, err
+}
+
+// A stopping worker lets the batch it is building finish, as it lets its
+// running tasks finish: the aggregate is published once, the batch not
+// given up to be built again.
+func TestStoppingWorkerFinishesItsBatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
+	broker := &fetchStops{Broker: h.mem, stopped: make(chan struct{})}
+	in, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			calls.Add(1)
+			close(in)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("aggregator stopped: %w", ctx.Err())
+			}
+			return &tasks.Signature{Name: "digest"}, nil
+		},
+	}}}
+	p := h.params()
+	p.Broker = broker
+	p.Tasks = reg
+	started := make(chan struct{})
+	p.StartedFunc = func() { close(started) }
+	r := h.start(p)
+	<-started
+	members := h.publishMembers("k", 2)
+	recv(t, in, "the aggregator's call")
+	r.cancel() // a graceful stop
+	recv(t, broker.stopped, "fetching to stop")
+	close(release)
+	if err := r.wait(t); err != nil {
+		t.Fatalf("the worker's Run: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("aggregator called %d times, want 1", n)
+	}
+	st := h.stateOf(members[0].UUID)
+	if st == nil || st.Aggregate == "" {
+		t.Fatalf("member's state %+v, want it to name its aggregate", st)
+	}
+	info, err := h.mem.QueueInfo(context.Background(), testQueue)
+	if err != nil || info.Pending != 1 || info.Aggregating != 0 {
+		t.Fatalf("queue after the stop: %+v, %v; want the aggregate pending and no member held", info, err)
+	}
+}
+
 // A worker paused in its aggregator past the batch's lease writes nothing
 // when it resumes: another worker built the same aggregate, which has run,
 // and a PENDING write would hide its SUCCESS from every member's result.

@@ -92,14 +92,17 @@ type Params struct {
 	// to fetch.
 	StartedFunc func()
 
-	// AggregationStepFunc, if set, is called by the aggregation loop after
-	// each step of a batch, with the step's name: "claimed" (ClaimBatch
+	// AggregationStepFunc, if set, is called after each step of a batch,
+	// with the step's name, from the goroutine building the batch (several
+	// at once when Concurrency is more than 1): "claimed" (ClaimBatch
 	// returned the batch), "built" (the aggregator built its aggregate),
 	// "states" (the aggregate's PENDING state and the members' states are
 	// written), "completed" (CompleteBatch published the aggregate and
 	// forgot the batch) or "lost" (the batch's lease ended first: nothing
-	// was written). For fault-injection tests: a test kills or pauses
-	// the worker at a step. Default none.
+	// more is written; a batch whose aggregate was handed over to another
+	// slot, Batch.Aggregate, is finished by whoever takes it next). For
+	// fault-injection tests: a test kills or pauses the worker at a step.
+	// Default none.
 	AggregationStepFunc func(step string)
 }
 
@@ -246,21 +249,25 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		t.Stop()
 	}
-	// Aggregation runs beside fetching, and stops with it.
+	// Aggregation runs beside fetching: it claims no batch once fetching
+	// stops, and the batches being built are let finish, as running tasks
+	// are, up to the shutdown timeout.
 	aggregating := make(chan struct{})
+	buildCtx, stopBuilds := context.WithCancel(taskCtx)
+	defer stopBuilds()
 	if agg, ok := w.p.Broker.(brokers.Aggregator); ok && len(w.aggregators()) > 0 {
 		go func() {
 			defer close(aggregating)
-			w.aggregateLoop(fetchCtx, agg)
+			w.aggregateLoop(fetchCtx, buildCtx, agg)
 		}()
 	} else {
 		close(aggregating)
 	}
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
 	stopFetch()
-	// An aggregator that ignores its context is not waited for past the
-	// shutdown timeout, nor after Abort: its batch's lease ends, and another
-	// worker builds it again.
+	// An aggregator still building at the shutdown timeout, or at Abort,
+	// has its context cancelled and is not waited for: its batch's lease
+	// ends, and another worker builds it again.
 	aggTimer := w.clock.NewTimer(w.p.Config.ShutdownTimeout)
 	select {
 	case <-aggregating:
@@ -268,6 +275,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Warn("an aggregator did not return within the shutdown timeout; its batch is taken again")
 	case <-w.abort:
 	}
+	stopBuilds()
 	aggTimer.Stop()
 
 	// Shutdown, in order: fetching has stopped; wait for running tasks;

@@ -109,16 +109,22 @@ end
 for _, name in ipairs(names) do
 	local policy = agg_policy(P, name)
 	if policy and policy.till <= now then
+		-- A batch handed over (hand_batch.lua) has its aggregate decided:
+		-- it waits for a worker of its name to finish it, and is passed
+		-- over (skipped counts them, each against the budget).
 		local batches = P .. "batches:" .. name
-		for _, id in ipairs(redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", 0, budget)) do
-			if budget <= 0 then
+		local skipped = 0
+		while budget > 0 do
+			local id = redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", skipped, 1)[1]
+			if not id then
 				break
 			end
 			local batch = P .. "batch:" .. id
 			local b = redis.call("HMGET", batch, "msg", "handed")
-			-- A batch handed over (hand_batch.lua) has its aggregate
-			-- decided: it waits for a worker of its name to finish it.
-			if not b[2] then
+			if b[2] then
+				skipped = skipped + 1
+				budget = budget - 1
+			else
 				redis.call("ZREM", batches, id)
 				redis.call("DEL", batch)
 				if b[1] then

@@ -5,7 +5,9 @@
 -- again (claim_batch.lua returns the aggregate) finishes the hand-over,
 -- publishing the aggregate (publish_handed.lua, once) and forgetting the
 -- batch (forget_batch.lua), without building it again. A batch handed
--- before keeps its first aggregate.
+-- before keeps its first aggregate. Every finisher runs it first, as the
+-- fence of the steps after it: a forgotten batch, or one whose lease the
+-- caller lost, refuses it.
 --
 -- KEYS[1] batch hash
 -- ARGV[1] "1" when the caller runs this again, not knowing whether its
@@ -16,11 +18,9 @@
 --
 -- Returns: 0 done; 2 the caller does not hold the lease.
 -- Complexity: O(1).
-local now = now_ms()
-if redis.call("HGET", KEYS[1], "handed") == ARGV[3] then
-	return 0 -- this run's first, whose reply was lost
-end
-local refused = check_settle(KEYS[1], ARGV[2], ARGV[1], now)
+-- A run again after a lost reply needs no more: the lease is still held
+-- (the batch is forgotten only after a later step).
+local refused = check_settle(KEYS[1], ARGV[2], ARGV[1], now_ms())
 if refused then
 	return refused
 end

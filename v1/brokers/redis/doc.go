@@ -130,13 +130,14 @@
 // records the aggregate under its lease (from then on it is never retried,
 // archived or stranded, and a worker that takes it again finishes the
 // hand-over with that aggregate instead of building one), the aggregate is
-// published with a marker that makes any later publish of it a no-op, and
-// the batch is forgotten.
+// published, only while the lease is held, with a marker that makes any
+// later publish of it a no-op, and the batch is forgotten; the marker then
+// expires after a few leases.
 // The queue's maintainer strands the members of a name whose announcement
 // ended: those of its due groups, and of its batches whose lease ended or
-// whose retry came, go to pending as plain tasks, their hashes still naming
-// their group, so that a worker fails them or tries them again (Retry puts
-// a member back in its group).
+// whose retry came (unless handed over), go to pending as plain tasks,
+// their hashes still naming their group, so that a worker fails them or
+// tries them again (Retry puts a member back in its group).
 //
 // # Unique tasks and operator actions
 //
