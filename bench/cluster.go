@@ -155,25 +155,12 @@ func startClusterNode(ctx context.Context, bin, dir string) (*clusterNode, error
 			close(n.exited)
 		}()
 		n.client = goredis.NewClient(&goredis.Options{Addr: n.addr, PoolSize: 2})
-		deadline := time.Now().Add(clusterNodeStartTimeout)
-		for {
-			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			lastErr = n.client.Ping(pctx).Err()
-			cancel()
-			if lastErr == nil {
-				return n, nil
-			}
-			select {
-			case <-n.exited:
-			case <-ctx.Done():
-				n.stop()
-				return nil, ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-				if time.Now().Before(deadline) {
-					continue
-				}
-			}
-			break
+		if lastErr = answers(ctx, n.client, n.exited, clusterNodeStartTimeout); lastErr == nil {
+			return n, nil
+		}
+		if ctx.Err() != nil {
+			n.stop()
+			return nil, ctx.Err()
 		}
 		log, _ := os.ReadFile(logFile)
 		lastErr = fmt.Errorf("cluster node redis-server on port %d did not start: %v\n%s", port, lastErr, log)

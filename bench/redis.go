@@ -68,25 +68,12 @@ func startRedis(ctx context.Context) (*redisServer, error) {
 		rs := &redisServer{addr: fmt.Sprintf("127.0.0.1:%d", port), port: port, dir: dir, cmd: cmd, exited: make(chan struct{})}
 		go func() { cmd.Wait(); close(rs.exited) }()
 		rs.client = goredis.NewClient(&goredis.Options{Addr: rs.addr, PoolSize: 4})
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			lastErr = rs.client.Ping(pctx).Err()
-			cancel()
-			if lastErr == nil {
-				return rs, nil
-			}
-			select {
-			case <-rs.exited:
-			case <-ctx.Done():
-				rs.stop()
-				return nil, ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-				if time.Now().Before(deadline) {
-					continue
-				}
-			}
-			break
+		if lastErr = answers(ctx, rs.client, rs.exited, 10*time.Second); lastErr == nil {
+			return rs, nil
+		}
+		if ctx.Err() != nil {
+			rs.stop()
+			return nil, ctx.Err()
 		}
 		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
 		lastErr = fmt.Errorf("redis-server on port %d did not start: %v\n%s", port, lastErr, log)
@@ -224,4 +211,28 @@ func (r *redisServer) counters(ctx context.Context) (counters, error) {
 	}
 	c.cpuSeconds = sys + user
 	return c, nil
+}
+
+// answers pings client until the redis-server answers, it exits (exited
+// closes), ctx ends or timeout passes, and returns the last ping's error.
+func answers(ctx context.Context, client *goredis.Client, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := client.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return err
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+			if !time.Now().Before(deadline) {
+				return err
+			}
+		}
+	}
 }

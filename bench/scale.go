@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -310,29 +308,11 @@ func newScaleServer(url string, onNoop func()) (*machinist.Server, error) {
 // scaleSend sends n no-op tasks from scaleSenders goroutines, task i to
 // queues[i mod len(queues)].
 func scaleSend(ctx context.Context, s *machinist.Server, n int, queues []string) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, scaleSenders)
-	for g := 0; g < scaleSenders; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				sig := &tasks.Signature{Name: taskNoop, RoutingKey: queues[i%len(queues)]}
-				if _, err := s.SendTaskWithContext(ctx, sig); err != nil {
-					errs[g] = fmt.Errorf("send task %d to %s: %w", i, sig.RoutingKey, err)
-					return
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return ctx.Err()
+	return fanOut(ctx, n, scaleSenders, func(i int) error {
+		sig := &tasks.Signature{Name: taskNoop, RoutingKey: queues[i%len(queues)]}
+		if _, err := s.SendTaskWithContext(ctx, sig); err != nil {
+			return fmt.Errorf("send task %d to %s: %w", i, sig.RoutingKey, err)
+		}
+		return nil
+	})
 }

@@ -68,6 +68,17 @@ func (b *bench) open(ctx context.Context, lib string, h Handlers) (Driver, error
 
 // sendN sends n tasks from g goroutines; task(i) makes the i-th.
 func sendN(ctx context.Context, d Driver, n, g int, task func(i int) Task) error {
+	return fanOut(ctx, n, g, func(i int) error {
+		if err := d.Send(ctx, task(i)); err != nil {
+			return fmt.Errorf("send task %d: %w", i, err)
+		}
+		return nil
+	})
+}
+
+// fanOut calls send(i) for i in [0, n) from g goroutines, each stopping at
+// its first error or when ctx ends.
+func fanOut(ctx context.Context, n, g int, send func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, g)
@@ -80,8 +91,8 @@ func sendN(ctx context.Context, d Driver, n, g int, task func(i int) Task) error
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				if err := d.Send(ctx, task(i)); err != nil {
-					errs[w] = fmt.Errorf("send task %d: %w", i, err)
+				if err := send(i); err != nil {
+					errs[w] = err
 					return
 				}
 			}
