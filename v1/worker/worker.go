@@ -656,16 +656,25 @@ func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 			errs = append(errs, fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err))
 		}
 	}
+	// The batches are renewed at once, each a round trip of its own, so
+	// that many builds on a slow Redis still fit in timeout.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, b := range bs {
 		if !b.Lease.Valid() {
 			continue
 		}
-		// A batch whose lease is lost has its aggregator stopped (its
-		// context ends with the lease): not an error of the renewal.
-		if err := w.p.Broker.(brokers.Aggregator).ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
-			errs = append(errs, fmt.Errorf("renew the lease of aggregation batch %s: %w", b.ID, err))
-		}
+		wg.Go(func() {
+			// A batch whose lease is lost has its aggregator stopped (its
+			// context ends with the lease): not an error of the renewal.
+			if err := w.p.Broker.(brokers.Aggregator).ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("renew the lease of aggregation batch %s: %w", b.ID, err))
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
