@@ -71,12 +71,12 @@ func (c countRenewals) ExtendBatch(ctx context.Context, b *brokers.Batch) error 
 	return err
 }
 
-// An aggregator may run longer than the batch's lease: the heartbeat
+// An aggregator may run longer than the batch's lease (here two): the heartbeat
 // renews it, as a running task's, so no other worker takes the batch
 // meanwhile, and the aggregate is published once.
 func TestAggregatorLongerThanTheLease(t *testing.T) {
 	t.Parallel()
-	const lease, renew = 600 * time.Millisecond, 100 * time.Millisecond
+	const lease, renew = time.Second, 100 * time.Millisecond // ten renewals to lose before the lease ends
 	h := newHarness(t, &config.Config{
 		LeaseDuration: lease, LeaseRenewInterval: renew, RecoverInterval: 50 * time.Millisecond,
 		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20},
@@ -88,9 +88,9 @@ func TestAggregatorLongerThanTheLease(t *testing.T) {
 		Policy: brokers.AggregationPolicy{MaxSize: 2},
 		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 			calls.Add(1)
-			// Three leases' worth of renewals (each renew apart), the
+			// Two leases' worth of renewals (each renew apart), the
 			// context alive throughout.
-			for range 3 * lease / renew {
+			for range 2 * lease / renew {
 				select {
 				case <-broker.renewed:
 				case <-ctx.Done():
