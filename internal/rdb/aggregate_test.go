@@ -85,7 +85,7 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			dead, next := newStore(t), newStore(t)
 			names := brokers.NewTaskNames([]string{"m"})
 			policies := map[string]brokers.AggregationPolicy{"m": {MaxSize: 2}}
-			if err := dead.AnnounceAggregators(ctx, []string{from}, policies, 2*lease); err != nil {
+			if err := dead.AnnounceAggregators(ctx, []string{from}, policies, lease); err != nil {
 				t.Fatal(err)
 			}
 			var members []*tasks.Signature
