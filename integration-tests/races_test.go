@@ -6,7 +6,6 @@ package integration_test
 // suite's, in ./chaos.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/syncbuf"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
@@ -189,24 +189,6 @@ func TestThousandChordsFireExactlyOnce(t *testing.T) {
 		chords, servers*concurrency, servers, sent.Round(time.Millisecond), wall.Round(time.Millisecond))
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes, for logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestWorkerRetriesConnectionWithBackoff starts a worker while its Redis is
 // down: it reports the failures, backs off instead of spinning, never shows
 // the password of its URL, and runs tasks once Redis lets it in.
@@ -230,7 +212,7 @@ func TestWorkerRetriesConnectionWithBackoff(t *testing.T) {
 	srv.Stop(t)
 	url := "redis://machinist:" + password + "@" + srv.Addr()
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	server := chaosServer(t, url, chaosPrefix, func(c *config.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -13,11 +12,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/syncbuf"
 	machinery "github.com/b6192125/machinist/v1"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -191,29 +190,10 @@ func newDeployment(t *testing.T) *deployment {
 	return d
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use: the Redis
-// client's logs reach stderr from goroutines of its own.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // command runs the command line args against d and returns what it
 // printed (stdout, then stderr) and its exit code.
 func (d *deployment) command(args ...string) (string, int) {
-	var out, errs syncBuffer
+	var out, errs syncbuf.Buffer
 	code := run(context.Background(), append([]string{"--config", d.configPath}, args...), env{
 		getenv: func(string) string { return "" },
 		stdout: &out, stderr: &errs,
@@ -359,7 +339,7 @@ func TestConfig(t *testing.T) {
 	d := newDeployment(t)
 	rs := redistest.Shared(t)
 	runWith := func(getenv func(string) string, args ...string) (string, int) {
-		var out syncBuffer
+		var out syncbuf.Buffer
 		code := run(context.Background(), args, env{getenv: getenv, stdout: &out, stderr: &out})
 		return out.String(), code
 	}
@@ -428,7 +408,7 @@ func TestColour(t *testing.T) {
 		{[]string{"--color", "always"}, false, nil, true},
 		{[]string{"--color", "never"}, true, nil, false},
 	} {
-		var out syncBuffer
+		var out syncbuf.Buffer
 		args := append([]string{"--config", d.configPath}, c.args...)
 		run(context.Background(), append(args, "task", "show", "task_m2"), env{getenv: func(k string) string { return c.env[k] }, stdout: &out, stderr: &out, tty: c.tty})
 		if got := strings.Contains(out.String(), "\x1b["); got != c.want {
@@ -443,7 +423,7 @@ func TestDash(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	getenv := func(k string) string { return map[string]string{"MACHINIST_DASH_PASSWORD": "s3cret"}[k] }
 	go func() {

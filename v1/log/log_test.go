@@ -6,10 +6,10 @@ import (
 	stdlog "log"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/b6192125/machinist/internal/syncbuf"
 	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	mlog "github.com/b6192125/machinist/v1/log"
@@ -22,30 +22,13 @@ import (
 
 // captureDefault makes slog.Default() write text to the returned buffer
 // until the test ends.
-func captureDefault(t *testing.T) *syncBuffer {
+func captureDefault(t *testing.T) *syncbuf.Buffer {
 	t.Helper()
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	return &buf
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func TestDefaultLoggersWriteToSlog(t *testing.T) {
@@ -87,7 +70,7 @@ func TestHandlerFollowsSlogDefaultThenTheReplacedLoggers(t *testing.T) {
 // TestServerLogsGoToTheLevelLoggers: a Server whose Config.Logger is nil
 // logs through the level loggers a program set, as machinery's did.
 func TestServerLogsGoToTheLevelLoggers(t *testing.T) {
-	var errs syncBuffer
+	var errs syncbuf.Buffer
 	mlog.SetError(stdlog.New(&errs, "ERROR: ", 0))
 	server, err := machinery.NewServer(&config.Config{NoUnixSignals: true})
 	if err != nil {
