@@ -426,21 +426,13 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 	if err := s.stepped(1); err != nil {
 		return err
 	}
+	if !b.Lease.Valid() {
+		return fmt.Errorf("%s: handed over; whoever takes it next publishes aggregate %s: %w", what, aggregate.UUID, brokers.ErrLeaseLost)
+	}
 	sent := ak.aggSent(aggregate.UUID)
-	err = again(ctx, func() error {
-		if !b.Lease.Valid() {
-			return fmt.Errorf("handed over; whoever takes it next publishes aggregate %s: %w", aggregate.UUID, brokers.ErrLeaseLost)
-		}
-		cmd := s.batch.repl.eval(ctx, s.client, true, publishHandedScript,
-			[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
-			[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token()})
-		if err := cmd.Err(); err != nil {
-			return err
-		}
-		var perr error
-		code, perr = parseStatusReply("publish_handed", cmd.Val(), statusOK, statusDuplicate)
-		return perr
-	}, retry{while: b.Lease.Valid})
+	code, err = s.evalStatus(ctx, "publish_handed", publishHandedScript,
+		[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
+		[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token()}, retry{while: b.Lease.Valid}, statusOK, statusDuplicate)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: publish aggregate %s handed over: %w", what, aggregate.UUID, err)
@@ -451,7 +443,7 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 		return err
 	}
 	code, err = s.evalStatus(ctx, "forget_batch", forgetBatchScript,
-		[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task}, statusOK, statusLeaseLost)
+		[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task}, retry{}, statusOK, statusLeaseLost)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: forget the batch, its aggregate %s published: %w", what, aggregate.UUID, err)
@@ -467,9 +459,9 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 }
 
 // evalStatus runs script (name.lua), which is safe to run again, until it
-// answers or fails in a way another run would not mend, and returns its
-// status code, one of codes.
-func (s *Store) evalStatus(ctx context.Context, name string, script *goredis.Script, keys []string, args []interface{}, codes ...int64) (int64, error) {
+// answers or fails in a way another run would not mend, or r says to stop
+// (retry.go), and returns its status code, one of codes.
+func (s *Store) evalStatus(ctx context.Context, name string, script *goredis.Script, keys []string, args []interface{}, r retry, codes ...int64) (int64, error) {
 	var code int64
 	err := again(ctx, func() error {
 		cmd := s.batch.repl.eval(ctx, s.client, true, script, keys, args)
@@ -479,7 +471,7 @@ func (s *Store) evalStatus(ctx context.Context, name string, script *goredis.Scr
 		var perr error
 		code, perr = parseStatusReply(name, cmd.Val(), codes...)
 		return perr
-	}, retry{})
+	}, r)
 	return code, err
 }
 
