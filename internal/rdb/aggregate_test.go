@@ -149,7 +149,7 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			if err != nil || len(ds) != 1 || ds[0].Signature.UUID != aggregate.UUID {
 				t.Fatalf("the aggregate's queue gave %d tasks, %v; want the aggregate once", len(ds), err)
 			}
-			if err := next.Ack(ctx, ds[0]); err != nil {
+			if _, err := next.Ack(ctx, ds[0], nil); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range []string{from, to} {

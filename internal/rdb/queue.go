@@ -219,9 +219,15 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int, names *brokers.Tas
 	if err != nil {
 		return nil, fmt.Errorf("fetch from queue %s: %w", q, err)
 	}
-	// The local expiry is counted from before the call, so the worker
-	// gives the lease up no later than Redis does.
-	localExpiry := start.Add(lease)
+	return s.deliveries(q, taken, start), nil
+}
+
+// deliveries makes the deliveries of tasks taken from queue q by a call
+// begun at start. The local lease expiry is counted from start, so the
+// worker gives a lease up no later than Redis does. A message that cannot
+// be decoded is returned with Delivery.Err set.
+func (s *Store) deliveries(q string, taken []dequeued, start time.Time) []*brokers.Delivery {
+	localExpiry := start.Add(s.opts.LeaseDuration)
 	var out []*brokers.Delivery
 	for _, t := range taken {
 		id := t.id
@@ -250,7 +256,7 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int, names *brokers.Tas
 		d.Signature = sig
 		out = append(out, d)
 	}
-	return out, nil
+	return out
 }
 
 // releaseScanLimit bounds the leases releaseFetch looks at.
@@ -505,21 +511,96 @@ func settled(d *brokers.Delivery, err error) error {
 }
 
 // Ack forgets a task that is done, or keeps it for CompletedRetention, if
-// the caller holds its lease.
-func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
+// the caller holds its lease. With take, it then takes the next task of
+// d's queue for the caller in the same script, and returns it (nil when
+// none is pending).
+func (s *Store) Ack(ctx context.Context, d *brokers.Delivery, take *brokers.Take) (*brokers.Delivery, error) {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	cmd := s.batch.RunSettle(ctx, id, ackScript, d.Lease.Valid, []string{qk.task + id, qk.lease, qk.completed},
-		id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds())
+	keys := []string{qk.task + id, qk.lease, qk.completed}
+	args := []interface{}{id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds()}
+	t := s.newTaking(d.Queue, take)
+	if t != nil {
+		keys = append(keys, t.keys()...)
+		args = append(args, t.args()...)
+	}
+	return t.settled(ctx, d, "ack", s.batch.RunSettle(ctx, id, ackScript, d.Lease.Valid, keys, args...))
+}
+
+// taking is the take of a settle script (lib/queue.lua's take_tasks): the
+// next task of the settled task's queue, for the slot it frees. A nil
+// *taking takes nothing.
+type taking struct {
+	s     *Store
+	q     string
+	names *brokers.TaskNames
+	token string    // the task's fencing token, its own base for release_fetch.lua
+	start time.Time // when the settle began: the local lease counts from it
+}
+
+func (s *Store) newTaking(q string, take *brokers.Take) *taking {
+	if take == nil {
+		return nil
+	}
+	return &taking{s: s, q: q, names: take.Names, token: randomHex(12), start: time.Now()}
+}
+
+// keys are the take's keys: the queue's pending list, paused flag and
+// notify list, then, with names, its rerouted set and the names' set.
+func (t *taking) keys() []string {
+	qk := t.s.keys.queue(t.q)
+	keys := []string{qk.pending, qk.paused, qk.notify}
+	if t.names != nil {
+		keys = append(keys, qk.rerouted, qk.names+t.names.Key())
+	}
+	return keys
+}
+
+// args are the take's arguments: the task hash key prefix, the lease
+// duration (ms) and the fencing token.
+func (t *taking) args() []interface{} {
+	return []interface{}{t.s.keys.queue(t.q).task, t.s.opts.LeaseDuration.Milliseconds(), t.token}
+}
+
+// settled reads cmd's reply, script's (ack or ack_success) run for d with
+// t, settles d's lease as settled does and returns the task taken, if
+// any. A task the script may have taken whose reply was lost is put back
+// (release_fetch.lua) rather than left to its lease's end.
+func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string, cmd *goredis.Cmd) (*brokers.Delivery, error) {
+	id := d.Signature.UUID
 	err := cmd.Err()
-	var code int64
+	if t == nil {
+		var code int64
+		if err == nil {
+			code, err = parseStatusReply(script, cmd.Val(), statusOK, statusLeaseLost)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("acknowledge task %s: %w", id, err)
+		}
+		return nil, settled(d, statusError(code, id))
+	}
+	var (
+		code  int64
+		taken []dequeued
+		took  bool
+	)
 	if err == nil {
-		code, err = parseStatusReply("ack", cmd.Val(), statusOK, statusLeaseLost)
+		code, taken, took, err = parseSettleTakeReply(script, cmd.Val())
+	}
+	if (err != nil && outcomeUnknown(err)) || (err == nil && code == statusOK && !took) {
+		// A run whose reply was lost may have taken a task nobody runs.
+		t.s.releaseFetch(ctx, t.q, t.token, t.start)
 	}
 	if err != nil {
-		return fmt.Errorf("acknowledge task %s: %w", id, err)
+		return nil, fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
-	return settled(d, statusError(code, id))
+	if err := settled(d, statusError(code, id)); err != nil {
+		return nil, err
+	}
+	if len(taken) == 0 {
+		return nil, nil
+	}
+	return t.s.deliveries(t.q, taken, t.start)[0], nil
 }
 
 // AckSuccess writes the SUCCESS state of d's task with results (a group
@@ -531,27 +612,27 @@ func (s *Store) Ack(ctx context.Context, d *brokers.Delivery) error {
 // whose state shows it started or finished. Only on a single server
 // (OneNode), where one script may touch the state, group and other
 // queues' keys.
-func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
+func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
 	sig := d.Signature
 	id := sig.UUID
 	if !s.oneNode {
-		return fmt.Errorf("acknowledge task %s with its result: the state key is on another node", id)
+		return nil, fmt.Errorf("acknowledge task %s with its result: the state key is on another node", id)
 	}
 	state := tasks.NewSuccessTaskState(sig, results)
 	w, err := encodeState(state)
 	if err != nil {
-		return fmt.Errorf("set state success of task %s: %w", id, err)
+		return nil, fmt.Errorf("set state success of task %s: %w", id, err)
 	}
 	qk := s.keys.queue(d.Queue)
 	keys := []string{qk.task + id, qk.lease, qk.completed, s.keys.state(id)}
 	var member string
 	if sig.GroupUUID != "" {
 		if err := validGroup(sig.GroupUUID); err != nil {
-			return fmt.Errorf("set state success of task %s: %w", id, err)
+			return nil, fmt.Errorf("set state success of task %s: %w", id, err)
 		}
 		raw, err := json.Marshal(state)
 		if err != nil {
-			return fmt.Errorf("set state success of task %s: %w", id, err)
+			return nil, fmt.Errorf("set state success of task %s: %w", id, err)
 		}
 		member = string(raw)
 		keys = append(keys, s.keys.group(sig.GroupUUID).all()...)
@@ -564,37 +645,36 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 	args := make([]interface{}, 0, 12+len(fields)+len(next)*(4+pendingItems))
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
-		recovered, len(fields))
+		recovered, 0, len(fields))
 	args = append(args, fields...)
 	args = append(args, pendingItems)
 	for _, n := range next {
 		if err := checkSig(n); err != nil {
-			return fmt.Errorf("send the tasks after task %s: %w", id, err)
+			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)
 		}
 		if err := ValidQueue(n.RoutingKey); err != nil {
-			return fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
+			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
 		}
 		if err := s.registerQueue(ctx, n.RoutingKey); err != nil {
-			return err
+			return nil, err
 		}
 		q := &enqueueArgs{queue: s.keys.queue(n.RoutingKey), states: true}
 		if err := s.addTask(q, n); err != nil {
-			return fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
+			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
 		}
 		nk := q.queue
 		keys = append(keys, nk.pending, nk.scheduled, nk.archived, nk.notify, nk.task+n.UUID, q.stateKeys[0])
 		args = append(args, q.tasks...)
 	}
-	cmd := s.batch.RunSettle(ctx, id, ackSuccessScript, d.Lease.Valid, keys, args...)
-	err = cmd.Err()
-	var code int64
-	if err == nil {
-		code, err = parseStatusReply("ack_success", cmd.Val(), statusOK, statusLeaseLost)
+	t := s.newTaking(d.Queue, take)
+	if t != nil {
+		tk := t.keys()
+		args[10] = len(tk) // ARGV[12]: RunSettle puts ARGV[1] before args
+
+		keys = append(keys, tk...)
+		args = append(args, t.args()...)
 	}
-	if err != nil {
-		return fmt.Errorf("acknowledge task %s: %w", id, err)
-	}
-	return settled(d, statusError(code, id))
+	return t.settled(ctx, d, "ack_success", s.batch.RunSettle(ctx, id, ackSuccessScript, d.Lease.Valid, keys, args...))
 }
 
 // Commit records outcome, the final state of d's task, in the task, only

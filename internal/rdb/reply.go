@@ -255,20 +255,29 @@ func parseDequeueReply(v interface{}, n int) ([]dequeued, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(arr) == 0 || (len(arr)-1)%dequeueStride != 0 {
-		return nil, malformed(reply, nil, "an array of %d, want 1 + %d per task", len(arr), dequeueStride)
+	return parseTaken(reply, arr, 0, n)
+}
+
+// parseTaken decodes arr[from:], the part of reply that is a dequeue
+// reply (see parseDequeueReply) to a call for at most n tasks; errors
+// name elements by their place in the whole reply.
+func parseTaken(reply string, arr []interface{}, from, n int) ([]dequeued, error) {
+	rest := len(arr) - from
+	if rest < 1 || (rest-1)%dequeueStride != 0 {
+		return nil, malformed(reply, nil, "an array of %d, want %d + %d per task", len(arr), from+1, dequeueStride)
 	}
-	if _, err := asInt(reply, elem(0, "lease expiry"), arr[0]); err != nil {
+	if _, err := asInt(reply, elem(from, "lease expiry"), arr[from]); err != nil {
 		return nil, err
 	}
-	count := (len(arr) - 1) / dequeueStride
+	count := (rest - 1) / dequeueStride
 	if count > max(n, 0) {
 		return nil, malformed(reply, nil, "%d tasks, more than the %d asked for", count, n)
 	}
 	var out []dequeued
-	for i := 1; i < len(arr); i += dequeueStride {
+	for i := from + 1; i < len(arr); i += dequeueStride {
 		var d dequeued
 		var retried, recovered int64
+		var err error
 		if d.id, err = asID(reply, elem(i, "task id"), arr[i]); err != nil {
 			return nil, err
 		}
@@ -446,6 +455,31 @@ func parseRecoverReply(v interface{}) (recovered, archived []string, err error) 
 func parseElectReply(v interface{}) (bool, error) {
 	won, err := parseStatusReply("elect", v, 0, 1)
 	return won == 1, err
+}
+
+// parseSettleTakeReply decodes the reply of a settle script asked to take
+// the next task (ack.lua, ack_success.lua): 2 when the caller does not
+// hold the lease, 0 when a run again found its first run settled the task
+// (took is false: what that run took is the caller's to put back), or {0,
+// expiry_ms, then the task taken, if one was, as dequeue.lua gives it}.
+func parseSettleTakeReply(script string, v interface{}) (code int64, taken []dequeued, took bool, err error) {
+	arr, ok := v.([]interface{})
+	if !ok {
+		code, err = parseStatusReply(script, v, statusOK, statusLeaseLost)
+		return code, nil, false, err
+	}
+	if len(arr) == 0 {
+		return 0, nil, false, malformed(script, nil, "an array of 0, want 2 + %d per task", dequeueStride)
+	}
+	if code, err := asInt(script, elem(0, "status"), arr[0]); err != nil {
+		return 0, nil, false, err
+	} else if code != statusOK {
+		return 0, nil, false, malformed(script, nil, "status %d in an array, want 0", code)
+	}
+	if taken, err = parseTaken(script, arr, 1, 1); err != nil {
+		return 0, nil, false, err
+	}
+	return statusOK, taken, true, nil
 }
 
 // parseStatusReply decodes the reply of script, a status code: an integer,

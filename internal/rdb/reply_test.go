@@ -181,6 +181,36 @@ func TestParseDequeueReply(t *testing.T) {
 	})
 }
 
+func TestParseSettleTakeReply(t *testing.T) {
+	t.Parallel()
+	const msg = `{"UUID":"a","Name":"add"}`
+	good := dequeueTask("a", msg, "0", "0", "tok0", "")
+	type result struct {
+		code  int64
+		taken []dequeued
+		took  bool
+	}
+	parse := func(v interface{}) (interface{}, error) {
+		code, taken, took, err := parseSettleTakeReply("ack", v)
+		return result{code, taken, took}, err
+	}
+	testParser(t, "ack", parse, []replyCase{
+		{name: "refused", v: int64(2), want: result{code: statusLeaseLost}},
+		{name: "settled before, nothing taken", v: int64(0), want: result{code: statusOK}},
+		{name: "settled, none pending", v: arr(int64(0), int64(1700000000000)), want: result{code: statusOK, took: true}},
+		{name: "settled, one taken", v: append(arr(int64(0), int64(1700000000000)), good...),
+			want: result{code: statusOK, taken: []dequeued{{id: "a", msg: msg, token: "tok0"}}, took: true}},
+		{name: "unknown status", v: int64(3), bad: "status 3"},
+		{name: "nil", v: nil, bad: "the reply is nil"},
+		{name: "empty", v: arr(), bad: "an array of 0, want 2 + 6 per task"},
+		{name: "refused in an array", v: arr(int64(2), int64(1700000000000)), bad: "status 2 in an array, want 0"},
+		{name: "status as a string", v: arr("0", int64(1700000000000)), bad: "element 0 (status)"},
+		{name: "no expiry", v: arr(int64(0)), bad: "an array of 1, want 2 + 6 per task"},
+		{name: "two taken", v: append(append(arr(int64(0), int64(1700000000000)), good...), good...), bad: "2 tasks, more than the 1 asked for"},
+		{name: "task bad", v: append(arr(int64(0), int64(1700000000000)), dequeueTask("a", msg, "0", "0", "", "")...), bad: "element 6 (fencing token)"},
+	})
+}
+
 // claimBatchReply is a claim_batch reply of a batch: its head, then
 // members, each an id and a message.
 func claimBatchReply(members ...interface{}) []interface{} {
@@ -1018,12 +1048,34 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		token string
 		want  int64
 	}{{"wrong", statusLeaseLost}, {"tokC", statusOK}} {
-		v := run(ackSuccessScript, ackSuccessKeys, "0", "c", tc.token, 0, ttl, "", "", 0, ttl, ttl, "0", 2, "state", "SUCCESS", 0)
+		v := run(ackSuccessScript, ackSuccessKeys, "0", "c", tc.token, 0, ttl, "", "", 0, ttl, ttl, "0", 0, 2, "state", "SUCCESS", 0)
 		code, err := parseStatusReply("ack_success", v, statusOK, statusLeaseLost)
 		if err != nil || code != tc.want {
 			t.Fatalf("ack_success: %d, %v; want %d", code, err, tc.want)
 		}
 	}
+
+	// ack with a take: {0, expiry, the task taken}; run again, 0 (the
+	// first run's task is the caller's to put back); refused, 2.
+	must(client.HSet(ctx, qk.task+"e", "msg", `{"UUID":"e","Name":"add"}`, "state", "active", "lease", "tokE", "lease_exp", time.Now().Add(time.Hour).UnixMilli()).Err())
+	must(client.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "e"}).Err())
+	must(client.HSet(ctx, qk.task+"f", "msg", `{"UUID":"f","Name":"add"}`, "state", "pending").Err())
+	must(client.RPush(ctx, qk.pending, "f").Err())
+	takeKeys := []string{qk.task + "e", qk.lease, qk.completed, qk.pending, qk.paused, qk.notify}
+	code, taken, took, err := parseSettleTakeReply("ack", run(ackScript, takeKeys, "0", "e", "tokE", 0, qk.task, ttl, "tokF"))
+	if err != nil || code != statusOK || !took || len(taken) != 1 || taken[0].id != "f" || taken[0].token != "tokF" {
+		t.Fatalf("ack with a take: %d, %+v, %v, %v; want f taken", code, taken, took, err)
+	}
+	code, taken, took, err = parseSettleTakeReply("ack", run(ackScript, takeKeys, "1", "e", "tokE", 0, qk.task, ttl, "tokF2"))
+	if err != nil || code != statusOK || took || taken != nil {
+		t.Fatalf("ack with a take, run again: %d, %+v, %v, %v; want 0 and nothing taken", code, taken, took, err)
+	}
+	code, _, took, err = parseSettleTakeReply("ack", run(ackScript, takeKeys, "0", "e", "tokE", 0, qk.task, ttl, "tokF3"))
+	if err != nil || code != statusLeaseLost || took {
+		t.Fatalf("ack with a take, refused: %d, %v, %v; want 2", code, took, err)
+	}
+	must(client.Del(ctx, qk.task+"f").Err())
+	must(client.ZRem(ctx, qk.lease, "f").Err())
 
 	// recover: b (lease expired) back to pending; then b again, archived.
 	recoverKeys := []string{qk.lease, qk.pending, qk.archived, qk.notify}

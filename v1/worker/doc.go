@@ -8,7 +8,15 @@
 //
 // The fetch loop takes tasks from the broker only when a slot is free, as
 // many as there are free slots, so a worker never holds a task it is not
-// running and never runs more than its concurrency. Each task runs in its
+// running and never runs more than its concurrency. A slot can also pass
+// straight from one task to the next: with a broker that is a
+// brokers.Relay (both shipped ones are), a task's acknowledgement takes the
+// next task of its queue in the same step, and it runs in the slot the
+// first freed, without a fetch (a chain's next step, sent by that same
+// acknowledgement, is taken that way). The worker asks for that only while
+// it is fetching, has no pre-consume gate, and when the task's queue is
+// the one every fetch tries first (its only queue, or its first by strict
+// priority), so it runs the tasks a fetch would have given it. Each task runs in its
 // own goroutine with a context that carries the signature
 // (tasks.SignatureFromContext), a deadline when the signature has a Timeout,
 // and is cancelled when the task's lease is lost or the worker is stopped
@@ -47,8 +55,8 @@
 //
 // # Shutdown
 //
-// Shutdown happens in this order: the fetch loop stops, so nothing new
-// starts; running tasks get up to Config.ShutdownTimeout to finish (none, on
+// Shutdown happens in this order: the fetch loop stops, and
+// acknowledgements take no next task, so nothing new starts; running tasks get up to Config.ShutdownTimeout to finish (none, on
 // a hard stop); the contexts of those still running are cancelled and they
 // are put back at the head of their queue, and nothing they do afterwards is
 // written; then the heartbeater stops.

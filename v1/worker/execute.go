@@ -57,7 +57,7 @@ func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt 
 	start := time.Now()
 	results, runErr, permanent := w.run(ctx, sig, nil, fn, attempt == 0, log)
 	w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, runErr, permanent), time.Since(start))
-	return w.settle(context.WithoutCancel(ctx), sig, nil, results, runErr, permanent, log)
+	return w.settle(context.WithoutCancel(ctx), sig, nil, nil, results, runErr, permanent, log)
 }
 
 // run calls the task function, with STARTED written once it has run for
@@ -145,13 +145,14 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *broke
 }
 
 // settle records the outcome of a run: success, retry or failure. d is nil
-// when the task came without a broker delivery (Process).
+// when the task came without a broker delivery (Process). A success may
+// take the next task for the slot, as h says (nil: none).
 // The outcome is recorded on the span of ctx and counted once it is
 // written.
-func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, err error, permanent bool, log *slog.Logger) error {
+func (w *Worker) settle(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, h *handoff, results []*tasks.TaskResult, err error, permanent bool, log *slog.Logger) error {
 	switch outcome(sig, err, permanent) {
 	case telemetry.OutcomeSuccess:
-		return w.succeed(ctx, sig, d, results, log)
+		return w.succeed(ctx, sig, d, h, results, log)
 	case telemetry.OutcomeRetry:
 		var in time.Duration
 		if retriable := tasks.Retriable(nil); errors.As(err, &retriable) {
@@ -189,7 +190,7 @@ func outcome(sig *tasks.Signature, err error, permanent bool) string {
 	return telemetry.OutcomeFailure
 }
 
-func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) error {
+func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, h *handoff, results []*tasks.TaskResult, log *slog.Logger) error {
 	if next, ok := w.oneStep(sig, d, results); ok {
 		// The result, what follows it and the acknowledgement in one step,
 		// under the task's lease; each callback sent has its send span.
@@ -197,7 +198,10 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		for i, cb := range next {
 			_, spans[i] = w.p.Tracing.StartSend(ctx, cb.RoutingKey, next[i:i+1])
 		}
-		err := w.paired.AckSuccess(ctx, d, results, next)
+		taken, err := w.paired.AckSuccess(ctx, d, results, next, h.wants())
+		if h != nil {
+			h.next = taken
+		}
 		for _, span := range spans {
 			telemetry.Ended(span, err)
 			span.End()
@@ -229,7 +233,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
 	w.succeeded(ctx, sig)
-	return w.afterSuccess(ctx, sig, d, results, groupDone, log)
+	return w.afterSuccess(ctx, sig, d, h, results, groupDone, log)
 }
 
 // succeeded records sig's success, written, on the span of ctx and in the
@@ -271,8 +275,8 @@ func successCallback(sig, cb *tasks.Signature, results []*tasks.TaskResult) *tas
 // afterSuccess does what follows sig's recorded success: it sends the
 // OnSuccess callbacks with the results, the chord callback when sig
 // completed its group (groupDone) and wins the election, and acknowledges
-// the task.
-func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, groupDone bool, log *slog.Logger) error {
+// the task, taking the next task for the slot as h says.
+func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, h *handoff, results []*tasks.TaskResult, groupDone bool, log *slog.Logger) error {
 	var errs []error
 	for _, cb := range sig.OnSuccess {
 		next := successCallback(sig, cb, results)
@@ -292,12 +296,22 @@ func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brok
 		return err
 	}
 	if d != nil {
-		if err := w.p.Broker.Ack(ctx, d); err != nil {
+		if err := w.ack(ctx, d, h); err != nil {
 			return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
 		}
 	}
 	log.Debug("task done")
 	return nil
+}
+
+// ack acknowledges d, taking the next task for the slot as h says.
+func (w *Worker) ack(ctx context.Context, d *brokers.Delivery, h *handoff) error {
+	if take := h.wants(); take != nil {
+		next, err := w.relay.AckTake(ctx, d, *take)
+		h.next = next
+		return err
+	}
+	return w.p.Broker.Ack(ctx, d)
 }
 
 // failUnstorable fails sig, whose results cannot be stored (a NaN, a
@@ -364,7 +378,7 @@ func (w *Worker) finishCommitted(ctx context.Context, d *brokers.Delivery, log *
 		return fmt.Errorf("worker: write state %s of task %s: %w", out.State, sig.UUID, err)
 	}
 	if out.State == tasks.StateSuccess {
-		return w.afterSuccess(ctx, sig, d, out.Results, groupDone, log)
+		return w.afterSuccess(ctx, sig, d, nil, out.Results, groupDone, log)
 	}
 	return w.afterFailure(ctx, sig, d, out.Error)
 }

@@ -326,6 +326,8 @@ type spyBroker struct {
 	delivered  []*brokers.Delivery
 	extends    int
 	acks       int
+	takes      int // AckTake calls (counted in acks too)
+	taken      int // tasks AckTake took
 	retries    []retryCall
 	archives   int
 	requeued   int
@@ -345,7 +347,7 @@ type retryCall struct {
 
 // spyCounts is a snapshot of a spyBroker's counters.
 type spyCounts struct {
-	fetches, extends, acks, retries, archives, requeued int
+	fetches, extends, acks, takes, taken, retries, archives, requeued int
 }
 
 func newSpyBroker(b brokers.Broker) *spyBroker {
@@ -393,6 +395,25 @@ func (b *spyBroker) Ack(ctx context.Context, d *brokers.Delivery) error {
 	return err
 }
 
+// AckTake counts as an Ack, and the task taken as a delivery: the worker
+// keeps the slot for it.
+func (b *spyBroker) AckTake(ctx context.Context, d *brokers.Delivery, take brokers.Take) (*brokers.Delivery, error) {
+	next, err := b.Broker.(brokers.Relay).AckTake(ctx, d, take)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.acks++
+	b.takes++
+	if err == nil {
+		b.unsettled--
+	}
+	if next != nil {
+		b.unsettled++
+		b.taken++
+		b.delivered = append(b.delivered, next)
+	}
+	return next, err
+}
+
 func (b *spyBroker) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, errMsg string) error {
 	call := retryCall{sig: tasks.CopySignature(d.Signature), at: at, calledAt: time.Now(), errMsg: errMsg}
 	err := b.Broker.Retry(ctx, d, at, errMsg)
@@ -434,6 +455,8 @@ func (b *spyBroker) counts() spyCounts {
 		fetches:  len(b.fetchMaxes),
 		extends:  b.extends,
 		acks:     b.acks,
+		takes:    b.takes,
+		taken:    b.taken,
 		retries:  len(b.retries),
 		archives: b.archives,
 		requeued: b.requeued,

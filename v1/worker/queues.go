@@ -66,3 +66,11 @@ func (o *queueOrder) next() []string {
 	}
 	return out
 }
+
+// first reports whether q is the queue every fetch tries first: the only
+// queue, or the first by strict priority. A settle may take the next task
+// of such a queue for the slot it frees (brokers.Relay) without changing
+// which tasks the worker runs: a fetch would have tried it first.
+func (o *queueOrder) first(q string) bool {
+	return (o.strict || len(o.names) == 1) && o.names[0] == q
+}

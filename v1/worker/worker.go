@@ -113,6 +113,10 @@ type Worker struct {
 	clock  clock.Clock
 	queues *queueOrder
 	paired brokers.StateBroker // the broker, when it writes the backend's states itself
+	relay  brokers.Relay       // the broker, when its settles can take the next task
+	// fetching ends when the worker stops taking tasks (Run's fetch
+	// context): a settle then takes no next task.
+	fetching context.Context
 
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -126,7 +130,11 @@ type Worker struct {
 	// cancelled while this worker had not yet started them (the gap
 	// between a fetch and start): start stops them.
 	cancelled map[string]time.Time
-	wg        sync.WaitGroup
+	// abandoning is set, under mu, when shutdown gives up on the tasks
+	// still running: a task a settle takes after that is put back, not
+	// started.
+	abandoning bool
+	wg         sync.WaitGroup
 
 	names atomic.Pointer[brokers.TaskNames] // the registry's names, as last announced
 
@@ -187,6 +195,7 @@ func New(p Params) *Worker {
 	}
 	w.identity = w.newIdentity()
 	w.monitor, _ = p.Broker.(brokers.Monitor)
+	w.relay, _ = p.Broker.(brokers.Relay)
 	return w
 }
 
@@ -206,6 +215,7 @@ func (w *Worker) Abort() {
 func (w *Worker) Run(ctx context.Context) error {
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	defer stopFetch()
+	w.fetching = fetchCtx
 	go func() {
 		select {
 		case <-w.abort:
@@ -429,10 +439,20 @@ func (w *Worker) gated(ctx context.Context) (fctx context.Context, stop func()) 
 }
 
 // start runs d in its own goroutine; done is called when it has finished.
+// A task its settle took for the slot it freed (handoff) runs next in the
+// same slot: done is called when the last of them has finished.
 func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func()) {
 	ctx, cancel := context.WithCancel(parent)
 	r := &running{d: d, cancel: cancel, done: make(chan struct{})}
 	w.mu.Lock()
+	if w.abandoning {
+		// Taken by a settle after shutdown gave up on the running tasks.
+		w.mu.Unlock()
+		cancel()
+		w.putBack(d)
+		done()
+		return
+	}
 	w.active[r] = struct{}{}
 	if _, ok := w.cancelled[d.Signature.UUID]; ok {
 		delete(w.cancelled, d.Signature.UUID)
@@ -443,21 +463,70 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer done()
-		defer close(r.done)
-		defer func() {
-			w.mu.Lock()
-			delete(w.active, r)
-			w.mu.Unlock()
-		}()
-		defer cancel()
-		defer context.AfterFunc(d.Lease.Context(), cancel)() // a lost lease stops the task
-		w.handle(ctx, r)
+		if next := w.runOne(ctx, r); next != nil {
+			w.start(parent, next, done)
+			return
+		}
+		done()
 	}()
 }
 
-// handle runs one delivered task and settles it.
-func (w *Worker) handle(ctx context.Context, r *running) {
+// runOne runs r until it is settled, and returns the task its settle took
+// for the slot, if any.
+func (w *Worker) runOne(ctx context.Context, r *running) *brokers.Delivery {
+	defer close(r.done)
+	defer func() {
+		w.mu.Lock()
+		delete(w.active, r)
+		w.mu.Unlock()
+	}()
+	defer r.cancel()
+	defer context.AfterFunc(r.d.Lease.Context(), r.cancel)() // a lost lease stops the task
+	return w.handle(ctx, r)
+}
+
+// putBack requeues d, a task this worker took but will not run.
+func (w *Worker) putBack(d *brokers.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.p.Broker.Requeue(ctx, d); err != nil {
+		w.log.Error("requeueing a task taken at shutdown failed; it comes back when its lease expires",
+			slog.String("task", d.Signature.UUID), slog.Any("error", err))
+	}
+	d.Lease.Lose()
+}
+
+// handoff is what a settle may do with the slot its task frees: take the
+// next task of the task's queue for it (brokers.Relay), as take says (nil:
+// nothing), and next is the task it took.
+type handoff struct {
+	take *brokers.Take
+	next *brokers.Delivery
+}
+
+// handoffFor returns the handoff of d's settle: a take when the broker can
+// take in a settle, the worker is still fetching, has no pre-consume gate,
+// and would fetch from d's queue first; else nil. The take is only ever
+// of a queue a fetch would try first, so a worker's tasks are those it
+// would have fetched.
+func (w *Worker) handoffFor(d *brokers.Delivery) *handoff {
+	if w.relay == nil || w.fetching == nil || w.fetching.Err() != nil || w.p.PreConsumeFunc != nil || !w.queues.first(d.Queue) {
+		return nil
+	}
+	return &handoff{take: &brokers.Take{Names: w.names.Load()}}
+}
+
+// wants returns the take of h, or nil for a nil h.
+func (h *handoff) wants() *brokers.Take {
+	if h == nil {
+		return nil
+	}
+	return h.take
+}
+
+// handle runs one delivered task and settles it. It returns the task the
+// settle took for the slot (handoff), or nil.
+func (w *Worker) handle(ctx context.Context, r *running) *brokers.Delivery {
 	d := r.d
 	sig := d.Signature
 	ctx, span := w.p.Tracing.StartProcess(ctx, sig, telemetry.Delivery{Queue: d.Queue, Retried: d.Retried, Recovered: d.Recovered})
@@ -495,7 +564,7 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	if settleNow != nil {
 		if !r.claim(ownerSettling) || !d.Lease.Valid() {
 			_ = w.lost(ctx, r)
-			return
+			return nil
 		}
 		sctx, cancel := detach(ctx)
 		defer cancel()
@@ -503,7 +572,7 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 			w.reportError(err)
 			log.Error("settling task failed", slog.Any("error", err))
 		}
-		return
+		return nil
 	}
 
 	start := time.Now()
@@ -513,7 +582,7 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 	if !r.claim(ownerSettling) {
 		log.Warn("task finished after the worker gave it up; its outcome is not recorded")
 		ran(w.lost(ctx, r))
-		return
+		return nil
 	}
 	if !d.Lease.Valid() {
 		if r.cancelled.Load() {
@@ -522,18 +591,23 @@ func (w *Worker) handle(ctx context.Context, r *running) {
 			log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
 		}
 		ran(w.lost(ctx, r))
-		return
+		return nil
 	}
 	ran(outcome(sig, runErr, permanent))
 	sctx, cancel := detach(ctx)
 	defer cancel()
-	if err := w.settle(sctx, sig, d, results, runErr, permanent, log); err != nil {
+	h := w.handoffFor(d)
+	if err := w.settle(sctx, sig, d, h, results, runErr, permanent, log); err != nil {
 		if errors.Is(err, brokers.ErrLeaseLost) {
 			telemetry.Outcome(ctx, telemetry.OutcomeLeaseLost, err)
 		}
 		w.reportError(err)
 		log.Error("settling task failed", slog.Any("error", err))
 	}
+	if h == nil {
+		return nil
+	}
+	return h.next
 }
 
 // taskLog returns the logger of one attempt at sig: the task, its queue
@@ -799,6 +873,7 @@ func (w *Worker) waitRunning(timeout time.Duration) {
 // head of their queue, and waits for those that were already settling.
 func (w *Worker) abandonRunning() {
 	w.mu.Lock()
+	w.abandoning = true
 	rs := make([]*running, 0, len(w.active))
 	for r := range w.active {
 		rs = append(rs, r)

@@ -12,6 +12,7 @@
 --         member only: ARGV[6] is not "")
 -- then for each next task: its queue's pending list, scheduled zset,
 --         archived zset and notify list, its task hash, its state hash
+-- then, with a take (ARGV[12]), the take's keys
 -- ARGV[1] "1" when the caller runs this again, not knowing whether its
 --         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
 -- ARGV[2] task id
@@ -24,17 +25,31 @@
 -- ARGV[9] TTL of a completed group in ms   ARGV[10] of an unfinished one
 -- ARGV[11] "1" when the task ran again after a recovery: a next task whose
 --          state shows it started or finished is not sent again
--- ARGV[12] m, then m items: the SUCCESS state's field, value pairs
+-- ARGV[12] t, how many keys of a take end KEYS (0: no take; else 3 or
+--          5: the queue's pending list, paused flag and notify list, then
+--          optionally its rerouted set and the caller's names set, as
+--          dequeue.lua's KEYS[5..6]); the task's queue is the take's
+-- ARGV[13] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at is left as the PENDING write set it)
 -- then k, and for each next task: id, message (JSON signature), ETA in ms
 --          (0: now), its limit (lib/limit.lua; "" for none), and k items: its PENDING state's fields (the last
 --          pair "workflow" and its workflow, dropped when "")
+-- with a take, last: the task hash key prefix, the lease duration in ms
+--          and the fencing token of the task taken
+--
+-- With a take, the script then takes the next task of the task's queue
+-- for the slot it frees (lib/queue.lua's take_tasks): a next task sent
+-- to that queue may be the one taken, without a wake-up.
 --
 -- A next task that its queue still holds (lib/queue.lua's held) counts as
 -- sent and is left alone; so does one its workflow's cancellation keeps
 -- out (a "cancelled" hash, cancel.lua): it is not sent.
 --
 -- Returns: 0 done; 2 the caller does not hold the lease (nothing written).
+-- With a take, done is {0, expiry_ms} followed by the task taken as
+-- dequeue.lua gives it, if one was; a run again that finds its first run
+-- settled the task returns 0 and takes nothing (the first run's task, if
+-- any, is the caller's to put back: release_fetch.lua).
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 local now = now_ms()
@@ -42,15 +57,22 @@ local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-local m = tonumber(ARGV[12])
-write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 13, 12 + m) })
+local t = tonumber(ARGV[12])
+local last = #ARGV -- the last item of the next tasks
+local take_notify = false
+if t > 0 then
+	last = last - 3
+	take_notify = KEYS[#KEYS - t + 3]
+end
+local m = tonumber(ARGV[13])
+write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 14, 13 + m) })
 local key = 5
 if ARGV[6] ~= "" then
 	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[2], ARGV[6], ARGV[8], ARGV[7], ARGV[9], ARGV[10])
 	key = 8
 end
-local k = tonumber(ARGV[13 + m])
-for i = 14 + m, #ARGV, 4 + k do
+local k = tonumber(ARGV[14 + m])
+for i = 15 + m, last, 4 + k do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
 	local id = ARGV[i]
@@ -66,10 +88,22 @@ for i = 14 + m, #ARGV, 4 + k do
 		if ARGV[i + 3] ~= "" then
 			redis.call("HSET", task_key, "limit", ARGV[i + 3])
 		end
-		if ready then
+		-- The take below wakes its queue's workers if tasks remain.
+		if ready and notify ~= take_notify then
 			wake(notify)
 		end
 	end
 end
 forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now)
-return 0
+if t == 0 then
+	return 0
+end
+local first = #KEYS - t + 1
+local expiry = now + tonumber(ARGV[#ARGV - 1])
+local out = {0, expiry}
+local rerouted, names = false, false
+if t == 5 then
+	rerouted, names = KEYS[first + 3], KEYS[first + 4]
+end
+take_tasks(out, 1, ARGV[#ARGV - 2], KEYS[first], KEYS[first + 1], KEYS[2], KEYS[first + 2], rerouted, names, #ARGV, now, expiry)
+return out

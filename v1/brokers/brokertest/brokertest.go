@@ -11,7 +11,8 @@
 //	}
 //
 // The suite holds a broker to iface.Broker and to the optional interfaces
-// Inspector, Pauser and Claimer, which both shipped brokers implement.
+// Inspector, Pauser, Claimer, Aggregator, Canceller, Monitor and Relay,
+// which both shipped brokers implement.
 // Beyond what they document, the suite fixes these choices: a
 // signature needs a UUID, and a RoutingKey (else ErrNoQueue); Fetch with a
 // ctx that has already ended takes nothing even when tasks are pending; a
@@ -96,6 +97,8 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"LimitConcurrency", testLimitConcurrency},
 		{"LimitDeadHolder", testLimitDeadHolder},
 		{"LimitRate", testLimitRate},
+		{"AckTake", testAckTake},
+		{"AckTakeRerouted", testAckTakeRerouted},
 	}, aggregationTests()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -34,6 +34,7 @@ type Broker interface {
 	iface.Aggregator
 	iface.Canceller
 	iface.Monitor
+	iface.Relay
 }
 
 type suite struct {

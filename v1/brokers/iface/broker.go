@@ -124,6 +124,29 @@ type Broker interface {
 	Close() error
 }
 
+// Relay is a broker that can pass a worker's slot from the task it
+// settles straight to the next task of the same queue: the settle takes
+// that task in the same step, so the worker goes on without a Fetch (on
+// Redis: no wake-up, no dequeue, one round trip from one task to the
+// next). Both brokers of this module are Relays.
+type Relay interface {
+	// AckTake acknowledges d as Ack does and, in the same step, takes the
+	// next task of d's queue for the caller as a Fetch of d's queue for
+	// one task with take.Names would, without waiting: it returns nil
+	// when none is pending or the queue is paused. The task taken is the
+	// caller's to run and settle as a fetched one. A caller that lost d's
+	// lease gets ErrLeaseLost, and nothing is taken.
+	AckTake(ctx context.Context, d *Delivery, take Take) (*Delivery, error)
+}
+
+// Take asks a settle (Relay.AckTake, StateBroker.AckSuccess) to take the
+// next task of the settled task's queue for the caller.
+type Take struct {
+	// Names are the caller's task names, as Fetch's names: tasks
+	// rerouted to them may be taken; with nil, none is.
+	Names *TaskNames
+}
+
 // Delivery is one task handed to a worker by Fetch.
 type Delivery struct {
 	// Signature is the task as it was published, or as the last Retry left it.

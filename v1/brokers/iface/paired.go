@@ -34,7 +34,11 @@ type StateBroker interface {
 	// after a recovery (d.Recovered > 0), is one whose state shows it has
 	// started or finished. A group member whose group has a chord callback
 	// is not settled here: its success may have to send the callback.
-	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error
+	// With take, it then takes the next task of d's queue for the caller
+	// in the same step, as Relay.AckTake does (a next task sent to that
+	// queue may be the one taken), and returns it; otherwise, or when
+	// none is pending, it returns nil.
+	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *Take) (*Delivery, error)
 
 	// WriteState writes state, a state of d's task, in one step and only
 	// while the caller holds d's lease (else ErrLeaseLost, and nothing is

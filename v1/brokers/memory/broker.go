@@ -600,6 +600,21 @@ func (b *Broker) settleLocked(op string, d *iface.Delivery) (*task, error) {
 func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.ackLocked(d)
+}
+
+// AckTake forgets the task of d and takes the next task of its queue for
+// the caller, under the broker's lock (see iface.Relay).
+func (b *Broker) AckTake(ctx context.Context, d *iface.Delivery, take iface.Take) (*iface.Delivery, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.ackLocked(d); err != nil {
+		return nil, err
+	}
+	return b.takeNextLocked(d.Queue, &take), nil
+}
+
+func (b *Broker) ackLocked(d *iface.Delivery) error {
 	t, err := b.settleLocked("ack", d)
 	if err != nil {
 		return err
@@ -607,6 +622,20 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	b.finishLocked(t)
 	d.Lease.Release()
 	return nil
+}
+
+// takeNextLocked takes, with take, the next task of queue for the caller
+// of a settle, as a fetch of that queue for one task; it returns nil
+// without take or when none is pending.
+func (b *Broker) takeNextLocked(queue string, take *iface.Take) *iface.Delivery {
+	if take == nil {
+		return nil
+	}
+	ds := b.takeLocked([]string{queue}, 1, take.Names)
+	if len(ds) == 0 {
+		return nil
+	}
+	return ds[0]
 }
 
 // finishLocked forgets t, which finished: it is no longer held, and frees

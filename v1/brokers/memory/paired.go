@@ -10,7 +10,10 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-var _ iface.StateBroker = (*Broker)(nil)
+var (
+	_ iface.StateBroker = (*Broker)(nil)
+	_ iface.Relay       = (*Broker)(nil)
+)
 
 // NewPair returns a broker and the result backend it writes task states to
 // in the same step as it moves tasks (see iface.StateBroker), both
@@ -46,23 +49,24 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 // still holds counts as sent (and one kept out, of a cancelled workflow,
 // is not sent), and so, after a recovery, does one whose
 // state shows it started or finished. Results that cannot be stored are
-// an error, and the task stays leased.
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
+// an error, and the task stays leased. With take, it then takes the next
+// task of d's queue for the caller.
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
 	if b.backend == nil {
-		return fmt.Errorf("memory broker: ack success: no paired backend")
+		return nil, fmt.Errorf("memory broker: ack success: no paired backend")
 	}
 	for i, sig := range next {
 		if err := checkPublish(i, sig); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.holdsLocked("ack", d); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := b.backend.WriteState(d.Signature, tasks.NewSuccessTaskState(d.Signature, results)); err != nil {
-		return err
+		return nil, err
 	}
 	var send []*tasks.Signature
 	for _, sig := range next {
@@ -70,18 +74,15 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 			continue
 		}
 		if _, err := b.backend.WriteState(sig, tasks.NewPendingTaskState(sig)); err != nil {
-			return err
+			return nil, err
 		}
 		send = append(send, sig)
 	}
 	b.publishLocked(send)
-	t, err := b.settleLocked("ack", d)
-	if err != nil {
-		return err
+	if err := b.ackLocked(d); err != nil {
+		return nil, err
 	}
-	b.finishLocked(t)
-	d.Lease.Release()
-	return nil
+	return b.takeNextLocked(d.Queue, take), nil
 }
 
 // startedLocked reports whether the paired backend holds a state of task

@@ -48,6 +48,7 @@ type Broker struct {
 var (
 	_ iface.Broker      = (*Broker)(nil)
 	_ iface.StateBroker = (*Broker)(nil)
+	_ iface.Relay       = (*Broker)(nil)
 	_ iface.Canceller   = (*Broker)(nil)
 )
 
@@ -297,17 +298,30 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	return wrap(b.store.Ack(ctx, d))
+	_, err := b.store.Ack(ctx, d, nil)
+	return wrap(err)
+}
+
+// AckTake acknowledges d's task and takes the next task of its queue in
+// the same script (see iface.Relay).
+func (b *Broker) AckTake(ctx context.Context, d *iface.Delivery, take iface.Take) (*iface.Delivery, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	next, err := b.store.Ack(ctx, d, &take)
+	return next, wrap(err)
 }
 
 // AckSuccess writes the task's SUCCESS state, publishes next with their
 // PENDING states and acknowledges the task in one script, only if the
-// caller holds the lease (see iface.StateBroker).
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature) error {
+// caller holds the lease, and with take takes the next task of its queue
+// (see iface.StateBroker).
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
 	if err := b.checkOpen(); err != nil {
-		return err
+		return nil, err
 	}
-	return wrap(b.store.AckSuccess(ctx, d, results, next))
+	taken, err := b.store.AckSuccess(ctx, d, results, next, take)
+	return taken, wrap(err)
 }
 
 // Retry schedules the task to run again at at.

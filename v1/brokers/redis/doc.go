@@ -84,10 +84,16 @@
 //     updated message; archive moves it to the archived zset with the
 //     reason, trimming dead letters older than ArchiveMaxAge or beyond
 //     ArchiveMaxSize; requeue puts it back at the head of pending. Each
-//     records the token it settled under (settled). A settle whose reply
+//     records the token it settled under (settled). An ack (ack.lua,
+//     ack_success.lua) may also take the next task of the queue for the
+//     slot it frees, as dequeue does (lib/queue.lua's take_tasks), with a
+//     fencing token the worker sent; a chain's next step, published by
+//     the same script, is then taken without a wake-up. A settle whose reply
 //     was lost is sent again marked as a repeat, and a repeat that finds
 //     the hash gone or settled under its token reports success; go-redis
-//     never sends a settle twice itself. A publish records its own token
+//     never sends a settle twice itself. A repeat takes nothing: the task
+//     its first run may have taken is put back, found by its token, as a
+//     fetch's are (release_fetch.lua). A publish records its own token
 //     (pub) in the task hash and in the PENDING state it writes; go-redis
 //     never sends it twice, and machinist sends it again after a lost
 //     reply marked as a repeat, which reports success when it finds its

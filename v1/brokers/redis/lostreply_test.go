@@ -127,7 +127,8 @@ func TestLostReplySettleReportsSuccess(t *testing.T) {
 		}, iface.QueueInfo{}},
 		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
 			next := &tasks.Signature{UUID: "task_next_" + d.Signature.UUID, Name: "add", RoutingKey: d.Queue}
-			return b.AckSuccess(ctx, d, results, []*tasks.Signature{next})
+			_, err := b.AckSuccess(ctx, d, results, []*tasks.Signature{next}, nil)
+			return err
 		}, iface.QueueInfo{Pending: 1}},
 		{"Retry", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
 			return b.Retry(ctx, d, time.Now().Add(time.Hour), "later")
@@ -156,6 +157,52 @@ func TestLostReplySettleReportsSuccess(t *testing.T) {
 			tc.want.Pending, tc.want.Retry, tc.want.Archived = 2*tc.want.Pending, 2*tc.want.Retry, 2*tc.want.Archived
 			if got.Active != 0 || got.Pending != tc.want.Pending || got.Retry != tc.want.Retry || got.Archived != tc.want.Archived || got.Scheduled != 0 {
 				t.Fatalf("queue after %s: %+v, want %+v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLostReplySettleTakePutsBackItsTask: a settle with a take (AckTake,
+// AckSuccess with a take) whose reply was lost is reported as the settle
+// it was, takes nothing when sent again, and the task its first run took,
+// which nobody runs, is put back at once rather than at its lease's end.
+func TestLostReplySettleTakePutsBackItsTask(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		settle func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error)
+	}{
+		{"AckTake", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error) {
+			return b.AckTake(ctx, d, iface.Take{})
+		}},
+		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error) {
+			return b.AckSuccess(ctx, d, nil, nil, &iface.Take{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLostReply(t)
+			// The first settle loads the script: the reply lost is the
+			// second's.
+			if _, err := tc.settle(ctxFor(t), l.broker, l.take(t, "warm")); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			d := l.take(t, "lost")
+			next := &tasks.Signature{UUID: "task_next", Name: "add", RoutingKey: l.queue}
+			if err := l.broker.PublishPending(ctxFor(t), next); err != nil {
+				t.Fatalf("PublishPending: %v", err)
+			}
+			l.loseReplyTo(t, "evalsha")
+			taken, err := tc.settle(ctxFor(t), l.broker, d)
+			if err != nil || taken != nil {
+				t.Fatalf("%s with its reply lost: took %v, %v; want nothing, nil (it settled)", tc.name, taken, err)
+			}
+			if got := l.info(t); got.Active != 0 || got.Pending != 1 {
+				t.Fatalf("queue after %s with its reply lost: %+v, want the task its first run took pending again", tc.name, got)
+			}
+			ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 1, nil)
+			if err != nil || len(ds) != 1 || ds[0].Signature.UUID != next.UUID || ds[0].Recovered != 0 {
+				t.Fatalf("Fetch: %d deliveries, %v; want %s, not counted as recovered", len(ds), err, next.UUID)
 			}
 		})
 	}

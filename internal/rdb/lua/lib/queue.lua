@@ -47,6 +47,89 @@ local function wake(notify)
 	end
 end
 
+-- take_tasks takes up to n tasks of a queue for a worker, each under a
+-- lease ending at expiry (ms), appending to out, for each: id, message,
+-- retried, recovered, token, outcome (what an earlier holder committed,
+-- "" for none). First come tasks rerouted to the caller's names (the
+-- rerouted set and the caller's names set, announce.lua; with rerouted
+-- false none is taken), then the pending list. A limited task over its
+-- limit is put aside (lib/limit.lua's limit_admit) and not taken; an id
+-- whose hash is gone is skipped. Nothing is taken from a paused queue.
+-- The tokens are ARGV[tok], ARGV[tok + 1], ..., one per id popped. When
+-- tasks remain pending, a wake-up token is left on notify for the next
+-- idle worker. It returns how many tasks it took.
+-- Complexity: O(n log L) for L leased tasks, plus O(R) for R names with
+-- rerouted tasks when there are any.
+local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerouted, names, tok, now, expiry)
+	if redis.call("EXISTS", paused) == 1 then
+		return 0
+	end
+	local used, taken = 0, 0 -- ids popped (one token each), tasks taken
+	-- take leases the task id, and reports whether it did.
+	local function take(id)
+		local key = prefix .. id
+		local token = ARGV[tok + used]
+		used = used + 1
+		local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome", "limit")
+		if not fields[1] then
+			return false
+		end
+		if fields[5] and not fields[4] and not limit_admit(fields[5], key, id, lease, now) then
+			redis.call("HDEL", key, "rerouted")
+			return false
+		end
+		redis.call("HSET", key, "state", "active", "lease", token, "lease_exp", expiry)
+		redis.call("ZADD", lease, expiry, id)
+		table.insert(out, id)
+		table.insert(out, fields[1])
+		table.insert(out, fields[2] or "0")
+		table.insert(out, fields[3] or "0")
+		table.insert(out, token)
+		table.insert(out, fields[4] or "")
+		taken = taken + 1
+		return true
+	end
+	if rerouted and redis.call("EXISTS", rerouted) == 1 then
+		for _, name in ipairs(redis.call("SINTER", rerouted, names)) do
+			local list = rerouted .. ":" .. name
+			while used < n do
+				local id = redis.call("LPOP", list)
+				if not id then
+					break
+				end
+				if take(id) then
+					redis.call("HDEL", prefix .. id, "rerouted")
+				end
+			end
+			if redis.call("LLEN", list) == 0 then
+				redis.call("SREM", rerouted, name)
+			elseif used >= n then
+				-- Tasks of the caller's names remain: wake another of its kind.
+				local names_notify = names .. ":notify"
+				wake(names_notify)
+				local ttl = redis.call("PTTL", names)
+				if ttl > 0 then
+					redis.call("PEXPIRE", names_notify, ttl)
+				end
+			end
+			if used >= n then
+				break
+			end
+		end
+	end
+	while used < n do
+		local id = redis.call("LPOP", pending)
+		if not id then
+			break
+		end
+		take(id)
+	end
+	if redis.call("LLEN", pending) > 0 then
+		wake(notify)
+	end
+	return taken
+end
+
 -- given_or_all returns the ids in ARGV[first..] or, when there are none,
 -- every member of zset (an operator's "all archived tasks").
 local function given_or_all(zset, first)

@@ -1,0 +1,143 @@
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// testAckTake holds a broker to Relay.AckTake: it acknowledges the task
+// and takes the next task of its queue, in order, under a lease of its
+// own that renews and settles as a fetched one's; tasks rerouted to the
+// caller's names come first, and none without names; nothing is taken
+// from a paused or empty queue; a caller that lost the lease gets
+// ErrLeaseLost and takes nothing.
+func testAckTake(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	sigs := newSigs(q, "add", 3)
+	publish(t, b, sigs...)
+
+	d := fetchOne(t, b, q)
+	next, err := b.AckTake(ctx, d, iface.Take{})
+	must(t, "AckTake", err)
+	if next == nil || next.Signature.UUID != sigs[1].UUID {
+		t.Fatalf("AckTake took %v, want the next task %s", describeDelivery(next), sigs[1].UUID)
+	}
+	sameSignature(t, "task taken", next.Signature, sigs[1])
+	if next.Queue != q || !next.Lease.Valid() || next.Lease.Token() == d.Lease.Token() {
+		t.Fatalf("task taken: queue %q, lease valid %t, token %q (the settled task's %q); want %q, a valid lease of its own",
+			next.Queue, next.Lease.Valid(), next.Lease.Token(), d.Lease.Token(), q)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 1})
+
+	// The settled task's holder takes nothing more.
+	stale, err := b.AckTake(ctx, d, iface.Take{})
+	wantLeaseLost(t, "AckTake of a settled task", err, d)
+	if stale != nil {
+		t.Fatalf("a refused AckTake took %s", stale.Signature.UUID)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 1})
+
+	// The lease taken renews like a fetched one's.
+	must(t, "ExtendLeases", b.ExtendLeases(ctx, next))
+	if !next.Lease.Valid() {
+		t.Fatal("the lease of a task taken by AckTake was not renewed")
+	}
+
+	// Paused: nothing is taken.
+	must(t, "PauseQueue", b.PauseQueue(ctx, q))
+	none, err := b.AckTake(ctx, next, iface.Take{})
+	must(t, "AckTake on a paused queue", err)
+	if none != nil {
+		t.Fatalf("AckTake took %s from a paused queue", none.Signature.UUID)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 1})
+	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
+
+	// Empty: nothing is taken.
+	last := fetchOne(t, b, q)
+	none, err = b.AckTake(ctx, last, iface.Take{})
+	must(t, "AckTake on an empty queue", err)
+	if none != nil {
+		t.Fatalf("AckTake took %s from an empty queue", none.Signature.UUID)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+// testAckTakeRerouted: AckTake takes the tasks rerouted to the caller's
+// names first, and none without names.
+func testAckTakeRerouted(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	mul := iface.NewTaskNames([]string{"mul"})
+	holder, m, p := newSig(q, "add"), newSig(q, "mul"), newSig(q, "add")
+	publish(t, b, holder, m, p)
+	ds := fetch(t, b, []string{q}, 2)
+	wantOrder(t, "fetched", deliveryUUIDs(ds), []string{holder.UUID, m.UUID})
+	must(t, "Announce", b.Announce(ctx, []string{q}, mul, time.Minute))
+	if ok, err := b.Reroute(ctx, ds[1]); !ok || err != nil {
+		t.Fatalf("Reroute = %v, %v; want true, nil", ok, err)
+	}
+
+	next, err := b.AckTake(ctx, ds[0], iface.Take{})
+	must(t, "AckTake without names", err)
+	if next == nil || next.Signature.UUID != p.UUID {
+		t.Fatalf("AckTake without names took %v, want the pending %s, not the rerouted %s", describeDelivery(next), p.UUID, m.UUID)
+	}
+	next, err = b.AckTake(ctx, next, iface.Take{Names: mul})
+	must(t, "AckTake with names", err)
+	if next == nil || next.Signature.UUID != m.UUID {
+		t.Fatalf("AckTake with names took %v, want the rerouted %s", describeDelivery(next), m.UUID)
+	}
+	ack(t, b, next)
+	wantSizes(t, b, q, iface.QueueInfo{})
+}
+
+// describeDelivery names d's task, or says there is none.
+func describeDelivery(d *iface.Delivery) string {
+	if d == nil {
+		return "nothing"
+	}
+	return "task " + d.Signature.UUID
+}
+
+// testAckSuccessTakes: AckSuccess with a take takes the next task of the
+// settled task's queue, which may be a next task it has just sent there
+// (a chain's next step runs in the slot its previous step freed); a next
+// task sent to another queue is not taken.
+func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+	b, be := shortLeasePair(t, newPair)
+	ctx := context.Background()
+	q, other := queueName(t, "q"), queueName(t, "other")
+	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
+
+	first, step, elsewhere := newSig(q, "add"), newSig(q, "add"), newSig(other, "add")
+	must(t, "PublishPending", b.PublishPending(ctx, first))
+	d := fetchOne(t, b, q)
+	next, err := b.AckSuccess(ctx, d, results, []*tasks.Signature{step}, &iface.Take{})
+	must(t, "AckSuccess with a take", err)
+	if next == nil || next.Signature.UUID != step.UUID || !next.Lease.Valid() {
+		t.Fatalf("AckSuccess took %v, want the next step %s under a valid lease", describeDelivery(next), step.UUID)
+	}
+	sameSignature(t, "step taken", next.Signature, step)
+	wantState(t, be, first.UUID, tasks.StateSuccess)
+	wantState(t, be, step.UUID, tasks.StatePending)
+	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
+
+	none, err := b.AckSuccess(ctx, next, results, []*tasks.Signature{elsewhere}, &iface.Take{})
+	must(t, "AckSuccess sending to another queue", err)
+	if none != nil {
+		t.Fatalf("AckSuccess took %s, want nothing: its queue is empty", none.Signature.UUID)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, other, iface.QueueInfo{Pending: 1})
+	wantState(t, be, step.UUID, tasks.StateSuccess)
+}
