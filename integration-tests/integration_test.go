@@ -433,3 +433,57 @@ func TestBadArgumentsFailOnceAndAreArchived(t *testing.T) {
 		}
 	})
 }
+
+// TestGetIsWokenByCompletion: a result's wait ends when its task finishes,
+// not at its next poll: with an hour between polls, a task's, a chain's and
+// a chord's Get return within the test's deadline. On a Cluster results
+// only poll (the state writes there do not announce themselves).
+func TestGetIsWokenByCompletion(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		if p.name == "cluster" {
+			t.Skip("on a Cluster, a result's wait polls")
+		}
+		e := newEnv(t, p)
+		const hour = time.Hour
+		ctx := e.ctx()
+
+		res, err := e.server.SendTaskWithContext(ctx, sig("add", int64Arg(2), int64Arg(3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := res.GetWithContext(ctx, hour)
+		if err != nil || !reflect.DeepEqual(values(out), []interface{}{int64(5)}) {
+			t.Fatalf("task: %v, %v; want 5", values(out), err)
+		}
+
+		chain, err := tasks.NewChain(sig("add", int64Arg(1), int64Arg(1)), sig("multiply", int64Arg(3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cres, err := e.server.SendChainWithContext(ctx, chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = cres.GetWithContext(ctx, hour)
+		if err != nil || !reflect.DeepEqual(values(out), []interface{}{int64(6)}) {
+			t.Fatalf("chain: %v, %v; want 6", values(out), err)
+		}
+
+		group, err := tasks.NewGroup(sig("add", int64Arg(1), int64Arg(2)), sig("add", int64Arg(3), int64Arg(4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chord, err := tasks.NewChord(group, sig("add"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chres, err := e.server.SendChordWithContext(ctx, chord, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = chres.GetWithContext(ctx, hour)
+		if err != nil || !reflect.DeepEqual(values(out), []interface{}{int64(10)}) {
+			t.Fatalf("chord: %v, %v; want 10", values(out), err)
+		}
+	})
+}

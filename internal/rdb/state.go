@@ -79,11 +79,16 @@ func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *state
 		args := append([]interface{}{s.opts.ResultsExpireIn.Milliseconds(), created}, w.fields()...)
 		return []goredis.Cmder{stateUnlessFinalScript.EvalSha(ctx, pipe, []string{key}, args...)}
 	}
-	return []goredis.Cmder{
+	cmds := []goredis.Cmder{
 		pipe.HSet(ctx, key, w.fields()...),
 		pipe.HSetNX(ctx, key, "created_at", created),
 		pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
 	}
+	if s.oneNode {
+		// The results waiting on the task look now (watch.go).
+		cmds = append(cmds, pipe.Publish(ctx, key, ""))
+	}
+	return cmds
 }
 
 func checkSig(sig *tasks.Signature) error {

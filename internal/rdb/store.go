@@ -95,6 +95,8 @@ type Store struct {
 	// an error stops it there, as the death of its process would.
 	handOverStep func(step int) error
 
+	watch finishWatch // results waiting for their tasks (watch.go)
+
 	mu            sync.Mutex
 	knownQueue    map[string]bool // queues added to the queues set
 	scriptsLoaded bool            // the pipelined scripts are loaded
@@ -174,6 +176,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.watch.close()
 	s.batch.Close()
 	if s.owned {
 		if err := s.client.Close(); err != nil {

@@ -66,6 +66,7 @@ if t > 0 then
 end
 local m = tonumber(ARGV[13])
 write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 14, 13 + m) })
+notify_final(KEYS[4], "SUCCESS")
 local key = 5
 if ARGV[6] ~= "" then
 	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[2], ARGV[6], ARGV[8], ARGV[7], ARGV[9], ARGV[10])

@@ -13,7 +13,9 @@
 -- ARGV[5] created_at (RFC 3339), for a state or group that has none
 -- ARGV[6] the group's task count
 -- ARGV[7] TTL of a completed group in ms   ARGV[8] TTL of an unfinished one
--- ARGV[9..] state field, value pairs (with KEYS[2])
+-- ARGV[9..] state field, value pairs (with KEYS[2]), the first "state"
+--          and the state: a final one is announced (lib/state.lua's
+--          notify_final)
 --
 -- Returns: {0, finished}: done, and how many members of the group have
 -- finished (0 without a group); {2}: the caller does not hold the lease.
@@ -27,6 +29,7 @@ end
 local finished = 0
 if #KEYS >= 2 then
 	write_state(KEYS[2], ARGV[4], ARGV[5], { unpack(ARGV, 9) })
+	notify_final(KEYS[2], ARGV[10])
 end
 if #KEYS >= 5 then
 	finished = record_member(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[6], ARGV[5], ARGV[7], ARGV[8])

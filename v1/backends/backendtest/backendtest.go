@@ -66,6 +66,7 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) if
 		{"GroupExpiresOnlyWhenComplete", testGroupExpiresOnlyWhenComplete},
 		{"PurgeGroupMeta", testPurgeGroupMeta},
 		{"Workflow", testWorkflow},
+		{"WatchFinished", testWatchFinished},
 		{"Close", testClose},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -684,4 +685,61 @@ func mustEncode(t *testing.T, sig *tasks.Signature) []byte {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// testWatchFinished holds an iface.Notifier to its notices: every watch of
+// a task hears of its final states, none of its other states, and a
+// stopped watch hears nothing more. A backend that cannot watch (nil
+// channel: Redis Cluster) skips it.
+func testWatchFinished(t *testing.T, s *suite) {
+	b := s.backend(t, config.Config{})
+	n, ok := b.(iface.Notifier)
+	if !ok {
+		t.Skip("the backend is not an iface.Notifier")
+	}
+	ctx := context.Background()
+	sig := newSig("add")
+	first, stopFirst := n.WatchFinished(ctx, sig.UUID)
+	defer stopFirst()
+	if first == nil {
+		t.Skip("the backend cannot watch here")
+	}
+	second, stopSecond := n.WatchFinished(ctx, sig.UUID)
+	defer stopSecond()
+
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, sig))
+	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, sig))
+	noNotice(t, first, "a state that is not final")
+	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, sig, nil))
+	notice(t, first, "the first watch, of SUCCESS")
+	notice(t, second, "the second watch, of SUCCESS")
+
+	stopSecond()
+	must(t, "SetStateFailure", b.SetStateFailureContext(ctx, sig, "again"))
+	notice(t, first, "the first watch, of FAILURE")
+	noNotice(t, second, "a stopped watch")
+}
+
+// notice waits for a notice on notices, failing the test after waitLong.
+func notice(t *testing.T, notices <-chan struct{}, what string) {
+	t.Helper()
+	timer := time.NewTimer(waitLong)
+	defer timer.Stop()
+	select {
+	case <-notices:
+	case <-timer.C:
+		t.Fatalf("no notice to %s within %s", what, waitLong)
+	}
+}
+
+// noNotice checks that no notice comes on notices for a moment.
+func noNotice(t *testing.T, notices <-chan struct{}, what string) {
+	t.Helper()
+	timer := time.NewTimer(100 * time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-notices:
+		t.Fatalf("a notice came for %s", what)
+	case <-timer.C:
+	}
 }

@@ -140,3 +140,17 @@ type Workflows interface {
 	// None: an error wrapping ErrWorkflowNotFound.
 	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
 }
+
+// Notifier is a backend that tells a result's wait when its task
+// finishes, so that Get returns then rather than at its next poll. Both of
+// machinist's backends implement it (Redis on a single server; on a
+// Cluster its waits only poll).
+type Notifier interface {
+	// WatchFinished starts watching task taskUUID: from when it returns,
+	// the channel receives when the task's state may have become final. A
+	// notice says "read the state now", nothing more: it may come when
+	// the state is not final yet, and one may be lost (a dropped
+	// connection), so a waiter still polls. stop ends the watch. A nil
+	// channel means the backend cannot watch now; stop is then a no-op.
+	WatchFinished(ctx context.Context, taskUUID string) (notices <-chan struct{}, stop func())
+}

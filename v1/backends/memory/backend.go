@@ -31,6 +31,9 @@ type Backend struct {
 	groups    map[string]*group
 	workflows map[string]*workflowEntry
 	lastSweep time.Time
+	// watchers are the notice channels of the results waiting on each
+	// task (WatchFinished).
+	watchers map[string]map[chan struct{}]struct{}
 }
 
 // workflowEntry is a workflow's record and when it expires.
@@ -79,6 +82,7 @@ func New(opts Options) *Backend {
 		groups:    make(map[string]*group),
 		workflows: make(map[string]*workflowEntry),
 		lastSweep: time.Now(),
+		watchers:  make(map[string]map[chan struct{}]struct{}),
 	}
 	b.Compat = iface.NewCompat(b)
 	return b
@@ -408,7 +412,7 @@ func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
-	b.states, b.groups, b.workflows = nil, nil, nil
+	b.states, b.groups, b.workflows, b.watchers = nil, nil, nil, nil
 	return nil
 }
 
@@ -461,15 +465,51 @@ func (b *Backend) sweepLocked(now time.Time) {
 	}
 }
 
-// putLocked stores a copy of state until ResultsExpireIn from now. A
-// state that names no workflow keeps the one the task's last state named
-// (its PENDING state names it; signatures do not carry it to workers).
+// putLocked stores a copy of state until ResultsExpireIn from now, and
+// tells the results waiting on the task when it is final. A state that
+// names no workflow keeps the one the task's last state named (its
+// PENDING state names it; signatures do not carry it to workers).
 func (b *Backend) putLocked(state *tasks.TaskState, now time.Time) {
 	c := copyState(state)
 	if old := b.states[state.TaskUUID]; c.Workflow == "" && old != nil {
 		c.Workflow = old.state.Workflow
 	}
 	b.states[state.TaskUUID] = &stateEntry{state: c, expiresAt: now.Add(b.expireIn)}
+	if c.IsCompleted() {
+		for n := range b.watchers[c.TaskUUID] {
+			select {
+			case n <- struct{}{}:
+			default: // a notice is already waiting
+			}
+		}
+	}
+}
+
+var _ iface.Notifier = (*Backend)(nil)
+
+// WatchFinished starts watching task taskUUID's state (see
+// iface.Notifier): the channel receives when a final state is written.
+func (b *Backend) WatchFinished(ctx context.Context, taskUUID string) (<-chan struct{}, func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, func() {}
+	}
+	notice := make(chan struct{}, 1)
+	if b.watchers[taskUUID] == nil {
+		b.watchers[taskUUID] = make(map[chan struct{}]struct{})
+	}
+	b.watchers[taskUUID][notice] = struct{}{}
+	return notice, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if w := b.watchers[taskUUID]; w != nil {
+			delete(w, notice)
+			if len(w) == 0 {
+				delete(b.watchers, taskUUID)
+			}
+		}
+	}
 }
 
 // groupLocked returns the group's live bookkeeping, deleting it when it has

@@ -228,6 +228,18 @@ func (b *Backend) GetStateContext(ctx context.Context, taskUUID string) (*tasks.
 	return st, wrap(err)
 }
 
+var _ iface.Notifier = (*Backend)(nil)
+
+// WatchFinished starts watching task taskUUID's state (see iface.Notifier):
+// on a single server, one subscription per store carries the notice that
+// the state became final; on a Cluster it returns a nil channel.
+func (b *Backend) WatchFinished(ctx context.Context, taskUUID string) (<-chan struct{}, func()) {
+	if b.checkOpen("watch state") != nil {
+		return nil, func() {}
+	}
+	return b.store.WatchFinished(ctx, taskUUID)
+}
+
 // PurgeStateContext deletes the task's state; a missing state is not an error.
 func (b *Backend) PurgeStateContext(ctx context.Context, taskUUID string) error {
 	if err := b.checkOpen("purge state"); err != nil {

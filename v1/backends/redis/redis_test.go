@@ -187,10 +187,11 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 			return err
 		}, -1, 2},
 		{"retry", func() error { return b.SetStateRetryContext(ctx, sig) }, 1, 1},
+		// A final state also tells the results waiting on it (PUBLISH).
 		{"success", func() error {
 			return b.SetStateSuccessContext(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(1)}})
-		}, 1, 3},
-		{"failure", func() error { return b.SetStateFailureContext(ctx, sig, "no") }, 1, 3},
+		}, 1, 4},
+		{"failure", func() error { return b.SetStateFailureContext(ctx, sig, "no") }, 1, 4},
 		{"started group member, then read", func() error {
 			if err := b.SetStateStartedContext(ctx, members[0]); err != nil {
 				return err
@@ -198,8 +199,8 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 			_, err := b.GetStateContext(ctx, members[0].UUID)
 			return err
 		}, -1, 2},
-		{"success group member", func() error { return b.SetStateSuccessContext(ctx, members[0], nil) }, 1, 4},
-		{"failure group member", func() error { return b.SetStateFailureContext(ctx, members[1], "no") }, 1, 4},
+		{"success group member", func() error { return b.SetStateSuccessContext(ctx, members[0], nil) }, 1, 5},
+		{"failure group member", func() error { return b.SetStateFailureContext(ctx, members[1], "no") }, 1, 5},
 	} {
 		log.take()
 		must(t, tc.name, tc.write())

@@ -147,10 +147,19 @@ func withTimeout(timeout, sleep time.Duration, get func(context.Context, time.Du
 }
 
 // poll calls touch until it reports done (results or an error), waiting
-// sleep between calls, or until ctx ends.
-func poll(ctx context.Context, sleep time.Duration, touch func() ([]reflect.Value, error)) ([]reflect.Value, error) {
+// sleep between calls, or until ctx ends. With a backend that is an
+// iface.Notifier, it watches task taskUUID (the one whose end ends the
+// wait) from before its first call, and calls touch again as soon as the
+// backend says that task finished, without waiting for the next tick.
+func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, taskUUID string, touch func() ([]reflect.Value, error)) ([]reflect.Value, error) {
 	if sleep <= 0 {
 		sleep = defaultSleep
+	}
+	var notices <-chan struct{}
+	if n, ok := backend.(iface.Notifier); ok {
+		var stop func()
+		notices, stop = n.WatchFinished(ctx, taskUUID)
+		defer stop()
 	}
 	var ticker *time.Ticker
 	for {
@@ -166,13 +175,17 @@ func poll(ctx context.Context, sleep time.Duration, touch func() ([]reflect.Valu
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-ticker.C:
+		case <-notices:
 		}
 	}
 }
 
 // GetWithContext is Get that gives up with ctx's error when ctx ends.
 func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
-	return poll(ctx, sleepDuration, func() ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
+	if r.backend == nil {
+		return nil, ErrBackendNotConfigured
+	}
+	return poll(ctx, sleepDuration, r.backend, r.Signature.UUID, func() ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
 }
 
 // GetState returns the last state read, refreshing it unless it is final.

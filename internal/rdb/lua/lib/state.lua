@@ -20,3 +20,13 @@ local function pending_fields(items)
 	end
 	return items
 end
+
+-- notify_final tells the results waiting on a task (rdb's watch.go) that
+-- its state, in hash key, became final: a PUBLISH on the key's own name
+-- when state is SUCCESS or FAILURE. A single server only: on a Cluster a
+-- PUBLISH goes to every node, and waits there poll.
+local function notify_final(key, state)
+	if state == "SUCCESS" or state == "FAILURE" then
+		redis.call("PUBLISH", key, "")
+	end
+end
