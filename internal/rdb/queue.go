@@ -527,6 +527,26 @@ func (s *Store) Ack(ctx context.Context, d *brokers.Delivery, take *brokers.Take
 	return t.settled(ctx, d, "ack", s.batch.RunSettle(ctx, id, ackScript, d.Lease.Valid, keys, args...))
 }
 
+// chordFlag is ack_success.lua's ARGV[13] for sig: "1" for a group
+// member whose group has a chord callback.
+func chordFlag(sig *tasks.Signature) string {
+	if sig.GroupUUID != "" && sig.ChordCallback != nil {
+		return "1"
+	}
+	return "0"
+}
+
+// settledUnlessDue is settled for a settle script's status code, but a
+// chord member left unsettled (statusChordDue) keeps its lease: its
+// caller settles it later.
+func settledUnlessDue(d *brokers.Delivery, code int64) error {
+	err := statusError(code, d.Signature.UUID)
+	if code == statusChordDue {
+		return err
+	}
+	return settled(d, err)
+}
+
 // taking is the take of a settle script (lib/queue.lua's take_tasks): the
 // next task of the settled task's queue, for the slot it frees. A nil
 // *taking takes nothing.
@@ -572,12 +592,12 @@ func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string
 	if t == nil {
 		var code int64
 		if err == nil {
-			code, err = parseStatusReply(script, cmd.Val(), statusOK, statusLeaseLost)
+			code, err = parseStatusReply(script, cmd.Val(), statusOK, statusLeaseLost, statusChordDue)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("acknowledge task %s: %w", id, err)
 		}
-		return nil, settled(d, statusError(code, id))
+		return nil, settledUnlessDue(d, code)
 	}
 	var (
 		code  int64
@@ -594,7 +614,7 @@ func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string
 	if err != nil {
 		return nil, fmt.Errorf("acknowledge task %s: %w", id, err)
 	}
-	if err := settled(d, statusError(code, id)); err != nil {
+	if err := settledUnlessDue(d, code); err != nil {
 		return nil, err
 	}
 	if len(taken) == 0 {
@@ -603,22 +623,24 @@ func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string
 	return t.s.deliveries(t.q, taken, t.start)[0], nil
 }
 
-// AckSuccess writes the SUCCESS state of d's task with results (a group
+// AckSuccess writes state, the SUCCESS state of d's task (a group
 // member's also in its group), publishes next, the tasks that follow it,
 // with their PENDING states, and acknowledges the task: one script, only
 // if the caller holds the lease, so a worker that lost its lease writes
 // and sends nothing. A next task that its queue still holds counts as sent
 // and is left alone, and after a recovery (d.Recovered > 0) so is one
-// whose state shows it started or finished. Only on a single server
-// (OneNode), where one script may touch the state, group and other
-// queues' keys.
-func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
+// whose state shows it started or finished. A chord member whose success
+// completes its group is written and committed but not acknowledged: the
+// error wraps ErrChordDue, and the lease is kept. With take, it then
+// takes the next task of d's queue for the caller and returns it. Only on
+// a single server (OneNode), where one script may touch the state, group
+// and other queues' keys.
+func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
 	sig := d.Signature
 	id := sig.UUID
 	if !s.oneNode {
 		return nil, fmt.Errorf("acknowledge task %s with its result: the state key is on another node", id)
 	}
-	state := tasks.NewSuccessTaskState(sig, results)
 	w, err := encodeState(state)
 	if err != nil {
 		return nil, fmt.Errorf("set state success of task %s: %w", id, err)
@@ -645,7 +667,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, results []*
 	args := make([]interface{}, 0, 12+len(fields)+len(next)*(4+pendingItems))
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
-		recovered, 0, len(fields))
+		recovered, 0, chordFlag(sig), len(fields))
 	args = append(args, fields...)
 	args = append(args, pendingItems)
 	for _, n := range next {

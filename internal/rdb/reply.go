@@ -459,13 +459,14 @@ func parseElectReply(v interface{}) (bool, error) {
 
 // parseSettleTakeReply decodes the reply of a settle script asked to take
 // the next task (ack.lua, ack_success.lua): 2 when the caller does not
-// hold the lease, 0 when a run again found its first run settled the task
+// hold the lease, 8 when a chord member's success completed its group
+// and it was not settled (ack_success.lua), 0 when a run again found its first run settled the task
 // (took is false: what that run took is the caller's to put back), or {0,
 // expiry_ms, then the task taken, if one was, as dequeue.lua gives it}.
 func parseSettleTakeReply(script string, v interface{}) (code int64, taken []dequeued, took bool, err error) {
 	arr, ok := v.([]interface{})
 	if !ok {
-		code, err = parseStatusReply(script, v, statusOK, statusLeaseLost)
+		code, err = parseStatusReply(script, v, statusOK, statusLeaseLost, statusChordDue)
 		return code, nil, false, err
 	}
 	if len(arr) == 0 {

@@ -222,6 +222,9 @@ const (
 	statusOK        = 0
 	statusDuplicate = 1
 	statusLeaseLost = 2
+	// statusChordDue: ack_success.lua wrote a chord member's success,
+	// which completed its group, and did not settle it.
+	statusChordDue = 8
 )
 
 // statusError maps a task script's status code to an error for task id.
@@ -233,6 +236,8 @@ func statusError(code int64, id string) error {
 		return fmt.Errorf("task %s: %w", id, brokers.ErrDuplicateTask)
 	case statusLeaseLost:
 		return fmt.Errorf("task %s: %w", id, brokers.ErrLeaseLost)
+	case statusChordDue:
+		return fmt.Errorf("task %s: %w", id, brokers.ErrChordDue)
 	case statusNoHandler:
 		return fmt.Errorf("task %s: %w", id, errNoHandler)
 	case statusNoAggregator:

@@ -198,9 +198,13 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		for i, cb := range next {
 			_, spans[i] = w.p.Tracing.StartSend(ctx, cb.RoutingKey, next[i:i+1])
 		}
-		taken, err := w.paired.AckSuccess(ctx, d, results, next, h.wants())
+		taken, err := w.paired.AckSuccess(ctx, d, w.successState(ctx, sig, results), next, h.wants())
 		if h != nil {
 			h.next = taken
+		}
+		chordDue := errors.Is(err, brokers.ErrChordDue)
+		if chordDue {
+			err = nil // written and committed; the acknowledgement follows the election
 		}
 		for _, span := range spans {
 			telemetry.Ended(span, err)
@@ -214,6 +218,17 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 			for _, cb := range next {
 				w.p.Metrics.Sent(ctx, cb.RoutingKey, cb.Name, 1)
 			}
+			if chordDue {
+				// Not acknowledged yet: when this worker stops before it
+				// is, the task's next holder finds the committed outcome
+				// and runs the election again.
+				if err := w.completeChordMember(ctx, sig, d); err != nil {
+					return err
+				}
+				if err := w.ack(ctx, d, h); err != nil {
+					return fmt.Errorf("worker: acknowledge task %s: %w", sig.UUID, err)
+				}
+			}
 			log.Debug("task done")
 			return nil
 		}
@@ -225,7 +240,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		// which callback, if any, cannot be sent.
 		log.Debug("settling in one step failed; settling step by step", slog.Any("error", err))
 	}
-	groupDone, err := w.write(ctx, sig, d, tasks.NewSuccessTaskState(sig, results), true)
+	groupDone, err := w.write(ctx, sig, d, w.successState(ctx, sig, results), true)
 	if unstorable(err) {
 		return w.failUnstorable(ctx, sig, d, err, log)
 	}
@@ -234,6 +249,17 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	}
 	w.succeeded(ctx, sig)
 	return w.afterSuccess(ctx, sig, d, h, results, groupDone, log)
+}
+
+// successState is sig's SUCCESS state with results; a chord member's
+// names the span that ran it, so that the chord's callback links to each
+// member's run.
+func (w *Worker) successState(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) *tasks.TaskState {
+	state := tasks.NewSuccessTaskState(sig, results)
+	if sig.ChordCallback != nil && sig.GroupUUID != "" {
+		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
+	}
+	return state
 }
 
 // succeeded records sig's success, written, on the span of ctx and in the
@@ -245,10 +271,11 @@ func (w *Worker) succeeded(ctx context.Context, sig *tasks.Signature) {
 
 // oneStep returns the OnSuccess callbacks of sig, ready to travel, when a
 // paired broker can settle d with its result and send them in one step
-// (AckSuccess): there is no chord callback to elect, and no callback or
-// PrepareFunc readies them.
+// (AckSuccess; a chord member whose success completes its group is
+// written in that step, and acknowledged after the election), and no
+// callback or PrepareFunc readies them.
 func (w *Worker) oneStep(sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult) ([]*tasks.Signature, bool) {
-	if d == nil || w.paired == nil || sig.GroupUUID != "" && sig.ChordCallback != nil {
+	if d == nil || w.paired == nil {
 		return nil, false
 	}
 	if len(sig.OnSuccess) > 0 && w.p.PrepareFunc == nil {
@@ -333,10 +360,6 @@ func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *br
 // backend never lets such a state hide a final one). Without a delivery
 // (Process), the state is written as it is.
 func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
-	if sig.ChordCallback != nil && sig.GroupUUID != "" && state.State == tasks.StateSuccess {
-		// The chord's callback links to the span that ran each member.
-		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
-	}
 	switch {
 	case d == nil:
 	case w.paired != nil:

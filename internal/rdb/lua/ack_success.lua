@@ -29,7 +29,11 @@
 --          5: the queue's pending list, paused flag and notify list, then
 --          optionally its rerouted set and the caller's names set, as
 --          dequeue.lua's KEYS[5..6]); the task's queue is the take's
--- ARGV[13] m, then m items: the SUCCESS state's field, value pairs
+-- ARGV[13] "1" for a group member whose group has a chord callback: when
+--          its success completes the group, the script records ARGV[6]
+--          as the task's outcome (as commit.lua) and does not settle it
+--          (nor take): the caller elects the callback's sender first
+-- ARGV[14] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at is left as the PENDING write set it)
 -- then k, and for each next task: id, message (JSON signature), ETA in ms
 --          (0: now), its limit (lib/limit.lua; "" for none), and k items: its PENDING state's fields (the last
@@ -45,7 +49,9 @@
 -- sent and is left alone; so does one its workflow's cancellation keeps
 -- out (a "cancelled" hash, cancel.lua): it is not sent.
 --
--- Returns: 0 done; 2 the caller does not hold the lease (nothing written).
+-- Returns: 0 done; 2 the caller does not hold the lease (nothing written);
+-- 8 a chord member completed its group: written, committed, not settled
+-- (3 and 4 are other scripts' statuses).
 -- With a take, done is {0, expiry_ms} followed by the task taken as
 -- dequeue.lua gives it, if one was; a run again that finds its first run
 -- settled the task returns 0 and takes nothing (the first run's task, if
@@ -64,16 +70,18 @@ if t > 0 then
 	last = last - 3
 	take_notify = KEYS[#KEYS - t + 3]
 end
-local m = tonumber(ARGV[13])
-write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 14, 13 + m) })
+local m = tonumber(ARGV[14])
+write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 15, 14 + m) })
 notify_final(KEYS[4], "SUCCESS")
 local key = 5
+local chord_due = false
 if ARGV[6] ~= "" then
-	record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[2], ARGV[6], ARGV[8], ARGV[7], ARGV[9], ARGV[10])
+	local finished = record_member(KEYS[5], KEYS[6], KEYS[7], ARGV[2], ARGV[6], ARGV[8], ARGV[7], ARGV[9], ARGV[10])
+	chord_due = ARGV[13] == "1" and finished >= tonumber(ARGV[8])
 	key = 8
 end
-local k = tonumber(ARGV[14 + m])
-for i = 15 + m, last, 4 + k do
+local k = tonumber(ARGV[15 + m])
+for i = 16 + m, last, 4 + k do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
 	local id = ARGV[i]
@@ -94,6 +102,10 @@ for i = 15 + m, last, 4 + k do
 			wake(notify)
 		end
 	end
+end
+if chord_due then
+	redis.call("HSET", KEYS[1], "outcome", ARGV[6])
+	return 8
 end
 forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now)
 if t == 0 then

@@ -52,6 +52,10 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 		t.Parallel()
 		testAckSuccessTakes(t, newPair)
 	})
+	t.Run("AckSuccessChordDue", func(t *testing.T) {
+		t.Parallel()
+		testAckSuccessChordDue(t, newPair)
+	})
 }
 
 // noTake is the error of a settle (AckSuccess, AckTake) that took nothing,
@@ -81,7 +85,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	later.ETA = &eta
 	must(t, "PublishPending", b.PublishPending(ctx, sig, queued))
 	d := fetchOne(t, b, q)
-	must(t, "AckSuccess", noTake(b.AckSuccess(ctx, d, results, []*tasks.Signature{now, later, queued}, nil)))
+	must(t, "AckSuccess", noTake(ackSuccess(ctx, b, d, results, []*tasks.Signature{now, later, queued}, nil)))
 	wantState(t, be, sig.UUID, tasks.StateSuccess)
 	wantState(t, be, now.UUID, tasks.StatePending)
 	wantState(t, be, later.UUID, tasks.StatePending)
@@ -106,7 +110,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	if d.Recovered != 1 {
 		t.Fatalf("Recovered = %d after one recovery, want 1", d.Recovered)
 	}
-	must(t, "AckSuccess after a recovery", noTake(b.AckSuccess(ctx, d, results, []*tasks.Signature{started, fresh}, nil)))
+	must(t, "AckSuccess after a recovery", noTake(ackSuccess(ctx, b, d, results, []*tasks.Signature{started, fresh}, nil)))
 	wantState(t, be, started.UUID, tasks.StateStarted)
 	wantState(t, be, fresh.UUID, tasks.StatePending)
 	wantOrder(t, "next queue after a recovery", deliveryUUIDs(fetch(t, b, []string{nextQ}, 2)), []string{fresh.UUID})
@@ -117,7 +121,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	member.GroupUUID, member.GroupTaskCount = groupUUID, 1
 	must(t, "InitGroup", be.InitGroupContext(ctx, groupUUID, []string{member.UUID}))
 	must(t, "PublishPending", b.PublishPending(ctx, member))
-	must(t, "member's AckSuccess", noTake(b.AckSuccess(ctx, fetchOne(t, b, q), results, nil, nil)))
+	must(t, "member's AckSuccess", noTake(ackSuccess(ctx, b, fetchOne(t, b, q), results, nil, nil)))
 	if done, err := be.GroupCompletedContext(ctx, groupUUID, 1); err != nil || !done {
 		t.Fatalf("GroupCompleted after its member's AckSuccess: %t, %v; want true", done, err)
 	}
@@ -161,7 +165,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
 	nextQ := queueName(t, "next")
 	next := newSig(nextQ, "double")
-	wantLeaseLost(t, "stale AckSuccess", noTake(b.AckSuccess(ctx, stalePlain, results, []*tasks.Signature{next}, nil)), stalePlain)
+	wantLeaseLost(t, "stale AckSuccess", noTake(ackSuccess(ctx, b, stalePlain, results, []*tasks.Signature{next}, nil)), stalePlain)
 	wantSizes(t, b, nextQ, iface.QueueInfo{})
 	if st, err := be.GetStateContext(ctx, next.UUID); err == nil {
 		t.Fatalf("the stale AckSuccess wrote the next task's state %s", st.State)
@@ -206,7 +210,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	if err != nil || len(states) != 2 || states[0].State != tasks.StateSuccess || states[1].State != tasks.StatePending {
 		t.Fatalf("GroupTaskStates after the holder's write: %v, %v; want [SUCCESS PENDING]", describeStates(states), err)
 	}
-	must(t, "holder's AckSuccess", noTake(b.AckSuccess(ctx, freshPlain, results, nil, nil)))
+	must(t, "holder's AckSuccess", noTake(ackSuccess(ctx, b, freshPlain, results, nil, nil)))
 	st := wantState(t, be, plain.UUID, tasks.StateSuccess)
 	if len(st.Results) != 1 || fmt.Sprint(st.Results[0].Value) != "7" {
 		t.Fatalf("holder's result: %+v, want int64 7", st.Results)
@@ -261,7 +265,7 @@ func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config
 	}
 	must(t, "SetStateFailure", be.SetStateFailureContext(ctx, out, "cancelled by a test"))
 	d := fetchOne(t, b, q)
-	must(t, "AckSuccess", noTake(b.AckSuccess(ctx, d, nil, []*tasks.Signature{out, in}, nil)))
+	must(t, "AckSuccess", noTake(ackSuccess(ctx, b, d, nil, []*tasks.Signature{out, in}, nil)))
 	wantState(t, be, sig.UUID, tasks.StateSuccess)
 	wantState(t, be, out.UUID, tasks.StateFailure)
 	wantState(t, be, in.UUID, tasks.StatePending)
@@ -280,10 +284,15 @@ func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *co
 	l := tasks.Limit{Key: "k", Concurrency: 1}
 	n1, n2 := limited(nextQ, "n", l), limited(nextQ, "n", l)
 	must(t, "PublishPending", b.PublishPending(ctx, sig))
-	must(t, "AckSuccess", noTake(b.AckSuccess(ctx, fetchOne(t, b, q), nil, []*tasks.Signature{n1, n2}, nil)))
+	must(t, "AckSuccess", noTake(ackSuccess(ctx, b, fetchOne(t, b, q), nil, []*tasks.Signature{n1, n2}, nil)))
 	got := fetch(t, b, []string{nextQ}, 2)
 	wantOrder(t, "next queue", deliveryUUIDs(got), []string{n1.UUID})
 	wantSizes(t, b, nextQ, iface.QueueInfo{Active: 1, Limited: 1})
 	ack(t, b, got...)
 	ack(t, b, fetchOne(t, b, nextQ))
+}
+
+// ackSuccess is b.AckSuccess of d with the SUCCESS state of results.
+func ackSuccess(ctx context.Context, b iface.StateBroker, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
+	return b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, results), next, take)
 }

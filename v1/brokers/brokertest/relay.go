@@ -2,8 +2,11 @@ package brokertest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/brokers/iface"
@@ -122,7 +125,7 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 	first, step, elsewhere := newSig(q, "add"), newSig(q, "add"), newSig(other, "add")
 	must(t, "PublishPending", b.PublishPending(ctx, first))
 	d := fetchOne(t, b, q)
-	next, err := b.AckSuccess(ctx, d, results, []*tasks.Signature{step}, &iface.Take{})
+	next, err := ackSuccess(ctx, b, d, results, []*tasks.Signature{step}, &iface.Take{})
 	must(t, "AckSuccess with a take", err)
 	if next == nil || next.Signature.UUID != step.UUID || !next.Lease.Valid() {
 		t.Fatalf("AckSuccess took %v, want the next step %s under a valid lease", describeDelivery(next), step.UUID)
@@ -132,7 +135,7 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 	wantState(t, be, step.UUID, tasks.StatePending)
 	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
 
-	none, err := b.AckSuccess(ctx, next, results, []*tasks.Signature{elsewhere}, &iface.Take{})
+	none, err := ackSuccess(ctx, b, next, results, []*tasks.Signature{elsewhere}, &iface.Take{})
 	must(t, "AckSuccess sending to another queue", err)
 	if none != nil {
 		t.Fatalf("AckSuccess took %s, want nothing: its queue is empty", none.Signature.UUID)
@@ -140,4 +143,56 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 	wantSizes(t, b, q, iface.QueueInfo{})
 	wantSizes(t, b, other, iface.QueueInfo{Pending: 1})
 	wantState(t, be, step.UUID, tasks.StateSuccess)
+}
+
+// testAckSuccessChordDue: AckSuccess settles a chord member whose success
+// leaves its group unfinished, and takes the next task; the member that
+// completes the group is written (state, group record) and committed but
+// not settled (ErrChordDue, the lease held, nothing taken): acknowledged
+// later, or, when its lease ends first, taken again with its outcome.
+func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+	b, be := shortLeasePair(t, newPair)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
+	group := "group_" + uuid.NewString()
+	callback := newSig(q, "sum")
+	members := []*tasks.Signature{newSig(q, "add"), newSig(q, "add"), newSig(q, "add")}
+	for _, m := range members {
+		m.GroupUUID, m.GroupTaskCount, m.ChordCallback = group, len(members), callback
+	}
+	must(t, "InitGroup", be.InitGroupContext(ctx, group, []string{members[0].UUID, members[1].UUID, members[2].UUID}))
+	must(t, "PublishPending", b.PublishPending(ctx, members...))
+
+	first := fetchOne(t, b, q)
+	next, err := ackSuccess(ctx, b, first, results, nil, &iface.Take{})
+	must(t, "AckSuccess of a member that leaves its group unfinished", err)
+	if next == nil || next.Signature.UUID != members[1].UUID {
+		t.Fatalf("AckSuccess took %v, want the next member %s", describeDelivery(next), members[1].UUID)
+	}
+	must(t, "AckSuccess of the second member", noTake(ackSuccess(ctx, b, next, results, nil, nil)))
+
+	last := fetchOne(t, b, q)
+	taken, err := ackSuccess(ctx, b, last, results, nil, &iface.Take{})
+	if !errors.Is(err, iface.ErrChordDue) || taken != nil {
+		t.Fatalf("AckSuccess of the member that completes its group: took %v, %v; want nothing, ErrChordDue", describeDelivery(taken), err)
+	}
+	if !last.Lease.Valid() {
+		t.Fatal("the lease of a member left unsettled (ErrChordDue) is not held")
+	}
+	wantState(t, be, last.Signature.UUID, tasks.StateSuccess)
+	if done, err := be.GroupCompletedContext(ctx, group, len(members)); !done || err != nil {
+		t.Fatalf("GroupCompleted = %t, %v; want true", done, err)
+	}
+	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
+
+	// Its worker dies before the election: the next holder finishes it.
+	waitDone(t, last.Lease, "unrenewed lease")
+	eventually(t, "member recovered", func() bool { return queueInfo(t, b, q).Pending == 1 })
+	again := fetchOne(t, b, q)
+	if again.Outcome == nil || again.Outcome.State != tasks.StateSuccess {
+		t.Fatalf("the member taken again has outcome %+v, want its committed SUCCESS", again.Outcome)
+	}
+	must(t, "Ack", b.Ack(ctx, again))
+	wantSizes(t, b, q, iface.QueueInfo{})
 }

@@ -26,6 +26,12 @@ var (
 	// outcome committed) or archived, and for CancelTask a member in a
 	// batch being built. The error names the state.
 	ErrTaskNotWaiting = errors.New("brokers: the task is not in a state this action applies to")
+	// ErrChordDue is returned by StateBroker.AckSuccess for a member of a
+	// group with a chord callback whose success completed its group: its
+	// state, its record in the group and its outcome (as Commit's) are
+	// written, and the task is not acknowledged, its lease still held: the
+	// caller elects the member that sends the callback, then acknowledges.
+	ErrChordDue = errors.New("brokers: the chord member completed its group; elect the callback's sender, then acknowledge")
 	// ErrClosed is returned by a broker that was closed.
 	ErrClosed = errors.New("brokers: broker closed")
 	// ErrNoQueue is returned when an operation is given no queue name.

@@ -32,13 +32,16 @@ type StateBroker interface {
 	// and sends nothing (ErrLeaseLost). A next task that is still queued
 	// counts as sent and is left alone, and so, when d's task ran again
 	// after a recovery (d.Recovered > 0), is one whose state shows it has
-	// started or finished. A group member whose group has a chord callback
-	// is not settled here: its success may have to send the callback.
+	// started or finished. A member of a group with a chord callback
+	// whose success completes its group is not settled: its outcome is
+	// committed (as Commit does), and AckSuccess fails with ErrChordDue,
+	// the lease still held, for the caller to elect the callback's
+	// sender, then acknowledge.
 	// With take, it then takes the next task of d's queue for the caller
 	// in the same step, as Relay.AckTake does (a next task sent to that
 	// queue may be the one taken), and returns it; otherwise, or when
 	// none is pending, it returns nil.
-	AckSuccess(ctx context.Context, d *Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *Take) (*Delivery, error)
+	AckSuccess(ctx context.Context, d *Delivery, success *tasks.TaskState, next []*tasks.Signature, take *Take) (*Delivery, error)
 
 	// WriteState writes state, a state of d's task, in one step and only
 	// while the caller holds d's lease (else ErrLeaseLost, and nothing is

@@ -42,16 +42,18 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 	return b.Publish(ctx, sigs...)
 }
 
-// AckSuccess writes the SUCCESS state of d's task (a group member's also
-// in its group), publishes next with their PENDING states, and forgets the
+// AckSuccess writes success, the SUCCESS state of d's task (a group
+// member's also in its group), publishes next with their PENDING states, and forgets the
 // task, under the broker's lock and only while d's lease holds: a worker
 // that lost its lease writes and sends nothing. A next task the broker
 // still holds counts as sent (and one kept out, of a cancelled workflow,
 // is not sent), and so, after a recovery, does one whose
 // state shows it started or finished. Results that cannot be stored are
-// an error, and the task stays leased. With take, it then takes the next
-// task of d's queue for the caller.
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
+// an error, and the task stays leased. A chord member whose success
+// completes its group has its outcome committed and stays leased
+// (ErrChordDue). With take, it then takes the next task of d's queue for
+// the caller.
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, success *tasks.TaskState, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
 	if b.backend == nil {
 		return nil, fmt.Errorf("memory broker: ack success: no paired backend")
 	}
@@ -65,7 +67,9 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 	if err := b.holdsLocked("ack", d); err != nil {
 		return nil, err
 	}
-	if _, err := b.backend.WriteState(d.Signature, tasks.NewSuccessTaskState(d.Signature, results)); err != nil {
+	sig, state := d.Signature, success
+	finished, err := b.backend.WriteState(sig, state)
+	if err != nil {
 		return nil, err
 	}
 	var send []*tasks.Signature
@@ -79,6 +83,10 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*t
 		send = append(send, sig)
 	}
 	b.publishLocked(send)
+	if sig.GroupUUID != "" && sig.ChordCallback != nil && finished >= sig.GroupTaskCount {
+		b.heldLocked(d).outcome = copyState(state)
+		return nil, fmt.Errorf("memory broker: ack task %s: %w", sig.UUID, iface.ErrChordDue)
+	}
 	if err := b.ackLocked(d); err != nil {
 		return nil, err
 	}

@@ -316,11 +316,11 @@ func (b *Broker) AckTake(ctx context.Context, d *iface.Delivery, take iface.Take
 // PENDING states and acknowledges the task in one script, only if the
 // caller holds the lease, and with take takes the next task of its queue
 // (see iface.StateBroker).
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
+func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, success *tasks.TaskState, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
-	taken, err := b.store.AckSuccess(ctx, d, results, next, take)
+	taken, err := b.store.AckSuccess(ctx, d, success, next, take)
 	return taken, wrap(err)
 }
 

@@ -127,7 +127,7 @@ func TestLostReplySettleReportsSuccess(t *testing.T) {
 		}, iface.QueueInfo{}},
 		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
 			next := &tasks.Signature{UUID: "task_next_" + d.Signature.UUID, Name: "add", RoutingKey: d.Queue}
-			_, err := b.AckSuccess(ctx, d, results, []*tasks.Signature{next}, nil)
+			_, err := b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, results), []*tasks.Signature{next}, nil)
 			return err
 		}, iface.QueueInfo{Pending: 1}},
 		{"Retry", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
@@ -176,7 +176,7 @@ func TestLostReplySettleTakePutsBackItsTask(t *testing.T) {
 			return b.AckTake(ctx, d, iface.Take{})
 		}},
 		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error) {
-			return b.AckSuccess(ctx, d, nil, nil, &iface.Take{})
+			return b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), nil, &iface.Take{})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
