@@ -285,10 +285,12 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 // its first argument, the "again" flag, through the batcher: go-redis never
 // sends it twice, and after an error that leaves unknown whether it ran it
 // is sent again, with the flag set to "1" (which makes it recognise its
-// first run's settle), for as long as holds reports the lease held.
-func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, holds func() bool, keys []string, args ...interface{}) *goredis.Cmd {
+// first run's settle), for as long as holds reports the lease held. It
+// also reports whether it sent the script again.
+func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, holds func() bool, keys []string, args ...interface{}) (cmd *goredis.Cmd, again bool) {
 	args = append([]interface{}{"0"}, args...)
-	return b.runOnce(ctx, key, script, keys, args, retry{while: holds, before: func() { args[0] = "1" }})
+	cmd = b.runOnce(ctx, key, script, keys, args, retry{while: holds, before: func() { args[0], again = "1", true }})
+	return cmd, again
 }
 
 // runOnce sends script through the batcher as a command go-redis does not

@@ -524,7 +524,8 @@ func (s *Store) Ack(ctx context.Context, d *brokers.Delivery, take *brokers.Take
 		keys = append(keys, t.keys()...)
 		args = append(args, t.args()...)
 	}
-	return t.settled(ctx, d, "ack", s.batch.RunSettle(ctx, id, ackScript, d.Lease.Valid, keys, args...))
+	cmd, again := s.batch.RunSettle(ctx, id, ackScript, d.Lease.Valid, keys, args...)
+	return t.settled(ctx, d, "ack", cmd, again)
 }
 
 // chordFlag is ack_success.lua's ARGV[13] for sig: "1" for a group
@@ -583,10 +584,11 @@ func (t *taking) args() []interface{} {
 }
 
 // settled reads cmd's reply, script's (ack or ack_success) run for d with
-// t, settles d's lease as settled does and returns the task taken, if
-// any. A task the script may have taken whose reply was lost is put back
-// (release_fetch.lua) rather than left to its lease's end.
-func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string, cmd *goredis.Cmd) (*brokers.Delivery, error) {
+// t (sent again when again), settles d's lease as settled does and returns
+// the task taken, if any. A task a run may have taken whose reply never
+// reached the caller is put back (release_fetch.lua) rather than left to
+// its lease's end.
+func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string, cmd *goredis.Cmd, again bool) (*brokers.Delivery, error) {
 	id := d.Signature.UUID
 	err := cmd.Err()
 	if t == nil {
@@ -607,8 +609,10 @@ func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string
 	if err == nil {
 		code, taken, took, err = parseSettleTakeReply(script, cmd.Val())
 	}
-	if (err != nil && outcomeUnknown(err)) || (err == nil && code == statusOK && !took) {
-		// A run whose reply was lost may have taken a task nobody runs.
+	if !took && code != statusChordDue && (again || err != nil) {
+		// A run whose reply never came back as a take (lost, cut off by
+		// ctx, malformed, or answered by the run again) may have taken a
+		// task nobody runs. A first run's own refusal took nothing.
 		t.s.releaseFetch(ctx, t.q, t.token, t.start)
 	}
 	if err != nil {
@@ -696,7 +700,8 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 		keys = append(keys, tk...)
 		args = append(args, t.args()...)
 	}
-	return t.settled(ctx, d, "ack_success", s.batch.RunSettle(ctx, id, ackSuccessScript, d.Lease.Valid, keys, args...))
+	cmd, again := s.batch.RunSettle(ctx, id, ackSuccessScript, d.Lease.Valid, keys, args...)
+	return t.settled(ctx, d, "ack_success", cmd, again)
 }
 
 // Commit records outcome, the final state of d's task, in the task, only
@@ -820,7 +825,7 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 		holds := func() bool {
 			return slices.ContainsFunc(group, func(d *brokers.Delivery) bool { return d.Lease.Valid() })
 		}
-		cmd := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, holds, []string{qk.pending, qk.lease, qk.notify}, args...)
+		cmd, _ := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, holds, []string{qk.pending, qk.lease, qk.notify}, args...)
 		err := cmd.Err()
 		var lostIDs []string
 		if err == nil {

@@ -484,7 +484,8 @@ func parseSettleTakeReply(script string, v interface{}) (code int64, taken []deq
 }
 
 // parseStatusReply decodes the reply of script, a status code: an integer,
-// one of codes (ack and ack_success: 0 or 2; trigger_chord: 0, 1 or 2).
+// one of codes (ack: 0 or 2; ack_success: 0, 2 or 8; trigger_chord: 0, 1
+// or 2).
 func parseStatusReply(script string, v interface{}, codes ...int64) (int64, error) {
 	code, err := asInt(script, whole, v)
 	if err != nil {

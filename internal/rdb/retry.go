@@ -34,7 +34,11 @@ import (
 //     twice (onceCmd); settle sends it again with its "again" argument set,
 //     for as long as the worker holds the lease, and the script recognises
 //     the first run's settle (lib/fence.lua's check_settle), so an
-//     acknowledgement that landed is reported as one.
+//     acknowledgement that landed is reported as one. ack_success's run
+//     for a chord member that completed its group leaves the lease held:
+//     a run again finds the outcome it committed and does nothing more.
+//     A run again takes no next task; what the first run took is put back
+//     (release_fetch.lua).
 //   - Neither (dequeue, requeue_archived, delete_archived): sent once, and
 //     the error reported. Tasks a lost dequeue took come back when their
 //     leases end.

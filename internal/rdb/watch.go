@@ -9,35 +9,42 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// watchArmWait bounds how long WatchFinished waits for Redis to confirm a
-// subscription. A watch not yet confirmed may miss a notice; the waiter's
-// poll covers it.
-const watchArmWait = time.Second
+// watchOpTimeout bounds one SUBSCRIBE or UNSUBSCRIBE of the watch.
+const watchOpTimeout = 5 * time.Second
 
 // finishWatch carries notices that task states became final to the results
 // waiting for them, on a single server: whatever writes a final state
 // PUBLISHes on the state key's own name (lib/state.lua's notify_final, and
 // queueState), and one subscription per store, opened by the first watch,
-// subscribes to the state keys of the tasks waited for. A notice only says
-// "read the state now": one lost to a reconnection or a failover leaves the
-// waiter to its poll.
+// subscribes to the state keys of the tasks waited for.
+//
+// A waiter reads the state once it watches: a state that became final
+// before its subscription took effect is seen by that read, or by the
+// read the confirmation's notice asks for (every SUBSCRIBE confirmation,
+// a reconnection's too, sends the channel's waiters a notice). A notice
+// only says "read the state now": one lost to a dropped connection leaves
+// the waiter to its poll. No caller waits on Redis here: SUBSCRIBE and
+// UNSUBSCRIBE go out in order from a goroutine of their own.
 type finishWatch struct {
 	mu      sync.Mutex
-	ps      *goredis.PubSub // nil until the first watch, and after close
-	waiters map[string]*watched
+	ps      *goredis.PubSub // nil until the first watch
+	waiters map[string]map[chan struct{}]struct{}
+	ops     []watchOp     // SUBSCRIBEs and UNSUBSCRIBEs to send, in order
+	kick    chan struct{} // tells the sender ops are waiting
+	stopped chan struct{} // closed by close
 	closed  bool
 }
 
-// watched are the waiters of one channel (a state key).
-type watched struct {
-	notices map[chan struct{}]struct{}
-	armed   chan struct{} // closed when Redis confirms the subscription
+// watchOp is a SUBSCRIBE (subscribe) or UNSUBSCRIBE of channel.
+type watchOp struct {
+	channel   string
+	subscribe bool
 }
 
 // WatchFinished starts watching task taskUUID: from when it returns, the
 // channel receives when the task's state may have become final. stop ends
 // the watch. Off a single server (Cluster, Ring) it returns a nil channel:
-// waits there poll.
+// waits there poll. It does not wait for Redis.
 func (s *Store) WatchFinished(ctx context.Context, taskUUID string) (notices <-chan struct{}, stop func()) {
 	if !s.oneNode {
 		return nil, func() {}
@@ -46,64 +53,91 @@ func (s *Store) WatchFinished(ctx context.Context, taskUUID string) (notices <-c
 	channel := s.keys.state(taskUUID)
 	notice := make(chan struct{}, 1)
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closed {
-		w.mu.Unlock()
 		return nil, func() {}
 	}
 	if w.ps == nil {
+		// No channel yet: nothing is sent until the first SUBSCRIBE.
 		w.ps = s.client.Subscribe(context.WithoutCancel(ctx))
-		w.waiters = make(map[string]*watched)
+		w.waiters = make(map[string]map[chan struct{}]struct{})
+		w.kick = make(chan struct{}, 1)
+		w.stopped = make(chan struct{})
 		go w.receive(w.ps.ChannelWithSubscriptions())
+		go w.send(w.ps, s.log)
 	}
 	c := w.waiters[channel]
 	if c == nil {
-		c = &watched{notices: make(map[chan struct{}]struct{}), armed: make(chan struct{})}
-		// Sent under the lock, so that a SUBSCRIBE and an UNSUBSCRIBE of
-		// one channel reach Redis in the order the waiters came and went.
-		if err := w.ps.Subscribe(ctx, channel); err != nil {
-			w.mu.Unlock()
-			s.log.Debug("watching a task's state failed; its result polls", slog.String("task_id", taskUUID), slog.Any("error", err))
-			return nil, func() {}
-		}
+		c = make(map[chan struct{}]struct{})
 		w.waiters[channel] = c
+		w.queueLocked(watchOp{channel: channel, subscribe: true})
 	}
-	c.notices[notice] = struct{}{}
-	w.mu.Unlock()
-
-	stop = func() { w.remove(channel, notice) }
-	timer := time.NewTimer(watchArmWait)
-	defer timer.Stop()
-	select {
-	case <-c.armed:
-	case <-timer.C:
-	case <-ctx.Done():
-		stop()
-		return nil, func() {}
-	}
-	return notice, stop
+	c[notice] = struct{}{}
+	return notice, func() { w.remove(channel, notice) }
 }
 
-// receive hands the subscription's messages on until it is closed.
+// queueLocked queues op for the sender.
+func (w *finishWatch) queueLocked(op watchOp) {
+	w.ops = append(w.ops, op)
+	select {
+	case w.kick <- struct{}{}:
+	default: // the sender has been told already
+	}
+}
+
+// send sends the queued SUBSCRIBEs and UNSUBSCRIBEs, in order, until close.
+// A SUBSCRIBE that fails stays in go-redis's set of channels: it is sent
+// again when the subscription reconnects.
+func (w *finishWatch) send(ps *goredis.PubSub, log *slog.Logger) {
+	for {
+		select {
+		case <-w.stopped:
+			return
+		case <-w.kick:
+		}
+		w.mu.Lock()
+		ops := w.ops
+		w.ops = nil
+		w.mu.Unlock()
+		for _, op := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), watchOpTimeout)
+			var err error
+			if op.subscribe {
+				err = ps.Subscribe(ctx, op.channel)
+			} else {
+				err = ps.Unsubscribe(ctx, op.channel)
+			}
+			cancel()
+			if err != nil {
+				log.Debug("watching task states: a subscription change failed; results poll meanwhile",
+					slog.String("channel", op.channel), slog.Bool("subscribe", op.subscribe), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// receive hands the subscription's messages on until it is closed: a
+// message, or a confirmation of a SUBSCRIBE, is a notice to the channel's
+// waiters.
 func (w *finishWatch) receive(msgs <-chan interface{}) {
 	for msg := range msgs {
-		w.mu.Lock()
+		var channel string
 		switch m := msg.(type) {
-		case *goredis.Subscription:
-			if c := w.waiters[m.Channel]; c != nil && m.Kind == "subscribe" {
-				select {
-				case <-c.armed:
-				default:
-					close(c.armed)
-				}
-			}
 		case *goredis.Message:
-			if c := w.waiters[m.Channel]; c != nil {
-				for n := range c.notices {
-					select {
-					case n <- struct{}{}:
-					default: // a notice is already waiting
-					}
-				}
+			channel = m.Channel
+		case *goredis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			channel = m.Channel
+		default:
+			continue
+		}
+		w.mu.Lock()
+		for n := range w.waiters[channel] {
+			select {
+			case n <- struct{}{}:
+			default: // a notice is already waiting
 			}
 		}
 		w.mu.Unlock()
@@ -116,21 +150,16 @@ func (w *finishWatch) remove(channel string, notice chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := w.waiters[channel]
-	if c == nil {
+	if _, ok := c[notice]; !ok {
 		return
 	}
-	if _, ok := c.notices[notice]; !ok {
-		return
-	}
-	delete(c.notices, notice)
-	if len(c.notices) > 0 {
+	delete(c, notice)
+	if len(c) > 0 {
 		return
 	}
 	delete(w.waiters, channel)
-	if w.ps != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = w.ps.Unsubscribe(ctx, channel) // best effort: a stray message finds no waiter
+	if !w.closed {
+		w.queueLocked(watchOp{channel: channel})
 	}
 }
 
@@ -138,9 +167,12 @@ func (w *finishWatch) remove(channel string, notice chan struct{}) {
 func (w *finishWatch) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
 	w.closed = true
 	if w.ps != nil {
+		close(w.stopped)
 		_ = w.ps.Close()
-		w.ps = nil
 	}
 }

@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -94,5 +96,46 @@ func TestQueueOrderFirst(t *testing.T) {
 		if got := newQueueOrder(tc.queues, tc.weights, tc.strict).first(tc.q); got != tc.want {
 			t.Errorf("%s: first(%q) = %t, want %t", tc.name, tc.q, got, tc.want)
 		}
+	}
+}
+
+// gatedRelay is the memory broker with an AckTake that waits for the test.
+type gatedRelay struct {
+	brokers.Broker
+	acking  chan struct{} // receives when an AckTake begins
+	proceed chan struct{} // closed to let AckTakes go on
+}
+
+func (b *gatedRelay) AckTake(ctx context.Context, d *brokers.Delivery, take brokers.Take) (*brokers.Delivery, error) {
+	b.acking <- struct{}{}
+	<-b.proceed
+	return b.Broker.(brokers.Relay).AckTake(ctx, d, take)
+}
+
+// A task an acknowledgement takes while the worker aborts is put back
+// before Run returns, whether it started before shutdown gave up on the
+// running tasks (then it is abandoned with them) or after (then it is not
+// started): shutdown waits for the settle that took it.
+func TestAbortPutsBackTheTaskASettleTook(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{})
+	h.reg["work"] = func() error { return nil }
+	h.reg["block"] = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	first, second := newSig("work"), newSig("block")
+	h.publish(first, second)
+	b := &gatedRelay{Broker: h.mem, acking: make(chan struct{}, 1), proceed: make(chan struct{})}
+	p := h.params()
+	p.Broker = b
+	r := h.start(p)
+
+	recv(t, b.acking, "the first task's acknowledgement")
+	r.w.Abort()
+	close(b.proceed)
+	if err := r.wait(t); !errors.Is(err, ErrAborted) {
+		t.Fatalf("Run = %v, want ErrAborted", err)
+	}
+	if p := h.pending(); !slices.Equal(p, []string{second.UUID}) {
+		info, _ := h.mem.QueueInfo(context.Background(), testQueue)
+		t.Errorf("pending when Run returned: %v (%+v; first %s), want the task the acknowledgement took, %s, put back", p, info, h.state(first.UUID), second.UUID)
 	}
 }

@@ -463,23 +463,25 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		if next := w.runOne(ctx, r); next != nil {
+		next := w.runOne(ctx, r)
+		// r leaves the running tasks only once the task its settle took
+		// is among them, or put back: shutdown, which waits for r, then
+		// waits for that task too.
+		if next != nil {
 			w.start(parent, next, done)
-			return
+		} else {
+			done()
 		}
-		done()
+		w.mu.Lock()
+		delete(w.active, r)
+		w.mu.Unlock()
+		close(r.done)
 	}()
 }
 
 // runOne runs r until it is settled, and returns the task its settle took
 // for the slot, if any.
 func (w *Worker) runOne(ctx context.Context, r *running) *brokers.Delivery {
-	defer close(r.done)
-	defer func() {
-		w.mu.Lock()
-		delete(w.active, r)
-		w.mu.Unlock()
-	}()
 	defer r.cancel()
 	defer context.AfterFunc(r.d.Lease.Context(), r.cancel)() // a lost lease stops the task
 	return w.handle(ctx, r)

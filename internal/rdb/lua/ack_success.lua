@@ -63,6 +63,12 @@ local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
+-- A chord member's run again whose first run completed the group (and
+-- so left the task unsettled, its outcome committed) has nothing to do:
+-- what the first run sent may have run and been forgotten since.
+if ARGV[1] == "1" and ARGV[13] == "1" and redis.call("HEXISTS", KEYS[1], "outcome") == 1 then
+	return 8
+end
 local t = tonumber(ARGV[12])
 local last = #ARGV -- the last item of the next tasks
 local take_notify = false
@@ -81,6 +87,7 @@ if ARGV[6] ~= "" then
 	key = 8
 end
 local k = tonumber(ARGV[15 + m])
+local woken_by_take = false -- a next task's wake-up left to the take
 for i = 16 + m, last, 4 + k do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
@@ -100,11 +107,16 @@ for i = 16 + m, last, 4 + k do
 		-- The take below wakes its queue's workers if tasks remain.
 		if ready and notify ~= take_notify then
 			wake(notify)
+		elseif ready then
+			woken_by_take = true
 		end
 	end
 end
 if chord_due then
 	redis.call("HSET", KEYS[1], "outcome", ARGV[6])
+	if woken_by_take then
+		wake(take_notify) -- no take follows
+	end
 	return 8
 end
 forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now)

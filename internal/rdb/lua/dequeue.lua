@@ -3,7 +3,7 @@
 -- pending list. A limited task (its hash's limit) over its key's
 -- concurrency is parked on its key, one over its rate scheduled at the
 -- slot it books (lib/limit.lua's limit_admit); either way it is not
--- taken, and its token is not used.
+-- taken, and the next id is tried (lib/queue.lua's take_tasks).
 --
 -- KEYS[1] pending list   KEYS[2] paused flag   KEYS[3] lease zset
 -- KEYS[4] notify list

@@ -76,9 +76,11 @@
 //     committing, before settling, leaves the outcome behind: the worker
 //     that takes the task next does not run it, but writes the committed
 //     state again and sends what follows it. On a single server a task
-//     whose success needs no chord election is acknowledged with its
-//     result, its group record and its OnSuccess callbacks (published with
-//     their PENDING states) in one script (ack_success.lua).
+//     that succeeds is acknowledged with its result, its group record and
+//     its OnSuccess callbacks (published with their PENDING states) in one
+//     script (ack_success.lua); a chord member whose success completes its
+//     group is written and committed by that script but acknowledged only
+//     after the election of the callback's sender.
 //  5. Ack, retry, archive and requeue settle the task. Ack deletes the hash (or keeps it for
 //     CompletedRetention); retry moves the id to the retry zset with the
 //     updated message; archive moves it to the archived zset with the

@@ -2,6 +2,7 @@ package redisbroker_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -324,5 +325,84 @@ func TestLostReplyFetchPutsTheTasksBack(t *testing.T) {
 		if got := ds[i].Signature.UUID; got != "task_"+id {
 			t.Errorf("delivery %d is %s, want task_%s: the tasks keep their order", i, got, id)
 		}
+	}
+}
+
+// TestLostReplyChordDueIsNotRepeated: the acknowledgement of a chord
+// member that completes its group leaves the task unsettled (ErrChordDue)
+// with its outcome committed; when its reply is lost, the run again finds
+// the outcome and does nothing, so the OnSuccess task its first run sent,
+// taken, run and forgotten meanwhile, is not sent a second time.
+func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	srv := redistest.Shared(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	cnf := (&config.Config{
+		Broker:        srv.URL(),
+		ResultBackend: srv.URL(),
+		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
+	}).WithDefaults()
+	viaProxy := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, PoolSize: 1})
+	t.Cleanup(func() { _ = viaProxy.Close() })
+	store := rdb.New(viaProxy, rdb.OptionsFrom(cnf), false)
+	member := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
+	direct := srv.Client(t)
+	otherStore := rdb.New(direct, rdb.OptionsFrom(cnf), false)
+	other := redisbroker.New(otherStore, redisbroker.OptionsFrom(cnf))
+	states := redisbackend.New(otherStore, redisbackend.Options{})
+	t.Cleanup(func() {
+		_ = member.Close()
+		_ = other.Close()
+	})
+	const queue, nextQueue = "q", "nq"
+	take := func(b *redisbroker.Broker, q string) *iface.Delivery {
+		ds, err := b.Fetch(ctx, []string{q}, 1, nil)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("Fetch from %s: %d deliveries, %v", q, len(ds), err)
+		}
+		return ds[0]
+	}
+	settle := func(b *redisbroker.Broker, d *iface.Delivery, next ...*tasks.Signature) error {
+		_, err := b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), next, nil)
+		return err
+	}
+	// The script is loaded first, so the lost reply is the member's own.
+	if err := member.PublishPending(ctx, &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: queue}); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	if err := settle(member, take(member, queue)); err != nil {
+		t.Fatalf("AckSuccess: %v", err)
+	}
+	m := &tasks.Signature{UUID: "task_member", Name: "add", RoutingKey: queue, GroupUUID: "group_g", GroupTaskCount: 1,
+		ChordCallback: &tasks.Signature{UUID: "task_callback", Name: "sum", RoutingKey: queue}}
+	if err := member.PublishPending(ctx, m); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	d := take(member, queue)
+	next := &tasks.Signature{UUID: "task_next", Name: "add", RoutingKey: nextQueue}
+
+	proxy.LoseReplyTo("evalsha")
+	done := make(chan error, 1)
+	go func() { done <- settle(member, d, next) }()
+	ran := take(other, nextQueue) // the first run sent it
+	proxy.Stall()                 // the member's run again waits until the next task ran
+	if err := settle(other, ran); err != nil {
+		t.Fatalf("AckSuccess of the next task: %v", err)
+	}
+	proxy.Unstall()
+	if err := <-done; !errors.Is(err, iface.ErrChordDue) {
+		t.Fatalf("the member's AckSuccess with its reply lost: %v, want ErrChordDue", err)
+	}
+	info, err := other.QueueInfo(ctx, nextQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := states.GetStateContext(ctx, next.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Pending != 0 || st.State != tasks.StateSuccess {
+		t.Fatalf("after the run again: %d next tasks pending, its state %s; want 0 and SUCCESS (sent once)", info.Pending, st.State)
 	}
 }

@@ -54,8 +54,9 @@ end
 -- rerouted set and the caller's names set, announce.lua; with rerouted
 -- false none is taken), then the pending list. A limited task over its
 -- limit is put aside (lib/limit.lua's limit_admit) and not taken; an id
--- whose hash is gone is skipped. Nothing is taken from a paused queue.
--- The tokens are ARGV[tok], ARGV[tok + 1], ..., one per id popped. When
+-- whose hash is gone is skipped, and the next id is tried, up to 16
+-- more ids than n. Nothing is taken from a paused queue. The tokens are
+-- ARGV[tok], ARGV[tok + 1], ..., one per task taken. When
 -- tasks remain pending, a wake-up token is left on notify for the next
 -- idle worker. It returns how many tasks it took.
 -- Complexity: O(n log L) for L leased tasks, plus O(R) for R names with
@@ -64,11 +65,12 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 	if redis.call("EXISTS", paused) == 1 then
 		return 0
 	end
-	local used, taken = 0, 0 -- ids popped (one token each), tasks taken
+	local used, taken = 0, 0 -- ids popped, tasks taken (one token each)
+	local most = n + 16 -- ids popped at most
 	-- take leases the task id, and reports whether it did.
 	local function take(id)
 		local key = prefix .. id
-		local token = ARGV[tok + used]
+		local token = ARGV[tok + taken]
 		used = used + 1
 		local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome", "limit")
 		if not fields[1] then
@@ -92,7 +94,7 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 	if rerouted and redis.call("EXISTS", rerouted) == 1 then
 		for _, name in ipairs(redis.call("SINTER", rerouted, names)) do
 			local list = rerouted .. ":" .. name
-			while used < n do
+			while taken < n and used < most do
 				local id = redis.call("LPOP", list)
 				if not id then
 					break
@@ -103,7 +105,7 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 			end
 			if redis.call("LLEN", list) == 0 then
 				redis.call("SREM", rerouted, name)
-			elseif used >= n then
+			elseif taken >= n then
 				-- Tasks of the caller's names remain: wake another of its kind.
 				local names_notify = names .. ":notify"
 				wake(names_notify)
@@ -112,12 +114,12 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 					redis.call("PEXPIRE", names_notify, ttl)
 				end
 			end
-			if used >= n then
+			if taken >= n or used >= most then
 				break
 			end
 		end
 	end
-	while used < n do
+	while taken < n and used < most do
 		local id = redis.call("LPOP", pending)
 		if not id then
 			break
