@@ -4,7 +4,8 @@
 --
 -- KEYS[1] task hash   KEYS[2] lease zset   KEYS[3] completed zset
 -- with a take, KEYS[4] pending list   KEYS[5] paused flag
---         KEYS[6] notify list, then optionally KEYS[7] rerouted set and
+--         KEYS[6] notify list (unused: a settle's take wakes no one),
+--         then optionally KEYS[7] rerouted set and
 --         KEYS[8] the caller's names set (as dequeue.lua's KEYS[5..6])
 -- ARGV[1] "1" when the caller runs this again, not knowing whether its
 --         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
@@ -31,5 +32,5 @@ if #KEYS < 6 then
 end
 local expiry = now + tonumber(ARGV[6])
 local out = {0, expiry}
-take_tasks(out, 1, ARGV[5], KEYS[4], KEYS[5], KEYS[2], KEYS[6], KEYS[7] or false, KEYS[8] or false, 7, now, expiry)
+take_tasks(out, 1, ARGV[5], KEYS[4], KEYS[5], KEYS[2], false, KEYS[7] or false, KEYS[8] or false, 7, now, expiry)
 return out

@@ -87,7 +87,7 @@ if ARGV[6] ~= "" then
 	key = 8
 end
 local k = tonumber(ARGV[15 + m])
-local woken_by_take = false -- a next task's wake-up left to the take
+local sent_here = false -- a next task sent to the take's queue, not woken for
 for i = 16 + m, last, 4 + k do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
@@ -104,17 +104,18 @@ for i = 16 + m, last, 4 + k do
 		if ARGV[i + 3] ~= "" then
 			redis.call("HSET", task_key, "limit", ARGV[i + 3])
 		end
-		-- The take below wakes its queue's workers if tasks remain.
+		-- A next task the take below takes needs no wake-up; one it
+		-- leaves gets it after the take.
 		if ready and notify ~= take_notify then
 			wake(notify)
 		elseif ready then
-			woken_by_take = true
+			sent_here = true
 		end
 	end
 end
 if chord_due then
 	redis.call("HSET", KEYS[1], "outcome", ARGV[6])
-	if woken_by_take then
+	if sent_here then
 		wake(take_notify) -- no take follows
 	end
 	return 8
@@ -130,5 +131,8 @@ local rerouted, names = false, false
 if t == 5 then
 	rerouted, names = KEYS[first + 3], KEYS[first + 4]
 end
-take_tasks(out, 1, ARGV[#ARGV - 2], KEYS[first], KEYS[first + 1], KEYS[2], KEYS[first + 2], rerouted, names, #ARGV, now, expiry)
+take_tasks(out, 1, ARGV[#ARGV - 2], KEYS[first], KEYS[first + 1], KEYS[2], false, rerouted, names, #ARGV, now, expiry)
+if sent_here and redis.call("LLEN", KEYS[first]) > 0 then
+	wake(take_notify)
+end
 return out

@@ -56,15 +56,22 @@ end
 -- limit is put aside (lib/limit.lua's limit_admit) and not taken; an id
 -- whose hash is gone is skipped, and the next id is tried, up to 16
 -- more ids than n. Nothing is taken from a paused queue. The tokens are
--- ARGV[tok], ARGV[tok + 1], ..., one per task taken. When
--- tasks remain pending, a wake-up token is left on notify for the next
--- idle worker. It returns how many tasks it took.
+-- ARGV[tok], ARGV[tok + 1], ..., one per task taken. With notify (not
+-- false), when tasks remain pending, a wake-up token is left on it for
+-- the next idle worker (a fetch's burst wakes workers one after another);
+-- a settle's take leaves none: its worker goes on, and an idle one is
+-- woken by the next publish or looks again within its block timeout. It
+-- returns how many tasks it took.
 -- Complexity: O(n log L) for L leased tasks, plus O(R) for R names with
 -- rerouted tasks when there are any.
 local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerouted, names, tok, now, expiry)
-	if redis.call("EXISTS", paused) == 1 then
+	-- Usually neither the paused flag nor rerouted tasks exist: one
+	-- EXISTS of both says so.
+	local flags = rerouted and redis.call("EXISTS", paused, rerouted) or redis.call("EXISTS", paused)
+	if flags > 0 and (not rerouted or redis.call("EXISTS", paused) == 1) then
 		return 0
 	end
+	local any_rerouted = rerouted and flags > 0
 	local used, taken = 0, 0 -- ids popped, tasks taken (one token each)
 	local most = n + 16 -- ids popped at most
 	-- take leases the task id, and reports whether it did.
@@ -91,7 +98,7 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 		taken = taken + 1
 		return true
 	end
-	if rerouted and redis.call("EXISTS", rerouted) == 1 then
+	if any_rerouted then
 		for _, name in ipairs(redis.call("SINTER", rerouted, names)) do
 			local list = rerouted .. ":" .. name
 			while taken < n and used < most do
@@ -126,7 +133,7 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 		end
 		take(id)
 	end
-	if redis.call("LLEN", pending) > 0 then
+	if notify and redis.call("LLEN", pending) > 0 then
 		wake(notify)
 	end
 	return taken
