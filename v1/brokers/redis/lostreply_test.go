@@ -229,13 +229,18 @@ func TestLostReplyClaimIsKept(t *testing.T) {
 	}
 }
 
-// TestLostReplyPublishOfATaskThatRanIsNotRepeated: a publish whose reply
-// was lost, and whose task was then taken, run and forgotten before the
-// client sent it again, is reported as the success it was, and the task is
-// not queued a second time (it was, and ran twice).
-func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
-	t.Parallel()
-	ctx := ctxFor(t)
+// proxied is a store whose client reaches Redis through a proxy that can
+// lose replies, waiting a second for each (time for the others to act
+// before it sends a command again), and a store straight to the same
+// Redis, under one key prefix.
+type proxied struct {
+	proxy            *redistest.Proxy
+	cnf              *config.Config
+	viaProxy, direct *rdb.Store
+	directClient     *goredis.Client
+}
+
+func newProxied(t *testing.T) *proxied {
 	srv := redistest.Shared(t)
 	proxy := redistest.StartProxy(t, srv.Addr())
 	cnf := (&config.Config{
@@ -243,13 +248,27 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 		ResultBackend: srv.URL(),
 		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
 	}).WithDefaults()
-	// The sender, through the proxy, gives the others a second to take
-	// and finish the task before it sends the publish again.
 	viaProxy := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, PoolSize: 1})
 	t.Cleanup(func() { _ = viaProxy.Close() })
-	sender := redisbroker.New(rdb.New(viaProxy, rdb.OptionsFrom(cnf), false), redisbroker.OptionsFrom(cnf))
 	direct := srv.Client(t)
-	worker := redisbroker.New(rdb.New(direct, rdb.OptionsFrom(cnf), false), redisbroker.OptionsFrom(cnf))
+	return &proxied{
+		proxy: proxy, cnf: cnf, directClient: direct,
+		viaProxy: rdb.New(viaProxy, rdb.OptionsFrom(cnf), false),
+		direct:   rdb.New(direct, rdb.OptionsFrom(cnf), false),
+	}
+}
+
+// TestLostReplyPublishOfATaskThatRanIsNotRepeated: a publish whose reply
+// was lost, and whose task was then taken, run and forgotten before the
+// client sent it again, is reported as the success it was, and the task is
+// not queued a second time (it was, and ran twice).
+func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	p := newProxied(t)
+	proxy, cnf, direct := p.proxy, p.cnf, p.directClient
+	sender := redisbroker.New(p.viaProxy, redisbroker.OptionsFrom(cnf))
+	worker := redisbroker.New(p.direct, redisbroker.OptionsFrom(cnf))
 	t.Cleanup(func() {
 		_ = sender.Close()
 		_ = worker.Close()
@@ -336,21 +355,11 @@ func TestLostReplyFetchPutsTheTasksBack(t *testing.T) {
 func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)
-	srv := redistest.Shared(t)
-	proxy := redistest.StartProxy(t, srv.Addr())
-	cnf := (&config.Config{
-		Broker:        srv.URL(),
-		ResultBackend: srv.URL(),
-		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
-	}).WithDefaults()
-	viaProxy := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, PoolSize: 1})
-	t.Cleanup(func() { _ = viaProxy.Close() })
-	store := rdb.New(viaProxy, rdb.OptionsFrom(cnf), false)
-	member := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
-	direct := srv.Client(t)
-	otherStore := rdb.New(direct, rdb.OptionsFrom(cnf), false)
-	other := redisbroker.New(otherStore, redisbroker.OptionsFrom(cnf))
-	states := redisbackend.New(otherStore, redisbackend.Options{})
+	p := newProxied(t)
+	proxy, cnf := p.proxy, p.cnf
+	member := redisbroker.New(p.viaProxy, redisbroker.OptionsFrom(cnf))
+	other := redisbroker.New(p.direct, redisbroker.OptionsFrom(cnf))
+	states := redisbackend.New(p.direct, redisbackend.Options{})
 	t.Cleanup(func() {
 		_ = member.Close()
 		_ = other.Close()
