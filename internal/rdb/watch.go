@@ -166,13 +166,14 @@ func (w *finishWatch) remove(channel string, notice chan struct{}) {
 // close ends the subscription; later watches return nil channels.
 func (w *finishWatch) close() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || w.ps == nil {
+		w.closed = true
+		w.mu.Unlock()
 		return
 	}
 	w.closed = true
-	if w.ps != nil {
-		close(w.stopped)
-		_ = w.ps.Close()
-	}
+	close(w.stopped)
+	ps := w.ps
+	w.mu.Unlock()
+	_ = ps.Close() // outside the lock: it may wait for a SUBSCRIBE in flight
 }

@@ -64,9 +64,10 @@ if refused then
 	return refused
 end
 -- A chord member's run again whose first run completed the group (and
--- so left the task unsettled, its outcome committed) has nothing to do:
+-- so left the task unsettled, its outcome, this run's ARGV[6],
+-- committed) has nothing to do:
 -- what the first run sent may have run and been forgotten since.
-if ARGV[1] == "1" and ARGV[13] == "1" and redis.call("HEXISTS", KEYS[1], "outcome") == 1 then
+if ARGV[1] == "1" and ARGV[13] == "1" and redis.call("HGET", KEYS[1], "outcome") == ARGV[6] then
 	return 8
 end
 local t = tonumber(ARGV[12])

@@ -58,7 +58,9 @@ end
 -- more ids than n. Nothing is taken from a paused queue. The tokens are
 -- ARGV[tok], ARGV[tok + 1], ..., one per task taken. With notify (not
 -- false), when tasks remain pending, a wake-up token is left on it for
--- the next idle worker (a fetch's burst wakes workers one after another);
+-- the next idle worker (a fetch's burst wakes workers one after another),
+-- and when tasks rerouted to the caller's names remain, one on the
+-- names' own notify list;
 -- a settle's take leaves none: its worker goes on, and an idle one is
 -- woken by the next publish or looks again within its block timeout. It
 -- returns how many tasks it took.
@@ -99,7 +101,11 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 		return true
 	end
 	if any_rerouted then
-		for _, name in ipairs(redis.call("SINTER", rerouted, names)) do
+		-- Tasks of the caller's names left behind (a list not emptied, or
+		-- a name not reached) wake another of its kind, on a fetch.
+		local left = false
+		local listed = redis.call("SINTER", rerouted, names)
+		for i, name in ipairs(listed) do
 			local list = rerouted .. ":" .. name
 			while taken < n and used < most do
 				local id = redis.call("LPOP", list)
@@ -112,17 +118,20 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 			end
 			if redis.call("LLEN", list) == 0 then
 				redis.call("SREM", rerouted, name)
-			elseif taken >= n then
-				-- Tasks of the caller's names remain: wake another of its kind.
-				local names_notify = names .. ":notify"
-				wake(names_notify)
-				local ttl = redis.call("PTTL", names)
-				if ttl > 0 then
-					redis.call("PEXPIRE", names_notify, ttl)
-				end
+			else
+				left = true
 			end
 			if taken >= n or used >= most then
+				left = left or i < #listed
 				break
+			end
+		end
+		if left and notify then
+			local names_notify = names .. ":notify"
+			wake(names_notify)
+			local ttl = redis.call("PTTL", names)
+			if ttl > 0 then
+				redis.call("PEXPIRE", names_notify, ttl)
 			end
 		end
 	end
