@@ -32,30 +32,22 @@ type PairedBroker interface {
 // the lease is gone, and made whole while it is held.
 func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
 	t.Helper()
-	t.Run("StaleHolderWritesNothing", func(t *testing.T) {
-		t.Parallel()
-		testStaleHolderWritesNothing(t, newPair)
-	})
-	t.Run("AckSuccessSendsNext", func(t *testing.T) {
-		t.Parallel()
-		testAckSuccessSendsNext(t, newPair)
-	})
-	t.Run("AckSuccessSendsLimited", func(t *testing.T) {
-		t.Parallel()
-		testAckSuccessSendsLimited(t, newPair)
-	})
-	t.Run("AckSuccessKeepsOut", func(t *testing.T) {
-		t.Parallel()
-		testAckSuccessKeepsOut(t, newPair)
-	})
-	t.Run("AckSuccessTakes", func(t *testing.T) {
-		t.Parallel()
-		testAckSuccessTakes(t, newPair)
-	})
-	t.Run("AckSuccessChordDue", func(t *testing.T) {
-		t.Parallel()
-		testAckSuccessChordDue(t, newPair)
-	})
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, func(*testing.T, *config.Config) (PairedBroker, backends.Backend))
+	}{
+		{"StaleHolderWritesNothing", testStaleHolderWritesNothing},
+		{"AckSuccessSendsNext", testAckSuccessSendsNext},
+		{"AckSuccessSendsLimited", testAckSuccessSendsLimited},
+		{"AckSuccessKeepsOut", testAckSuccessKeepsOut},
+		{"AckSuccessTakes", testAckSuccessTakes},
+		{"AckSuccessChordDue", testAckSuccessChordDue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, newPair)
+		})
+	}
 }
 
 // noTake is the error of a settle (AckSuccess, AckTake) that took nothing,
