@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -300,4 +301,59 @@ func countMembers(queue string) func(context.Context, string, []*tasks.Signature
 		}
 		return &tasks.Signature{Name: "count", RoutingKey: queue, Args: []tasks.Arg{{Type: "[]string", Value: ids}}}, nil
 	}
+}
+
+// TestAggregationMemberGetIsWoken: a member's Get is woken when the batch
+// it joined is built (its state then names the aggregate), then when the
+// aggregate finishes: with an hour between polls it returns within the
+// test's deadline. On a Cluster results only poll.
+func TestAggregationMemberGetIsWoken(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		if p.name == "cluster" {
+			t.Skip("on a Cluster, a result's wait polls")
+		}
+		s := bareServer(t, p)
+		ctx := testCtx(t)
+		if err := s.RegisterTask("count", func(members []string) (int64, error) { return int64(len(members)), nil }); err != nil {
+			t.Fatal(err)
+		}
+		err := s.RegisterAggregator("member", machinist.AggregationPolicy{MaxSize: 3},
+			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+				uuids := make([]string, len(members))
+				for i, m := range members {
+					uuids[i] = m.UUID
+				}
+				return &tasks.Signature{Name: "count", Args: []tasks.Arg{{Type: "[]string", Value: uuids}}}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.NewWorker("aggregator", 2)
+		launch(t, w)
+		<-w.Started()
+		send := func() *result.AsyncResult {
+			r, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "member", AggregationKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		// The first member's Get waits while its group is not full.
+		first := send()
+		type got struct {
+			out []reflect.Value
+			err error
+		}
+		waited := make(chan got, 1)
+		go func() {
+			out, err := first.GetWithContext(ctx, time.Hour)
+			waited <- got{out, err}
+		}()
+		send()
+		send()
+		g := <-waited
+		if g.err != nil || len(g.out) != 1 || g.out[0].Int() != 3 {
+			t.Fatalf("member %s: %v, %v; want its aggregate of 3", first.Signature.UUID, g.out, g.err)
+		}
+	})
 }

@@ -71,10 +71,15 @@ func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *state
 	created := formatTime(w.state.CreatedAt)
 	switch {
 	case w.state.State == tasks.StatePending:
-		return []goredis.Cmder{
+		cmds := []goredis.Cmder{
 			pipe.HSet(ctx, key, w.pendingFields()...),
 			pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
 		}
+		if w.state.Aggregate != "" && s.oneNode {
+			// A member's results now wait for its aggregate (watch.go).
+			cmds = append(cmds, pipe.Publish(ctx, key, ""))
+		}
+		return cmds
 	case !w.state.IsCompleted():
 		args := append([]interface{}{s.opts.ResultsExpireIn.Milliseconds(), created}, w.fields()...)
 		return []goredis.Cmder{stateUnlessFinalScript.EvalSha(ctx, pipe, []string{key}, args...)}

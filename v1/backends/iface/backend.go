@@ -147,7 +147,8 @@ type Workflows interface {
 // Cluster its waits only poll).
 type Notifier interface {
 	// WatchFinished starts watching task taskUUID: from when it returns,
-	// the channel receives when the task's state may have become final. A
+	// the channel receives when the task's state may have become final,
+	// or come to name the aggregate it joined (TaskState.Aggregate). A
 	// notice says "read the state now", nothing more: it may come when
 	// the state is not final yet, and one may be lost (a dropped
 	// connection), so a waiter still polls. stop ends the watch. A nil

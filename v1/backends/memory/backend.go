@@ -466,7 +466,8 @@ func (b *Backend) sweepLocked(now time.Time) {
 }
 
 // putLocked stores a copy of state until ResultsExpireIn from now, and
-// tells the results waiting on the task when it is final. A state that
+// tells the results waiting on the task when it is final (or names the
+// aggregate the task joined). A state that
 // names no workflow keeps the one the task's last state named (its
 // PENDING state names it; signatures do not carry it to workers).
 func (b *Backend) putLocked(state *tasks.TaskState, now time.Time) {
@@ -475,7 +476,7 @@ func (b *Backend) putLocked(state *tasks.TaskState, now time.Time) {
 		c.Workflow = old.state.Workflow
 	}
 	b.states[state.TaskUUID] = &stateEntry{state: c, expiresAt: now.Add(b.expireIn)}
-	if c.IsCompleted() {
+	if c.IsCompleted() || c.Aggregate != "" {
 		for n := range b.watchers[c.TaskUUID] {
 			select {
 			case n <- struct{}{}:

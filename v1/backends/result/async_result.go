@@ -148,24 +148,41 @@ func withTimeout(timeout, sleep time.Duration, get func(context.Context, time.Du
 
 // poll calls touch until it reports done (results or an error), waiting
 // sleep between calls, or until ctx ends. With a backend that is an
-// iface.Notifier, it watches task taskUUID (the one whose end ends the
-// wait) from before its first call, and calls touch again as soon as the
-// backend says that task finished, without waiting for the next tick.
-func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, taskUUID string, touch func() ([]reflect.Value, error)) ([]reflect.Value, error) {
+// iface.Notifier, it watches the task whose end ends the wait (watched
+// names it, asked before the first call and after each) from before it
+// reads it, and calls touch again as soon as the backend says that task
+// finished, without waiting for the next tick.
+func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, watched func() string, touch func() ([]reflect.Value, error)) ([]reflect.Value, error) {
 	if sleep <= 0 {
 		sleep = defaultSleep
 	}
-	var notices <-chan struct{}
-	if n, ok := backend.(iface.Notifier); ok {
-		var stop func()
-		notices, stop = n.WatchFinished(ctx, taskUUID)
-		defer stop()
+	n, _ := backend.(iface.Notifier)
+	var (
+		notices <-chan struct{}
+		stop    = func() {}
+		current string
+	)
+	defer func() { stop() }()
+	// watch follows the task to watch; it reports whether that changed.
+	watch := func() bool {
+		id := watched()
+		if n == nil || id == current {
+			return false
+		}
+		stop()
+		notices, stop = n.WatchFinished(ctx, id)
+		current = id
+		return true
 	}
+	watch()
 	var ticker *time.Ticker
 	for {
 		results, err := touch()
 		if err != nil || results != nil {
 			return results, err
+		}
+		if watch() {
+			continue // read again: it may have finished before the watch began
 		}
 		if ticker == nil {
 			ticker = time.NewTicker(sleep)
@@ -180,12 +197,25 @@ func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, taskU
 	}
 }
 
-// GetWithContext is Get that gives up with ctx's error when ctx ends.
+// GetWithContext is Get that gives up with ctx's error when ctx ends. It
+// watches the task, or, once its state names the aggregate it joined,
+// the aggregate.
 func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
-	return poll(ctx, sleepDuration, r.backend, r.Signature.UUID, func() ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
+	return poll(ctx, sleepDuration, r.backend, r.watched, func() ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
+}
+
+// watched is the task whose state decides r's: its own, or the aggregate
+// it joined, once read.
+func (r *AsyncResult) watched() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.taskState.TaskUUID != "" {
+		return r.taskState.TaskUUID
+	}
+	return r.Signature.UUID
 }
 
 // GetState returns the last state read, refreshing it unless it is final.
