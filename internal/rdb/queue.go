@@ -589,34 +589,26 @@ func (t *taking) args() []interface{} {
 // reached the caller is put back (release_fetch.lua) rather than left to
 // its lease's end.
 func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string, cmd *goredis.Cmd, again bool) (*brokers.Delivery, error) {
-	id := d.Signature.UUID
-	err := cmd.Err()
-	if t == nil {
-		var code int64
-		if err == nil {
-			code, err = parseStatusReply(script, cmd.Val(), statusOK, statusLeaseLost, statusChordDue)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("acknowledge task %s: %w", id, err)
-		}
-		return nil, settledUnlessDue(d, code)
-	}
 	var (
 		code  int64
 		taken []dequeued
 		took  bool
 	)
+	err := cmd.Err()
 	if err == nil {
 		code, taken, took, err = parseSettleTakeReply(script, cmd.Val())
+		if err == nil && took && t == nil {
+			err = malformed(script, nil, "a take's reply to a call that asked for none")
+		}
 	}
-	if !took && code != statusChordDue && (again || err != nil) {
+	if t != nil && !took && code != statusChordDue && (again || err != nil) {
 		// A run whose reply never came back as a take (lost, cut off by
 		// ctx, malformed, or answered by the run again) may have taken a
 		// task nobody runs. A first run's own refusal took nothing.
 		t.s.releaseFetch(ctx, t.q, t.token, t.start)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("acknowledge task %s: %w", id, err)
+		return nil, fmt.Errorf("acknowledge task %s: %w", d.Signature.UUID, err)
 	}
 	if err := settledUnlessDue(d, code); err != nil {
 		return nil, err
@@ -696,7 +688,6 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 	if t != nil {
 		tk := t.keys()
 		args[10] = len(tk) // ARGV[12]: RunSettle puts ARGV[1] before args
-
 		keys = append(keys, tk...)
 		args = append(args, t.args()...)
 	}

@@ -512,7 +512,7 @@ type handoff struct {
 // of a queue a fetch would try first, so a worker's tasks are those it
 // would have fetched.
 func (w *Worker) handoffFor(d *brokers.Delivery) *handoff {
-	if w.relay == nil || w.fetching == nil || w.fetching.Err() != nil || w.p.PreConsumeFunc != nil || !w.queues.first(d.Queue) {
+	if w.relay == nil || w.fetching.Err() != nil || w.p.PreConsumeFunc != nil || !w.queues.first(d.Queue) {
 		return nil
 	}
 	return &handoff{take: &brokers.Take{Names: w.names.Load()}}
