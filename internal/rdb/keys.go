@@ -106,7 +106,9 @@ import (
 //	<prefix>:{<queue>}:agg:sent:<id>   string: aggregate id, handed over
 //	                                   from a batch of another queue's
 //	                                   slot (Cluster), was published here
-//	                                   (publish_handed.lua); it expires
+//	                                   (publish_handed.lua); no expiry
+//	                                   until the batch is forgotten, then
+//	                                   handedForgottenLife leases
 type keys struct {
 	prefix string
 	cache  sync.Map // queue name → *queueKeys

@@ -16,15 +16,11 @@ import (
 //go:embed lua/*.lua lua/lib/*.lua
 var luaFiles embed.FS
 
-// libNames are the files of lua/lib, in the order their definitions are
-// written: local functions (now_ms; holds, settled_by, check_settle;
-// limit_admit, limit_free, limit_release, limit_unplace; free_unique,
-// release_unique, release_holds, forget; write_state; record_member; held,
-// put, wake, given_or_all, trim_archive, unplace; agg_prefix, agg_split,
-// agg_policy, agg_schedule, agg_count, agg_wake, agg_file, agg_join,
-// agg_file_new), so that the fence check, the end of an acknowledgement,
-// the state write, the group record and an aggregation group's filing are
-// each written once.
+// libNames are the files of lua/lib, in the order their local
+// definitions are written (a definition uses only those before it), so
+// that the fence check, the end of an acknowledgement, the state write,
+// the group record, a take and an aggregation group's filing are each
+// written once; libDefs reads the definitions from them.
 var libNames = []string{"now", "fence", "limit", "forget", "state", "group", "queue", "aggregate"}
 
 // libDef is one top-level definition of lua/lib (a local function or

@@ -93,9 +93,9 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context, agg brokers.Aggreg
 		names := brokers.NewTaskNames(slices.Collect(maps.Keys(regs)))
 		b, err := agg.ClaimBatch(ctx, w.p.Queues, names)
 		if err == nil && b != nil {
-			w.aggregationStep("claimed")
 			building.Go(func() {
 				defer func() { <-room }()
+				w.aggregationStep("claimed")
 				w.aggregate(buildCtx, agg, b, regs[b.Name])
 			})
 		} else {

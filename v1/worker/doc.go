@@ -39,11 +39,12 @@
 //
 // # Leases
 //
-// A heartbeater renews the leases of running tasks every
-// Config.LeaseRenewInterval. A task whose lease is lost (renewal refused, or
-// its expiry passed without a renewal) has its context cancelled, and when
-// it returns nothing more is written about it: the broker may already have
-// handed it to another worker. After renewing, the heartbeater announces
+// A heartbeater renews the leases of running tasks, and of the
+// aggregation batches being built, every Config.LeaseRenewInterval. A
+// task whose lease is lost (renewal refused, or its expiry passed without
+// a renewal) has its context cancelled, and when it returns nothing more
+// is written about it: the broker may already have handed it to another
+// worker; so does an aggregator whose batch's lease is lost. After renewing, the heartbeater announces
 // the worker's task names (and aggregators) to the broker, for a
 // LeaseDuration: a task this worker has not registered is rerouted to a
 // worker alive that announced its name, or, when none has, tried again
@@ -56,8 +57,11 @@
 // # Shutdown
 //
 // Shutdown happens in this order: the fetch loop stops, and
-// acknowledgements take no next task, so nothing new starts; running tasks get up to Config.ShutdownTimeout to finish (none, on
-// a hard stop); the contexts of those still running are cancelled and they
-// are put back at the head of their queue, and nothing they do afterwards is
+// acknowledgements take no next task, so nothing new starts; the batches
+// being built, then the running tasks, get what is left of one
+// Config.ShutdownTimeout to finish (none, on a hard stop); an aggregator
+// still building then has its context cancelled (its batch comes back
+// when its lease ends), and the tasks still running are cancelled and put
+// back at the head of their queue, and nothing they do afterwards is
 // written; then the heartbeater stops.
 package worker

@@ -275,9 +275,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
 	stopFetch()
-	// An aggregator still building at the shutdown timeout, or at Abort,
-	// has its context cancelled and is not waited for: its batch's lease
-	// ends, and another worker builds it again.
+	// Batches being built and running tasks share one shutdown timeout,
+	// counted from here. An aggregator still building when it passes, or
+	// at Abort, has its context cancelled and is not waited for: its
+	// batch's lease ends, and another worker builds it again.
+	deadline := w.clock.Now().Add(w.p.Config.ShutdownTimeout)
 	aggTimer := w.clock.NewTimer(w.p.Config.ShutdownTimeout)
 	select {
 	case <-aggregating:
@@ -288,9 +290,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopBuilds()
 	aggTimer.Stop()
 
-	// Shutdown, in order: fetching has stopped; wait for running tasks;
-	// abandon and requeue the rest; stop renewing leases.
-	w.waitRunning(w.p.Config.ShutdownTimeout)
+	// Shutdown, in order: fetching has stopped; wait for running tasks
+	// for what is left of the timeout; abandon and requeue the rest; stop
+	// renewing leases.
+	w.waitRunning(max(w.clock.Until(deadline), 0))
 	w.abandonRunning()
 	heartbeat.Stop()
 	w.unregister()
@@ -710,7 +713,8 @@ func (w *Worker) renewNow(ctx context.Context) {
 }
 
 // renewLeases renews the leases of the running tasks that still hold
-// theirs, in at most timeout (the heartbeat's work, and renewNow's).
+// theirs, and of the batches being built, in at most timeout (the
+// heartbeat's work, and renewNow's).
 func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 	w.mu.Lock()
 	ds := make([]*brokers.Delivery, 0, len(w.active))
@@ -819,7 +823,7 @@ func (w *Worker) reportError(err error) {
 }
 
 // newHeartbeat returns the loop that renews the leases of the running
-// tasks every LeaseRenewInterval, and then announces the worker's task
+// tasks and of the batches being built every LeaseRenewInterval, and then announces the worker's task
 // names and aggregators (announce), so that a slow announcement never
 // delays a renewal. A failure is tried again at the next interval (not
 // later: a lease would run out) and logged once per 30 s with a count.
