@@ -180,15 +180,14 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 			log.Debug("aggregated", slog.String("aggregate", aggregate.UUID))
 			return
 		}
-		if b.Aggregate != nil {
-			// Handed over: the batch is only ever completed with this
-			// aggregate, by whoever takes it when its lease ends.
-			w.reportError(fmt.Errorf("worker: aggregate batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
-			log.Error("handing the aggregate over failed; it is finished when the batch's lease ends", slog.Any("error", err))
-			return
-		}
 	}
 	w.reportError(fmt.Errorf("worker: aggregate batch %s of %s/%s: %w", b.ID, b.Name, b.Key, err))
+	if b.Aggregate != nil {
+		// Handed over: the batch is only ever completed with this
+		// aggregate, by whoever takes it when its lease ends.
+		log.Error("handing the aggregate over failed; it is finished when the batch's lease ends", slog.Any("error", err))
+		return
+	}
 	if b.Failed < w.p.Config.AggregatorRetries {
 		in := time.Duration(fibonacciNext(b.Failed)) * time.Second
 		log.Warn("aggregator failed; the batch is tried again", slog.Any("error", err), slog.Duration("retry_in", in))

@@ -24,12 +24,14 @@ type aggRegistry struct {
 
 func (r aggRegistry) GetAggregators() map[string]Aggregation { return r.aggs }
 
-// startStarted starts a worker of p and waits until it has started.
-func (h *harness) startStarted(p Params) {
+// startStarted starts a worker of p, waits until it has started and
+// returns it.
+func (h *harness) startStarted(p Params) *runningWorker {
 	started := make(chan struct{})
 	p.StartedFunc = func() { close(started) }
-	h.start(p)
+	r := h.start(p)
 	<-started
+	return r
 }
 
 // publishMembers publishes n members of task "member" with aggregation key
@@ -203,10 +205,7 @@ func TestStoppingWorkerFinishesItsBatch(t *testing.T) {
 	p := h.params()
 	p.Broker = broker
 	p.Tasks = reg
-	started := make(chan struct{})
-	p.StartedFunc = func() { close(started) }
-	r := h.start(p)
-	<-started
+	r := h.startStarted(p)
 	members := h.publishMembers("k", 2)
 	recv(t, in, "the aggregator's call")
 	r.cancel() // a graceful stop
@@ -251,7 +250,7 @@ func TestAggregatorPausedPastItsLeaseWritesNothing(t *testing.T) {
 		},
 	}}}
 	steps := map[string]chan string{"a": make(chan string, 8), "b": make(chan string, 8)}
-	worker := func(name string) Params {
+	worker := func(name string) {
 		p := h.params()
 		p.Broker = h.mem // the spy hides the broker's aggregation
 		if name == "a" {
@@ -259,11 +258,7 @@ func TestAggregatorPausedPastItsLeaseWritesNothing(t *testing.T) {
 		}
 		p.Tasks = reg
 		p.AggregationStepFunc = func(step string) { steps[name] <- step }
-		started := make(chan struct{})
-		p.StartedFunc = func() { close(started) }
-		defer func() { <-started }()
-		h.start(p)
-		return p
+		h.startStarted(p)
 	}
 	worker("a")
 	members := h.publishMembers("k", 2)
@@ -409,10 +404,7 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 	p := h.params()
 	p.Broker = h.mem // the spy hides the broker's aggregation
 	p.Tasks = reg
-	started := make(chan struct{})
-	p.StartedFunc = func() { close(started) }
-	aggregator := h.start(p)
-	<-started
+	aggregator := h.startStarted(p)
 	if err := aggregator.stop(t); err != nil {
 		t.Fatalf("stopping the aggregating worker: %v", err)
 	}
