@@ -189,7 +189,7 @@ func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.
 			}
 		}
 		for _, m := range c.members {
-			sig, err := tasks.DecodeSignature([]byte(m.msg))
+			sig, err := decodeStored(m.msg, m.id, q)
 			if err != nil {
 				// The batch is the aggregator's to judge: the member is
 				// kept, as much of it as is known.

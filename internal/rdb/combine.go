@@ -33,8 +33,8 @@ type combiner struct {
 // combineKey: the publishes of one call go to one queue and have the same
 // shape (with or without PENDING states).
 type combineKey struct {
-	queue  string
-	states bool
+	queue    string
+	implicit bool
 }
 
 // combined is one enqueue call being gathered, then sent.
@@ -100,7 +100,7 @@ func publishOutcome(queue string, reply interface{}) error {
 // join adds r to the call its queue's publishes are gathering, opening one
 // (and queueing it on the queue's lane) when there is none or it is full.
 func (s *Store) join(name string, r *publishReq) *combined {
-	k := combineKey{queue: name, states: r.q.states}
+	k := combineKey{queue: name, implicit: r.q.implicit}
 	n := r.q.count
 	s.comb.mu.Lock()
 	c := s.comb.open[k]
@@ -219,23 +219,26 @@ func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, t
 }
 
 // firstRepeatArg is the index, in enqueueCall's arguments (task prefix,
-// TTL, k, then each publish's token, repeat flag, …), of the first
+// implicit flag, then each publish's token, repeat flag, …), of the first
 // publish's repeat flag.
-const firstRepeatArg = 4
+const firstRepeatArg = 3
 
 // enqueueCall returns the keys and arguments of an enqueue.lua call that
 // makes the publishes rs, all of one queue and shape, to qk; none is
 // marked a repeat.
 func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 	keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
-	items := 3
+	items := 2
 	for _, r := range rs {
 		keys = append(keys, r.q.stateKeys...)
 		items += 3 + len(r.q.tasks)
 	}
-	q := rs[0].q
+	implicit := "0"
+	if rs[0].q.implicit {
+		implicit = "1"
+	}
 	args := make([]interface{}, 0, items)
-	args = append(args, qk.task, q.ttl, q.stride())
+	args = append(args, qk.task, implicit)
 	for _, r := range rs {
 		args = append(args, r.token, "0", r.q.count)
 		args = append(args, r.q.tasks...)

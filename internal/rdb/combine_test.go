@@ -86,7 +86,7 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	joined := func() int {
 		s.comb.mu.Lock()
 		defer s.comb.mu.Unlock()
-		c := s.comb.open[combineKey{queue: queue, states: true}]
+		c := s.comb.open[combineKey{queue: queue, implicit: true}]
 		if c == nil {
 			return 0
 		}

@@ -207,12 +207,11 @@ func (s *Store) GetTask(ctx context.Context, queue, uuid string) (*brokers.TaskI
 // fields f.
 func newTaskInfo(queue, id string, status brokers.TaskStatus, f taskFields) *brokers.TaskInfo {
 	info := &brokers.TaskInfo{Queue: queue, Status: status}
-	sig, err := tasks.DecodeSignature([]byte(f.msg))
+	sig, err := decodeStored(f.msg, id, queue)
 	if err != nil {
 		sig = &tasks.Signature{UUID: id, RoutingKey: queue}
 		info.LastError = err.Error()
 	}
-	sig.UUID = id
 	info.Signature = sig
 	info.Retried = f.retried
 	info.Recovered = f.recovered
@@ -335,7 +334,7 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brok
 	case 2:
 		return nil, fmt.Errorf("%s task %s of %s: it is %s: %w", action, uuid, queue, val, brokers.ErrTaskNotWaiting)
 	}
-	sig, err := tasks.DecodeSignature([]byte(val))
+	sig, err := decodeStored(val, uuid, queue)
 	if err != nil {
 		return nil, fmt.Errorf("%s task %s of %s: done, but its message cannot be read: %w", action, uuid, queue, err)
 	}
@@ -372,7 +371,7 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar 
 	case 4: // barred
 		return nil, false, nil
 	}
-	sig, err := tasks.DecodeSignature([]byte(val))
+	sig, err := decodeStored(val, uuid, queue)
 	if err != nil {
 		return nil, false, fmt.Errorf("cancel task %s of %s: done, but its message cannot be read: %w", uuid, queue, err)
 	}

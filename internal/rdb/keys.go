@@ -24,7 +24,9 @@ import (
 //	<prefix>:{<queue>}:notify       list of wake-up tokens for idle workers
 //	<prefix>:{<queue>}:maintainer   string: the id of the process that runs
 //	                                the queue's forwarder and recoverer
-//	<prefix>:{<queue>}:t:<task id>  hash: msg, state, lease (fencing token),
+//	<prefix>:{<queue>}:t:<task id>  hash: msg (JSON signature without its
+//	                                UUID and queue), state, at (sent, ms),
+//	                                lease (fencing token),
 //	                                lease_exp, outcome (committed), retried,
 //	                                recovered, error, failed_at, process_at,
 //	                                pub (the publish's token), settled (the
@@ -37,7 +39,9 @@ import (
 //	                                cancellation keeps out, only state
 //	                                "cancelled" and error, until it expires
 //	<prefix>:state:<task id>        hash: state, name, results, error,
-//	                                created_at, aggregate, workflow
+//	                                created_at (ms), aggregate, workflow;
+//	                                on a single server, none until a
+//	                                state is written (PENDING implicit)
 //	<prefix>:workflow:<id>          string: JSON tasks.WorkflowMeta of a
 //	                                chain, group or chord
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at

@@ -21,10 +21,11 @@ import (
 )
 
 // Publish adds sigs to their queues: one enqueue script per queue (which
-// concurrent publishes share: combine.go), all or nothing within a queue. With pending, the PENDING state of every
-// signature is written first: on a single server by the same script (one
-// round trip per queue), elsewhere in a round trip of its own before the
-// scripts, so a worker never finishes a task before its PENDING state
+// concurrent publishes share: combine.go), all or nothing within a queue.
+// With pending, each task is PENDING once published: on a single server
+// that state is implicit (the task hash says it: GetState), elsewhere
+// every PENDING state is written first, in a round trip of its own before
+// the scripts, so a worker never finishes a task before its PENDING state
 // lands.
 func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) error {
 	byQueue := make(map[string]*enqueueArgs)
@@ -38,8 +39,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			if err := ValidQueue(sig.RoutingKey); err != nil {
 				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 			}
-			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), ttl: s.opts.ResultsExpireIn.Milliseconds(),
-				states: pending && s.oneNode, keyed: s.oneNode, groups: true}
+			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), implicit: pending && s.oneNode, keyed: s.oneNode, groups: true}
 			byQueue[sig.RoutingKey] = q
 			order = append(order, sig.RoutingKey)
 		}
@@ -86,39 +86,51 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 
 // enqueueArgs gathers the tasks of one queue for enqueue.lua or, as next
 // tasks, for ack_success.lua: for each task its id, message and ETA, with
-// groups its aggregation group and unique key, its limit, and with states
-// its state hash key and PENDING fields.
+// groups its aggregation group and unique key, and its limit.
 type enqueueArgs struct {
 	queue     *queueKeys
-	ttl       int64 // the states' TTL in ms (enqueue.lua)
-	states    bool
 	lane      string // the first task's id, the batcher lane
 	count     int    // tasks in tasks
 	tasks     []interface{}
 	stateKeys []string
-	// keyed gives enqueue.lua the state keys even without states (on a
-	// single server), where a repeat of a publish finds the state of a
-	// task that ran and was forgotten.
+	// implicit says the tasks' PENDING states are implicit (enqueue.lua).
+	implicit bool
+	// keyed gives enqueue.lua the state keys (on a single server), where
+	// a repeat of a publish finds the state of a task that ran and was
+	// forgotten.
 	keyed bool
 	// groups gives each task's aggregation group and unique key
 	// (enqueue.lua).
 	groups bool
 }
 
-// pendingItems is how many items of PENDING state fields each task has in
-// enqueueArgs.tasks with states.
-var pendingItems = len((&stateWrite{state: &tasks.TaskState{}}).scriptPendingFields())
+// storedMessage encodes sig for its task hash: without its UUID and queue,
+// which the hash's key and queue say (decodeStored puts them back), so
+// that a small task's hash keeps Redis's compact encoding (a listpack while
+// every value is at most hash-max-listpack-value, 64 bytes by default).
+func storedMessage(sig *tasks.Signature) ([]byte, error) {
+	c := *sig
+	c.UUID, c.RoutingKey = "", ""
+	return tasks.EncodeSignature(&c)
+}
 
-func (q *enqueueArgs) stride() int {
-	if q.states {
-		return pendingItems
+// decodeStored decodes msg, the message in the hash of task id of queue
+// (storedMessage's, or a whole signature's).
+func decodeStored(msg, id, queue string) (*tasks.Signature, error) {
+	sig, err := tasks.DecodeSignature([]byte(msg))
+	if err != nil {
+		return nil, err
 	}
-	return 0
+	sig.UUID = id
+	if sig.RoutingKey == "" {
+		sig.RoutingKey = queue
+	}
+	return sig, nil
 }
 
 // addTask encodes sig into q.
 func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
-	msg, err := tasks.EncodeSignature(sig)
+	msg, err := storedMessage(sig)
 	if err != nil {
 		return err
 	}
@@ -151,14 +163,7 @@ func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
 		return err
 	}
 	q.tasks = append(q.tasks, l)
-	if q.states {
-		w, err := encodeState(tasks.NewPendingTaskState(sig))
-		if err != nil {
-			return fmt.Errorf("set state pending: %w", err)
-		}
-		q.tasks = append(q.tasks, w.scriptPendingFields()...)
-	}
-	if q.states || q.keyed {
+	if q.keyed {
 		q.stateKeys = append(q.stateKeys, s.keys.state(sig.UUID))
 	}
 	return nil
@@ -237,7 +242,7 @@ func (s *Store) deliveries(q string, taken []dequeued, start time.Time) []*broke
 			Retried:   t.retried,
 			Recovered: t.recovered,
 		}
-		sig, err := tasks.DecodeSignature([]byte(t.msg))
+		sig, err := decodeStored(t.msg, id, q)
 		if err == nil && t.outcome != "" {
 			d.Outcome = new(tasks.TaskState)
 			if derr := decodeJSON(t.outcome, d.Outcome); derr != nil {
@@ -660,12 +665,11 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 		recovered = "1"
 	}
 	fields := w.fields()
-	args := make([]interface{}, 0, 12+len(fields)+len(next)*(4+pendingItems))
+	args := make([]interface{}, 0, 12+len(fields)+len(next)*4)
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
 		recovered, 0, chordFlag(sig), len(fields))
 	args = append(args, fields...)
-	args = append(args, pendingItems)
 	for _, n := range next {
 		if err := checkSig(n); err != nil {
 			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)
@@ -676,7 +680,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 		if err := s.registerQueue(ctx, n.RoutingKey); err != nil {
 			return nil, err
 		}
-		q := &enqueueArgs{queue: s.keys.queue(n.RoutingKey), states: true}
+		q := &enqueueArgs{queue: s.keys.queue(n.RoutingKey), keyed: true}
 		if err := s.addTask(q, n); err != nil {
 			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
 		}
@@ -774,7 +778,7 @@ func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.Ta
 func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, errMsg string) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
-	msg, err := tasks.EncodeSignature(d.Signature)
+	msg, err := storedMessage(d.Signature)
 	if err != nil {
 		return fmt.Errorf("retry task %s: %w", id, err)
 	}

@@ -954,14 +954,41 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	later := time.Now().Add(time.Hour).UnixMilli()
 
 	// enqueue: {0}, then {1, id}.
-	code, id, _, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub1", "0", 3,
+	code, id, _, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub1", "0", 3,
 		"a", msg("a"), 0, "", "", "", "b", msg("b"), 0, "", "", "", "c", msg("c"), later, "", "", "")))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub2", "0", 1, "a", msg("a"), 0, "", "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub2", "0", 1, "a", msg("a"), 0, "", "", "")))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
+	}
+
+	// get_state: a task its queue holds, with no state: PENDING, made
+	// from its message and send time; none: nil; a state hash: its fields.
+	must(client.SAdd(ctx, k.queues(), "q").Err())
+	getState := func(id string) map[string]string {
+		t.Helper()
+		fields, err := parseGetStateReply(run(getStateScript, []string{k.state(id), k.queues()}, k.prefix+":{", id))
+		if err != nil {
+			t.Fatalf("get_state %s: %v", id, err)
+		}
+		return fields
+	}
+	if f := getState("c"); f["state"] != "PENDING" || f["name"] != "n" || f["created_at"] == "" {
+		t.Fatalf("get_state of a scheduled task: %v; want PENDING, named n, with created_at", f)
+	}
+	if f := getState("nobody"); f != nil {
+		t.Fatalf("get_state of no task: %v; want nil", f)
+	}
+	must(client.HSet(ctx, qk.task+"z", "msg", msg("z"), "state", "archived", "error", "boom").Err())
+	if f := getState("z"); f["state"] != "FAILURE" || f["error"] != "boom" || f["name"] != "n" {
+		t.Fatalf("get_state of an archived task with no state: %v; want FAILURE boom", f)
+	}
+	must(client.Del(ctx, qk.task+"z").Err())
+	must(client.HSet(ctx, k.state("x"), "state", "STARTED", "name", "n").Err())
+	if f := getState("x"); f["state"] != "STARTED" || f["name"] != "n" {
+		t.Fatalf("get_state of a state hash: %v", f)
 	}
 
 	// dequeue: tasks, then {expiry} when paused.
@@ -1048,7 +1075,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		token string
 		want  int64
 	}{{"wrong", statusLeaseLost}, {"tokC", statusOK}} {
-		v := run(ackSuccessScript, ackSuccessKeys, "0", "c", tc.token, 0, ttl, "", "", 0, ttl, ttl, "0", 0, "0", 2, "state", "SUCCESS", 0)
+		v := run(ackSuccessScript, ackSuccessKeys, "0", "c", tc.token, 0, ttl, "", "", 0, ttl, ttl, "0", 0, "0", 2, "state", "SUCCESS")
 		code, err := parseStatusReply("ack_success", v, statusOK, statusLeaseLost)
 		if err != nil || code != tc.want {
 			t.Fatalf("ack_success: %d, %v; want %d", code, err, tc.want)
@@ -1185,14 +1212,14 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		return `{"UUID":"` + id + `","Name":"agg","RoutingKey":"q","AggregationKey":"k"}`
 	}
 	grp := aggGroupID("agg", "k")
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 1, "m1", member("m1"), 0, grp, "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub3", "0", 1, "m1", member("m1"), 0, grp, "", "")))
 	if err != nil || code != statusNoAggregator || id != "m1" {
 		t.Fatalf("enqueue of a member no worker aggregates: %d, %q, %v", code, id, err)
 	}
 	if code, err := parseStatusReply("announce_aggregators", run(announceAggregatorsScript, aggKeys, qk.agg, ttl, "agg", "2 0 0"), 0); err != nil || code != 0 {
 		t.Fatalf("announce_aggregators: %d, %v", code, err)
 	}
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub3", "0", 3,
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub3", "0", 3,
 		"m1", member("m1"), 0, grp, "", "", "m2", member("m2"), 0, grp, "", "", "m3", member("m3"), 0, grp, "", "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of members: %d, %q, %v", code, id, err)
@@ -1235,7 +1262,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0, ""))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0, ""))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, ttl, 0, "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of a member: %d, %q, %v", code, id, err)
 	}

@@ -183,6 +183,7 @@ var (
 
 	// States.
 	stateUnlessFinalScript = loadScript("state_unless_final")
+	getStateScript         = loadScript("get_state")
 
 	// A group's bookkeeping.
 	groupDoneScript    = loadScript("group_done")

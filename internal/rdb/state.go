@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,29 +37,23 @@ func encodeState(state *tasks.TaskState) (*stateWrite, error) {
 // fields are the hash fields every write sets, so that a new state leaves
 // nothing of an older one; created_at is not among them (see queue).
 func (w *stateWrite) fields() []interface{} {
-	return []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error}
-}
-
-// pendingFields are the fields of a PENDING write, which sends a task:
-// fields and created_at, and, for an aggregation member, the aggregate it
-// joined, and for a task of a workflow, the workflow.
-func (w *stateWrite) pendingFields() []interface{} {
-	f := append(w.fields(), "created_at", formatTime(w.state.CreatedAt))
-	if w.state.Aggregate != "" {
-		f = append(f, "aggregate", w.state.Aggregate)
-	}
+	f := []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error}
 	if w.state.Workflow != "" {
+		// The first write of a state hash may be a later state's (the
+		// PENDING state implicit): each names the workflow.
 		f = append(f, "workflow", w.state.Workflow)
 	}
 	return f
 }
 
-// scriptPendingFields are the fields of a PENDING write in a script
-// (enqueue.lua, ack_success.lua), which takes the same number of items for
-// every task: fields, created_at, then "workflow" and the task's workflow,
-// which lib/state.lua's pending_fields drops when it is "".
-func (w *stateWrite) scriptPendingFields() []interface{} {
-	f := append(w.fields(), "created_at", formatTime(w.state.CreatedAt), "workflow", w.state.Workflow)
+// pendingFields are the fields of a PENDING write, which sends a task:
+// fields and created_at, and, for an aggregation member, the aggregate it
+// joined.
+func (w *stateWrite) pendingFields() []interface{} {
+	f := append(w.fields(), "created_at", formatCreated(w.state.CreatedAt))
+	if w.state.Aggregate != "" {
+		f = append(f, "aggregate", w.state.Aggregate)
+	}
 	return f
 }
 
@@ -68,7 +63,7 @@ func (w *stateWrite) scriptPendingFields() []interface{} {
 // one (state_unless_final.lua): a late write never hides a result.
 func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) []goredis.Cmder {
 	key := s.keys.state(w.state.TaskUUID)
-	created := formatTime(w.state.CreatedAt)
+	created := formatCreated(w.state.CreatedAt)
 	switch {
 	case w.state.State == tasks.StatePending:
 		cmds := []goredis.Cmder{
@@ -295,20 +290,17 @@ func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *ta
 
 // GetState returns the task's state, or an error wrapping ErrStateNotFound
 // when there is none. It goes through the task's lane of the batcher, after
-// the store's queued writes of the task, so a read follows them. Result
-// values come back as JSON decodes them with UseNumber.
+// the store's queued writes of the task, so a read follows them. On a
+// single server a task published with its PENDING state implicit (Publish)
+// has no state hash until its worker writes one: a queue holds it, and it
+// reads as PENDING (get_state.lua looks for it in every queue, O(queues)).
+// Result values come back as JSON decodes them with UseNumber.
 func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
-	cmds, err := s.batch.Submit(ctx, taskUUID, func(p goredis.Pipeliner) []goredis.Cmder {
-		return []goredis.Cmder{p.HGetAll(ctx, s.keys.state(taskUUID))}
-	}).Wait(ctx)
-	var fields map[string]string
-	if err == nil {
-		fields, err = cmds[0].(*goredis.MapStringStringCmd).Result()
-	}
+	fields, err := s.stateFields(ctx, taskUUID)
 	if err != nil {
 		return nil, fmt.Errorf("get state of task %s: %w", taskUUID, err)
 	}
-	if len(fields) == 0 {
+	if fields == nil {
 		return nil, fmt.Errorf("task %s: %w", taskUUID, backends.ErrStateNotFound)
 	}
 	st := &tasks.TaskState{
@@ -325,11 +317,86 @@ func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState
 		}
 	}
 	if raw := fields["created_at"]; raw != "" {
-		if st.CreatedAt, err = time.Parse(time.RFC3339Nano, raw); err != nil {
+		if st.CreatedAt, err = parseCreated(raw); err != nil {
 			return nil, fmt.Errorf("task %s: decode created_at: %w", taskUUID, err)
 		}
 	}
 	return st, nil
+}
+
+// stateFields reads the fields of the task's state hash or, for a task
+// with its PENDING state implicit, those its task hash implies; nil for
+// neither.
+func (s *Store) stateFields(ctx context.Context, taskUUID string) (map[string]string, error) {
+	key := s.keys.state(taskUUID)
+	if !s.oneNode {
+		cmds, err := s.batch.Submit(ctx, taskUUID, func(p goredis.Pipeliner) []goredis.Cmder {
+			return []goredis.Cmder{p.HGetAll(ctx, key)}
+		}).Wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fields, err := cmds[0].(*goredis.MapStringStringCmd).Result()
+		if len(fields) == 0 {
+			return nil, err
+		}
+		return fields, err
+	}
+	cmd := s.batch.RunScript(ctx, taskUUID, getStateScript, []string{key, s.keys.queues()}, s.keys.prefix+":{", taskUUID)
+	if err := cmd.Err(); err != nil {
+		return nil, err
+	}
+	return parseGetStateReply(cmd.Val())
+}
+
+// parseGetStateReply reads get_state.lua's reply: the state hash's
+// fields, or those of the state a task hash implies (PENDING, or FAILURE
+// for a task archived or cancelled) from its message and send time, or nil
+// for none.
+func parseGetStateReply(v interface{}) (map[string]string, error) {
+	items, ok := v.([]interface{})
+	if !ok || len(items) == 0 {
+		return nil, fmt.Errorf("get_state: unexpected reply %v", v)
+	}
+	code, ok := items[0].(int64)
+	if !ok {
+		return nil, fmt.Errorf("get_state: unexpected reply %v", v)
+	}
+	switch {
+	case code == 0:
+		return nil, nil
+	case code == 1 && len(items)%2 == 1:
+		fields := make(map[string]string, len(items)/2)
+		for i := 1; i < len(items); i += 2 {
+			k, kok := items[i].(string)
+			val, vok := items[i+1].(string)
+			if !kok || !vok {
+				return nil, fmt.Errorf("get_state: unexpected reply %v", v)
+			}
+			fields[k] = val
+		}
+		return fields, nil
+	case code == 2 && len(items) == 5:
+		var f [4]string
+		for i := range f {
+			s, ok := items[i+1].(string)
+			if !ok {
+				return nil, fmt.Errorf("get_state: unexpected reply %v", v)
+			}
+			f[i] = s
+		}
+		msg, at, state, reason := f[0], f[1], f[2], f[3]
+		fields := map[string]string{"state": state, "error": reason, "created_at": at}
+		if msg != "" {
+			sig, err := tasks.DecodeSignature([]byte(msg))
+			if err != nil {
+				return nil, fmt.Errorf("decode the message of the task: %w", err)
+			}
+			fields["name"], fields["workflow"] = sig.Name, sig.WorkflowUUID
+		}
+		return fields, nil
+	}
+	return nil, fmt.Errorf("get_state: unexpected reply %v", v)
 }
 
 // PurgeState deletes the task's state; a missing state is not an error.
@@ -341,6 +408,19 @@ func (s *Store) PurgeState(ctx context.Context, taskUUID string) error {
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// formatCreated formats a state's created_at: ms since the epoch, as the
+// scripts write it from a task hash's at.
+func formatCreated(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+// parseCreated reads a state's created_at: ms since the epoch, or RFC 3339
+// as earlier versions wrote it.
+func parseCreated(raw string) (time.Time, error) {
+	if ms, err := strconv.ParseInt(raw, 10, 64); err == nil {
+		return time.UnixMilli(ms).UTC(), nil
+	}
+	return time.Parse(time.RFC3339Nano, raw)
+}
 
 // decodeJSON decodes raw into v, numbers as json.Number.
 func decodeJSON(raw string, v interface{}) error {

@@ -45,10 +45,14 @@ func (s *Store) InitWorkflow(ctx context.Context, wf *tasks.WorkflowMeta, pendin
 func (s *Store) GetWorkflow(ctx context.Context, id string) (*tasks.WorkflowMeta, error) {
 	raw, err := s.client.Get(ctx, s.keys.workflow(id)).Result()
 	if errors.Is(err, goredis.Nil) {
-		var wf string
-		wf, err = s.client.HGet(ctx, s.keys.state(id), "workflow").Result()
-		if err == nil {
-			raw, err = s.client.Get(ctx, s.keys.workflow(wf)).Result()
+		var fields map[string]string
+		fields, err = s.stateFields(ctx, id)
+		switch {
+		case err != nil:
+		case fields["workflow"] == "":
+			err = goredis.Nil
+		default:
+			raw, err = s.client.Get(ctx, s.keys.workflow(fields["workflow"])).Result()
 		}
 	}
 	if errors.Is(err, goredis.Nil) {

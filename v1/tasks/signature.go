@@ -112,11 +112,11 @@ type Signature struct {
 	// WorkflowUUID names the chain ("chain_…"), group or chord (its
 	// group's GroupUUID) the task was sent in; SendChain, SendGroup and
 	// SendChord set it on every task of the workflow, their OnSuccess
-	// callbacks and a chord's callback included, and write it in each
-	// one's PENDING state (TaskState.Workflow), so that the workflow can be
-	// found, and cancelled as a whole, from any of its tasks. It is not
-	// sent with the task: the state keeps it. machinist extension.
-	WorkflowUUID string `json:"-"`
+	// callbacks and a chord's callback included; it travels with the task
+	// (omitted when empty: machinery ignores it) and each of its states
+	// names it (TaskState.Workflow), so that the workflow can be found,
+	// and cancelled as a whole, from any of its tasks. machinist extension.
+	WorkflowUUID string `json:",omitempty"`
 
 	// Limit puts the task under a per-key limit: how many of the tasks of
 	// its key run at once in its queue, and how many start per period.

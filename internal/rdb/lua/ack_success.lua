@@ -1,6 +1,7 @@
 -- ack_success: for the lease holder only, write a task's SUCCESS state
 -- (a group member's also in its group), publish the tasks that follow it
--- (its OnSuccess callbacks) with their PENDING states, and settle the
+-- (its OnSuccess callbacks; their PENDING states are implicit, as
+-- enqueue.lua's), and settle the
 -- task, in one step. Used on a single Redis server, where the state, group
 -- and other queues' keys may be touched by one script (elsewhere the
 -- worker commits, writes the state, sends the callbacks, then
@@ -12,6 +13,7 @@
 --         member only: ARGV[6] is not "")
 -- then for each next task: its queue's pending list, scheduled zset,
 --         archived zset and notify list, its task hash, its state hash
+--         (read after a recovery: ARGV[11])
 -- then, with a take (ARGV[12]), the take's keys
 -- ARGV[1] "1" when the caller runs this again, not knowing whether its
 --         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
@@ -34,10 +36,10 @@
 --          as the task's outcome (as commit.lua) and does not settle it
 --          (nor take): the caller elects the callback's sender first
 -- ARGV[14] m, then m items: the SUCCESS state's field, value pairs
---          (created_at is left as the PENDING write set it)
--- then k, and for each next task: id, message (JSON signature), ETA in ms
---          (0: now), its limit (lib/limit.lua; "" for none), and k items: its PENDING state's fields (the last
---          pair "workflow" and its workflow, dropped when "")
+--          (created_at, when the state has none, is the task hash's at:
+--          when it was sent)
+-- then for each next task: id, message (as enqueue.lua's), ETA in ms (0:
+--          now), its limit (lib/limit.lua; "" for none)
 -- with a take, last: the task hash key prefix, the lease duration in ms
 --          and the fencing token of the task taken
 --
@@ -59,7 +61,7 @@
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 local now = now_ms()
-local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+local refused, at = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
@@ -78,7 +80,7 @@ if t > 0 then
 	take_notify = KEYS[#KEYS - t + 3]
 end
 local m = tonumber(ARGV[14])
-write_state(KEYS[4], ARGV[5], "", { unpack(ARGV, 15, 14 + m) })
+write_state(KEYS[4], ARGV[5], at, "", { unpack(ARGV, 15, 14 + m) })
 notify_final(KEYS[4], "SUCCESS")
 local key = 5
 local chord_due = false
@@ -87,9 +89,8 @@ if ARGV[6] ~= "" then
 	chord_due = ARGV[13] == "1" and finished >= tonumber(ARGV[8])
 	key = 8
 end
-local k = tonumber(ARGV[15 + m])
 local sent_here = false -- a next task sent to the take's queue, not woken for
-for i = 16 + m, last, 4 + k do
+for i = 15 + m, last, 4 do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
 	local id = ARGV[i]
@@ -100,7 +101,6 @@ for i = 16 + m, last, 4 + k do
 		started = st and st ~= "PENDING"
 	end
 	if not busy and not started then
-		write_state(state_key, ARGV[5], "", pending_fields({ unpack(ARGV, i + 4, i + 3 + k) }))
 		local ready = put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now)
 		if ARGV[i + 3] ~= "" then
 			redis.call("HSET", task_key, "limit", ARGV[i + 3])

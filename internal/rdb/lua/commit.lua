@@ -10,7 +10,8 @@
 -- ARGV[2] fencing token
 -- ARGV[3] the outcome to record in the task (JSON TaskState); "" for none
 -- ARGV[4] state TTL in ms
--- ARGV[5] created_at (RFC 3339), for a state or group that has none
+-- ARGV[5] created_at (RFC 3339), for a group that has none (a state's is
+--         the task hash's at: when the task was sent)
 -- ARGV[6] the group's task count
 -- ARGV[7] TTL of a completed group in ms   ARGV[8] TTL of an unfinished one
 -- ARGV[9..] state field, value pairs (with KEYS[2]), the first "state"
@@ -20,7 +21,8 @@
 -- Returns: {0, finished}: done, and how many members of the group have
 -- finished (0 without a group); {2}: the caller does not hold the lease.
 -- Complexity: O(1).
-if not holds(KEYS[1], ARGV[2], now_ms()) then
+local held, at = holds(KEYS[1], ARGV[2], now_ms())
+if not held then
 	return {2}
 end
 if ARGV[3] ~= "" then
@@ -28,7 +30,7 @@ if ARGV[3] ~= "" then
 end
 local finished = 0
 if #KEYS >= 2 then
-	write_state(KEYS[2], ARGV[4], ARGV[5], { unpack(ARGV, 9) })
+	write_state(KEYS[2], ARGV[4], at, "", { unpack(ARGV, 9) })
 	notify_final(KEYS[2], ARGV[10])
 end
 if #KEYS >= 5 then

@@ -1,36 +1,38 @@
--- enqueue: publish tasks to one queue, each publish all or nothing, with
--- their PENDING states when the state hashes are given. Safe to run twice: a second run
--- with the same publish token (sent again after a lost reply) finds the
--- first's tasks, or, marked as a repeat, their states once the tasks ran
--- and were forgotten, and reports success. A member of an aggregation
--- group (lib/aggregate.lua) joins its group instead of pending when it is
--- due now, or waits in the scheduled zset with its group recorded.
+-- enqueue: publish tasks to one queue, each publish all or nothing. Safe
+-- to run twice: a second run with the same publish token (sent again after
+-- a lost reply) finds the first's tasks, or, marked as a repeat, their
+-- states once the tasks ran and were forgotten, and reports success. A
+-- member of an aggregation group (lib/aggregate.lua) joins its group
+-- instead of pending when it is due now, or waits in the scheduled zset
+-- with its group recorded.
+--
+-- A task's PENDING state is not written: on a single server, a task with
+-- no state hash that its queue holds is PENDING (get_state.lua reads it
+-- from the task hash: its message and at, when it was sent), and the
+-- first state its worker writes starts its state hash.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
 -- KEYS[5..] the tasks' state hashes, one per task, in ARGV's order
---           (optional: on a single server only). With k > 0 the PENDING
---           state is written with the publish token (pub); with k = 0 the
---           PENDING states were written just before, by the sender.
+--           (optional: on a single server only), read by a repeat
 -- ARGV[1] task hash key prefix ("<prefix>:{<queue>}:t:")
--- ARGV[2] state TTL in ms
--- ARGV[3] k, how many state field, value items each task has (0 without
---         KEYS[5..])
--- ARGV[4..] one or more publishes, each: its publish token (random per
+-- ARGV[2] "1" when the tasks' states are implicit (the publish's sender
+--         wrote no PENDING state: any state of a task means it was
+--         published and has run since), "0" when the sender wrote their
+--         PENDING states before this call (only an outcome means that)
+-- ARGV[3..] one or more publishes, each: its publish token (random per
 --         publish, kept in each task hash as pub), "1" when the caller
 --         sends it again, not knowing whether its first run happened (a
---         task whose hash is gone counts as published when its state
---         names the token (k > 0) or is final (k = 0: the PENDING state
---         the sender wrote has been replaced by the task's outcome)),
---         how many tasks it has, then for each task: id, message (JSON
---         signature), ETA in ms since the epoch (0: now), its aggregation
---         group ("<name>\n<key>", "" for a task that is no member), its
---         unique key ("<ttl ms> <flag> <key>", the key a string key of its
---         queue's slot, the flag "r" to debounce, else "-"; "" for a task
---         that is not unique), its limit (lib/limit.lua: "<concurrency>
---         <rate> <period ms> <base>", "" for a task that has none), then k items: its PENDING state's fields,
---         the last pair "workflow" and its workflow, dropped when ""
---         (lib/state.lua's pending_fields)
+--         task whose hash is gone counts as published when it has a
+--         state, as ARGV[2] says), how many tasks it has, then for each
+--         task: id, message (JSON signature without its UUID and
+--         queue: rdb's storedMessage), ETA in ms since the epoch (0:
+--         now), its aggregation group ("<name>\n<key>", "" for a task
+--         that is no member), its unique key ("<ttl ms> <flag> <key>",
+--         the key a string key of its queue's slot, the flag "r" to
+--         debounce, else "-"; "" for a task that is not unique), its limit
+--         (lib/limit.lua: "<concurrency> <rate> <period ms> <base>", ""
+--         for a task that has none)
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Publishes are independent (concurrent senders' publishes to one queue
@@ -56,13 +58,25 @@
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
 local now = now_ms()
-local k = tonumber(ARGV[3])
-local stride = 6 + k
+local implicit = ARGV[2] == "1"
+local stride = 6
 local states = #KEYS > 4
 local P -- the aggregation prefix, once a member is met
 local live = {} -- task name → its policy, with an announcement alive
 local ready = false
 local joined = {} -- groups joined → whether each was empty, to file once
+
+-- ran_since reports whether the task whose state hash is key, of a
+-- repeated publish, was published by its first run and has run since:
+-- its hash is gone, and it has a state (any, when states are implicit;
+-- an outcome, when the sender wrote PENDING before).
+local function ran_since(key)
+	if implicit then
+		return redis.call("EXISTS", key) == 1
+	end
+	local state = redis.call("HGET", key, "state")
+	return state == "SUCCESS" or state == "FAILURE"
+end
 
 -- parse_unique reads a task's unique item: its ttl (ms), its key, and
 -- whether it debounces.
@@ -71,22 +85,17 @@ local function parse_unique(u)
 	return ttl, ukey, flag == "r"
 end
 
--- replaced gives the message msg of task id, with the id replaced by
--- holder's, and its ETA (ms) to holder when holder waits (pending, not
--- rerouted, or scheduled), refreshing unique key ukey's ttl; it reports
--- whether it did.
-local function replaced(holder, id, msg, eta, ukey, ttl)
+-- replaced gives the message msg of task id (a message without the id:
+-- rdb's storedMessage) and its ETA (ms) to holder when holder waits
+-- (pending, not rerouted, or scheduled), refreshing unique key ukey's
+-- ttl; it reports whether it did.
+local function replaced(holder, msg, eta, ukey, ttl)
 	local holder_key = ARGV[1] .. holder
 	local h = redis.call("HMGET", holder_key, "state", "rerouted", "outcome", "group")
 	local state = h[1]
 	if (state ~= "pending" and state ~= "scheduled") or h[2] or h[3] or h[4] then
 		return false
 	end
-	local prefix = '{"UUID":"' .. id .. '"'
-	if string.sub(msg, 1, #prefix) ~= prefix then
-		return false
-	end
-	msg = '{"UUID":"' .. holder .. '"' .. string.sub(msg, #prefix + 1)
 	redis.call("HSET", holder_key, "msg", msg)
 	if eta > now then
 		if state == "pending" then
@@ -122,26 +131,20 @@ local function check(token, repeated, first, last, key)
 		n = n + 1
 		local busy, was_archived = held(task_key)
 		-- This publish ran before (the tasks went in all at once) when a
-		-- task hash (queued, running, kept or archived since) or, once the
-		-- task was forgotten, its state names this publish: nothing more
-		-- to do.
+		-- task hash (queued, running, kept or archived since) names this
+		-- publish or, for a repeat once the task was forgotten, the task
+		-- has a state (ran_since): nothing more to do.
 		if (busy or was_archived) and redis.call("HGET", task_key, "pub") == token then
 			return {0}
 		end
-		if repeated and states and not busy and not was_archived then
-			local state = redis.call("HMGET", KEYS[n], "pub", "state")
-			if k > 0 and state[1] == token or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
-				return {0}
-			end
+		if repeated and states and not busy and not was_archived and ran_since(KEYS[n]) then
+			return {0}
 		end
 		if busy and redis.call("HGET", task_key, "state") == "cancelled" then
 			-- Kept out, unless this publish ran before the cancellation
 			-- (its reply lost) and its task ran since: its state says so.
-			if repeated and states then
-				local state = redis.call("HMGET", KEYS[n], "pub", "state")
-				if k > 0 and state[1] == token or k == 0 and (state[2] == "SUCCESS" or state[2] == "FAILURE") then
-					return {0}
-				end
+			if repeated and states and ran_since(KEYS[n]) then
+				return {0}
 			end
 			return {7, id, redis.call("HGET", task_key, "error") or ""}
 		end
@@ -165,7 +168,7 @@ local function check(token, repeated, first, last, key)
 			local ttl, ukey, replace = parse_unique(u)
 			local holder = keys and keys[ukey] or redis.call("GET", ukey)
 			if holder and holder ~= id then
-				if replace and first == last and replaced(holder, id, ARGV[i + 1], tonumber(ARGV[i + 2]), ukey, ttl) then
+				if replace and first == last and replaced(holder, ARGV[i + 1], tonumber(ARGV[i + 2]), ukey, ttl) then
 					return {6, id, holder}
 				end
 				return {5, id, holder}
@@ -186,21 +189,9 @@ local function check(token, repeated, first, last, key)
 end
 
 -- write writes the tasks of a publish check passed.
-local function write(token, first, last, key, archived)
-	local n = key
+local function write(token, first, last, archived)
 	for i = first, last, stride do
 		local id = ARGV[i]
-		if k > 0 then
-			n = n + 1
-			-- The PENDING fields (as pending_fields: the last pair,
-			-- workflow, dropped when ""), then pub, in one HSET.
-			local last = i + 5 + k
-			if ARGV[last] == "" then
-				last = last - 2
-			end
-			redis.call("HSET", KEYS[n], "pub", token, unpack(ARGV, i + 6, last))
-			redis.call("PEXPIRE", KEYS[n], ARGV[2])
-		end
 		local task_key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
 		local was_archived = archived and archived[id]
 		if g == "" then
@@ -231,14 +222,14 @@ local function write(token, first, last, key, archived)
 end
 
 local replies = {}
-local i, key = 4, 4 -- the next publish's first item; KEYS before its first state key
+local i, key = 3, 4 -- the next publish's first item; KEYS before its first state key
 while i <= #ARGV do
 	local token, repeated, count = ARGV[i], ARGV[i + 1] == "1", tonumber(ARGV[i + 2])
 	local first = i + 3
 	local last = first + (count - 1) * stride
 	local reply, archived = check(token, repeated, first, last, key)
 	if not reply then
-		write(token, first, last, key, archived)
+		write(token, first, last, archived)
 		reply = {0}
 	end
 	table.insert(replies, reply)

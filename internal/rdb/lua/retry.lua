@@ -9,7 +9,7 @@
 --         first run happened (lib/fence.lua's check_settle; see rdb's RunSettle)
 -- ARGV[2] task id
 -- ARGV[3] fencing token
--- ARGV[4] updated message (JSON signature)
+-- ARGV[4] updated message (as enqueue.lua's)
 -- ARGV[5] when to run again, in ms since the epoch (not in the future:
 --         pending at once)
 -- ARGV[6] error message

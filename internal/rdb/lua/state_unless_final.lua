@@ -6,7 +6,7 @@
 --
 -- KEYS[1] the task's state hash
 -- ARGV[1] state TTL in ms
--- ARGV[2] created_at (RFC 3339), for a state hash that has none
+-- ARGV[2] created_at (ms since the epoch), for a state hash that has none
 -- ARGV[3..] state field, value pairs
 --
 -- Returns: 1 written; 0 the state is final, nothing written.
@@ -15,5 +15,5 @@ local current = redis.call("HGET", KEYS[1], "state")
 if current == "SUCCESS" or current == "FAILURE" then
 	return 0
 end
-write_state(KEYS[1], ARGV[1], ARGV[2], { unpack(ARGV, 3) })
+write_state(KEYS[1], ARGV[1], false, ARGV[2], { unpack(ARGV, 3) })
 return 1

@@ -623,13 +623,15 @@ func testWorkflow(t *testing.T, s *suite) {
 			t.Fatalf("state of %s after InitWorkflow: %+v, want PENDING in workflow %s", sig.Name, st, id)
 		}
 	}
-	// The state keeps naming its workflow through later writes, made from
-	// the signature a worker has (WorkflowUUID is not sent with it).
+	// WorkflowUUID travels with the task, so its worker's writes name the
+	// workflow; a write from a signature without it (an older sender's)
+	// keeps the workflow the state names.
 	decoded, err := tasks.DecodeSignature(mustEncode(t, first))
-	if err != nil || decoded.WorkflowUUID != "" {
-		t.Fatalf("a signature that travelled: %+v, %v; want no WorkflowUUID", decoded, err)
+	if err != nil || decoded.WorkflowUUID != id {
+		t.Fatalf("a signature that travelled: %+v, %v; want WorkflowUUID %s", decoded, err, id)
 	}
 	must(t, "SetStateStarted", b.SetStateStartedContext(ctx, decoded))
+	decoded.WorkflowUUID = ""
 	must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, decoded, nil))
 	if st := getState(t, b, first.UUID); st.State != tasks.StateSuccess || st.Workflow != id {
 		t.Fatalf("state of first after its worker's writes: %+v, want SUCCESS in workflow %s", st, id)

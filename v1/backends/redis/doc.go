@@ -21,8 +21,9 @@
 // A task's state hash holds its latest state: state (PENDING, STARTED,
 // RETRY, SUCCESS, FAILURE; machinist's worker writes no RECEIVED), name,
 // results (the JSON of its []*TaskResult, "null" for none), error, and
-// created_at (RFC 3339, UTC): set by the PENDING write, or by the first
-// write when there was none, so it is when the task was sent.
+// created_at (ms since the epoch; RFC 3339 as earlier versions wrote it is
+// read too): set by the PENDING write, or by the first write when there
+// was none, so it is when the task was sent.
 //
 // A group's keys share the hash tag {groupUUID}, so they live in one Redis
 // Cluster slot and one Lua script can read and write them all; a group UUID
@@ -56,9 +57,14 @@
 // are used in a pipeline, and again if Redis lost them.
 //
 // On a single Redis server, a broker on the same store writes some states
-// itself (brokers/iface.StateBroker): a task's PENDING state goes in the
-// pipeline that publishes it, and its SUCCESS state in the acknowledgement
-// script, fenced by the task's lease.
+// itself (brokers/iface.StateBroker): a task's SUCCESS state goes in the
+// acknowledgement script, fenced by the task's lease. Its PENDING state is
+// not written at all: the task's hash in its queue says it (with when it
+// was sent, at), and GetState of a task with no state hash reads it from
+// there (get_state.lua, which looks in each queue of the store: O(queues)
+// for such a task). The first state its worker writes starts its state
+// hash, with created_at taken from the task hash; a PENDING state so kept
+// never expires while the task waits.
 //
 // Results are stored as JSON. GetState decodes them with UseNumber, so a
 // value comes back as JSON gives it: numbers as json.Number, slices as
@@ -68,7 +74,8 @@
 //
 // # Expiry
 //
-// A task's state expires ResultsExpireIn seconds after its latest write.
+// A task's state expires ResultsExpireIn seconds after its latest write
+// (an implicit PENDING state lasts as long as the task waits).
 //
 // A group's keys expire ResultsExpireIn after their last write once every
 // member has finished. While members are unfinished they live

@@ -77,7 +77,7 @@
 //     that takes the task next does not run it, but writes the committed
 //     state again and sends what follows it. On a single server a task
 //     that succeeds is acknowledged with its result, its group record and
-//     its OnSuccess callbacks (published with their PENDING states) in one
+//     its OnSuccess callbacks (published, PENDING implicitly) in one
 //     script (ack_success.lua); a chord member whose success completes its
 //     group is written and committed by that script but acknowledged only
 //     after the election of the callback's sender.
@@ -96,11 +96,12 @@
 //     never sends a settle twice itself. A repeat takes nothing: the task
 //     its first run may have taken is put back, found by its token, as a
 //     fetch's are (release_fetch.lua). A publish records its own token
-//     (pub) in the task hash and in the PENDING state it writes; go-redis
+//     (pub) in the task hash; go-redis
 //     never sends it twice, and machinist sends it again after a lost
 //     reply marked as a repeat, which reports success when it finds its
-//     tasks, or, once they ran and were forgotten, their states (the
-//     token, or a final state). On Cluster, where the states live on other
+//     tasks, or, once they ran and were forgotten, their states (any
+//     state, when the publish wrote none, PENDING being implicit; a final
+//     state, when the sender wrote PENDING before). On Cluster, where the states live on other
 //     nodes, a publish whose reply was lost is not sent again: its error
 //     says it may have happened.
 //  6. The queue's maintainer runs the recoverer every RecoverInterval: ids

@@ -12,8 +12,9 @@ end
 -- put adds a task to its queue (pending list, scheduled zset), replacing
 -- an archived task with its id (archived: it was one, see held), due at
 -- eta (ms; not after now: at once), recording pub, the token of the
--- publish that sent it, unless it is "". It returns whether the task is
--- pending now.
+-- publish that sent it, unless it is "", and at, when it was sent (now):
+-- its CreatedAt until its worker writes its first state (get_state.lua).
+-- It returns whether the task is pending now.
 local function put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, pub, now)
 	if archived then
 		redis.call("ZREM", archived_key, id)
@@ -23,17 +24,17 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 	-- and unpacked: a table per task is garbage the script's run pays for.
 	if eta > now then
 		if pub ~= "" then
-			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "pub", pub, "process_at", eta)
+			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "pub", pub, "process_at", eta, "at", now)
 		else
-			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta)
+			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta, "at", now)
 		end
 		redis.call("ZADD", scheduled, eta, id)
 		return false
 	end
 	if pub ~= "" then
-		redis.call("HSET", task_key, "msg", msg, "state", "pending", "pub", pub)
+		redis.call("HSET", task_key, "msg", msg, "state", "pending", "pub", pub, "at", now)
 	else
-		redis.call("HSET", task_key, "msg", msg, "state", "pending")
+		redis.call("HSET", task_key, "msg", msg, "state", "pending", "at", now)
 	end
 	redis.call("RPUSH", pending, id)
 	return true

@@ -1,24 +1,18 @@
 -- write_state sets the fields of a task's state hash (fields: a table of
--- field, value pairs), its created_at when it has none and created_at is
--- not "", and its TTL.
-local function write_state(key, ttl, created_at, fields)
+-- field, value pairs) and its TTL, and its created_at (ms since the
+-- epoch): at, the task hash's send time, when the task has one (it is
+-- the task's created_at, whatever the hash holds), else created_at when
+-- the hash has none and it is not "".
+local function write_state(key, ttl, at, created_at, fields)
+	if at then
+		table.insert(fields, "created_at")
+		table.insert(fields, at)
+	end
 	redis.call("HSET", key, unpack(fields))
-	if created_at ~= "" then
+	if not at and created_at ~= "" then
 		redis.call("HSETNX", key, "created_at", created_at)
 	end
 	redis.call("PEXPIRE", key, ttl)
-end
-
--- pending_fields returns the PENDING state fields items (a table of
--- field, value pairs ending with "workflow" and the task's workflow: see
--- rdb's scriptPendingFields) without that last pair when the task belongs
--- to no workflow.
-local function pending_fields(items)
-	if items[#items] == "" then
-		items[#items] = nil
-		items[#items] = nil
-	end
-	return items
 end
 
 -- notify_final tells the results waiting on a task (rdb's watch.go) that

@@ -1,0 +1,49 @@
+-- get_state: read a task's state. A task has a state hash once a state
+-- was written; before that, on a single server, a task its queue holds is
+-- PENDING (enqueue.lua writes no PENDING state): the task hash says so,
+-- found by the task id among the hashes of the queues. A task archived or
+-- kept out by a cancellation before any state was written (an operator's
+-- archive, an aggregation member whose batch failed, before its FAILURE
+-- lands) has failed, with the reason its hash keeps.
+--
+-- KEYS[1] the task's state hash   KEYS[2] the set of queue names
+-- ARGV[1] the queues' key prefix ("<prefix>:{"): a queue's task hash is
+--         ARGV[1] .. queue .. "}:t:" .. id
+-- ARGV[2] the task id
+--
+-- Returns {1, field, value, ...}: the state hash; {2, msg, at, state,
+-- error}: a task with no state hash that its queue holds, its message,
+-- when it was sent (ms since the epoch, "" when unknown), and its state
+-- (PENDING, or FAILURE with its error); {0}: neither.
+-- Complexity: O(1) with a state, else O(Q) for Q queues.
+local h = redis.call("HGETALL", KEYS[1])
+if #h > 0 then
+	table.insert(h, 1, 1)
+	return h
+end
+-- implied reads a task hash: the reply for the task it holds, nil for
+-- none (or a completed task, whose state expired or was never written).
+local function implied(q)
+	local t = redis.call("HMGET", ARGV[1] .. q .. "}:t:" .. ARGV[2], "state", "msg", "at", "joined", "error")
+	local state = t[1]
+	if not state or state == "completed" then
+		return nil
+	end
+	local implicit, reason = "PENDING", ""
+	if state == "archived" or state == "cancelled" then
+		implicit, reason = "FAILURE", t[5] or ""
+	end
+	local at = t[3]
+	if not at and t[4] then
+		-- An aggregation member's join stamp: ms × 1000 plus a sequence.
+		at = string.format("%d", math.floor(tonumber(t[4]) / 1000))
+	end
+	return {2, t[2] or "", at or "", implicit, reason}
+end
+for _, q in ipairs(redis.call("SMEMBERS", KEYS[2])) do
+	local found = implied(q)
+	if found then
+		return found
+	end
+end
+return {0}
