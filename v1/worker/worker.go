@@ -443,8 +443,41 @@ func (w *Worker) gated(ctx context.Context) (fctx context.Context, stop func()) 
 
 // start runs d in its own goroutine; done is called when it has finished.
 // A task its settle took for the slot it freed (handoff) runs next in the
-// same slot: done is called when the last of them has finished.
+// same slot, on the same goroutine (its stack already grown to what a run
+// needs): done is called when the last of them has finished.
 func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func()) {
+	r, ctx := w.admit(parent, d, done)
+	if r == nil {
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for r != nil {
+			next := w.runOne(ctx, r)
+			// r leaves the running tasks only once the task its settle
+			// took is among them, or put back: shutdown, which waits for
+			// r, then waits for that task too.
+			var nr *running
+			var nctx context.Context
+			if next != nil {
+				nr, nctx = w.admit(parent, next, done)
+			} else {
+				done()
+			}
+			w.mu.Lock()
+			delete(w.active, r)
+			w.mu.Unlock()
+			close(r.done)
+			r, ctx = nr, nctx
+		}
+	}()
+}
+
+// admit adds d to the running tasks and returns it with its context, or
+// nil when shutdown has given up on the running tasks: then d is put back
+// and done called.
+func (w *Worker) admit(parent context.Context, d *brokers.Delivery, done func()) (*running, context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	r := &running{d: d, cancel: cancel, done: make(chan struct{})}
 	w.mu.Lock()
@@ -454,7 +487,7 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 		cancel()
 		w.putBack(d)
 		done()
-		return
+		return nil, nil
 	}
 	w.active[r] = struct{}{}
 	if _, ok := w.cancelled[d.Signature.UUID]; ok {
@@ -463,23 +496,7 @@ func (w *Worker) start(parent context.Context, d *brokers.Delivery, done func())
 		d.Lease.Lose() // cancelled between its fetch and now
 	}
 	w.mu.Unlock()
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		next := w.runOne(ctx, r)
-		// r leaves the running tasks only once the task its settle took
-		// is among them, or put back: shutdown, which waits for r, then
-		// waits for that task too.
-		if next != nil {
-			w.start(parent, next, done)
-		} else {
-			done()
-		}
-		w.mu.Lock()
-		delete(w.active, r)
-		w.mu.Unlock()
-		close(r.done)
-	}()
+	return r, ctx
 }
 
 // runOne runs r until it is settled, and returns the task its settle took
