@@ -179,6 +179,11 @@ func TestCancelWorkflow(t *testing.T) {
 		g1, g2 := sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2))
 		g1.ETA, g2.ETA = &later, &later
 		g1Error := onErrorOf(g1)
+		// g1's OnSuccess is not sent yet: kept out, it fails, and its
+		// OnError runs.
+		g1Next := sig("add", i64(5), i64(5))
+		g1.OnSuccess = []*tasks.Signature{g1Next}
+		g1NextError := onErrorOf(g1Next)
 		plain, err := tasks.NewGroup(g1, g2)
 		if err != nil {
 			t.Fatal(err)
@@ -189,10 +194,11 @@ func TestCancelWorkflow(t *testing.T) {
 		if err := operator.CancelWorkflow(ctx, g2.UUID, machinist.WithOnError()); err != nil {
 			t.Fatal(err)
 		}
-		wantCancelled("group", g1.UUID, g2.UUID)
-		waitFor(t, "the OnError callback asked for to run", func() bool {
+		wantCancelled("group", g1.UUID, g2.UUID, g1Next.UUID)
+		waitFor(t, "the OnError callbacks asked for to run", func() bool {
 			_, ran := log.get(g1Error.UUID)
-			return ran
+			_, nextRan := log.get(g1NextError.UUID)
+			return ran && nextRan
 		})
 
 		// Unknown: a clear error.
@@ -327,4 +333,42 @@ func sendAddChord(ctx context.Context, t *testing.T, sender *machinist.Server) (
 		t.Fatal(err)
 	}
 	return group, callback, r
+}
+
+// A task sent again with the UUID of an earlier one that finished reads as
+// the task now sent (PENDING), not as the earlier one's outcome; and an
+// archived task's state keeps the time it was sent as CreatedAt.
+func TestStateOfATaskSentAgainWithItsUUID(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		ctx := testCtx(t)
+		queue := s.GetConfig().DefaultQueue
+		x := sig("add", i64(1), i64(2))
+		if _, err := s.SendTaskWithContext(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		if err != nil || sent.State != tasks.StatePending {
+			t.Fatalf("state after the send: %+v, %v; want PENDING", sent, err)
+		}
+		// A CreatedAt of the archive's time would differ from the send's.
+		time.Sleep(20 * time.Millisecond)
+		if err := s.ArchiveTask(ctx, queue, x.UUID, "by hand"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		if err != nil || !st.IsFailure() {
+			t.Fatalf("state after the archive: %+v, %v; want FAILURE", st, err)
+		}
+		if d := st.CreatedAt.Sub(sent.CreatedAt); d < -time.Millisecond || d > time.Millisecond {
+			t.Fatalf("CreatedAt after the archive %s, want the send's %s", st.CreatedAt, sent.CreatedAt)
+		}
+		if _, err := s.SendTaskWithContext(ctx, x); err != nil {
+			t.Fatalf("sending the task again: %v", err)
+		}
+		again, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		if err != nil || again.State != tasks.StatePending || again.Error != "" {
+			t.Fatalf("state after sending it again: %+v, %v; want PENDING", again, err)
+		}
+	})
 }

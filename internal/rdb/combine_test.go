@@ -140,3 +140,77 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedPublishFindsWhetherItRan: a publish sent again after a lost
+// reply (marked a repeat), whose task is not in its queue, queues it
+// unless its state says this publish ran: a PENDING its workflow wrote
+// before, or the outcome of an earlier task with the same UUID, does not.
+func TestRepeatedPublishFindsWhetherItRan(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
+	defer s.Close()
+	ctx := context.Background()
+	const queue = "q"
+	qk := s.keys.queue(queue)
+	if err := s.registerQueue(ctx, queue); err != nil { // as Publish does
+		t.Fatal(err)
+	}
+	repeat := func(sig *tasks.Signature, token string) {
+		t.Helper()
+		q := &enqueueArgs{queue: qk, implicit: true, keyed: true, groups: true}
+		if err := s.addTask(q, sig); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.enqueueAlone(ctx, queue, q, token, true); err != nil {
+			t.Fatalf("repeat of the publish of %s: %v", sig.UUID, err)
+		}
+	}
+	queued := func(id string) bool {
+		t.Helper()
+		ids, err := client.LRange(ctx, qk.pending, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range ids {
+			if q == id {
+				return true
+			}
+		}
+		return false
+	}
+
+	// A chord's callback: its PENDING written with its workflow, then its
+	// first publish lost on the way.
+	callback := &tasks.Signature{UUID: "callback", Name: "n", RoutingKey: queue}
+	if err := s.WritePending(ctx, []*tasks.Signature{callback}); err != nil {
+		t.Fatal(err)
+	}
+	repeat(callback, "tok1")
+	if !queued(callback.UUID) {
+		t.Fatal("a repeat whose first run never happened, of a task with a PENDING state written before, queued nothing")
+	}
+
+	// A task that ran under this publish (its SUCCESS names the token) is
+	// not queued again; one whose state is an earlier task's is.
+	ran := &tasks.Signature{UUID: "ran", Name: "n", RoutingKey: queue}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(client.HSet(ctx, s.keys.state(ran.UUID), "state", "SUCCESS", "name", "n", "pub", "tok2").Err())
+	repeat(ran, "tok2")
+	if queued(ran.UUID) {
+		t.Fatal("a repeat whose task ran under it was queued again")
+	}
+	repeat(ran, "tok3")
+	if !queued(ran.UUID) {
+		t.Fatal("a repeat whose first run never happened, of a UUID an earlier task finished with, queued nothing")
+	}
+	if st, err := s.GetState(ctx, ran.UUID); err != nil || st.State != tasks.StatePending {
+		t.Fatalf("state of the task sent again: %+v, %v; want PENDING", st, err)
+	}
+}

@@ -182,8 +182,8 @@ var (
 	cancelScript          = loadScript("cancel")
 
 	// States.
-	stateUnlessFinalScript = loadScript("state_unless_final")
-	getStateScript         = loadScript("get_state")
+	setStateScript = loadScript("set_state")
+	getStateScript = loadScript("get_state")
 
 	// A group's bookkeeping.
 	groupDoneScript    = loadScript("group_done")
@@ -212,7 +212,7 @@ var (
 
 // pipelined are the scripts sent inside pipelines, where EVALSHA cannot
 // fall back to EVAL: Store loads them before their first use.
-var pipelined = []*goredis.Script{groupDoneScript, stateUnlessFinalScript}
+var pipelined = []*goredis.Script{groupDoneScript, setStateScript}
 
 // Status codes the task scripts return.
 const (

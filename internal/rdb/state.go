@@ -57,15 +57,15 @@ func (w *stateWrite) pendingFields() []interface{} {
 	return f
 }
 
-// queueState adds the writes of w to pipe: its fields, created_at (set by
-// the PENDING write that sends a task, kept by later writes), and the TTL.
-// A state that is not final is written only if the hash holds no final
-// one (state_unless_final.lua): a late write never hides a result.
-func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite) []goredis.Cmder {
+// queueState adds the writes of w, a state of a task of queue ("" when
+// not known), to pipe. PENDING: its fields, created_at and the TTL. Any
+// other state: set_state.lua, which keeps a final state from a late write
+// of one that is not, takes created_at from the task's hash when it is in
+// reach (on a single server: the time the task was sent), and announces a
+// final state to the results waiting on it (watch.go).
+func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *stateWrite, queue string) []goredis.Cmder {
 	key := s.keys.state(w.state.TaskUUID)
-	created := formatCreated(w.state.CreatedAt)
-	switch {
-	case w.state.State == tasks.StatePending:
+	if w.state.State == tasks.StatePending {
 		cmds := []goredis.Cmder{
 			pipe.HSet(ctx, key, w.pendingFields()...),
 			pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
@@ -75,20 +75,17 @@ func (s *Store) queueState(ctx context.Context, pipe goredis.Pipeliner, w *state
 			cmds = append(cmds, pipe.Publish(ctx, key, ""))
 		}
 		return cmds
-	case !w.state.IsCompleted():
-		args := append([]interface{}{s.opts.ResultsExpireIn.Milliseconds(), created}, w.fields()...)
-		return []goredis.Cmder{stateUnlessFinalScript.EvalSha(ctx, pipe, []string{key}, args...)}
 	}
-	cmds := []goredis.Cmder{
-		pipe.HSet(ctx, key, w.fields()...),
-		pipe.HSetNX(ctx, key, "created_at", created),
-		pipe.PExpire(ctx, key, s.opts.ResultsExpireIn),
-	}
+	keys := []string{key}
+	announce := "0"
 	if s.oneNode {
-		// The results waiting on the task look now (watch.go).
-		cmds = append(cmds, pipe.Publish(ctx, key, ""))
+		announce = "1"
+		if queue != "" {
+			keys = append(keys, s.keys.queue(queue).task+w.state.TaskUUID)
+		}
 	}
-	return cmds
+	args := append([]interface{}{s.opts.ResultsExpireIn.Milliseconds(), formatCreated(w.state.CreatedAt), announce}, w.fields()...)
+	return []goredis.Cmder{setStateScript.EvalSha(ctx, pipe, keys, args...)}
 }
 
 func checkSig(sig *tasks.Signature) error {
@@ -118,7 +115,7 @@ func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature, newS
 	return func(pipe goredis.Pipeliner) []goredis.Cmder {
 		var cmds []goredis.Cmder
 		for _, w := range writes {
-			cmds = append(cmds, s.queueState(ctx, pipe, w)...)
+			cmds = append(cmds, s.queueState(ctx, pipe, w, "")...)
 		}
 		return cmds
 	}, nil
@@ -259,7 +256,7 @@ func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *ta
 		groupKeys []string
 		groupArgs []interface{}
 	)
-	if state.State != tasks.StatePending && !state.IsCompleted() {
+	if state.State != tasks.StatePending {
 		if err := s.loadScripts(ctx); err != nil {
 			return nil, fmt.Errorf("%s of task %s: %w", op, sig.UUID, err)
 		}
@@ -280,7 +277,7 @@ func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *ta
 			s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}
 	}
 	return func(pipe goredis.Pipeliner) []goredis.Cmder {
-		cmds := s.queueState(ctx, pipe, w)
+		cmds := s.queueState(ctx, pipe, w, sig.RoutingKey)
 		if groupKeys != nil {
 			cmds = append(cmds, groupDoneScript.EvalSha(ctx, pipe, groupKeys, groupArgs...))
 		}

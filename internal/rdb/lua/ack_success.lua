@@ -61,7 +61,7 @@
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 local now = now_ms()
-local refused, at = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+local refused, at, pub = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
@@ -80,7 +80,7 @@ if t > 0 then
 	take_notify = KEYS[#KEYS - t + 3]
 end
 local m = tonumber(ARGV[14])
-write_state(KEYS[4], ARGV[5], at, "", { unpack(ARGV, 15, 14 + m) })
+write_state(KEYS[4], ARGV[5], at, pub, "", { unpack(ARGV, 15, 14 + m) })
 notify_final(KEYS[4], "SUCCESS")
 local key = 5
 local chord_due = false
@@ -101,6 +101,9 @@ for i = 15 + m, last, 4 do
 		started = st and st ~= "PENDING"
 	end
 	if not busy and not started then
+		-- A state of an earlier task with its id, or the PENDING its
+		-- workflow wrote, gives way to the one its hash implies.
+		redis.call("DEL", state_key)
 		local ready = put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now)
 		if ARGV[i + 3] ~= "" then
 			redis.call("HSET", task_key, "limit", ARGV[i + 3])

@@ -29,7 +29,7 @@
 -- pending).
 local now = now_ms()
 local id = ARGV[1]
-local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome")
+local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "at")
 local state, msg, rerouted, g = t[1], t[2], t[3], t[4]
 if not state then
 	local bar = tonumber(ARGV[7])
@@ -69,7 +69,13 @@ end
 release_unique(KEYS[1], id)
 redis.call("DEL", KEYS[1])
 if tonumber(ARGV[7]) > 0 then
-	redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2])
+	-- The marker keeps when the task was sent: its FAILURE's created_at
+	-- (set_state.lua).
+	if t[6] then
+		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2], "at", t[6])
+	else
+		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2])
+	end
 	redis.call("PEXPIRE", KEYS[1], ARGV[7])
 end
 -- A worker whose lease ran out may still run it (recovered since): told.

@@ -21,7 +21,7 @@
 -- Returns: {0, finished}: done, and how many members of the group have
 -- finished (0 without a group); {2}: the caller does not hold the lease.
 -- Complexity: O(1).
-local held, at = holds(KEYS[1], ARGV[2], now_ms())
+local held, at, pub = holds(KEYS[1], ARGV[2], now_ms())
 if not held then
 	return {2}
 end
@@ -30,7 +30,7 @@ if ARGV[3] ~= "" then
 end
 local finished = 0
 if #KEYS >= 2 then
-	write_state(KEYS[2], ARGV[4], at, "", { unpack(ARGV, 9) })
+	write_state(KEYS[2], ARGV[4], at, pub, "", { unpack(ARGV, 9) })
 	notify_final(KEYS[2], ARGV[10])
 end
 if #KEYS >= 5 then

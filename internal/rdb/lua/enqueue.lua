@@ -6,25 +6,28 @@
 -- instead of pending when it is due now, or waits in the scheduled zset
 -- with its group recorded.
 --
--- A task's PENDING state is not written: on a single server, a task with
--- no state hash that its queue holds is PENDING (get_state.lua reads it
--- from the task hash: its message and at, when it was sent), and the
--- first state its worker writes starts its state hash.
+-- With implicit states (ARGV[2]) a task's PENDING state is not written:
+-- on a single server, a task with no state hash that its queue holds is
+-- PENDING (get_state.lua reads it from the task hash: its message and at,
+-- when it was sent), and the first state its worker writes starts its
+-- state hash. The publish deletes the state hash a task's id may have
+-- (of an earlier task sent with that id, or the PENDING its workflow
+-- wrote), so that it reads as the task now sent.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
 -- KEYS[5..] the tasks' state hashes, one per task, in ARGV's order
---           (optional: on a single server only), read by a repeat
+--           (optional: on a single server only, where ARGV[2] may be
+--           "1")
 -- ARGV[1] task hash key prefix ("<prefix>:{<queue>}:t:")
 -- ARGV[2] "1" when the tasks' states are implicit (the publish's sender
---         wrote no PENDING state: any state of a task means it was
---         published and has run since), "0" when the sender wrote their
---         PENDING states before this call (only an outcome means that)
+--         wrote no PENDING state), "0" when the sender wrote their
+--         PENDING states before this call
 -- ARGV[3..] one or more publishes, each: its publish token (random per
 --         publish, kept in each task hash as pub), "1" when the caller
 --         sends it again, not knowing whether its first run happened (a
---         task whose hash is gone counts as published when it has a
---         state, as ARGV[2] says), how many tasks it has, then for each
+--         task whose hash is gone counts as published when its state
+--         says so: ran_since), how many tasks it has, then for each
 --         task: id, message (JSON signature without its UUID and
 --         queue: rdb's storedMessage), ETA in ms since the epoch (0:
 --         now), its aggregation group ("<name>\n<key>", "" for a task
@@ -58,7 +61,7 @@
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
 local now = now_ms()
-local implicit = ARGV[2] == "1"
+local implicit = ARGV[2] == "1" and #KEYS > 4
 local stride = 6
 local states = #KEYS > 4
 local P -- the aggregation prefix, once a member is met
@@ -66,13 +69,22 @@ local live = {} -- task name → its policy, with an announcement alive
 local ready = false
 local joined = {} -- groups joined → whether each was empty, to file once
 
--- ran_since reports whether the task whose state hash is key, of a
--- repeated publish, was published by its first run and has run since:
--- its hash is gone, and it has a state (any, when states are implicit;
--- an outcome, when the sender wrote PENDING before).
-local function ran_since(key)
+-- ran_since reports whether the task whose state hash is key, of the
+-- repeated publish token, was published by its first run and has run
+-- since (its hash is gone). When states are implicit: its state names
+-- token (its worker's writes keep the pub of its hash, lib/state.lua's
+-- write_state), or, written without one (by a canceller, or through the
+-- backend's pipelines), it is one no publish comes after: the PENDING its
+-- workflow wrote before sending it, or a PENDING of an aggregation member,
+-- are not. With strict, only a state that names token counts. When the
+-- sender wrote PENDING before: an outcome.
+local function ran_since(key, token, strict)
 	if implicit then
-		return redis.call("EXISTS", key) == 1
+		local s = redis.call("HMGET", key, "pub", "state", "aggregate")
+		if s[1] or strict then
+			return s[1] == token
+		end
+		return s[2] and (s[2] ~= "PENDING" or s[3]) and true or false
 	end
 	local state = redis.call("HGET", key, "state")
 	return state == "SUCCESS" or state == "FAILURE"
@@ -137,13 +149,13 @@ local function check(token, repeated, first, last, key)
 		if (busy or was_archived) and redis.call("HGET", task_key, "pub") == token then
 			return {0}
 		end
-		if repeated and states and not busy and not was_archived and ran_since(KEYS[n]) then
+		if repeated and states and not busy and not was_archived and ran_since(KEYS[n], token, false) then
 			return {0}
 		end
 		if busy and redis.call("HGET", task_key, "state") == "cancelled" then
 			-- Kept out, unless this publish ran before the cancellation
 			-- (its reply lost) and its task ran since: its state says so.
-			if repeated and states and ran_since(KEYS[n]) then
+			if repeated and states and ran_since(KEYS[n], token, true) then
 				return {0}
 			end
 			return {7, id, redis.call("HGET", task_key, "error") or ""}
@@ -189,9 +201,17 @@ local function check(token, repeated, first, last, key)
 end
 
 -- write writes the tasks of a publish check passed.
-local function write(token, first, last, archived)
+local function write(token, first, last, key, archived)
+	local n = key
 	for i = first, last, stride do
 		local id = ARGV[i]
+		if implicit then
+			-- A state of an earlier task with this id, or the PENDING
+			-- the task's workflow wrote, gives way to the one its hash
+			-- implies.
+			n = n + 1
+			redis.call("DEL", KEYS[n])
+		end
 		local task_key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
 		local was_archived = archived and archived[id]
 		if g == "" then
@@ -229,7 +249,7 @@ while i <= #ARGV do
 	local last = first + (count - 1) * stride
 	local reply, archived = check(token, repeated, first, last, key)
 	if not reply then
-		write(token, first, last, archived)
+		write(token, first, last, key, archived)
 		reply = {0}
 	end
 	table.insert(replies, reply)

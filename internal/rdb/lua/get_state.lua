@@ -1,10 +1,11 @@
 -- get_state: read a task's state. A task has a state hash once a state
 -- was written; before that, on a single server, a task its queue holds is
 -- PENDING (enqueue.lua writes no PENDING state): the task hash says so,
--- found by the task id among the hashes of the queues. A task archived or
--- kept out by a cancellation before any state was written (an operator's
--- archive, an aggregation member whose batch failed, before its FAILURE
--- lands) has failed, with the reason its hash keeps.
+-- found by the task id among the hashes of the queues. A task archived
+-- before any state was written (by an operator, or an aggregation member
+-- whose batch failed, before its FAILURE lands) has failed, with the
+-- reason its hash keeps. A hash that only keeps a cancelled task out
+-- (cancel.lua) implies nothing: its canceller writes its FAILURE.
 --
 -- KEYS[1] the task's state hash   KEYS[2] the set of queue names
 -- ARGV[1] the queues' key prefix ("<prefix>:{"): a queue's task hash is
@@ -14,7 +15,7 @@
 -- Returns {1, field, value, ...}: the state hash; {2, msg, at, state,
 -- error}: a task with no state hash that its queue holds, its message,
 -- when it was sent (ms since the epoch, "" when unknown), and its state
--- (PENDING, or FAILURE with its error); {0}: neither.
+-- (PENDING, or FAILURE with its error when archived); {0}: neither.
 -- Complexity: O(1) with a state, else O(Q) for Q queues.
 local h = redis.call("HGETALL", KEYS[1])
 if #h > 0 then
@@ -22,15 +23,16 @@ if #h > 0 then
 	return h
 end
 -- implied reads a task hash: the reply for the task it holds, nil for
--- none (or a completed task, whose state expired or was never written).
+-- none (or a completed task, whose state expired or was never written, or
+-- a cancelled one).
 local function implied(q)
 	local t = redis.call("HMGET", ARGV[1] .. q .. "}:t:" .. ARGV[2], "state", "msg", "at", "joined", "error")
 	local state = t[1]
-	if not state or state == "completed" then
+	if not state or state == "completed" or state == "cancelled" then
 		return nil
 	end
 	local implicit, reason = "PENDING", ""
-	if state == "archived" or state == "cancelled" then
+	if state == "archived" then
 		implicit, reason = "FAILURE", t[5] or ""
 	end
 	local at = t[3]

@@ -472,8 +472,14 @@ func (b *Backend) sweepLocked(now time.Time) {
 // PENDING state names it; signatures do not carry it to workers).
 func (b *Backend) putLocked(state *tasks.TaskState, now time.Time) {
 	c := copyState(state)
-	if old := b.states[state.TaskUUID]; c.Workflow == "" && old != nil {
-		c.Workflow = old.state.Workflow
+	if old := b.states[state.TaskUUID]; old != nil {
+		if c.Workflow == "" {
+			c.Workflow = old.state.Workflow
+		}
+		if c.State != tasks.StatePending {
+			// When the task was sent: its PENDING write's.
+			c.CreatedAt = old.state.CreatedAt
+		}
 	}
 	b.states[state.TaskUUID] = &stateEntry{state: c, expiresAt: now.Add(b.expireIn)}
 	if c.IsCompleted() || c.Aggregate != "" {

@@ -7,8 +7,10 @@
 //
 // # States
 //
-// Each SetState* call replaces the task's state with a new one (CreatedAt is
-// the time of the write) that expires ResultsExpireIn seconds later. GetState
+// Each SetState* call replaces the task's state with a new one that expires
+// ResultsExpireIn seconds later; CreatedAt is that of the state it replaces
+// (the PENDING write's: when the task was sent), or, for a PENDING write or
+// a first write, the time of the write. GetState
 // of a state that was never written, was purged or has expired fails with an
 // error wrapping iface.ErrStateNotFound. Expired entries are deleted when
 // they are read, and by a sweep that a write runs at most once a minute; the

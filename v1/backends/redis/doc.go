@@ -41,8 +41,12 @@
 // Writes go through the store's batcher (shared with the broker when both
 // are on one Redis), so the writes of concurrent tasks share round trips,
 // and the writes of one task go out in the order they were made. Each
-// SetState* call is one round trip: HSET of every field (with created_at for
-// PENDING) and PEXPIRE, plus HSETNX of created_at for the other states.
+// SetState* call is one round trip: for PENDING, HSET of every field with
+// created_at, and PEXPIRE; for the other states the script set_state.lua,
+// which writes no state over a final one unless it is final itself, sets
+// created_at (on a single server from the task's hash: when it was sent;
+// else the first write's time), and announces a final state to the results
+// waiting on it.
 // SetStatePending checks and encodes every signature first, then writes
 // 1000 per pipeline. SetStateStarted queues its write and returns without
 // waiting; GetState goes through the same task's lane of the batcher, so

@@ -171,7 +171,7 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 		{"pending 1000", func() error { return b.SetStatePendingContext(ctx, many(1000)...) }, 1, 2000},
 		{"pending 2500", func() error { return b.SetStatePendingContext(ctx, many(2500)...) }, 3, 5000},
 		// A state that is not final is one script, which writes it unless
-		// the state is final (state_unless_final.lua).
+		// the state is final (set_state.lua).
 		{"received", func() error { return b.SetStateReceivedContext(ctx, sig) }, 1, 1},
 		// STARTED is queued without waiting; the read after it, through
 		// the same ordered batcher, sees it (the read itself is the 2nd
@@ -187,11 +187,12 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 			return err
 		}, -1, 2},
 		{"retry", func() error { return b.SetStateRetryContext(ctx, sig) }, 1, 1},
-		// A final state also tells the results waiting on it (PUBLISH).
+		// A final state is written, and told to the results waiting on
+		// it, by set_state.lua.
 		{"success", func() error {
 			return b.SetStateSuccessContext(ctx, sig, []*tasks.TaskResult{{Type: "int64", Value: int64(1)}})
-		}, 1, 4},
-		{"failure", func() error { return b.SetStateFailureContext(ctx, sig, "no") }, 1, 4},
+		}, 1, 1},
+		{"failure", func() error { return b.SetStateFailureContext(ctx, sig, "no") }, 1, 1},
 		{"started group member, then read", func() error {
 			if err := b.SetStateStartedContext(ctx, members[0]); err != nil {
 				return err
@@ -199,8 +200,8 @@ func TestSetStateIsOneRoundTrip(t *testing.T) {
 			_, err := b.GetStateContext(ctx, members[0].UUID)
 			return err
 		}, -1, 2},
-		{"success group member", func() error { return b.SetStateSuccessContext(ctx, members[0], nil) }, 1, 5},
-		{"failure group member", func() error { return b.SetStateFailureContext(ctx, members[1], "no") }, 1, 5},
+		{"success group member", func() error { return b.SetStateSuccessContext(ctx, members[0], nil) }, 1, 2},
+		{"failure group member", func() error { return b.SetStateFailureContext(ctx, members[1], "no") }, 1, 2},
 	} {
 		log.take()
 		must(t, tc.name, tc.write())

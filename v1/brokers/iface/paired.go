@@ -19,15 +19,17 @@ type StateBroker interface {
 	// writes, so that the methods below stand in for backend's writes.
 	PairedWith(backend backends.Backend) bool
 
-	// PublishPending publishes sigs as Publish does and writes their
-	// PENDING states first, in one step: a worker never finishes a task
-	// before its PENDING state lands.
+	// PublishPending publishes sigs as Publish does and makes their states
+	// PENDING in the same step (replacing a state an earlier task with the
+	// same UUID left): a worker never finishes a task before it is
+	// PENDING. (The Redis broker writes no PENDING state: the task in its
+	// queue says it, and the backend reads it there.)
 	PublishPending(ctx context.Context, sigs ...*tasks.Signature) error
 
 	// AckSuccess writes the SUCCESS state of d's task with results (a
 	// group member's also in its group's bookkeeping), publishes next, the
-	// tasks that follow it (its OnSuccess callbacks, ready to travel), with
-	// their PENDING states, and acknowledges the task, in one step, only
+	// tasks that follow it (its OnSuccess callbacks, ready to travel), made
+	// PENDING as PublishPending does, and acknowledges the task, in one step, only
 	// while the caller holds d's lease: a worker that lost its lease writes
 	// and sends nothing (ErrLeaseLost). A next task that is still queued
 	// counts as sent and is left alone, and so, when d's task ran again

@@ -180,8 +180,10 @@ func (b *Broker) PairedWith(backend backends.Backend) bool {
 	return ok && sb.Store() == b.store && b.store.OneNode()
 }
 
-// PublishPending publishes sigs and writes their PENDING states, in one
-// round trip.
+// PublishPending publishes sigs, PENDING from then on, in one round trip:
+// no PENDING state is written (the task hash says it; the backend's
+// GetState reads it there), and a state an earlier task with the same UUID
+// left is deleted.
 func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return err
@@ -312,8 +314,8 @@ func (b *Broker) AckTake(ctx context.Context, d *iface.Delivery, take iface.Take
 	return next, wrap(err)
 }
 
-// AckSuccess writes the task's SUCCESS state, publishes next with their
-// PENDING states and acknowledges the task in one script, only if the
+// AckSuccess writes the task's SUCCESS state, publishes next (PENDING as
+// PublishPending makes them) and acknowledges the task in one script, only if the
 // caller holds the lease, and with take takes the next task of its queue
 // (see iface.StateBroker).
 func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, success *tasks.TaskState, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {

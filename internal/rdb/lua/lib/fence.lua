@@ -2,12 +2,13 @@
 -- the task hash's fencing token, and the lease's expiry (lease_exp, kept
 -- beside it and in the lease zset) is after now, so a lease whose expiry
 -- passed is refused even before the recoverer takes it back. It also
--- returns the task's at (when it was sent, lib/queue.lua's put; false for
--- none), read by the same HMGET, which a script writing the task's state
--- makes its created_at.
+-- returns the task's at and pub (when it was sent and the token of the
+-- publish that sent it, lib/queue.lua's put; false for none), read by the
+-- same HMGET, which a script writing the task's state writes in it
+-- (lib/state.lua's write_state).
 local function holds(task_key, token, now)
-	local lease = redis.call("HMGET", task_key, "lease", "lease_exp", "at")
-	return lease[1] == token and (tonumber(lease[2]) or 0) > now, lease[3]
+	local lease = redis.call("HMGET", task_key, "lease", "lease_exp", "at", "pub")
+	return lease[1] == token and (tonumber(lease[2]) or 0) > now, lease[3], lease[4]
 end
 
 -- settled_by reports whether the caller settled the task in a run whose
@@ -19,14 +20,14 @@ local function settled_by(task_key, token)
 end
 
 -- check_settle fences a settle script: it returns nil when the caller
--- holds the lease (go on), with the task's at (see holds), else what the
--- script returns: 0 when again is "1" (the caller runs it again, not
--- knowing whether its first run happened) and the first run settled the
--- task, 2 otherwise.
+-- holds the lease (go on), with the task's at and pub (see holds), else
+-- what the script returns: 0 when again is "1" (the caller runs it again,
+-- not knowing whether its first run happened) and the first run settled
+-- the task, 2 otherwise.
 local function check_settle(task_key, token, again, now)
-	local held, at = holds(task_key, token, now)
+	local held, at, pub = holds(task_key, token, now)
 	if held then
-		return nil, at
+		return nil, at, pub
 	end
 	if again == "1" and settled_by(task_key, token) then
 		return 0

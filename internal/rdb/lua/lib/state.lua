@@ -2,11 +2,17 @@
 -- field, value pairs) and its TTL, and its created_at (ms since the
 -- epoch): at, the task hash's send time, when the task has one (it is
 -- the task's created_at, whatever the hash holds), else created_at when
--- the hash has none and it is not "".
-local function write_state(key, ttl, at, created_at, fields)
+-- the hash has none and it is not "". With pub (the token of the publish
+-- that sent the task, from its hash), the state keeps it: a publish sent
+-- again after a lost reply finds it (enqueue.lua's ran_since).
+local function write_state(key, ttl, at, pub, created_at, fields)
 	if at then
 		table.insert(fields, "created_at")
 		table.insert(fields, at)
+	end
+	if pub then
+		table.insert(fields, "pub")
+		table.insert(fields, pub)
 	end
 	redis.call("HSET", key, unpack(fields))
 	if not at and created_at ~= "" then
