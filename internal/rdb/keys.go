@@ -39,7 +39,8 @@ import (
 //	                                cancellation keeps out, only state
 //	                                "cancelled" and error, until it expires
 //	<prefix>:state:<task id>        hash: state, name, results, error,
-//	                                created_at (ms), aggregate, workflow;
+//	                                created_at (ms), aggregate, workflow,
+//	                                pub (its publish's token);
 //	                                on a single server, none until a
 //	                                state is written (PENDING implicit)
 //	<prefix>:workflow:<id>          string: JSON tasks.WorkflowMeta of a

@@ -13,7 +13,8 @@
 //
 // Every key starts with Config.Redis.KeyPrefix ("machinist" by default):
 //
-//	<prefix>:state:<taskUUID>       hash: state, name, results, error, created_at
+//	<prefix>:state:<taskUUID>       hash: state, name, results, error, created_at,
+//	                                workflow, aggregate, pub
 //	<prefix>:{<groupUUID>}:group    hash: uuids, count, trig, created_at
 //	<prefix>:{<groupUUID>}:done     hash: member UUID → JSON TaskState
 //	<prefix>:{<groupUUID>}:order    list: member UUIDs in the order they first finished
@@ -23,7 +24,9 @@
 // results (the JSON of its []*TaskResult, "null" for none), error, and
 // created_at (ms since the epoch; RFC 3339 as earlier versions wrote it is
 // read too): set by the PENDING write, or by the first write when there
-// was none, so it is when the task was sent.
+// was none, so it is when the task was sent; the workflow the task belongs
+// to, the aggregate an aggregation member joined, and pub, the token of
+// the publish that sent it (written by its worker on a single server).
 //
 // A group's keys share the hash tag {groupUUID}, so they live in one Redis
 // Cluster slot and one Lua script can read and write them all; a group UUID
