@@ -967,19 +967,28 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	// get_state: a task its queue holds, with no state: PENDING, made
 	// from its message and send time; none: nil; a state hash: its fields.
 	must(client.SAdd(ctx, k.queues(), "q").Err())
-	getState := func(id string) map[string]string {
+	getStateIn := func(queue, id string) map[string]string {
 		t.Helper()
-		fields, err := parseGetStateReply(run(getStateScript, []string{k.state(id), k.queues()}, k.prefix+":{", id))
+		fields, err := parseGetStateReply(run(getStateScript, []string{k.state(id), k.queues()}, k.prefix+":{", id, queue))
 		if err != nil {
 			t.Fatalf("get_state %s: %v", id, err)
 		}
 		return fields
 	}
+	getState := func(id string) map[string]string { t.Helper(); return getStateIn("", id) }
 	if f := getState("c"); f["state"] != "PENDING" || f["name"] != "n" || f["created_at"] == "" {
 		t.Fatalf("get_state of a scheduled task: %v; want PENDING, named n, with created_at", f)
 	}
 	if f := getState("nobody"); f != nil {
 		t.Fatalf("get_state of no task: %v; want nil", f)
+	}
+	// A queue the queues set does not list is read only when named.
+	must(client.HSet(ctx, k.queue("elsewhere").task+"h", "msg", msg("h"), "state", "pending").Err())
+	if f := getState("h"); f != nil {
+		t.Fatalf("get_state of a task in an unlisted queue, not named: %v; want nil", f)
+	}
+	if f := getStateIn("elsewhere", "h"); f["state"] != "PENDING" {
+		t.Fatalf("get_state of a task in the queue named: %v; want PENDING", f)
 	}
 	must(client.HSet(ctx, qk.task+"z", "msg", msg("z"), "state", "archived", "error", "boom").Err())
 	if f := getState("z"); f["state"] != "FAILURE" || f["error"] != "boom" || f["name"] != "n" {

@@ -293,7 +293,13 @@ func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *ta
 // reads as PENDING (get_state.lua looks for it in every queue, O(queues)).
 // Result values come back as JSON decodes them with UseNumber.
 func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
-	fields, err := s.stateFields(ctx, taskUUID)
+	return s.GetStateIn(ctx, "", taskUUID)
+}
+
+// GetStateIn is GetState for a task sent to queue ("" when not known): a
+// task with no state hash is looked for in queue first.
+func (s *Store) GetStateIn(ctx context.Context, queue, taskUUID string) (*tasks.TaskState, error) {
+	fields, err := s.stateFields(ctx, queue, taskUUID)
 	if err != nil {
 		return nil, fmt.Errorf("get state of task %s: %w", taskUUID, err)
 	}
@@ -322,9 +328,9 @@ func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState
 }
 
 // stateFields reads the fields of the task's state hash or, for a task
-// with its PENDING state implicit, those its task hash implies; nil for
-// neither.
-func (s *Store) stateFields(ctx context.Context, taskUUID string) (map[string]string, error) {
+// with its PENDING state implicit, those its task hash implies (looked for
+// in queue first, when not ""); nil for neither.
+func (s *Store) stateFields(ctx context.Context, queue, taskUUID string) (map[string]string, error) {
 	key := s.keys.state(taskUUID)
 	if !s.oneNode {
 		cmds, err := s.batch.Submit(ctx, taskUUID, func(p goredis.Pipeliner) []goredis.Cmder {
@@ -339,7 +345,7 @@ func (s *Store) stateFields(ctx context.Context, taskUUID string) (map[string]st
 		}
 		return fields, err
 	}
-	cmd := s.batch.RunScript(ctx, taskUUID, getStateScript, []string{key, s.keys.queues()}, s.keys.prefix+":{", taskUUID)
+	cmd := s.batch.RunScript(ctx, taskUUID, getStateScript, []string{key, s.keys.queues()}, s.keys.prefix+":{", taskUUID, queue)
 	if err := cmd.Err(); err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*tasks.WorkflowMeta
 	raw, err := s.client.Get(ctx, s.keys.workflow(id)).Result()
 	if errors.Is(err, goredis.Nil) {
 		var fields map[string]string
-		fields, err = s.stateFields(ctx, id)
+		fields, err = s.stateFields(ctx, "", id)
 		switch {
 		case err != nil:
 		case fields["workflow"] == "":

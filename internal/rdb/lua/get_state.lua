@@ -11,12 +11,15 @@
 -- ARGV[1] the queues' key prefix ("<prefix>:{"): a queue's task hash is
 --         ARGV[1] .. queue .. "}:t:" .. id
 -- ARGV[2] the task id
+-- ARGV[3] the queue to look in first, the one the task was sent to ("" when
+--         not known)
 --
 -- Returns {1, field, value, ...}: the state hash; {2, msg, at, state,
 -- error}: a task with no state hash that its queue holds, its message,
 -- when it was sent (ms since the epoch, "" when unknown), and its state
 -- (PENDING, or FAILURE with its error when archived); {0}: neither.
--- Complexity: O(1) with a state, else O(Q) for Q queues.
+-- Complexity: O(1) with a state or a task found in ARGV[3], else O(Q) for
+-- Q queues.
 local h = redis.call("HGETALL", KEYS[1])
 if #h > 0 then
 	table.insert(h, 1, 1)
@@ -42,10 +45,18 @@ local function implied(q)
 	end
 	return {2, t[2] or "", at or "", implicit, reason}
 end
-for _, q in ipairs(redis.call("SMEMBERS", KEYS[2])) do
-	local found = implied(q)
+if ARGV[3] ~= "" then
+	local found = implied(ARGV[3])
 	if found then
 		return found
+	end
+end
+for _, q in ipairs(redis.call("SMEMBERS", KEYS[2])) do
+	if q ~= ARGV[3] then
+		local found = implied(q)
+		if found then
+			return found
+		end
 	end
 end
 return {0}

@@ -141,6 +141,16 @@ type Workflows interface {
 	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
 }
 
+// QueueStateReader is a backend that reads a task's state sooner knowing
+// the queue it was sent to: the Redis backend on a single server, where a
+// task's PENDING state is implicit (its hash in its queue says it) and a
+// read of a task with no state hash otherwise looks in every queue. The
+// results (backends/result) use it when the backend has it.
+type QueueStateReader interface {
+	// GetStateInContext is GetStateContext, for a task sent to queue.
+	GetStateInContext(ctx context.Context, queue, taskUUID string) (*tasks.TaskState, error)
+}
+
 // Notifier is a backend that tells a result's wait when its task
 // finishes, so that Get returns then rather than at its next poll. Both of
 // machinist's backends implement it (Redis on a single server; on a

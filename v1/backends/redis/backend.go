@@ -228,6 +228,19 @@ func (b *Backend) GetStateContext(ctx context.Context, taskUUID string) (*tasks.
 	return st, wrap(err)
 }
 
+var _ iface.QueueStateReader = (*Backend)(nil)
+
+// GetStateInContext is GetStateContext for a task sent to queue (see
+// iface.QueueStateReader): a task with no state hash is looked for in
+// queue first.
+func (b *Backend) GetStateInContext(ctx context.Context, queue, taskUUID string) (*tasks.TaskState, error) {
+	if err := b.checkOpen("get state"); err != nil {
+		return nil, err
+	}
+	st, err := b.store.GetStateIn(ctx, queue, taskUUID)
+	return st, wrap(err)
+}
+
 var _ iface.Notifier = (*Backend)(nil)
 
 // WatchFinished starts watching task taskUUID's state (see iface.Notifier):

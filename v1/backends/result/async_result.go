@@ -105,13 +105,14 @@ func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 	if cached.IsCompleted() {
 		return cached, nil
 	}
-	state, err := r.backend.GetStateContext(ctx, r.Signature.UUID)
+	state, err := r.readState(ctx, r.Signature.UUID)
 	if err != nil {
 		return nil, fmt.Errorf("result of task %s (%s): %w", r.Signature.UUID, r.Signature.Name, err)
 	}
 	if aggregate := state.Aggregate; aggregate != "" {
-		// An aggregation member: its outcome is its aggregate's.
-		if state, err = r.backend.GetStateContext(ctx, aggregate); err != nil {
+		// An aggregation member: its outcome is its aggregate's (sent to
+		// the member's queue unless its aggregator chose another).
+		if state, err = r.readState(ctx, aggregate); err != nil {
 			return nil, fmt.Errorf("result of task %s (%s), aggregated into %s: %w", r.Signature.UUID, r.Signature.Name, aggregate, err)
 		}
 	}
@@ -119,6 +120,15 @@ func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 	r.taskState = state
 	r.mu.Unlock()
 	return state, nil
+}
+
+// readState reads the state of task uuid, sent to the signature's queue
+// as far as it knows (backends/iface.QueueStateReader).
+func (r *AsyncResult) readState(ctx context.Context, uuid string) (*tasks.TaskState, error) {
+	if qr, ok := r.backend.(iface.QueueStateReader); ok && r.Signature.RoutingKey != "" {
+		return qr.GetStateInContext(ctx, r.Signature.RoutingKey, uuid)
+	}
+	return r.backend.GetStateContext(ctx, uuid)
 }
 
 // Get waits for the task to finish, reading its state every sleepDuration,

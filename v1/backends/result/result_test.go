@@ -109,3 +109,31 @@ func TestGetOfAMissingStateEnds(t *testing.T) {
 		t.Fatalf("Get without a backend: %v", err)
 	}
 }
+
+// queueBackend records the queues a result names when it reads a state.
+type queueBackend struct {
+	*countingBackend
+	queues []string
+}
+
+func (q *queueBackend) GetStateInContext(ctx context.Context, queue, uuid string) (*tasks.TaskState, error) {
+	q.queues = append(q.queues, queue)
+	return q.Backend.GetStateContext(ctx, uuid)
+}
+
+// A backend that reads a state sooner knowing the task's queue
+// (iface.QueueStateReader) is told the signature's.
+func TestGetNamesTheQueueToABackendThatReadsByQueue(t *testing.T) {
+	t.Parallel()
+	b := &queueBackend{countingBackend: newBackend(t)}
+	ctx := context.Background()
+	sig := sigs(1)[0]
+	sig.RoutingKey = "emails"
+	b.SetStateSuccessContext(ctx, sig, nil)
+	if _, err := NewAsyncResult(sig, b).GetWithContext(ctx, time.Millisecond); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if len(b.queues) != 1 || b.queues[0] != "emails" || b.reads.Load() != 0 {
+		t.Fatalf("reads by queue %v and %d without; want one, in emails", b.queues, b.reads.Load())
+	}
+}
