@@ -161,8 +161,10 @@ func withTimeout(timeout, sleep time.Duration, get func(context.Context, time.Du
 // iface.Notifier, it watches the task whose end ends the wait (watched
 // names it, asked before the first call and after each) from before it
 // reads it, and calls touch again as soon as the backend says that task
-// finished, without waiting for the next tick.
-func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, watched func() string, touch func() ([]reflect.Value, error)) ([]reflect.Value, error) {
+// finished, without waiting for the next tick: noticed tells touch that
+// the call is for that task (a notice, or a watch just begun), not a
+// tick's.
+func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, watched func() string, touch func(noticed bool) ([]reflect.Value, error)) ([]reflect.Value, error) {
 	if sleep <= 0 {
 		sleep = defaultSleep
 	}
@@ -186,12 +188,14 @@ func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, watch
 	}
 	watch()
 	var ticker *time.Ticker
+	noticed := false
 	for {
-		results, err := touch()
+		results, err := touch(noticed)
 		if err != nil || results != nil {
 			return results, err
 		}
 		if watch() {
+			noticed = true
 			continue // read again: it may have finished before the watch began
 		}
 		if ticker == nil {
@@ -202,7 +206,9 @@ func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, watch
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-ticker.C:
+			noticed = false
 		case <-notices:
+			noticed = true
 		}
 	}
 }
@@ -214,7 +220,7 @@ func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Dur
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
-	return poll(ctx, sleepDuration, r.backend, r.watched, func() ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
+	return poll(ctx, sleepDuration, r.backend, r.watched, func(bool) ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
 }
 
 // watched is the task whose state decides r's: its own, or the aggregate

@@ -137,3 +137,53 @@ func TestGetNamesTheQueueToABackendThatReadsByQueue(t *testing.T) {
 		t.Fatalf("reads by queue %v and %d without; want one, in emails", b.queues, b.reads.Load())
 	}
 }
+
+// notifyingBackend hands the results' waits its own notices.
+type notifyingBackend struct {
+	*countingBackend
+	notices chan struct{}
+}
+
+func (n *notifyingBackend) WatchFinished(ctx context.Context, uuid string) (<-chan struct{}, func()) {
+	return n.notices, func() {}
+}
+
+// A chain's round begun by a notice about its last task reads that task
+// alone; the first round reads the tasks not known to have succeeded, to
+// report a failure.
+func TestChainNoticeReadsOnlyTheLastTask(t *testing.T) {
+	t.Parallel()
+	b := &notifyingBackend{countingBackend: newBackend(t), notices: make(chan struct{})}
+	ctx := context.Background()
+	chain := sigs(3)
+	if err := b.SetStatePendingContext(ctx, chain...); err != nil {
+		t.Fatal(err)
+	}
+	one := []*tasks.TaskResult{{Type: "int64", Value: int64(1)}}
+	b.SetStateSuccessContext(ctx, chain[0], one)
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewChainAsyncResult(chain, b).GetWithContext(ctx, time.Hour)
+		done <- err
+	}()
+	notice := func() {
+		t.Helper()
+		select {
+		case b.notices <- struct{}{}:
+		case err := <-done:
+			t.Fatalf("Get returned (%v) before the notices", err)
+		}
+	}
+	// Each notice is received once the round before it has ended.
+	notice() // after the first round: the last, first and second tasks read
+	notice() // after the first notice's round: the last read
+	notice() // after the second's: the last read
+	b.SetStateSuccessContext(ctx, chain[2], one)
+	notice() // after the third's: this round finds the last done
+	if err := <-done; err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if n := b.reads.Load(); n != 3+4 {
+		t.Fatalf("%d state reads, want 7: three in the first round, then the last task's alone in each of the four noticed ones", n)
+	}
+}

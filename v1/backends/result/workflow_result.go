@@ -45,16 +45,18 @@ func (r *ChainAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Du
 // Each round reads the last task first: a chain moves on only after a
 // success, so once the last task succeeded the chain did, and one read
 // answers. Otherwise it reads, in order, the tasks not yet known to have
-// succeeded, to report the first failure.
+// succeeded, to report the first failure; except in a round a notice
+// about the last task began (backends/iface.Notifier), which is about the
+// last task alone: the next round of the poll reads the others.
 func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
 	last := r.asyncResults[len(r.asyncResults)-1]
 	next := 0 // the first task not yet known to have succeeded
-	return poll(ctx, sleepDuration, r.backend, last.watched, func() ([]reflect.Value, error) {
+	return poll(ctx, sleepDuration, r.backend, last.watched, func(noticed bool) ([]reflect.Value, error) {
 		results, err := last.TouchWithContext(ctx)
-		if err != nil || results != nil {
+		if err != nil || results != nil || noticed {
 			return results, err
 		}
 		for ; next < len(r.asyncResults)-1; next++ {
