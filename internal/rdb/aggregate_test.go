@@ -17,10 +17,7 @@ import (
 // would not take the batch, and would be woken again at every tick.
 func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
-	defer s.Close()
+	s, client := newTestStore(t)
 	ctx := context.Background()
 	const queue = "q"
 	qk := s.keys.queue(queue)

@@ -17,6 +17,20 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
+// newTestStore returns a Store on the shared test server, with a key
+// prefix of the test's own, closed when the test ends, and its client
+// (with hooks added before the Store is made).
+func newTestStore(t *testing.T, hooks ...goredis.Hook) (*Store, *goredis.Client) {
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	for _, h := range hooks {
+		client.AddHook(h)
+	}
+	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, client
+}
+
 // enqueueCounter counts the enqueue script calls a client sends.
 type enqueueCounter struct {
 	countingHook
@@ -40,12 +54,8 @@ func (h *enqueueCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) g
 // publish is not sent, the others land.
 func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
 	hook := &enqueueCounter{}
-	client.AddHook(hook)
-	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
-	defer s.Close()
+	s, client := newTestStore(t, hook)
 	ctx := context.Background()
 	const queue = "q"
 	sig := func(id string) *tasks.Signature {
@@ -147,10 +157,7 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 // before, or the outcome of an earlier task with the same UUID, does not.
 func TestRepeatedPublishFindsWhetherItRan(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
-	defer s.Close()
+	s, client := newTestStore(t)
 	ctx := context.Background()
 	const queue = "q"
 	qk := s.keys.queue(queue)
