@@ -289,7 +289,7 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 // also reports whether it sent the script again.
 func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, holds func() bool, keys []string, args ...interface{}) (cmd *goredis.Cmd, again bool) {
 	args = append([]interface{}{"0"}, args...)
-	cmd = b.runOnce(ctx, key, script, keys, args, retry{while: holds, before: func() { args[0], again = "1", true }})
+	cmd = b.runOnce(ctx, key, script, keys, args, retry{while: holds, before: func(bool) { args[0], again = "1", true }})
 	return cmd, again
 }
 

@@ -205,7 +205,13 @@ func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, t
 	// happened.
 	rt := retry{refusedOnly: true}
 	if s.oneNode {
-		rt = retry{before: func() { args[firstRepeatArg] = "1" }}
+		// A repeat only once an attempt may have run: after refusals
+		// (READONLY, LOADING…) nothing did, and the publish is a first.
+		rt = retry{before: func(mayHaveRun bool) {
+			if mayHaveRun {
+				args[firstRepeatArg] = "1"
+			}
+		}}
 	}
 	cmd := s.batch.runOnce(ctx, q.lane, enqueueScript, keys, args, rt)
 	if err := cmd.Err(); err != nil {

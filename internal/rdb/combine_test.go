@@ -220,4 +220,21 @@ func TestRepeatedPublishFindsWhetherItRan(t *testing.T) {
 	if st, err := s.GetState(ctx, ran.UUID); err != nil || st.State != tasks.StatePending {
 		t.Fatalf("state of the task sent again: %+v, %v; want PENDING", st, err)
 	}
+
+	// A state without a token was written when the task's hash was gone:
+	// an earlier task's FAILURE (written by its canceller) does not say
+	// this publish ran; an aggregation member's PENDING naming its
+	// aggregate does.
+	earlier := &tasks.Signature{UUID: "earlier", Name: "n", RoutingKey: queue}
+	must(client.HSet(ctx, s.keys.state(earlier.UUID), "state", "FAILURE", "name", "n", "error", "cancelled").Err())
+	repeat(earlier, "tok4")
+	if !queued(earlier.UUID) {
+		t.Fatal("a repeat whose first run never happened, of a UUID whose earlier task's FAILURE has no token, queued nothing")
+	}
+	member := &tasks.Signature{UUID: "member", Name: "n", RoutingKey: queue}
+	must(client.HSet(ctx, s.keys.state(member.UUID), "state", "PENDING", "name", "n", "aggregate", "agg_1").Err())
+	repeat(member, "tok5")
+	if queued(member.UUID) {
+		t.Fatal("a repeat of a member whose batch was built was queued again")
+	}
 }

@@ -40,7 +40,8 @@ import (
 //	                                "cancelled" and error, until it expires
 //	<prefix>:state:<task id>        hash: state, name, results, error,
 //	                                created_at (ms), aggregate, workflow,
-//	                                pub (its publish's token);
+//	                                pub (its publish's token, kept while its
+//	                                task hash is in reach);
 //	                                on a single server, none until a
 //	                                state is written (PENDING implicit)
 //	<prefix>:workflow:<id>          string: JSON tasks.WorkflowMeta of a

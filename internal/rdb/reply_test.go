@@ -995,6 +995,18 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		t.Fatalf("get_state of an archived task with no state: %v; want FAILURE boom", f)
 	}
 	must(client.Del(ctx, qk.task+"z").Err())
+	// A marker keeping out a task cancelled while it waited (it keeps
+	// when the task was sent): FAILURE; one keeping out a task not sent
+	// yet: nothing.
+	must(client.HSet(ctx, qk.task+"w", "state", "cancelled", "error", "cancelled by an operator", "at", 1000).Err())
+	if f := getState("w"); f["state"] != "FAILURE" || f["error"] != "cancelled by an operator" || f["created_at"] != "1000" {
+		t.Fatalf("get_state of a task cancelled while it waited: %v; want FAILURE, cancelled, created at 1000", f)
+	}
+	must(client.HSet(ctx, qk.task+"u", "state", "cancelled", "error", "cancelled by an operator").Err())
+	if f := getState("u"); f != nil {
+		t.Fatalf("get_state of a task kept out before it was sent: %v; want nil", f)
+	}
+	must(client.Del(ctx, qk.task+"w", qk.task+"u").Err())
 	must(client.HSet(ctx, k.state("x"), "state", "STARTED", "name", "n").Err())
 	if f := getState("x"); f["state"] != "STARTED" || f["name"] != "n" {
 		t.Fatalf("get_state of a state hash: %v", f)

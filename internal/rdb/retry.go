@@ -83,9 +83,11 @@ type retry struct {
 	// keeps going while its lease is held, so that a flaky connection
 	// delays it rather than leaving the task to its lease's expiry.
 	while func() bool
-	// before, when set, is called before each attempt after the first: a
-	// settle sets its "again" argument there.
-	before func()
+	// before, when set, is called before each attempt after the first,
+	// told whether an earlier attempt may have run (its outcome is
+	// unknown): a settle sets its "again" argument there, a publish its
+	// repeat flag when one may have.
+	before func(mayHaveRun bool)
 	// refusedOnly sends the call again only after Redis refused it (it did
 	// not run), not after an error that leaves open whether it ran: for a
 	// call that must not run twice and cannot recognise its first run.
@@ -124,7 +126,7 @@ func again(ctx context.Context, try func() error, r retry) error {
 		}
 		wait = min(2*wait, maxWait)
 		if r.before != nil {
-			r.before()
+			r.before(unknown != nil)
 		}
 	}
 }

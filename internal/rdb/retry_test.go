@@ -87,9 +87,33 @@ func TestAgainWhileKeepsGoingAsLongAsAsked(t *testing.T) {
 			return nil
 		}
 		return timeout
-	}, retry{while: func() bool { return true }, before: func() { befores++ }})
+	}, retry{while: func() bool { return true }, before: func(mayHaveRun bool) {
+		befores++
+		if !mayHaveRun {
+			t.Errorf("before the attempt after a timeout: told nothing may have run")
+		}
+	}})
 	if err != nil || calls != want || befores != want-1 {
 		t.Errorf("again: %v after %d attempts and %d calls of before, want nil after %d and %d", err, calls, befores, want, want-1)
+	}
+
+	// After refusals alone (Redis did not run the call), before is told
+	// nothing may have run; once a timeout came, that something may have.
+	refused := redisError("LOADING Redis is loading the dataset in memory")
+	calls = 0
+	var told []bool
+	_ = again(context.Background(), func() error {
+		calls++
+		switch calls {
+		case 1, 2:
+			return refused
+		case 3:
+			return timeout
+		}
+		return refused
+	}, retry{while: func() bool { return calls < 5 }, before: func(mayHaveRun bool) { told = append(told, mayHaveRun) }})
+	if want := []bool{false, false, true, true}; fmt.Sprint(told) != fmt.Sprint(want) {
+		t.Errorf("before told %v, want %v", told, want)
 	}
 
 	calls = 0

@@ -289,6 +289,6 @@ func (s *Store) evalSettle(ctx context.Context, script *goredis.Script, holds fu
 	err := again(ctx, func() error {
 		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
 		return cmd.Err()
-	}, retry{while: holds, before: func() { args[0] = "1" }})
+	}, retry{while: holds, before: func(bool) { args[0] = "1" }})
 	return cmd, err
 }

@@ -104,7 +104,9 @@ for i = 15 + m, last, 4 do
 		-- A state of an earlier task with its id, or the PENDING its
 		-- workflow wrote, gives way to the one its hash implies.
 		redis.call("DEL", state_key)
-		local ready = put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, "", now)
+		-- Its pub is the settle's fencing token, unique to this send: its
+		-- states keep it (enqueue.lua's ran_since).
+		local ready = put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, ARGV[3], now)
 		if ARGV[i + 3] ~= "" then
 			redis.call("HSET", task_key, "limit", ARGV[i + 3])
 		end

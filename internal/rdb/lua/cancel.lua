@@ -29,7 +29,7 @@
 -- pending).
 local now = now_ms()
 local id = ARGV[1]
-local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "at")
+local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "at", "joined")
 local state, msg, rerouted, g = t[1], t[2], t[3], t[4]
 if not state then
 	local bar = tonumber(ARGV[7])
@@ -69,10 +69,12 @@ end
 release_unique(KEYS[1], id)
 redis.call("DEL", KEYS[1])
 if tonumber(ARGV[7]) > 0 then
-	-- The marker keeps when the task was sent: its FAILURE's created_at
-	-- (set_state.lua).
-	if t[6] then
-		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2], "at", t[6])
+	-- The marker keeps when the task was sent (for an aggregation member,
+	-- when it joined its group): its FAILURE's created_at (set_state.lua),
+	-- and the sign, for get_state.lua, of a task that was sent.
+	local at = t[6] or (t[7] and string.format("%d", math.floor(tonumber(t[7]) / 1000)))
+	if at then
+		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2], "at", at)
 	else
 		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2])
 	end

@@ -72,19 +72,21 @@ local joined = {} -- groups joined → whether each was empty, to file once
 -- ran_since reports whether the task whose state hash is key, of the
 -- repeated publish token, was published by its first run and has run
 -- since (its hash is gone). When states are implicit: its state names
--- token (its worker's writes keep the pub of its hash, lib/state.lua's
--- write_state), or, written without one (by a canceller, or through the
--- backend's pipelines), it is one no publish comes after: the PENDING its
--- workflow wrote before sending it, or a PENDING of an aggregation member,
--- are not. With strict, only a state that names token counts. When the
--- sender wrote PENDING before: an outcome.
+-- token (a state written while the task's hash was there keeps its pub:
+-- lib/state.lua's write_state, set_state.lua). A state without one was
+-- written when the hash was gone: the PENDING of an aggregation member
+-- whose batch was built says its publish ran; any other (its workflow's
+-- PENDING, an earlier task's with the same UUID, or the FAILURE of this
+-- one cancelled or deleted since) counts as not run, and the task is
+-- queued: sent twice rather than lost. With strict, only a state that
+-- names token counts. When the sender wrote PENDING before: an outcome.
 local function ran_since(key, token, strict)
 	if implicit then
 		local s = redis.call("HMGET", key, "pub", "state", "aggregate")
 		if s[1] or strict then
 			return s[1] == token
 		end
-		return s[2] and (s[2] ~= "PENDING" or s[3]) and true or false
+		return s[2] == "PENDING" and s[3] and true or false
 	end
 	local state = redis.call("HGET", key, "state")
 	return state == "SUCCESS" or state == "FAILURE"

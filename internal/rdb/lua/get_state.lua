@@ -4,8 +4,10 @@
 -- found by the task id among the hashes of the queues. A task archived
 -- before any state was written (by an operator, or an aggregation member
 -- whose batch failed, before its FAILURE lands) has failed, with the
--- reason its hash keeps. A hash that only keeps a cancelled task out
--- (cancel.lua) implies nothing: its canceller writes its FAILURE.
+-- reason its hash keeps; so has a task cancelled while it waited, whose
+-- hash (cancel.lua's marker, with when it was sent) keeps it out. A
+-- marker that keeps out a task not sent yet implies nothing: its
+-- canceller writes its FAILURE.
 --
 -- KEYS[1] the task's state hash   KEYS[2] the set of queue names
 -- ARGV[1] the queues' key prefix ("<prefix>:{"): a queue's task hash is
@@ -17,7 +19,8 @@
 -- Returns {1, field, value, ...}: the state hash; {2, msg, at, state,
 -- error}: a task with no state hash that its queue holds, its message,
 -- when it was sent (ms since the epoch, "" when unknown), and its state
--- (PENDING, or FAILURE with its error when archived); {0}: neither.
+-- (PENDING, or FAILURE with its error when archived or cancelled); {0}:
+-- neither.
 -- Complexity: O(1) with a state or a task found in ARGV[3], else O(Q) for
 -- Q queues.
 local h = redis.call("HGETALL", KEYS[1])
@@ -27,15 +30,15 @@ if #h > 0 then
 end
 -- implied reads a task hash: the reply for the task it holds, nil for
 -- none (or a completed task, whose state expired or was never written, or
--- a cancelled one).
+-- a marker keeping out a task not sent yet).
 local function implied(q)
 	local t = redis.call("HMGET", ARGV[1] .. q .. "}:t:" .. ARGV[2], "state", "msg", "at", "joined", "error")
 	local state = t[1]
-	if not state or state == "completed" or state == "cancelled" then
+	if not state or state == "completed" or state == "cancelled" and not t[3] then
 		return nil
 	end
 	local implicit, reason = "PENDING", ""
-	if state == "archived" then
+	if state == "archived" or state == "cancelled" then
 		implicit, reason = "FAILURE", t[5] or ""
 	end
 	local at = t[3]

@@ -8,7 +8,9 @@
 -- KEYS[1] the task's state hash
 -- KEYS[2] the task's hash in its queue (optional: on a single server
 --         only), whose at (when the task was sent; for an aggregation
---         member, when it joined its group) is the state's created_at
+--         member, when it joined its group) is the state's created_at, and
+--         whose pub (the token of the publish that sent it) the state keeps
+--         (enqueue.lua's ran_since)
 -- ARGV[1] state TTL in ms
 -- ARGV[2] created_at (ms since the epoch), for a state hash that has none
 --         when the task hash has no at
@@ -26,12 +28,13 @@ if not final then
 		return 0
 	end
 end
-local at = false
+local at, pub = false, false
 if KEYS[2] then
-	local t = redis.call("HMGET", KEYS[2], "at", "joined")
+	local t = redis.call("HMGET", KEYS[2], "at", "joined", "pub")
 	at = t[1] or (t[2] and string.format("%d", math.floor(tonumber(t[2]) / 1000)))
+	pub = t[3]
 end
-write_state(KEYS[1], ARGV[1], at, false, ARGV[2], { unpack(ARGV, 4) })
+write_state(KEYS[1], ARGV[1], at, pub, ARGV[2], { unpack(ARGV, 4) })
 if ARGV[3] == "1" then
 	notify_final(KEYS[1], state)
 end

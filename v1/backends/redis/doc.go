@@ -26,7 +26,8 @@
 // read too): set by the PENDING write, or by the first write when there
 // was none, so it is when the task was sent; the workflow the task belongs
 // to, the aggregate an aggregation member joined, and pub, the token of
-// the publish that sent it (written by its worker on a single server).
+// the publish that sent it (on a single server, kept by a state written
+// while the task's hash is in its queue).
 //
 // A group's keys share the hash tag {groupUUID}, so they live in one Redis
 // Cluster slot and one Lua script can read and write them all; a group UUID

@@ -47,7 +47,8 @@ func (r *ChainAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Du
 // answers. Otherwise it reads, in order, the tasks not yet known to have
 // succeeded, to report the first failure; except in a round a notice
 // about the last task began (backends/iface.Notifier), which is about the
-// last task alone: the next round of the poll reads the others.
+// last task alone: the others are read at the next tick of the poll
+// (every sleepDuration).
 func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
