@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/b6192125/machinist/internal/clock"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	brokermem "github.com/b6192125/machinist/v1/brokers/memory"
 	"github.com/b6192125/machinist/v1/config"
@@ -426,5 +427,46 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 	infos, err := h.mem.ListTasks(context.Background(), testQueue, brokers.StatusArchived, 0, 0)
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("archived tasks: %d, %v; want the 2 members", len(infos), err)
+	}
+}
+
+// A stop waits ShutdownTimeout at most for the batches being built and the
+// running tasks together: an aggregator and a task that both outlast it
+// are given up on when it has passed once, not once for each.
+func TestShutdownTimeoutBoundsBatchesAndTasksTogether(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Hour // on the fake clock
+	h := newHarness(t, &config.Config{ShutdownTimeout: timeout})
+	clk := clock.NewFake(time.Now())
+	building, running := make(chan struct{}), make(chan struct{})
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			close(building)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	}}}
+	h.reg["hold"] = func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	p := h.params()
+	p.Broker = h.mem // an aggregator
+	p.Tasks = reg
+	p.Clock = clk
+	p.Concurrency = 2
+	r := h.startStarted(p)
+	h.publishMembers("k", 2)
+	recv(t, building, "the aggregator's call")
+	h.publish(newSig("hold"))
+	recv(t, running, "the task to start")
+	armed := clk.Armed()
+	r.cancel() // a graceful stop: Run arms the shutdown timer
+	clk.BlockUntil(armed + 1)
+	clk.Advance(timeout)
+	if err := r.wait(t); err != nil {
+		t.Fatalf("the worker's Run: %v", err)
 	}
 }
