@@ -43,6 +43,7 @@
 // UnregisteredTaskTries 10, UnregisteredTaskDelay 5s, ArchiveMaxSize 10000,
 // ArchiveMaxAge 90 days, CompletedRetention 0, AggregationMaxSize 100,
 // AggregationMaxDelay 1m, AggregationGracePeriod 5s, AggregatorRetries 3,
+// AggregatorTimeout 1m,
 // Redis.KeyPrefix "machinist",
 // Redis.NormalTasksPollPeriod 1000 (ms) and Redis.DelayedTasksPollPeriod 20
 // (ms). The other Redis fields left zero mean go-redis's defaults.
@@ -60,7 +61,7 @@
 //	SHUTDOWN_TIMEOUT, UNREGISTERED_TASK_TRIES, UNREGISTERED_TASK_DELAY,
 //	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE, COMPLETED_RETENTION,
 //	AGGREGATION_MAX_SIZE, AGGREGATION_MAX_DELAY, AGGREGATION_GRACE_PERIOD,
-//	AGGREGATOR_RETRIES
+//	AGGREGATOR_RETRIES, AGGREGATOR_TIMEOUT
 //
 //	REDIS_MAX_IDLE, REDIS_MAX_ACTIVE, REDIS_IDLE_TIMEOUT, REDIS_WAIT,
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
@@ -117,6 +118,7 @@ const (
 	DefaultAggregationMaxDelay    = time.Minute
 	DefaultAggregationGracePeriod = 5 * time.Second
 	DefaultAggregatorRetries      = 3
+	DefaultAggregatorTimeout      = time.Minute
 	DefaultRedisKeyPrefix         = "machinist"
 	DefaultNormalTasksPollPeriod  = 1000 // ms
 	DefaultDelayedTasksPollPeriod = 20   // ms
@@ -219,6 +221,13 @@ type Config struct {
 	// (returned an error or panicked) is tried again, after 1, 2, 3, 5 …
 	// seconds, before its members are archived with the error. Default 3.
 	AggregatorRetries int `yaml:"aggregator_retries" envconfig:"AGGREGATOR_RETRIES"`
+	// AggregatorTimeout is how long an aggregator may take to build its
+	// aggregate: past it, its context ends and the worker stops waiting
+	// for it; the batch counts as failed (tried again as AggregatorRetries
+	// says), so that an aggregator that never returns holds no members.
+	// An aggregator builds a task, it does not do the task's work: default
+	// 1m.
+	AggregatorTimeout time.Duration `yaml:"aggregator_timeout" envconfig:"AGGREGATOR_TIMEOUT"`
 
 	// Logger receives the Server's and its workers' logs. Default:
 	// slog.Default(), or, once a program replaced machinery's level

@@ -78,6 +78,7 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 		AggregationMaxDelay:    2 * time.Minute,
 		AggregationGracePeriod: 10 * time.Second,
 		AggregatorRetries:      5,
+		AggregatorTimeout:      30 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewFromYaml(full.yml) =\n%+v\nAMQP %+v\nRedis %+v\nwant\n%+v\nAMQP %+v\nRedis %+v",

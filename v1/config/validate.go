@@ -82,6 +82,9 @@ func (c *Config) WithDefaults() *Config {
 	if out.AggregatorRetries == 0 {
 		out.AggregatorRetries = DefaultAggregatorRetries
 	}
+	if out.AggregatorTimeout == 0 {
+		out.AggregatorTimeout = DefaultAggregatorTimeout
+	}
 	return out
 }
 
@@ -119,6 +122,7 @@ func (c *Config) copyFields() Config {
 		AggregationMaxDelay:     c.AggregationMaxDelay,
 		AggregationGracePeriod:  c.AggregationGracePeriod,
 		AggregatorRetries:       c.AggregatorRetries,
+		AggregatorTimeout:       c.AggregatorTimeout,
 		Logger:                  c.Logger,
 		TracerProvider:          c.TracerProvider,
 		MeterProvider:           c.MeterProvider,
@@ -211,6 +215,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.AggregatorRetries < 0 {
 		return bad("AggregatorRetries", c.AggregatorRetries, "must not be negative")
+	}
+	if c.AggregatorTimeout < 0 {
+		return bad("AggregatorTimeout", c.AggregatorTimeout, "must not be negative")
 	}
 	if c.Redis != nil {
 		r := c.Redis

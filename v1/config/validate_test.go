@@ -42,6 +42,7 @@ func defaults() *Config {
 		AggregationMaxDelay:    time.Minute,
 		AggregationGracePeriod: 5 * time.Second,
 		AggregatorRetries:      3,
+		AggregatorTimeout:      time.Minute,
 	}
 }
 
@@ -88,6 +89,7 @@ func fullConfig() *Config {
 		AggregationMaxDelay:    2 * time.Minute,
 		AggregationGracePeriod: 3 * time.Second,
 		AggregatorRetries:      1,
+		AggregatorTimeout:      2 * time.Second,
 		Logger:                 slog.Default(),
 		TracerProvider:         tracenoop.NewTracerProvider(),
 		MeterProvider:          metricnoop.NewMeterProvider(),
@@ -195,6 +197,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"LeaseRenewInterval", "-1s", func(c *Config) { c.LeaseRenewInterval = -time.Second }},
 		{"RecoverInterval", "0s", func(c *Config) { c.RecoverInterval = 0 }},
 		{"ShutdownTimeout", "-1s", func(c *Config) { c.ShutdownTimeout = -time.Second }},
+		{"AggregatorTimeout", "-1s", func(c *Config) { c.AggregatorTimeout = -time.Second }},
 		{"UnregisteredTaskTries", "-1", func(c *Config) { c.UnregisteredTaskTries = -1 }},
 		{"UnregisteredTaskDelay", "-1s", func(c *Config) { c.UnregisteredTaskDelay = -time.Second }},
 		{"ArchiveMaxSize", "-1", func(c *Config) { c.ArchiveMaxSize = -1 }},

@@ -126,9 +126,9 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context, agg brokers.Aggreg
 // aggregate builds b's aggregate with a and hands it to the broker: the
 // aggregate's PENDING state, then the members' states pointing at it, then
 // the aggregate published and the batch forgotten in one step. An
-// aggregator that fails or panics has its batch tried again after 1, 2, 3 …
-// seconds, AggregatorRetries times, then the members are archived, their
-// states FAILURE with the error.
+// aggregator that fails, panics or outlasts AggregatorTimeout has its batch
+// tried again after 1, 2, 3 … seconds, AggregatorRetries times, then the
+// members are archived, their states FAILURE with the error.
 func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, a Aggregation) {
 	log := w.log.With(slog.String("batch", b.ID), slog.String("queue", b.Queue),
 		slog.String("task_name", b.Name), slog.String("aggregation_key", b.Key), slog.Int("members", len(b.Members)))
@@ -239,7 +239,8 @@ func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *br
 
 // buildAggregate calls the aggregator, a panic becoming its error, with a
 // context that ends when the batch's lease is lost (the heartbeat renews
-// it meanwhile) or the worker stops, and readies what it returns: a UUID
+// it meanwhile), the worker stops, or AggregatorTimeout passes (then the
+// call fails, and is not waited for), and readies what it returns: a UUID
 // derived from the batch (the same if the batch is built again after a
 // crash; one the aggregator set is replaced), b's queue unless it names
 // another, and the Server's preparation.
@@ -250,19 +251,40 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(b.Lease.Context(), cancel)()
+	timeout := w.p.Config.AggregatorTimeout
 	members := make([]*tasks.Signature, len(b.Members))
 	for i, m := range b.Members {
 		members[i] = tasks.CopySignature(m)
 	}
-	func() {
+	// The call runs on a goroutine of its own, so that one that never
+	// returns, past AggregatorTimeout, holds the batch no longer: its
+	// context ends, and the batch fails without it.
+	type built struct {
+		aggregate *tasks.Signature
+		err       error
+	}
+	out := make(chan built, 1)
+	go func() {
+		var r built
 		defer func() {
 			if p := recover(); p != nil {
-				err = fmt.Errorf("aggregator panicked: %v", p)
+				r = built{err: fmt.Errorf("aggregator panicked: %v", p)}
 				w.log.Error("aggregator panicked", slog.String("batch", b.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
+			out <- r
 		}()
-		aggregate, err = a.Func(actx, b.Key, members)
+		r.aggregate, r.err = a.Func(actx, b.Key, members)
 	}()
+	timer := w.clock.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-out:
+		aggregate, err = r.aggregate, r.err
+	case <-timer.C():
+		cancel()
+		w.log.Error("aggregator did not return within AggregatorTimeout; the batch fails without it", slog.String("batch", b.ID), slog.Duration("timeout", timeout))
+		return nil, fmt.Errorf("aggregator did not return within %s (AggregatorTimeout)", timeout)
+	}
 	switch {
 	case err != nil:
 		return nil, err

@@ -332,6 +332,42 @@ func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
 	}
 }
 
+// An aggregator that never returns (here it ignores its context too) is
+// given up on after AggregatorTimeout: its batch fails, is tried again,
+// and then its members are archived, their states FAILURE saying why;
+// they are not held for as long as the call hangs.
+func TestAggregatorPastItsTimeoutFailsItsBatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &config.Config{AggregatorRetries: 1, AggregatorTimeout: 50 * time.Millisecond,
+		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	var calls atomic.Int32
+	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
+		Policy: brokers.AggregationPolicy{MaxSize: 2},
+		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			calls.Add(1)
+			<-hang
+			return &tasks.Signature{Name: "digest"}, nil
+		},
+	}}}
+	p := h.params()
+	p.Broker = h.mem // the spy hides the broker's aggregation
+	p.Tasks = reg
+	h.startStarted(p)
+	members := h.publishMembers("k", 2)
+	waitFor(t, "the members to fail", func() bool {
+		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
+	})
+	if n := calls.Load(); n != 2 {
+		t.Errorf("aggregator called %d times, want 2 (AggregatorRetries 1)", n)
+	}
+	st := h.stateOf(members[0].UUID)
+	if !strings.Contains(st.Error, "AggregatorTimeout") || !strings.Contains(st.Error, "failed 2 times") {
+		t.Errorf("member's error %q, want it to name AggregatorTimeout and the 2 failures", st.Error)
+	}
+}
+
 // A batch whose worker died or hung while building it more than
 // MaxRecoveries times is archived, its members FAILURE, rather than handed
 // to the aggregator again.
