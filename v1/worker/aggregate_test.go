@@ -297,18 +297,21 @@ func TestAggregatorPausedPastItsLeaseWritesNothing(t *testing.T) {
 	}
 }
 
-// An aggregator that returns a member (a task with an AggregationKey) as
-// its aggregate fails like one that returns an error: its batch is tried
-// again, then its members are archived, their states FAILURE saying why.
-func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, &config.Config{AggregatorRetries: 1, Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
+// membersFailWith starts a worker of cnf (with AggregatorRetries 1) whose
+// aggregator of "member" (batches of 2) is fn, sends a batch's members,
+// waits for them to fail, and checks that fn was called twice and that the
+// members' error names want and the 2 failures. It returns the harness.
+func membersFailWith(t *testing.T, cnf *config.Config, want string, fn func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error)) *harness {
+	t.Helper()
+	cnf.AggregatorRetries = 1
+	cnf.Redis = &config.RedisConfig{NormalTasksPollPeriod: 20}
+	h := newHarness(t, cnf)
 	var calls atomic.Int32
 	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
 		Policy: brokers.AggregationPolicy{MaxSize: 2},
 		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 			calls.Add(1)
-			return &tasks.Signature{Name: "member", AggregationKey: key}, nil
+			return fn(ctx, key, members)
 		},
 	}}}
 	p := h.params()
@@ -323,9 +326,21 @@ func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
 		t.Errorf("aggregator called %d times, want 2 (AggregatorRetries 1)", n)
 	}
 	st := h.stateOf(members[0].UUID)
-	if !strings.Contains(st.Error, "AggregationKey") || !strings.Contains(st.Error, "failed 2 times") {
-		t.Errorf("member's error %q, want it to name the AggregationKey and the 2 failures", st.Error)
+	if !strings.Contains(st.Error, want) || !strings.Contains(st.Error, "failed 2 times") {
+		t.Errorf("member's error %q, want it to name %s and the 2 failures", st.Error, want)
 	}
+	return h
+}
+
+// An aggregator that returns a member (a task with an AggregationKey) as
+// its aggregate fails like one that returns an error: its batch is tried
+// again, then its members are archived, their states FAILURE saying why.
+func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
+	t.Parallel()
+	h := membersFailWith(t, &config.Config{}, "AggregationKey",
+		func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
+			return &tasks.Signature{Name: "member", AggregationKey: key}, nil
+		})
 	infos, err := h.mem.ListTasks(context.Background(), testQueue, brokers.StatusArchived, 0, 0)
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("archived tasks: %d, %v; want the 2 members", len(infos), err)
@@ -338,34 +353,13 @@ func TestAggregateWithAnAggregationKeyFailsItsMembers(t *testing.T) {
 // they are not held for as long as the call hangs.
 func TestAggregatorPastItsTimeoutFailsItsBatch(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, &config.Config{AggregatorRetries: 1, AggregatorTimeout: 50 * time.Millisecond,
-		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
-	var calls atomic.Int32
-	reg := aggRegistry{registry: h.reg, aggs: map[string]Aggregation{"member": {
-		Policy: brokers.AggregationPolicy{MaxSize: 2},
-		Func: func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
-			calls.Add(1)
+	membersFailWith(t, &config.Config{AggregatorTimeout: 50 * time.Millisecond}, "AggregatorTimeout",
+		func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 			<-hang
 			return &tasks.Signature{Name: "digest"}, nil
-		},
-	}}}
-	p := h.params()
-	p.Broker = h.mem // the spy hides the broker's aggregation
-	p.Tasks = reg
-	h.startStarted(p)
-	members := h.publishMembers("k", 2)
-	waitFor(t, "the members to fail", func() bool {
-		return h.state(members[0].UUID) == tasks.StateFailure && h.state(members[1].UUID) == tasks.StateFailure
-	})
-	if n := calls.Load(); n != 2 {
-		t.Errorf("aggregator called %d times, want 2 (AggregatorRetries 1)", n)
-	}
-	st := h.stateOf(members[0].UUID)
-	if !strings.Contains(st.Error, "AggregatorTimeout") || !strings.Contains(st.Error, "failed 2 times") {
-		t.Errorf("member's error %q, want it to name AggregatorTimeout and the 2 failures", st.Error)
-	}
+		})
 }
 
 // A batch whose worker died or hung while building it more than
