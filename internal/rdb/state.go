@@ -35,7 +35,7 @@ func encodeState(state *tasks.TaskState) (*stateWrite, error) {
 }
 
 // fields are the hash fields every write sets, so that a new state leaves
-// nothing of an older one; created_at is not among them (see queue).
+// nothing of an older one; created_at is not among them (see queueState).
 func (w *stateWrite) fields() []interface{} {
 	f := []interface{}{"state", w.state.State, "name", w.state.TaskName, "results", w.results, "error", w.state.Error}
 	if w.state.Workflow != "" {
@@ -290,7 +290,8 @@ func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *ta
 // the store's queued writes of the task, so a read follows them. On a
 // single server a task published with its PENDING state implicit (Publish)
 // has no state hash until its worker writes one: a queue holds it, and it
-// reads as PENDING (get_state.lua looks for it in every queue, O(queues)).
+// reads as PENDING (get_state.lua looks for it in every queue, O(queues);
+// GetStateIn names the queue to look in first).
 // Result values come back as JSON decodes them with UseNumber.
 func (s *Store) GetState(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
 	return s.GetStateIn(ctx, "", taskUUID)

@@ -72,7 +72,7 @@ if tonumber(ARGV[7]) > 0 then
 	-- The marker keeps when the task was sent (for an aggregation member,
 	-- when it joined its group): its FAILURE's created_at (set_state.lua),
 	-- and the sign, for get_state.lua, of a task that was sent.
-	local at = t[6] or (t[7] and string.format("%d", math.floor(tonumber(t[7]) / 1000)))
+	local at = sent_at(t[6], t[7])
 	if at then
 		redis.call("HSET", KEYS[1], "state", "cancelled", "error", ARGV[2], "at", at)
 	else

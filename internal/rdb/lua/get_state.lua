@@ -41,12 +41,7 @@ local function implied(q)
 	if state == "archived" or state == "cancelled" then
 		implicit, reason = "FAILURE", t[5] or ""
 	end
-	local at = t[3]
-	if not at and t[4] then
-		-- An aggregation member's join stamp: ms × 1000 plus a sequence.
-		at = string.format("%d", math.floor(tonumber(t[4]) / 1000))
-	end
-	return {2, t[2] or "", at or "", implicit, reason}
+	return {2, t[2] or "", sent_at(t[3], t[4]) or "", implicit, reason}
 end
 if ARGV[3] ~= "" then
 	local found = implied(ARGV[3])

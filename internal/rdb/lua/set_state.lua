@@ -31,8 +31,7 @@ end
 local at, pub = false, false
 if KEYS[2] then
 	local t = redis.call("HMGET", KEYS[2], "at", "joined", "pub")
-	at = t[1] or (t[2] and string.format("%d", math.floor(tonumber(t[2]) / 1000)))
-	pub = t[3]
+	at, pub = sent_at(t[1], t[2]), t[3]
 end
 write_state(KEYS[1], ARGV[1], at, pub, ARGV[2], { unpack(ARGV, 4) })
 if ARGV[3] == "1" then

@@ -40,6 +40,17 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 	return true
 end
 
+-- sent_at returns when a task was sent (ms since the epoch, as a string)
+-- from its hash's at (put's) or, for an aggregation member, joined (its
+-- join stamp: ms × 1000 plus a sequence, lib/aggregate.lua's agg_join);
+-- false for neither.
+local function sent_at(at, joined)
+	if at then
+		return at
+	end
+	return joined and string.format("%d", math.floor(tonumber(joined) / 1000)) or false
+end
+
 -- wake leaves a wake-up token on a queue's notify list for idle workers,
 -- at most one.
 local function wake(notify)
