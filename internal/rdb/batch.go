@@ -11,7 +11,8 @@
 // through the same lane, in the order they were made: on a single Redis a
 // lane's pipelines go out one after the other, each in order on one
 // connection. (On Redis Cluster a pipeline is split by node, so only
-// commands for the same node keep their order.)
+// commands for the same node keep their order.) Run is the exception: its
+// commands need no order, and it takes any idle lane.
 
 package rdb
 
@@ -39,7 +40,7 @@ const execTimeout = 30 * time.Second
 type QueueFunc func(p goredis.Pipeliner) []goredis.Cmder
 
 // Lanes is how many pipelines a Batcher keeps in flight.
-const Lanes = 4
+const Lanes = 8
 
 // Batcher sends queued commands in pipelines. Safe for concurrent use.
 type Batcher struct {
@@ -188,13 +189,39 @@ func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder))
 }
 
 // Run queues fn's commands, sending them at once on the caller's
-// goroutine when the lane is idle (as Submit does); after, when not nil,
-// is called with them once they have run, on the goroutine that sends. It
-// reports false when the batcher is closed. fn is called when the
-// pipeline is built, so a caller can still add to what it queues until
-// then.
+// goroutine when a lane is idle: key's lane, or else any other (fn's
+// commands need no order with anything else queued); when every lane is
+// busy they go in key's lane's next pipeline. after, when not nil, is
+// called with them once they have run, on the goroutine that sends. It
+// reports false when the batcher is closed. fn is called when the pipeline
+// is built, so a caller can still add to what it queues until then.
 func (b *Batcher) Run(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
-	return b.enqueue(b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, true)
+	o := &op{queue: fn, done: make(chan struct{}), after: after}
+	home := b.lane(key)
+	if b.claimIdle(home, o) {
+		b.send(home)
+		return true
+	}
+	for i := range b.lanes {
+		if l := &b.lanes[i]; l != home && b.claimIdle(l, o) {
+			b.send(l)
+			return true
+		}
+	}
+	return b.enqueue(home, o, true)
+}
+
+// claimIdle queues o on l and makes the caller l's sender, when l is idle:
+// it reports whether it did.
+func (b *Batcher) claimIdle(l *lane, o *op) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sending || b.closed.Load() {
+		return false
+	}
+	l.queue = append(l.queue, o)
+	l.sending = true
+	return true
 }
 
 // Do queues fn's commands, waits until they have run, and returns the

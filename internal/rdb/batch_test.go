@@ -164,3 +164,59 @@ func TestSameKeyKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// Run sends at once on an idle lane when its key's lane is busy: it does
+// not wait behind the pipeline that lane is sending, until every lane is.
+func TestRunTakesAnIdleLane(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	b := NewBatcher(client)
+	defer b.Close()
+	ctx := context.Background()
+	release := make(chan struct{})
+	defer close(release)
+	hold := func() {
+		held := make(chan struct{})
+		go b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
+			close(held)
+			<-release
+			return nil
+		}, nil)
+		<-held
+	}
+	// Each Run while a lane is idle sends, on the caller's goroutine,
+	// without waiting for the lanes held before it.
+	for i := range Lanes {
+		hold()
+		if i == Lanes-1 {
+			break
+		}
+		ran := make(chan struct{})
+		ok := b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
+			return []goredis.Cmder{p.Incr(ctx, prefix+"n")}
+		}, func([]goredis.Cmder) { close(ran) })
+		if !ok {
+			t.Fatal("Run refused")
+		}
+		select {
+		case <-ran:
+		default:
+			t.Fatalf("with %d of %d lanes busy, Run returned before its commands ran", i+1, Lanes)
+		}
+	}
+	// Every lane busy: a Run waits in its key's lane.
+	queued := make(chan struct{})
+	b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
+		return []goredis.Cmder{p.Incr(ctx, prefix+"n")}
+	}, func([]goredis.Cmder) { close(queued) })
+	select {
+	case <-queued:
+		t.Fatal("with every lane busy, Run's commands ran at once")
+	default:
+	}
+	if n, err := client.Get(ctx, prefix+"n").Int(); err != nil || n != Lanes-1 {
+		t.Fatalf("n = %d, %v; want %d", n, err, Lanes-1)
+	}
+}

@@ -12,13 +12,14 @@ import (
 )
 
 // Concurrent publishes to one queue share enqueue script runs: a publish
-// joins the call that waits for its queue's batcher lane, if one does, and
-// the call is built only when the lane sends it, with every publish that
-// joined meanwhile (enqueue.lua takes several independent publishes, each
-// all or nothing). An idle queue's publish goes at once, alone; under load
-// the fixed cost of a script run (the call, the server's clock, the
-// aggregation policies read, the reply) is paid once per pipeline rather
-// than once per publish.
+// joins the call that waits for a batcher lane, if one does, and the call
+// is built only when the lane sends it, with every publish that joined
+// meanwhile (enqueue.lua takes several independent publishes, each all or
+// nothing). A publish that finds a lane idle goes at once, alone, on it
+// (Batcher.Run), so that concurrent publishes keep every lane busy before
+// they wait; once every lane is, the fixed cost of a script run (the call,
+// the server's clock, the aggregation policies read, the reply) is paid
+// once per pipeline rather than once per publish.
 
 // maxCombined bounds the tasks one combined call carries: a publish that
 // would take a call past it opens the next.
@@ -98,7 +99,7 @@ func publishOutcome(queue string, reply interface{}) error {
 }
 
 // join adds r to the call its queue's publishes are gathering, opening one
-// (and queueing it on the queue's lane) when there is none or it is full.
+// (and queueing it with Batcher.Run) when there is none or it is full.
 func (s *Store) join(name string, r *publishReq) *combined {
 	k := combineKey{queue: name, implicit: r.q.implicit}
 	n := r.q.count

@@ -66,14 +66,18 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	}
 	before := hook.enqueues.Load()
 
-	// Hold the lane: its sender waits in this op's QueueFunc.
-	hold, release := make(chan struct{}), make(chan struct{})
-	go s.batch.Run(queue, func(p goredis.Pipeliner) []goredis.Cmder {
-		close(hold)
-		<-release
-		return nil
-	}, nil)
-	<-hold
+	// Hold every lane (a publish takes any idle one): each sender waits
+	// in its op's QueueFunc.
+	release := make(chan struct{})
+	for range Lanes {
+		hold := make(chan struct{})
+		go s.batch.Run(queue, func(p goredis.Pipeliner) []goredis.Cmder {
+			close(hold)
+			<-release
+			return nil
+		}, nil)
+		<-hold
+	}
 
 	const publishes = 20
 	errs := make([]error, publishes+1)
