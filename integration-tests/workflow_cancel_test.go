@@ -372,3 +372,41 @@ func TestStateOfATaskSentAgainWithItsUUID(t *testing.T) {
 		}
 	})
 }
+
+// A send skips looking for an earlier task or state only with the UUID it
+// made itself: a pre-publish handler that gives the task another UUID, of
+// an archived task, makes the send replace that task and its state. (On
+// Cluster, as in machinery, the PENDING state is written before the
+// handler runs, under the UUID the send made.)
+func TestUUIDSetByThePrePublishHandlerIsLookedUp(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		if p.name == "cluster" {
+			t.Skip("the PENDING state is written before the pre-publish handler runs")
+		}
+		s := bareServer(t, p)
+		ctx := testCtx(t)
+		x := sig("add", i64(1), i64(2))
+		if _, err := s.SendTaskWithContext(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ArchiveTask(ctx, s.GetConfig().DefaultQueue, x.UUID, "by hand"); err != nil {
+			t.Fatal(err)
+		}
+		s.SetPreTaskHandler(func(sig *tasks.Signature) { sig.UUID = x.UUID })
+		y := sig("add", i64(3), i64(4)) // no UUID: the send makes one
+		if _, err := s.SendTaskWithContext(ctx, y); err != nil {
+			t.Fatal(err)
+		}
+		if y.UUID != x.UUID {
+			t.Fatalf("UUID %s, want the handler's %s", y.UUID, x.UUID)
+		}
+		st, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		if err != nil || st.State != tasks.StatePending || st.Error != "" {
+			t.Fatalf("state after the send: %+v, %v; want PENDING", st, err)
+		}
+		qi, err := s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
+		if err != nil || qi.Pending != 1 || qi.Archived != 0 {
+			t.Fatalf("queue: %+v, %v; want 1 pending, none archived", qi, err)
+		}
+	})
+}

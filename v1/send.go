@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/telemetry"
 
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
@@ -40,7 +41,13 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 		return nil, fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
 			signature.Name, signature.AggregationKey, brokeriface.ErrNoAggregator)
 	}
+	made := signature.UUID == ""
 	s.prepare(signature)
+	if made {
+		// A paired broker need not look for an earlier task or state
+		// with this UUID (unless the pre-publish handler changes it).
+		ctx = newid.With(ctx, signature.UUID)
+	}
 	ctx, span := s.tracing.StartSend(ctx, signature.RoutingKey, []*tasks.Signature{signature})
 	defer span.End()
 	r, err := s.sendPrepared(ctx, signature)

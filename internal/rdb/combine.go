@@ -247,7 +247,11 @@ func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 	args := make([]interface{}, 0, items)
 	args = append(args, qk.task, implicit)
 	for _, r := range rs {
-		args = append(args, r.token, "0", r.q.count)
+		flag := "0"
+		if r.q.made {
+			flag = "f"
+		}
+		args = append(args, r.token, flag, r.q.count)
 		args = append(args, r.q.tasks...)
 	}
 	return keys, args

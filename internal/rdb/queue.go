@@ -16,6 +16,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/newid"
+
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -39,7 +41,8 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			if err := ValidQueue(sig.RoutingKey); err != nil {
 				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 			}
-			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), implicit: pending && s.oneNode, keyed: s.oneNode, groups: true}
+			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), implicit: pending && s.oneNode, keyed: s.oneNode, groups: true,
+				made: len(sigs) == 1 && newid.Made(ctx, sig.UUID)}
 			byQueue[sig.RoutingKey] = q
 			order = append(order, sig.RoutingKey)
 		}
@@ -102,6 +105,9 @@ type enqueueArgs struct {
 	// groups gives each task's aggregation group and unique key
 	// (enqueue.lua).
 	groups bool
+	// made says the send made its one task's UUID (internal/newid): no
+	// task or state has it, and enqueue.lua looks for none.
+	made bool
 }
 
 // storedMessage encodes sig for its task hash: without its UUID and queue,

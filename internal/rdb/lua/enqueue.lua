@@ -24,10 +24,13 @@
 --         wrote no PENDING state), "0" when the sender wrote their
 --         PENDING states before this call
 -- ARGV[3..] one or more publishes, each: its publish token (random per
---         publish, kept in each task hash as pub), "1" when the caller
---         sends it again, not knowing whether its first run happened (a
---         task whose hash is gone counts as published when its state
---         says so: ran_since), how many tasks it has, then for each
+--         publish, kept in each task hash as pub), its flag: "1" when the
+--         caller sends it again, not knowing whether its first run
+--         happened (a task whose hash is gone counts as published when
+--         its state says so: ran_since), "f" for a first run whose tasks'
+--         ids the sender has just made (rdb's newid: no task hash or
+--         state can have them, and none is looked for or deleted), else
+--         "0"; how many tasks it has, then for each
 --         task: id, message (JSON signature without its UUID and
 --         queue: rdb's storedMessage), ETA in ms since the epoch (0:
 --         now), its aggregation group ("<name>\n<key>", "" for a task
@@ -134,7 +137,7 @@ end
 -- holder} when its one task debounced (then replaced has written the
 -- holder). It also returns which of its tasks replace an archived one
 -- (a set of ids, or nil for none).
-local function check(token, repeated, first, last, key)
+local function check(token, repeated, made, first, last, key)
 	-- The tables are made when needed: most publishes have one task, no
 	-- unique key and no archived task to replace.
 	local seen, archived, keys
@@ -143,7 +146,10 @@ local function check(token, repeated, first, last, key)
 		local id = ARGV[i]
 		local task_key = ARGV[1] .. id
 		n = n + 1
-		local busy, was_archived = held(task_key)
+		local busy, was_archived = false, false
+		if not made then
+			busy, was_archived = held(task_key)
+		end
 		-- This publish ran before (the tasks went in all at once) when a
 		-- task hash (queued, running, kept or archived since) names this
 		-- publish or, for a repeat once the task was forgotten, the task
@@ -203,11 +209,11 @@ local function check(token, repeated, first, last, key)
 end
 
 -- write writes the tasks of a publish check passed.
-local function write(token, first, last, key, archived)
+local function write(token, made, first, last, key, archived)
 	local n = key
 	for i = first, last, stride do
 		local id = ARGV[i]
-		if implicit then
+		if implicit and not made then
 			-- A state of an earlier task with this id, or the PENDING
 			-- the task's workflow wrote, gives way to the one its hash
 			-- implies.
@@ -246,12 +252,12 @@ end
 local replies = {}
 local i, key = 3, 4 -- the next publish's first item; KEYS before its first state key
 while i <= #ARGV do
-	local token, repeated, count = ARGV[i], ARGV[i + 1] == "1", tonumber(ARGV[i + 2])
+	local token, repeated, made, count = ARGV[i], ARGV[i + 1] == "1", ARGV[i + 1] == "f", tonumber(ARGV[i + 2])
 	local first = i + 3
 	local last = first + (count - 1) * stride
-	local reply, archived = check(token, repeated, first, last, key)
+	local reply, archived = check(token, repeated, made, first, last, key)
 	if not reply then
-		write(token, first, last, key, archived)
+		write(token, made, first, last, key, archived)
 		reply = {0}
 	end
 	table.insert(replies, reply)
