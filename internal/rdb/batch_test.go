@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -176,7 +177,9 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	release := make(chan struct{})
-	defer close(release)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
 	hold := func() {
 		held := make(chan struct{})
 		go b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
@@ -206,11 +209,15 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 			t.Fatalf("with %d of %d lanes busy, Run returned before its commands ran", i+1, Lanes)
 		}
 	}
-	// Every lane busy: a Run waits in its key's lane.
+	// Every lane busy: a Run waits in its key's lane, and its commands run
+	// once the lanes are free again.
 	queued := make(chan struct{})
-	b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
+	ok := b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
 		return []goredis.Cmder{p.Incr(ctx, prefix+"n")}
 	}, func([]goredis.Cmder) { close(queued) })
+	if !ok {
+		t.Fatal("Run refused with every lane busy")
+	}
 	select {
 	case <-queued:
 		t.Fatal("with every lane busy, Run's commands ran at once")
@@ -218,5 +225,14 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 	}
 	if n, err := client.Get(ctx, prefix+"n").Int(); err != nil || n != Lanes-1 {
 		t.Fatalf("n = %d, %v; want %d", n, err, Lanes-1)
+	}
+	free()
+	select {
+	case <-queued:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Run queued behind busy lanes never ran")
+	}
+	if n, err := client.Get(ctx, prefix+"n").Int(); err != nil || n != Lanes {
+		t.Fatalf("n = %d, %v; want %d", n, err, Lanes)
 	}
 }

@@ -15,11 +15,13 @@ import (
 // joins the call that waits for a batcher lane, if one does, and the call
 // is built only when the lane sends it, with every publish that joined
 // meanwhile (enqueue.lua takes several independent publishes, each all or
-// nothing). A publish that finds a lane idle goes at once, alone, on it
-// (Batcher.Run), so that concurrent publishes keep every lane busy before
-// they wait; once every lane is, the fixed cost of a script run (the call,
-// the server's clock, the aggregation policies read, the reply) is paid
-// once per pipeline rather than once per publish.
+// nothing). A publish that finds no call of its queue waiting opens one,
+// which goes at once on any idle lane (Batcher.Run), so that concurrent
+// publishes keep every lane busy before they wait; once every lane is
+// busy, the call waits in its queue's lane (even if another lane frees
+// first), and the fixed cost of a script run (the call, the server's
+// clock, the aggregation policies read, the reply) is paid once per
+// pipeline rather than once per publish.
 
 // maxCombined bounds the tasks one combined call carries: a publish that
 // would take a call past it opens the next.

@@ -69,6 +69,9 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	// Hold every lane (a publish takes any idle one): each sender waits
 	// in its op's QueueFunc.
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the store closes, which waits for the lanes
 	for range Lanes {
 		hold := make(chan struct{})
 		go s.batch.Run(queue, func(p goredis.Pipeliner) []goredis.Cmder {
@@ -106,14 +109,16 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 		}
 		return len(c.reqs)
 	}
-	for joined() < publishes+2 {
-		runtime.Gosched()
+	for deadline := time.Now().Add(10 * time.Second); joined() < publishes+2; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d publishes joined the call waiting for a lane", joined(), publishes+2)
+		}
 	}
 	cancel()
 	if err := <-cancelledErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("publish cancelled while it waited: %v, want context.Canceled", err)
 	}
-	close(release)
+	free()
 	wg.Wait()
 
 	if n := hook.enqueues.Load() - before; n != 1 {

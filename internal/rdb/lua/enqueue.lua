@@ -12,7 +12,8 @@
 -- when it was sent), and the first state its worker writes starts its
 -- state hash. The publish deletes the state hash a task's id may have
 -- (of an earlier task sent with that id, or the PENDING its workflow
--- wrote), so that it reads as the task now sent.
+-- wrote), so that it reads as the task now sent; an id its sender has just
+-- made (flag "f" below) can have none.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
@@ -28,7 +29,7 @@
 --         caller sends it again, not knowing whether its first run
 --         happened (a task whose hash is gone counts as published when
 --         its state says so: ran_since), "f" for a first run whose tasks'
---         ids the sender has just made (rdb's newid: no task hash or
+--         ids the sender has just made (internal/newid: no task hash or
 --         state can have them, and none is looked for or deleted), else
 --         "0"; how many tasks it has, then for each
 --         task: id, message (JSON signature without its UUID and

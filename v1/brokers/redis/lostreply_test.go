@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
@@ -109,6 +110,31 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 	// Publishing the same task again is still refused.
 	if err := l.broker.Publish(ctxFor(t), sig); err == nil {
 		t.Fatal("a second Publish of a queued task succeeded, want ErrDuplicateTask")
+	}
+}
+
+// TestLostReplyPublishOfAMadeUUID: a publish of a UUID its send made (it
+// looks for no earlier task with it) whose reply was lost is sent again as
+// a repeat, which finds the first run's task: the task is queued once. A
+// second publish with the same context (a wrapper trying again) looks.
+func TestLostReplyPublishOfAMadeUUID(t *testing.T) {
+	t.Parallel()
+	l := newLostReply(t)
+	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: l.queue}
+	if err := l.broker.PublishPending(ctxFor(t), warm); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+	l.loseReplyTo(t, "evalsha")
+	sig := &tasks.Signature{UUID: "task_made", Name: "add", RoutingKey: l.queue}
+	ctx := newid.With(ctxFor(t), sig.UUID)
+	if err := l.broker.PublishPending(ctx, sig); err != nil {
+		t.Fatalf("PublishPending with its reply lost: %v, want nil (it was published)", err)
+	}
+	if info := l.info(t); info.Pending != 2 {
+		t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
+	}
+	if err := l.broker.PublishPending(ctx, sig); !errors.Is(err, iface.ErrDuplicateTask) {
+		t.Fatalf("the same publish again with its context: %v, want ErrDuplicateTask", err)
 	}
 }
 
