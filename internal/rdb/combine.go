@@ -3,7 +3,9 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -228,16 +230,16 @@ func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, t
 }
 
 // firstRepeatArg is the index, in enqueueCall's arguments (task prefix,
-// implicit flag, then each publish's token, repeat flag, …), of the first
-// publish's repeat flag.
-const firstRepeatArg = 3
+// implicit flag, the sender's clock, then each publish's token, repeat
+// flag, …), of the first publish's repeat flag.
+const firstRepeatArg = 4
 
 // enqueueCall returns the keys and arguments of an enqueue.lua call that
 // makes the publishes rs, all of one queue and shape, to qk; none is
 // marked a repeat.
 func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 	keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
-	items := 2
+	items := 3
 	for _, r := range rs {
 		keys = append(keys, r.q.stateKeys...)
 		items += 3 + len(r.q.tasks)
@@ -247,7 +249,7 @@ func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 		implicit = "1"
 	}
 	args := make([]interface{}, 0, items)
-	args = append(args, qk.task, implicit)
+	args = append(args, qk.task, implicit, strconv.FormatInt(time.Now().UnixMilli(), 10))
 	for _, r := range rs {
 		flag := "0"
 		if r.q.made {

@@ -952,14 +952,15 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	msg := func(id string) string { return `{"UUID":"` + id + `","Name":"n","RoutingKey":"q"}` }
 	queueKeys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
 	later := time.Now().Add(time.Hour).UnixMilli()
+	sentAt := time.Now().UnixMilli() // enqueue.lua's ARGV[3], the sender's clock
 
 	// enqueue: {0}, then {1, id}.
-	code, id, _, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub1", "0", 3,
+	code, id, _, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub1", "0", 3,
 		"a", msg("a"), 0, "", "", "", "b", msg("b"), 0, "", "", "", "c", msg("c"), later, "", "", "")))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub2", "0", 1, "a", msg("a"), 0, "", "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub2", "0", 1, "a", msg("a"), 0, "", "", "")))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
 	}
@@ -1233,14 +1234,14 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		return `{"UUID":"` + id + `","Name":"agg","RoutingKey":"q","AggregationKey":"k"}`
 	}
 	grp := aggGroupID("agg", "k")
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub3", "0", 1, "m1", member("m1"), 0, grp, "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub3", "0", 1, "m1", member("m1"), 0, grp, "", "")))
 	if err != nil || code != statusNoAggregator || id != "m1" {
 		t.Fatalf("enqueue of a member no worker aggregates: %d, %q, %v", code, id, err)
 	}
 	if code, err := parseStatusReply("announce_aggregators", run(announceAggregatorsScript, aggKeys, qk.agg, ttl, "agg", "2 0 0"), 0); err != nil || code != 0 {
 		t.Fatalf("announce_aggregators: %d, %v", code, err)
 	}
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub3", "0", 3,
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub3", "0", 3,
 		"m1", member("m1"), 0, grp, "", "", "m2", member("m2"), 0, grp, "", "", "m3", member("m3"), 0, grp, "", "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of members: %d, %q, %v", code, id, err)
@@ -1283,7 +1284,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0, ""))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0, ""))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of a member: %d, %q, %v", code, id, err)
 	}

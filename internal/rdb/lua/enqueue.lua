@@ -24,7 +24,10 @@
 -- ARGV[2] "1" when the tasks' states are implicit (the publish's sender
 --         wrote no PENDING state), "0" when the sender wrote their
 --         PENDING states before this call
--- ARGV[3..] one or more publishes, each: its publish token (random per
+-- ARGV[3] the sender's clock, ms since the epoch: when a task sent to run
+--         now was sent (its hash's at); the server's clock is read only
+--         for a task with an ETA or an aggregation group
+-- ARGV[4..] one or more publishes, each: its publish token (random per
 --         publish, kept in each task hash as pub), its flag: "1" when the
 --         caller sends it again, not knowing whether its first run
 --         happened (a task whose hash is gone counts as published when
@@ -64,7 +67,16 @@
 -- it finishes (lib/forget.lua's release_unique) or the ttl passes.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
-local now = now_ms()
+local sent = tonumber(ARGV[3])
+local now -- the server's clock (ms), once clock() has read it
+
+-- clock returns the server's clock, reading it (TIME) at the first call:
+-- a run whose tasks are all due now and no members needs not.
+local function clock()
+	now = now or now_ms()
+	return now
+end
+
 local implicit = ARGV[2] == "1" and #KEYS > 4
 local stride = 6
 local states = #KEYS > 4
@@ -115,7 +127,7 @@ local function replaced(holder, msg, eta, ukey, ttl)
 		return false
 	end
 	redis.call("HSET", holder_key, "msg", msg)
-	if eta > now then
+	if eta > 0 and eta > clock() then
 		if state == "pending" then
 			redis.call("LREM", KEYS[1], 1, holder)
 		end
@@ -178,7 +190,7 @@ local function check(token, repeated, made, first, last, key)
 			local name = agg_split(g)
 			if not live[name] then
 				local policy = agg_policy(P, name)
-				if not policy or policy.till <= now then
+				if not policy or policy.till <= clock() then
 					return {4, id}
 				end
 				live[name] = policy
@@ -224,10 +236,12 @@ local function write(token, made, first, last, key, archived)
 		local task_key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
 		local was_archived = archived and archived[id]
 		if g == "" then
-			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, now) then
+			-- Due now (eta 0): sent at the sender's clock, no TIME.
+			local t = eta > 0 and clock() or sent
+			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, t) then
 				ready = true
 			end
-		elseif eta > now then
+		elseif eta > 0 and eta > clock() then
 			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, now)
 			redis.call("HSET", task_key, "group", g)
 		else
@@ -235,7 +249,7 @@ local function write(token, made, first, last, key, archived)
 				redis.call("ZREM", KEYS[3], id)
 				redis.call("DEL", task_key)
 			end
-			local was_empty = agg_join(P, g, task_key, id, nil, now, ARGV[i + 1], token)
+			local was_empty = agg_join(P, g, task_key, id, nil, clock(), ARGV[i + 1], token)
 			joined[g] = joined[g] or was_empty
 		end
 		local u = ARGV[i + 4]
@@ -251,7 +265,7 @@ local function write(token, made, first, last, key, archived)
 end
 
 local replies = {}
-local i, key = 3, 4 -- the next publish's first item; KEYS before its first state key
+local i, key = 4, 4 -- the next publish's first item; KEYS before its first state key
 while i <= #ARGV do
 	local token, repeated, made, count = ARGV[i], ARGV[i + 1] == "1", ARGV[i + 1] == "f", tonumber(ARGV[i + 2])
 	local first = i + 3
@@ -267,7 +281,9 @@ while i <= #ARGV do
 		key = key + count
 	end
 end
-agg_file_new(P, joined, now, live)
+if P then
+	agg_file_new(P, joined, clock(), live)
+end
 if ready then
 	wake(KEYS[4])
 end
