@@ -1327,3 +1327,67 @@ func onlyReply(t *testing.T, v interface{}) interface{} {
 	}
 	return arr[0]
 }
+
+// TestEnqueueReadsTheServerClockOnlyWhenItMust: a task due now records
+// the sender's clock as when it was sent, and its publish reads no TIME;
+// a call that also has a member and a task with an ETA reads TIME once,
+// for both.
+func TestEnqueueReadsTheServerClockOnlyWhenItMust(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t) // its own: commandstats counts every client's TIME
+	client := srv.Client(t)
+	ctx := context.Background()
+	qk := (&keys{prefix: "m"}).queue("q")
+	queueKeys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
+	times := func() int {
+		t.Helper()
+		info := client.Info(ctx, "commandstats").Val()
+		for _, l := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(l, "cmdstat_time:calls="); ok {
+				n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		return 0
+	}
+	enqueue := func(args ...interface{}) {
+		t.Helper()
+		v, err := enqueueScript.Run(ctx, client, queueKeys, append([]interface{}{qk.task, "0", "1000"}, args...)...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range v.([]interface{}) {
+			if code, id, _, err := parseEnqueueReply(r); err != nil || code != statusOK {
+				t.Fatalf("publish: %d %s, %v", code, id, err)
+			}
+		}
+	}
+	before := times()
+	enqueue("pub1", "0", 1, "a", `{"Name":"n"}`, 0, "", "", "")
+	if n := times() - before; n != 0 {
+		t.Errorf("a task due now: %d TIME calls, want 0", n)
+	}
+	if at := client.HGet(ctx, qk.task+"a", "at").Val(); at != "1000" {
+		t.Errorf("its at = %q, want the sender's clock, 1000", at)
+	}
+
+	if err := client.HSet(ctx, qk.aggPolicies, "agg", "9999999999999 100 0 0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour).UnixMilli()
+	before = times()
+	enqueue("pub2", "0", 1, "b", `{"Name":"n"}`, 0, "", "", "",
+		"pub3", "0", 1, "m", `{"Name":"agg"}`, 0, aggGroupID("agg", "k"), "", "",
+		"pub4", "0", 1, "c", `{"Name":"n"}`, later, "", "", "")
+	if n := times() - before; n != 1 {
+		t.Errorf("a task due now, a member and a task with an ETA: %d TIME calls, want 1", n)
+	}
+	joined, _ := strconv.ParseInt(client.HGet(ctx, qk.task+"m", "joined").Val(), 10, 64)
+	at := client.HGet(ctx, qk.task+"c", "at").Val()
+	if at == "1000" || strconv.FormatInt(joined/1000, 10) != at {
+		t.Errorf("member joined at %d ms, the ETA task's at %s: want both the server's clock", joined/1000, at)
+	}
+}

@@ -24,9 +24,11 @@
 -- ARGV[2] "1" when the tasks' states are implicit (the publish's sender
 --         wrote no PENDING state), "0" when the sender wrote their
 --         PENDING states before this call
--- ARGV[3] the sender's clock, ms since the epoch: when a task sent to run
---         now was sent (its hash's at); the server's clock is read only
---         for a task with an ETA or an aggregation group
+-- ARGV[3] the sender's clock, ms since the epoch, when it built the call:
+--         when a task due now was sent (its hash's at, its CreatedAt until
+--         a state is written); the server's clock is read only for a task
+--         with an ETA (its at is then the server's) or an aggregation
+--         group (its join stamp), so under clock skew the two differ
 -- ARGV[4..] one or more publishes, each: its publish token (random per
 --         publish, kept in each task hash as pub), its flag: "1" when the
 --         caller sends it again, not knowing whether its first run
@@ -242,7 +244,7 @@ local function write(token, made, first, last, key, archived)
 				ready = true
 			end
 		elseif eta > 0 and eta > clock() then
-			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, now)
+			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, clock())
 			redis.call("HSET", task_key, "group", g)
 		else
 			if was_archived then
@@ -281,7 +283,7 @@ while i <= #ARGV do
 		key = key + count
 	end
 end
-if P then
+if next(joined) then
 	agg_file_new(P, joined, clock(), live)
 end
 if ready then
