@@ -69,13 +69,19 @@ func TestConcurrentCallersShareRoundTrips(t *testing.T) {
 	}
 }
 
-func TestErrorsReachTheirCaller(t *testing.T) {
-	t.Parallel()
+// sharedBatcher returns a Batcher on the shared test server, closed when
+// the test ends, its client and the test's key prefix.
+func sharedBatcher(t *testing.T) (*Batcher, *goredis.Client, string) {
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	prefix := srv.Prefix(t)
 	b := NewBatcher(client)
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return b, client, srv.Prefix(t)
+}
+
+func TestErrorsReachTheirCaller(t *testing.T) {
+	t.Parallel()
+	b, client, prefix := sharedBatcher(t)
 	ctx := context.Background()
 	client.Set(ctx, prefix+"str", "x", 0)
 	good := b.Submit(ctx, "good", func(p goredis.Pipeliner) []goredis.Cmder {
@@ -124,11 +130,7 @@ func TestClosed(t *testing.T) {
 // do not wait for each other.
 func TestSameKeyKeepsOrder(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	prefix := srv.Prefix(t)
-	b := NewBatcher(client)
-	defer b.Close()
+	b, _, prefix := sharedBatcher(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for k := 0; k < 20; k++ {
@@ -170,11 +172,7 @@ func TestSameKeyKeepsOrder(t *testing.T) {
 // not wait behind the pipeline that lane is sending, until every lane is.
 func TestRunTakesAnIdleLane(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	prefix := srv.Prefix(t)
-	b := NewBatcher(client)
-	defer b.Close()
+	b, client, prefix := sharedBatcher(t)
 	ctx := context.Background()
 	release := make(chan struct{})
 	var once sync.Once
@@ -189,13 +187,10 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 		}, nil)
 		<-held
 	}
-	// Each Run while a lane is idle sends, on the caller's goroutine,
-	// without waiting for the lanes held before it.
-	for i := range Lanes {
-		hold()
-		if i == Lanes-1 {
-			break
-		}
+	// incr runs an INCR through Run and returns a channel closed once it
+	// ran.
+	incr := func() <-chan struct{} {
+		t.Helper()
 		ran := make(chan struct{})
 		ok := b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
 			return []goredis.Cmder{p.Incr(ctx, prefix+"n")}
@@ -203,36 +198,43 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 		if !ok {
 			t.Fatal("Run refused")
 		}
+		return ran
+	}
+	ranAtOnce := func(ran <-chan struct{}) bool {
 		select {
 		case <-ran:
+			return true
 		default:
+			return false
+		}
+	}
+	counted := func(want int) {
+		t.Helper()
+		if n, err := client.Get(ctx, prefix+"n").Int(); err != nil || n != want {
+			t.Fatalf("n = %d, %v; want %d", n, err, want)
+		}
+	}
+	// Each Run while a lane is idle sends, on the caller's goroutine,
+	// without waiting for the lanes held before it.
+	for i := range Lanes - 1 {
+		hold()
+		if !ranAtOnce(incr()) {
 			t.Fatalf("with %d of %d lanes busy, Run returned before its commands ran", i+1, Lanes)
 		}
 	}
 	// Every lane busy: a Run waits in its key's lane, and its commands run
 	// once the lanes are free again.
-	queued := make(chan struct{})
-	ok := b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
-		return []goredis.Cmder{p.Incr(ctx, prefix+"n")}
-	}, func([]goredis.Cmder) { close(queued) })
-	if !ok {
-		t.Fatal("Run refused with every lane busy")
-	}
-	select {
-	case <-queued:
+	hold()
+	queued := incr()
+	if ranAtOnce(queued) {
 		t.Fatal("with every lane busy, Run's commands ran at once")
-	default:
 	}
-	if n, err := client.Get(ctx, prefix+"n").Int(); err != nil || n != Lanes-1 {
-		t.Fatalf("n = %d, %v; want %d", n, err, Lanes-1)
-	}
+	counted(Lanes - 1)
 	free()
 	select {
 	case <-queued:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Run queued behind busy lanes never ran")
 	}
-	if n, err := client.Get(ctx, prefix+"n").Int(); err != nil || n != Lanes {
-		t.Fatalf("n = %d, %v; want %d", n, err, Lanes)
-	}
+	counted(Lanes)
 }

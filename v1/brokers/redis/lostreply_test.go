@@ -65,6 +65,16 @@ func (l *lostReply) loseReplyTo(t *testing.T, text string) {
 	l.proxy.LoseReplyTo(text)
 }
 
+// warmPublish publishes a first task, which registers the queue and loads
+// the enqueue script: a reply lost after it is the script's own.
+func (l *lostReply) warmPublish(t *testing.T) {
+	t.Helper()
+	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: l.queue}
+	if err := l.broker.PublishPending(ctxFor(t), warm); err != nil {
+		t.Fatalf("PublishPending: %v", err)
+	}
+}
+
 func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
 	t.Helper()
 	sig := &tasks.Signature{UUID: "task_" + id, Name: "add", RoutingKey: l.queue}
@@ -89,52 +99,36 @@ func (l *lostReply) info(t *testing.T) iface.QueueInfo {
 
 // TestLostReplyPublishReportsSuccess: a publish whose reply was lost, sent
 // again by go-redis, is reported as the success it was, and the task is
-// queued once (it reported ErrDuplicateTask).
+// queued once (it reported ErrDuplicateTask). So is one whose UUID its
+// send made (it looks for no earlier task with it): it is sent again as a
+// repeat, which finds the first run's task. Publishing the task again,
+// with the same context too (a wrapper trying again), is refused.
 func TestLostReplyPublishReportsSuccess(t *testing.T) {
 	t.Parallel()
-	l := newLostReply(t)
-	// The first publish registers the queue and loads the script: the
-	// reply lost is the script's.
-	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: l.queue}
-	if err := l.broker.PublishPending(ctxFor(t), warm); err != nil {
-		t.Fatalf("PublishPending: %v", err)
-	}
-	l.loseReplyTo(t, "evalsha")
-	sig := &tasks.Signature{UUID: "task_once", Name: "add", RoutingKey: l.queue}
-	if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
-		t.Fatalf("PublishPending with its reply lost: %v, want nil (it was published)", err)
-	}
-	if info := l.info(t); info.Pending != 2 {
-		t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
-	}
-	// Publishing the same task again is still refused.
-	if err := l.broker.Publish(ctxFor(t), sig); err == nil {
-		t.Fatal("a second Publish of a queued task succeeded, want ErrDuplicateTask")
-	}
-}
-
-// TestLostReplyPublishOfAMadeUUID: a publish of a UUID its send made (it
-// looks for no earlier task with it) whose reply was lost is sent again as
-// a repeat, which finds the first run's task: the task is queued once. A
-// second publish with the same context (a wrapper trying again) looks.
-func TestLostReplyPublishOfAMadeUUID(t *testing.T) {
-	t.Parallel()
-	l := newLostReply(t)
-	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: l.queue}
-	if err := l.broker.PublishPending(ctxFor(t), warm); err != nil {
-		t.Fatalf("PublishPending: %v", err)
-	}
-	l.loseReplyTo(t, "evalsha")
-	sig := &tasks.Signature{UUID: "task_made", Name: "add", RoutingKey: l.queue}
-	ctx := newid.With(ctxFor(t), sig.UUID)
-	if err := l.broker.PublishPending(ctx, sig); err != nil {
-		t.Fatalf("PublishPending with its reply lost: %v, want nil (it was published)", err)
-	}
-	if info := l.info(t); info.Pending != 2 {
-		t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
-	}
-	if err := l.broker.PublishPending(ctx, sig); !errors.Is(err, iface.ErrDuplicateTask) {
-		t.Fatalf("the same publish again with its context: %v, want ErrDuplicateTask", err)
+	for _, c := range []struct {
+		name string
+		ctx  func(t *testing.T, id string) context.Context
+	}{
+		{"a UUID the caller chose", func(t *testing.T, _ string) context.Context { return ctxFor(t) }},
+		{"a UUID its send made", func(t *testing.T, id string) context.Context { return newid.With(ctxFor(t), id) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLostReply(t)
+			l.warmPublish(t)
+			l.loseReplyTo(t, "evalsha")
+			sig := &tasks.Signature{UUID: "task_once", Name: "add", RoutingKey: l.queue}
+			ctx := c.ctx(t, sig.UUID)
+			if err := l.broker.PublishPending(ctx, sig); err != nil {
+				t.Fatalf("PublishPending with its reply lost: %v, want nil (it was published)", err)
+			}
+			if info := l.info(t); info.Pending != 2 {
+				t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
+			}
+			if err := l.broker.PublishPending(ctx, sig); !errors.Is(err, iface.ErrDuplicateTask) {
+				t.Fatalf("the same publish again: %v, want ErrDuplicateTask", err)
+			}
+		})
 	}
 }
 
