@@ -235,8 +235,9 @@ func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, t
 const firstRepeatArg = 4
 
 // enqueueCall returns the keys and arguments of an enqueue.lua call that
-// makes the publishes rs, all of one queue and shape, to qk; none is
-// marked a repeat.
+// makes the publishes rs, all of one queue and shape, to qk, stamped with
+// this process's clock; none is marked a repeat (a made one is marked
+// "f": enqueueArgs.made).
 func enqueueCall(qk *queueKeys, rs []*publishReq) ([]string, []interface{}) {
 	keys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
 	items := 3
