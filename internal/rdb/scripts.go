@@ -141,12 +141,28 @@ func luaLibFor(src string) string {
 	return b.String()
 }
 
+// libMark is the line of a script above which its prelude is: code that
+// runs before the lib definitions are made (each run makes them again, a
+// closure each), so that a common case that needs none of them can return
+// without paying for them. A script without it starts with its lib.
+const libMark = "-- lib definitions here\n"
+
 func loadScript(name string) *goredis.Script {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(fmt.Sprintf("rdb: missing embedded script %s: %v", name, err))
 	}
-	return goredis.NewScript(luaLibFor(string(src)) + "\n" + string(src))
+	return goredis.NewScript(withLib(string(src)))
+}
+
+// withLib returns src with the lib definitions it names (luaLibFor)
+// inserted at its libMark line, or at its start.
+func withLib(src string) string {
+	prelude, body, ok := strings.Cut(src, libMark)
+	if !ok {
+		prelude, body = "", src
+	}
+	return prelude + luaLibFor(src) + "\n" + body
 }
 
 // The scripts, one per atomic transition. Each file opens with its KEYS,

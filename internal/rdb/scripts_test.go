@@ -120,3 +120,18 @@ func TestDequeueWakesNamesItLeavesBehind(t *testing.T) {
 		t.Fatalf("names' notify list has %d tokens after a fetch left another name's task, want 1", n)
 	}
 }
+
+// A script's prelude, above libMark, runs before the lib definitions; a
+// script without the mark starts with them.
+func TestWithLibPutsTheLibAtTheMark(t *testing.T) {
+	lib := luaLibFor("wake(n)\n")
+	if lib == "" {
+		t.Fatal("no lib for wake")
+	}
+	if got, want := withLib("if x then return 1 end\n"+libMark+"wake(n)\n"), "if x then return 1 end\n"+lib+"\nwake(n)\n"; got != want {
+		t.Fatalf("with a prelude:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := withLib("wake(n)\n"), lib+"\nwake(n)\n"; got != want {
+		t.Fatalf("without a prelude:\n%s\nwant:\n%s", got, want)
+	}
+}

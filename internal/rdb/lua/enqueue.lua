@@ -69,6 +69,24 @@
 -- it finishes (lib/forget.lua's release_unique) or the ttl passes.
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
+
+-- The common send, one publish of one task that is due now, whose id its
+-- sender made (flag "f"), with no group, unique key or limit, is written
+-- here, before the lib definitions (rdb's libMark), as lib/queue.lua's put
+-- and wake would write it: TestEnqueuePreludeWritesWhatPutWrites holds the
+-- two together.
+if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
+	and ARGV[10] == "" and ARGV[11] == "" and ARGV[12] == "" then
+	local id = ARGV[7]
+	redis.call("HSET", ARGV[1] .. id, "msg", ARGV[8], "state", "pending", "pub", ARGV[4], "at", ARGV[3])
+	redis.call("RPUSH", KEYS[1], id)
+	if redis.call("LLEN", KEYS[4]) == 0 then
+		redis.call("LPUSH", KEYS[4], "1")
+	end
+	return { { 0 } }
+end
+-- lib definitions here
+
 local sent = tonumber(ARGV[3])
 local now -- the server's clock (ms), once clock() has read it
 
