@@ -74,14 +74,19 @@ func NewBatcher(client goredis.UniversalClient) *Batcher {
 	return b
 }
 
-// lane returns the lane of key (FNV-1a).
+// lane returns the lane of key.
 func (b *Batcher) lane(key string) *lane {
+	return &b.lanes[laneOf(key)]
+}
+
+// laneOf returns the index of key's lane (FNV-1a).
+func laneOf(key string) uint32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
 		h ^= uint32(key[i])
 		h *= 16777619
 	}
-	return &b.lanes[h%Lanes]
+	return h % Lanes
 }
 
 // enqueue adds o to l. When l is idle, the caller becomes its sender: with
@@ -189,26 +194,23 @@ func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder))
 }
 
 // Run queues fn's commands, sending them at once on the caller's
-// goroutine when a lane is idle: key's lane, or else any other (fn's
-// commands need no order with anything else queued); when every lane is
-// busy they go in key's lane's next pipeline. after, when not nil, is
-// called with them once they have run, on the goroutine that sends. It
-// reports false when the batcher is closed. fn is called when the pipeline
-// is built, so a caller can still add to what it queues until then.
+// goroutine when a lane is idle: key's lane, or else the next idle one
+// after it (fn's commands need no order with anything else queued); when
+// every lane is busy they go in key's lane's next pipeline. after, when
+// not nil, is called with them once they have run, on the goroutine that
+// sends. It reports false when the batcher is closed. fn is called when
+// the pipeline is built, so a caller can still add to what it queues
+// until then.
 func (b *Batcher) Run(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
 	o := &op{queue: fn, done: make(chan struct{}), after: after}
-	home := b.lane(key)
-	if b.claimIdle(home, o) {
-		b.send(home)
-		return true
-	}
-	for i := range b.lanes {
-		if l := &b.lanes[i]; l != home && b.claimIdle(l, o) {
+	home := laneOf(key)
+	for i := range uint32(Lanes) {
+		if l := &b.lanes[(home+i)%Lanes]; b.claimIdle(l, o) {
 			b.send(l)
 			return true
 		}
 	}
-	return b.enqueue(home, o, true)
+	return b.enqueue(&b.lanes[home], o, true)
 }
 
 // claimIdle queues o on l and makes the caller l's sender, when l is idle:

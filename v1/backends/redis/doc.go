@@ -68,7 +68,8 @@
 // itself (brokers/iface.StateBroker): a task's SUCCESS state goes in the
 // acknowledgement script, fenced by the task's lease. Its PENDING state is
 // not written at all: the task's hash in its queue says it (with when it
-// was sent, at), and GetState of a task with no state hash reads it from
+// was sent, at: by the sender's clock for a task due now, by Redis's for
+// one with an ETA or an aggregation member), and GetState of a task with no state hash reads it from
 // there (get_state.lua, which looks in each queue of the store: O(queues)
 // for such a task). The first state its worker writes starts its state
 // hash, with created_at taken from the task hash; a PENDING state so kept
