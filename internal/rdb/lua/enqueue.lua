@@ -97,6 +97,11 @@ local function clock()
 	return now
 end
 
+-- later reports whether a task with ETA eta (ms; 0: now) is due after now.
+local function later(eta)
+	return eta > 0 and eta > clock()
+end
+
 local implicit = ARGV[2] == "1" and #KEYS > 4
 local stride = 6
 local states = #KEYS > 4
@@ -147,7 +152,7 @@ local function replaced(holder, msg, eta, ukey, ttl)
 		return false
 	end
 	redis.call("HSET", holder_key, "msg", msg)
-	if eta > 0 and eta > clock() then
+	if later(eta) then
 		if state == "pending" then
 			redis.call("LREM", KEYS[1], 1, holder)
 		end
@@ -261,7 +266,7 @@ local function write(token, made, first, last, key, archived)
 			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, t) then
 				ready = true
 			end
-		elseif eta > 0 and eta > clock() then
+		elseif later(eta) then
 			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, clock())
 			redis.call("HSET", task_key, "group", g)
 		else
