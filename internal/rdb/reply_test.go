@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -1390,60 +1389,5 @@ func TestEnqueueReadsTheServerClockOnlyWhenItMust(t *testing.T) {
 	at := client.HGet(ctx, qk.task+"c", "at").Val()
 	if at == "1000" || strconv.FormatInt(joined/1000, 10) != at {
 		t.Errorf("member joined at %d ms, the ETA task's at %s: want both the server's clock", joined/1000, at)
-	}
-}
-
-// TestEnqueuePreludeWritesWhatPutWrites: enqueue.lua's prelude (a made
-// task due now, alone in its call) writes the task hash, the pending list
-// and the wake-up token as the general path (lib/queue.lua's put and
-// wake) writes them for the same task.
-func TestEnqueuePreludeWritesWhatPutWrites(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	ctx := context.Background()
-	qk := (&keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}).queue("q")
-	queueKeys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
-	hashes := make(map[string]map[string]string)
-	for _, c := range []struct{ id, flag string }{{"fast", "f"}, {"general", "0"}} {
-		if err := client.Del(ctx, qk.notify).Err(); err != nil {
-			t.Fatal(err)
-		}
-		v, err := enqueueScript.Run(ctx, client, append(queueKeys, qk.task+"state-"+c.id), qk.task, "1", "1000",
-			"tok", c.flag, 1, c.id, `{"Name":"n"}`, 0, "", "", "").Result()
-		if err != nil {
-			t.Fatalf("%s: %v", c.id, err)
-		}
-		if code, id, _, err := parseEnqueueReply(onlyReply(t, v)); err != nil || code != statusOK {
-			t.Fatalf("%s: %d %s, %v", c.id, code, id, err)
-		}
-		hashes[c.id] = client.HGetAll(ctx, qk.task+c.id).Val()
-		if n := client.LLen(ctx, qk.notify).Val(); n != 1 {
-			t.Fatalf("%s: %d wake-up tokens, want 1", c.id, n)
-		}
-	}
-	if !maps.Equal(hashes["fast"], hashes["general"]) {
-		t.Fatalf("task hash by the prelude %v, by put %v", hashes["fast"], hashes["general"])
-	}
-	if got := client.LRange(ctx, qk.pending, 0, -1).Val(); !slices.Equal(got, []string{"fast", "general"}) {
-		t.Fatalf("pending %v, want [fast general]", got)
-	}
-	// The prelude alone answers the made call, and leaves the other to the
-	// general path.
-	src, err := luaFiles.ReadFile("lua/enqueue.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prelude, _, _ := strings.Cut(string(src), libMark)
-	alone := goredis.NewScript(prelude + "return false\n")
-	for _, c := range []struct {
-		id, flag string
-		answers  bool
-	}{{"fast2", "f", true}, {"general2", "0", false}} {
-		err := alone.Run(ctx, client, append(queueKeys, qk.task+"state-"+c.id), qk.task, "1", "1000",
-			"tok", c.flag, 1, c.id, `{"Name":"n"}`, 0, "", "", "").Err()
-		if answered := err == nil; answered != c.answers {
-			t.Errorf("prelude alone, flag %q: answered %v (%v), want %v", c.flag, answered, err, c.answers)
-		}
 	}
 }

@@ -60,6 +60,69 @@
 -- any, is the caller's to put back: release_fetch.lua).
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
+-- The common settle, the success of a task that is no group member and
+-- has no next task, no unique key or limit, acknowledged at once (no
+-- completed retention) and taking the next task of its queue, is written
+-- here, before the lib definitions (rdb's libMark), as check_settle,
+-- write_state, notify_final, forget and take_tasks would write it:
+-- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. It
+-- writes nothing until it knows the case is its own; any other case, and a
+-- taken task that is gone or limited, goes on to the general path (a
+-- limited one is first put back at the head of pending, where it was).
+local t0 = tonumber(ARGV[12])
+local m0 = tonumber(ARGV[14])
+if ARGV[6] == "" and ARGV[4] == "0" and t0 > 0 and #ARGV == 17 + m0 then
+	local tv = redis.call("TIME")
+	local now = tonumber(tv[1]) * 1000 + math.floor(tonumber(tv[2]) / 1000)
+	local h = redis.call("HMGET", KEYS[1], "lease", "lease_exp", "at", "pub", "unique", "limit")
+	if h[1] == ARGV[3] and (tonumber(h[2]) or 0) > now and not h[5] and not h[6] then
+		local first = #KEYS - t0 + 1
+		local pending = KEYS[first]
+		local flags
+		if t0 == 5 then
+			flags = redis.call("EXISTS", KEYS[first + 1], KEYS[first + 3])
+		else
+			flags = redis.call("EXISTS", KEYS[first + 1])
+		end
+		local prefix = ARGV[#ARGV - 2]
+		local id, fields = false, false
+		if flags == 0 then
+			id = redis.call("LPOP", pending)
+			if id then
+				fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit")
+				if not fields[1] or (fields[5] and not fields[4]) then
+					redis.call("LPUSH", pending, id)
+					flags = 1
+				end
+			end
+		end
+		if flags == 0 then
+			local state = { unpack(ARGV, 15, 14 + m0) }
+			if h[3] then
+				table.insert(state, "created_at")
+				table.insert(state, h[3])
+			end
+			if h[4] then
+				table.insert(state, "pub")
+				table.insert(state, h[4])
+			end
+			redis.call("HSET", KEYS[4], unpack(state))
+			redis.call("PEXPIRE", KEYS[4], ARGV[5])
+			redis.call("PUBLISH", KEYS[4], "")
+			redis.call("ZREM", KEYS[2], ARGV[2])
+			redis.call("DEL", KEYS[1])
+			local expiry = now + tonumber(ARGV[#ARGV - 1])
+			if not id then
+				return { 0, expiry }
+			end
+			local token = ARGV[#ARGV]
+			redis.call("HSET", prefix .. id, "state", "active", "lease", token, "lease_exp", expiry)
+			redis.call("ZADD", KEYS[2], expiry, id)
+			return { 0, expiry, id, fields[1], fields[2] or "0", fields[3] or "0", token, fields[4] or "" }
+		end
+	end
+end
+-- lib definitions here
 local now = now_ms()
 local refused, at, pub = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
