@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -33,16 +32,35 @@ func splitPrelude(t *testing.T, name string) (prelude string, general *goredis.S
 }
 
 // clockReading: a number above it (ms since the epoch, 2001 on) is a
-// clock reading.
-const clockReading = 1e12
+// clock reading, one above joinStamp a join stamp (lib/aggregate.lua: ms
+// times 1000 plus a sequence).
+const (
+	clockReading = 1e12
+	joinStamp    = 1e15
+)
+
+// reading returns v, a value or score a script wrote, with a clock reading
+// in it as its distance from start (ms) in whole seconds: two runs of one
+// case, a few ms apart, read alike.
+func reading(v string, start int64) string {
+	n, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil || n <= clockReading:
+		return v
+	case n > joinStamp:
+		stamp := int64(n)
+		return fmt.Sprintf("stamp(%+ds, %d)", (stamp/1000-start+500)/1000, stamp%1000)
+	default:
+		return fmt.Sprintf("clock(%+ds)", (int64(n)-start+500)/1000)
+	}
+}
 
 // keysSnapshot returns what the keys under prefix hold, by name without
 // the prefix (and prefix left out of what they hold): a string's value, a
-// list's items, a set's sorted members, a zset's members in order (not
-// their scores: those the scripts write are clock readings), a hash's
-// fields (a clock reading in lease_exp or at only marked as one), and
-// whether the key has a TTL.
-func keysSnapshot(t *testing.T, client *goredis.Client, prefix string) map[string]string {
+// list's items, a set's sorted members, a zset's members with their
+// scores in order, a hash's fields, and whether the key has a TTL; a
+// clock reading as its distance from start (reading).
+func keysSnapshot(t *testing.T, client *goredis.Client, prefix string, start int64) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	names, err := client.Keys(ctx, prefix+"*").Result()
@@ -54,7 +72,7 @@ func keysSnapshot(t *testing.T, client *goredis.Client, prefix string) map[strin
 		var v interface{}
 		switch typ := client.Type(ctx, key).Val(); typ {
 		case "string":
-			v = client.Get(ctx, key).Val()
+			v = reading(client.Get(ctx, key).Val(), start)
 		case "list":
 			v = client.LRange(ctx, key, 0, -1).Val()
 		case "set":
@@ -62,13 +80,15 @@ func keysSnapshot(t *testing.T, client *goredis.Client, prefix string) map[strin
 			slices.Sort(m)
 			v = m
 		case "zset":
-			v = client.ZRange(ctx, key, 0, -1).Val()
+			var z []string
+			for _, m := range client.ZRangeWithScores(ctx, key, 0, -1).Val() {
+				z = append(z, fmt.Sprintf("%v=%s", m.Member, reading(strconv.FormatFloat(m.Score, 'f', -1, 64), start)))
+			}
+			v = z
 		case "hash":
 			h := client.HGetAll(ctx, key).Val()
-			for _, f := range []string{"lease_exp", "at"} {
-				if n, _ := strconv.ParseInt(h[f], 10, 64); n > clockReading {
-					h[f] = "a clock reading"
-				}
+			for f, fv := range h {
+				h[f] = reading(fv, start)
 			}
 			v = h
 		default:
@@ -80,239 +100,331 @@ func keysSnapshot(t *testing.T, client *goredis.Client, prefix string) map[strin
 	return snap
 }
 
-// TestEnqueuePreludeWritesWhatPutWrites: enqueue.lua's prelude (a made
-// task due now, alone in its call) writes the task hash, the pending list
-// and the wake-up token as the general path (lib/queue.lua's put and
-// wake) writes them for the same task.
-func TestEnqueuePreludeWritesWhatPutWrites(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	ctx := context.Background()
-	qk := (&keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}).queue("q")
-	queueKeys := []string{qk.pending, qk.scheduled, qk.archived, qk.notify}
-	hashes := make(map[string]map[string]string)
-	for _, c := range []struct{ id, flag string }{{"fast", "f"}, {"general", "0"}} {
-		if err := client.Del(ctx, qk.notify).Err(); err != nil {
-			t.Fatal(err)
-		}
-		v, err := enqueueScript.Run(ctx, client, append(queueKeys, qk.task+"state-"+c.id), qk.task, "1", "1000",
-			"tok", c.flag, 1, c.id, `{"Name":"n"}`, 0, "", "", "").Result()
-		if err != nil {
-			t.Fatalf("%s: %v", c.id, err)
-		}
-		if code, id, _, err := parseEnqueueReply(onlyReply(t, v)); err != nil || code != statusOK {
-			t.Fatalf("%s: %d %s, %v", c.id, code, id, err)
-		}
-		hashes[c.id] = client.HGetAll(ctx, qk.task+c.id).Val()
-		if n := client.LLen(ctx, qk.notify).Val(); n != 1 {
-			t.Fatalf("%s: %d wake-up tokens, want 1", c.id, n)
-		}
-	}
-	if !maps.Equal(hashes["fast"], hashes["general"]) {
-		t.Fatalf("task hash by the prelude %v, by put %v", hashes["fast"], hashes["general"])
-	}
-	if got := client.LRange(ctx, qk.pending, 0, -1).Val(); !slices.Equal(got, []string{"fast", "general"}) {
-		t.Fatalf("pending %v, want [fast general]", got)
-	}
-	// The prelude alone answers the made call, and leaves the other to the
-	// general path.
-	prelude, _ := splitPrelude(t, "enqueue")
-	alone := goredis.NewScript(prelude + "return false\n")
-	for _, c := range []struct {
-		id, flag string
-		answers  bool
-	}{{"fast2", "f", true}, {"general2", "0", false}} {
-		err := alone.Run(ctx, client, append(queueKeys, qk.task+"state-"+c.id), qk.task, "1", "1000",
-			"tok", c.flag, 1, c.id, `{"Name":"n"}`, 0, "", "", "").Err()
-		if answered := err == nil; answered != c.answers {
-			t.Errorf("prelude alone, flag %q: answered %v (%v), want %v", c.flag, answered, err, c.answers)
-		}
-	}
-}
-
-// TestAckSuccessPreludeWritesWhatTheLibWrites: ack_success.lua's prelude
-// (the success of a plain task acknowledged at once, with a take) writes
-// and answers, case by case, what the general path alone (the script
-// without its prelude, lib/fence.lua's check_settle, lib/state.lua's
-// write_state, lib/forget.lua's forget and lib/queue.lua's take_tasks)
-// writes and answers for the same call; a case that is not its own it
-// leaves to the general path having written nothing.
-func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Shared(t)
-	client := srv.Client(t)
-	ctx := context.Background()
-	prelude, general := splitPrelude(t, "ack_success")
-	alone := goredis.NewScript(prelude + "return false\n")
-	const lease = 30000
-
-	cases := []struct {
-		name    string
-		setup   func(k *keys, qk *queueKeys) // on top of: a leased, b and c pending
-		call    func(k *keys, qk *queueKeys, c *scriptCall)
-		answers bool // the prelude alone answers
-	}{
-		{name: "takes the next", answers: true},
-		{name: "nothing pending", answers: true, setup: func(k *keys, qk *queueKeys) {
-			client.Del(ctx, qk.pending)
-		}},
-		{name: "sent before implicit states", answers: true, setup: func(k *keys, qk *queueKeys) {
-			client.HDel(ctx, qk.task+"a", "at", "pub")
-		}},
-		{name: "names with nothing rerouted", answers: true, call: withNames},
-		{name: "a task rerouted to the names", call: withNames, setup: func(k *keys, qk *queueKeys) {
-			client.SAdd(ctx, qk.rerouted, "n")
-			client.SAdd(ctx, qk.names+"k", "n")
-			client.RPush(ctx, qk.rerouted+":n", "r")
-			client.HSet(ctx, qk.task+"r", "msg", `{"Name":"n"}`, "state", "pending", "rerouted", "n")
-		}},
-		{name: "paused", setup: func(k *keys, qk *queueKeys) {
-			client.Set(ctx, qk.paused, "1", 0)
-		}},
-		{name: "the next is limited", setup: func(k *keys, qk *queueKeys) {
-			client.HSet(ctx, qk.task+"b", "limit", "1 0 0 "+qk.limit+"k")
-		}},
-		{name: "the next is gone", setup: func(k *keys, qk *queueKeys) {
-			client.Del(ctx, qk.task+"b")
-		}},
-		{name: "the next has an outcome and a limit", answers: true, setup: func(k *keys, qk *queueKeys) {
-			client.HSet(ctx, qk.task+"b", "limit", "1 0 0 "+qk.limit+"k", "outcome", `{"State":"SUCCESS"}`)
-		}},
-		{name: "lease lost", call: func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.args[2] = "stale"
-		}},
-		{name: "lease expired", setup: func(k *keys, qk *queueKeys) {
-			client.HSet(ctx, qk.task+"a", "lease_exp", 1)
-		}},
-		{name: "unique", setup: func(k *keys, qk *queueKeys) {
-			client.HSet(ctx, qk.task+"a", "unique", qk.unique+"u")
-			client.Set(ctx, qk.unique+"u", "a", time.Hour)
-		}},
-		{name: "limited", setup: func(k *keys, qk *queueKeys) {
-			client.HSet(ctx, qk.task+"a", "limit", "1 0 0 "+qk.limit+"k")
-			client.SAdd(ctx, qk.limit+"k:run", "a")
-		}},
-		{name: "completed retention", call: func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.args[3] = 60000
-		}},
-		{name: "no take", call: func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.keys = c.keys[:4]
-			c.args[11] = 0
-			c.args = c.args[:len(c.args)-3]
-		}},
-		{name: "group member", call: func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
-			c.args[5] = `{"TaskUUID":"a","State":"SUCCESS"}`
-			c.args[7] = 2
-		}},
-		{name: "a next task", call: func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
-			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "")
-		}},
-	}
-	// run sets the case up under a new prefix, runs script and returns its
-	// reply (expiry, a clock reading, checked and replaced) or error, what
-	// the keys hold before and after, and whether it published a notice
-	// on a's state (lib/state.lua's notify_final).
-	run := func(t *testing.T, i int, script *goredis.Script) (reply interface{}, before, after map[string]string, published bool) {
-		c := cases[i]
-		prefix := srv.Prefix(t)
-		k := &keys{prefix: strings.TrimSuffix(prefix, ":")}
-		qk := k.queue("q")
-		far := time.Now().Add(time.Hour).UnixMilli()
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		must(client.HSet(ctx, qk.task+"a", "msg", `{"Name":"n"}`, "state", "active", "lease", "tok", "lease_exp", far, "at", 1000, "pub", "p").Err())
-		must(client.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: "a"}).Err())
-		for _, id := range []string{"b", "c"} {
-			must(client.HSet(ctx, qk.task+id, "msg", `{"Name":"n","Args":["`+id+`"]}`, "state", "pending", "at", 1000).Err())
-			must(client.RPush(ctx, qk.pending, id).Err())
-		}
-		if c.setup != nil {
-			c.setup(k, qk)
-		}
-		cl := &scriptCall{
-			keys: []string{qk.task + "a", qk.lease, qk.completed, k.state("a"), qk.pending, qk.paused, qk.notify},
-			args: []interface{}{"0", "a", "tok", 0, 60000, "", "", 0, 60000, 60000, "0", 3, "0",
-				4, "state", "SUCCESS", "name", "n", qk.task, lease, "taken"},
-		}
-		if c.call != nil {
-			c.call(k, qk, cl)
-		}
-		// A notice the script publishes comes before the one published
-		// after it, on one subscription.
-		ps := client.Subscribe(ctx, k.state("a"))
-		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-		before = keysSnapshot(t, client, prefix)
-		start := time.Now().UnixMilli()
-		v, err := script.Run(ctx, client, cl.keys, cl.args...).Result()
-		end := time.Now().UnixMilli()
-		must(client.Publish(ctx, k.state("a"), "after").Err())
-		msg, perr := ps.ReceiveMessage(ctx)
-		must(perr)
-		published = msg.Payload != "after"
-		if err != nil {
-			return err, before, keysSnapshot(t, client, prefix), published
-		}
-		if a, ok := v.([]interface{}); ok && len(a) >= 2 {
-			if exp, _ := a[1].(int64); exp < start+lease-1 || exp > end+lease+1 {
-				t.Fatalf("expiry %d, want %d..%d", exp, start+lease, end+lease)
-			}
-			a[1] = "expiry"
-		}
-		return v, before, keysSnapshot(t, client, prefix), published
-	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			replyAll, _, afterAll, pubAll := run(t, i, ackSuccessScript)
-			replyGeneral, _, afterGeneral, pubGeneral := run(t, i, general)
-			if !reflect.DeepEqual(replyAll, replyGeneral) {
-				t.Errorf("reply %v, the general path's %v", replyAll, replyGeneral)
-			}
-			if !reflect.DeepEqual(afterAll, afterGeneral) {
-				t.Errorf("keys after\n%v\nafter the general path\n%v", afterAll, afterGeneral)
-			}
-			if pubAll != pubGeneral {
-				t.Errorf("published a notice: %v, the general path %v", pubAll, pubGeneral)
-			}
-			reply, before, after, pub := run(t, i, alone)
-			err, _ := reply.(error)
-			if answered := err == nil; answered != c.answers {
-				t.Fatalf("the prelude alone answered %v (%v), want %v", answered, reply, c.answers)
-			}
-			if c.answers {
-				if !reflect.DeepEqual(reply, replyGeneral) || pub != pubGeneral {
-					t.Errorf("the prelude alone answered %v (notice %v), the general path %v (%v)", reply, pub, replyGeneral, pubGeneral)
-				}
-				return
-			}
-			if !errors.Is(err, goredis.Nil) {
-				t.Fatalf("the prelude alone: %v, want it to fall through", err)
-			}
-			if !reflect.DeepEqual(before, after) || pub {
-				t.Errorf("the prelude alone, falling through, wrote (notice %v):\nbefore %v\nafter %v", pub, before, after)
-			}
-		})
-	}
-}
-
 // scriptCall is a script's keys and arguments.
 type scriptCall struct {
 	keys []string
 	args []interface{}
 }
 
-// withNames makes an ack_success call's take one for a worker with task
-// names (names key "k"): five take keys.
-func withNames(k *keys, qk *queueKeys, c *scriptCall) {
-	c.keys = append(c.keys, qk.rerouted, qk.names+"k")
-	c.args[11] = 5
+// preludeCase is one call of a script with a prelude: setup writes what
+// the call finds, under the keys of a new prefix; call returns the call;
+// answers says whether the prelude alone answers it.
+type preludeCase struct {
+	name    string
+	setup   func(k *keys, qk *queueKeys)
+	call    func(k *keys, qk *queueKeys) *scriptCall
+	answers bool
+}
+
+// holdPreludeToLib runs each case with script name whole (full), with its
+// general path alone (the script without its prelude) and with its prelude
+// alone, each under a new prefix, and checks that the whole script and the
+// general path reply and write alike, and publish a notice on channel
+// (of the case's keys) alike; that the prelude alone answers as the case
+// says, then as the general path does; and that where it does not answer
+// it has written and published nothing. A clock reading in a reply is
+// taken as its distance from the call (reading).
+func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *goredis.Script, channel func(k *keys) string, cases []preludeCase) {
+	client := srv.Client(t)
+	ctx := context.Background()
+	prelude, general := splitPrelude(t, name)
+	alone := goredis.NewScript(prelude + "return false\n")
+	type outcome struct {
+		reply         interface{}
+		before, after map[string]string
+		published     bool
+	}
+	run := func(t *testing.T, c preludeCase, script *goredis.Script) (o outcome) {
+		prefix := srv.Prefix(t)
+		k := &keys{prefix: strings.TrimSuffix(prefix, ":")}
+		qk := k.queue("q")
+		if c.setup != nil {
+			c.setup(k, qk)
+		}
+		call := c.call(k, qk)
+		// A notice the script publishes comes before the one published
+		// after it, on one subscription.
+		ps := client.Subscribe(ctx, channel(k))
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now().UnixMilli()
+		o.before = keysSnapshot(t, client, prefix, start)
+		v, err := script.Run(ctx, client, call.keys, call.args...).Result()
+		if err := client.Publish(ctx, channel(k), "after").Err(); err != nil {
+			t.Fatal(err)
+		}
+		msg, err2 := ps.ReceiveMessage(ctx)
+		if err2 != nil {
+			t.Fatal(err2)
+		}
+		o.published = msg.Payload != "after"
+		o.after = keysSnapshot(t, client, prefix, start)
+		o.reply = err
+		if err == nil {
+			o.reply = readings(v, start)
+		}
+		return o
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			all, gen := run(t, c, full), run(t, c, general)
+			if !reflect.DeepEqual(all.reply, gen.reply) {
+				t.Errorf("reply %v, the general path's %v", all.reply, gen.reply)
+			}
+			if !reflect.DeepEqual(all.after, gen.after) {
+				t.Errorf("keys after\n%v\nafter the general path\n%v", all.after, gen.after)
+			}
+			if all.published != gen.published {
+				t.Errorf("published a notice: %v, the general path %v", all.published, gen.published)
+			}
+			pre := run(t, c, alone)
+			err, _ := pre.reply.(error)
+			if answered := err == nil; answered != c.answers {
+				t.Fatalf("the prelude alone answered %v (%v), want %v", answered, pre.reply, c.answers)
+			}
+			if c.answers {
+				if !reflect.DeepEqual(pre.reply, gen.reply) || pre.published != gen.published {
+					t.Errorf("the prelude alone answered %v (notice %v), the general path %v (%v)", pre.reply, pre.published, gen.reply, gen.published)
+				}
+				return
+			}
+			if !errors.Is(err, goredis.Nil) {
+				t.Fatalf("the prelude alone: %v, want it to fall through", err)
+			}
+			if !reflect.DeepEqual(pre.before, pre.after) || pre.published {
+				t.Errorf("the prelude alone, falling through, wrote (notice %v):\nbefore %v\nafter %v", pre.published, pre.before, pre.after)
+			}
+		})
+	}
+}
+
+// readings returns v, a script's reply, with its integers that are clock
+// readings as their distance from start (reading).
+func readings(v interface{}, start int64) interface{} {
+	switch v := v.(type) {
+	case []interface{}:
+		out := make([]interface{}, len(v))
+		for i, e := range v {
+			out[i] = readings(e, start)
+		}
+		return out
+	case int64:
+		if v > clockReading {
+			return reading(strconv.FormatInt(v, 10), start)
+		}
+	}
+	return v
+}
+
+// TestEnqueuePreludeWritesWhatTheLibWrites: enqueue.lua's prelude (one
+// made task due now, with no unique key or limit, alone in its call: a
+// plain task or an aggregation member) writes and answers what the
+// general path (lib/queue.lua's put and wake; lib/aggregate.lua's
+// agg_policy, agg_join and agg_file_new) writes and answers for the same
+// call, case by case; a case that is not its own it leaves to the general
+// path having written nothing.
+func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	const group = "m\nk"
+	// policy announces task m's aggregation policy for an hour (from the
+	// test's start: every run of a case announces the same).
+	till := time.Now().Add(time.Hour).UnixMilli()
+	policy := func(rule string) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			if err := client.HSet(context.Background(), qk.aggPolicies, "m", fmt.Sprintf("%d %s", till, rule)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// send is a publish of one task d: flag, ETA, group, unique key, limit.
+	send := func(flag string, eta int64, g, unique, limit string) func(k *keys, qk *queueKeys) *scriptCall {
+		return func(k *keys, qk *queueKeys) *scriptCall {
+			return &scriptCall{
+				keys: []string{qk.pending, qk.scheduled, qk.archived, qk.notify, k.state("d")},
+				args: []interface{}{qk.task, "1", time.Now().UnixMilli(), "tok", flag, 1, "d", `{"Name":"m"}`, eta, g, unique, limit},
+			}
+		}
+	}
+	// with runs setups one after another.
+	with := func(setups ...func(k *keys, qk *queueKeys)) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			for _, s := range setups {
+				s(k, qk)
+			}
+		}
+	}
+	// joined adds member id to the group, joined at ms from now.
+	joined := func(id string, ms int64) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			ctx := context.Background()
+			stamp := (time.Now().UnixMilli() + ms) * 1000
+			c := client
+			if err := c.ZAdd(ctx, qk.agg+"group:"+group, goredis.Z{Score: float64(stamp), Member: id}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c.SAdd(ctx, qk.aggGroups, group)
+			c.HSet(ctx, qk.task+id, "state", "aggregating", "group", group, "joined", stamp, "msg", `{"Name":"m"}`)
+			c.IncrBy(ctx, qk.aggCount, 1)
+		}
+	}
+	hour := time.Hour.Milliseconds()
+	holdPreludeToLib(t, srv, "enqueue", enqueueScript, func(k *keys) string { return k.state("d") }, []preludeCase{
+		{name: "a task", answers: true, call: send("f", 0, "", "", "")},
+		{name: "a task, a wake-up token left", answers: true, call: send("f", 0, "", "", ""), setup: func(k *keys, qk *queueKeys) {
+			client.LPush(context.Background(), qk.notify, "1")
+		}},
+		{name: "a task whose id its sender did not make", call: send("0", 0, "", "", "")},
+		{name: "a task sent again", call: send("1", 0, "", "", "")},
+		{name: "a task with an ETA", call: send("f", time.Now().UnixMilli()+hour, "", "", "")},
+		{name: "a unique task", call: send("f", 0, "", "60000 - u", "")},
+		{name: "a limited task", call: send("f", 0, "", "", "1 0 0 l")},
+		{name: "the first member", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 5000 1000")},
+		{name: "the first member, no grace", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 5000 0")},
+		{name: "the first member, no delay", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 0 1000")},
+		{name: "the first member, size only", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 0 0")},
+		{name: "the first member fills the group", answers: true, call: send("f", 0, group, "", ""), setup: policy("1 5000 1000")},
+		{name: "a member", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), joined("x", -10))},
+		{name: "a member after one stamped later", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), joined("x", 10000))},
+		{name: "a member fills the group", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("2 5000 1000"), joined("x", -10))},
+		{name: "a member fills the group, a worker woken", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("2 5000 1000"), joined("x", -10), func(k *keys, qk *queueKeys) {
+			client.LPush(context.Background(), qk.agg+"notify:m", "1")
+		})},
+		{name: "a member fills a group filed sooner", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("2 5000 1000"), joined("x", -10), func(k *keys, qk *queueKeys) {
+			client.ZAdd(context.Background(), qk.agg+"due:m", goredis.Z{Score: float64(time.Now().UnixMilli() - 60000), Member: "k"})
+		})},
+		{name: "a member, no policy", answers: true, call: send("f", 0, group, "", "")},
+		{name: "a member, the policy expired", answers: true, call: send("f", 0, group, "", ""), setup: func(k *keys, qk *queueKeys) {
+			client.HSet(context.Background(), qk.aggPolicies, "m", "1000 100 0 0")
+		}},
+		{name: "a member whose id its sender did not make", call: send("0", 0, group, "", ""), setup: policy("100 5000 1000")},
+		{name: "a member with an ETA", call: send("f", time.Now().UnixMilli()+hour, group, "", ""), setup: policy("100 5000 1000")},
+		{name: "a unique member", call: send("f", 0, group, "60000 - u", ""), setup: policy("100 5000 1000")},
+	})
+}
+
+// TestAckSuccessPreludeWritesWhatTheLibWrites: ack_success.lua's prelude
+// (the success of a plain task acknowledged at once, with a take) writes
+// and answers what the general path (lib/fence.lua's check_settle,
+// lib/state.lua's write_state and notify_final, lib/forget.lua's forget
+// and lib/queue.lua's take_tasks) writes and answers for the same call,
+// case by case; a case that is not its own it leaves to the general path
+// having written nothing.
+func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// held: task a leased (token tok), b and c pending, then more.
+	held := func(more ...func(k *keys, qk *queueKeys)) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			far := time.Now().Add(time.Hour).UnixMilli()
+			must(client.HSet(ctx, qk.task+"a", "msg", `{"Name":"n"}`, "state", "active", "lease", "tok", "lease_exp", far, "at", 1000, "pub", "p").Err())
+			must(client.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: "a"}).Err())
+			for _, id := range []string{"b", "c"} {
+				must(client.HSet(ctx, qk.task+id, "msg", `{"Name":"n","Args":["`+id+`"]}`, "state", "pending", "at", 1000).Err())
+				must(client.RPush(ctx, qk.pending, id).Err())
+			}
+			for _, m := range more {
+				m(k, qk)
+			}
+		}
+	}
+	// ack is a's success with a take, then changed.
+	ack := func(changes ...func(k *keys, qk *queueKeys, c *scriptCall)) func(k *keys, qk *queueKeys) *scriptCall {
+		return func(k *keys, qk *queueKeys) *scriptCall {
+			c := &scriptCall{
+				keys: []string{qk.task + "a", qk.lease, qk.completed, k.state("a"), qk.pending, qk.paused, qk.notify},
+				args: []interface{}{"0", "a", "tok", 0, 60000, "", "", 0, 60000, 60000, "0", 3, "0",
+					4, "state", "SUCCESS", "name", "n", qk.task, 30000, "taken"},
+			}
+			for _, change := range changes {
+				change(k, qk, c)
+			}
+			return c
+		}
+	}
+	// withNames makes the take one for a worker with task names (names
+	// key "k"): five take keys.
+	withNames := func(k *keys, qk *queueKeys, c *scriptCall) {
+		c.keys = append(c.keys, qk.rerouted, qk.names+"k")
+		c.args[11] = 5
+	}
+	again := func(k *keys, qk *queueKeys, c *scriptCall) { c.args[0] = "1" }
+	holdPreludeToLib(t, srv, "ack_success", ackSuccessScript, func(k *keys) string { return k.state("a") }, []preludeCase{
+		{name: "takes the next", answers: true, setup: held(), call: ack()},
+		{name: "run again", answers: true, setup: held(), call: ack(again)},
+		{name: "run again, settled by its first run", setup: held(func(k *keys, qk *queueKeys) {
+			client.Del(ctx, qk.task+"a")
+		}), call: ack(again)},
+		{name: "recovered", answers: true, setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) { c.args[10] = "1" })},
+		{name: "nothing pending", answers: true, setup: held(func(k *keys, qk *queueKeys) {
+			client.Del(ctx, qk.pending)
+		}), call: ack()},
+		{name: "sent before implicit states", answers: true, setup: held(func(k *keys, qk *queueKeys) {
+			client.HDel(ctx, qk.task+"a", "at", "pub")
+		}), call: ack()},
+		{name: "names with nothing rerouted", answers: true, setup: held(), call: ack(withNames)},
+		{name: "a task rerouted to the names", setup: held(func(k *keys, qk *queueKeys) {
+			client.SAdd(ctx, qk.rerouted, "n")
+			client.SAdd(ctx, qk.names+"k", "n")
+			client.RPush(ctx, qk.rerouted+":n", "r")
+			client.HSet(ctx, qk.task+"r", "msg", `{"Name":"n"}`, "state", "pending", "rerouted", "n")
+		}), call: ack(withNames)},
+		{name: "paused", setup: held(func(k *keys, qk *queueKeys) {
+			client.Set(ctx, qk.paused, "1", 0)
+		}), call: ack()},
+		{name: "the next is limited", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"b", "limit", "1 0 0 "+qk.limit+"k")
+		}), call: ack()},
+		{name: "the next is limited and the only one", setup: held(func(k *keys, qk *queueKeys) {
+			client.LRem(ctx, qk.pending, 1, "c")
+			client.HSet(ctx, qk.task+"b", "limit", "1 0 0 "+qk.limit+"k")
+		}), call: ack()},
+		{name: "the next is gone", setup: held(func(k *keys, qk *queueKeys) {
+			client.Del(ctx, qk.task+"b")
+		}), call: ack()},
+		{name: "the next has an outcome and a limit", answers: true, setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"b", "limit", "1 0 0 "+qk.limit+"k", "outcome", `{"State":"SUCCESS"}`)
+		}), call: ack()},
+		{name: "the next was retried and recovered", answers: true, setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"b", "retried", 2, "recovered", 1)
+		}), call: ack()},
+		{name: "lease lost", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) { c.args[2] = "stale" })},
+		{name: "lease expired", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"a", "lease_exp", 1)
+		}), call: ack()},
+		{name: "unique", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"a", "unique", qk.unique+"u")
+			client.Set(ctx, qk.unique+"u", "a", time.Hour)
+		}), call: ack()},
+		{name: "limited", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"a", "limit", "1 0 0 "+qk.limit+"k")
+			client.SAdd(ctx, qk.limit+"k:run", "a")
+		}), call: ack()},
+		{name: "completed retention", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) { c.args[3] = 60000 })},
+		{name: "no take", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.keys = c.keys[:4]
+			c.args[11] = 0
+			c.args = c.args[:len(c.args)-3]
+		})},
+		{name: "group member", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
+			c.args[5] = `{"TaskUUID":"a","State":"SUCCESS"}`
+			c.args[7] = 2
+		})},
+		{name: "a next task", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
+			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "")
+		})},
+	})
 }

@@ -70,18 +70,68 @@
 -- Complexity: O(N log M) for N tasks and M scheduled tasks or members of
 -- a group.
 
--- The common send, one publish of one task that is due now, whose id its
--- sender made (flag "f"), with no group, unique key or limit, is written
--- here, before the lib definitions (rdb's libMark), as lib/queue.lua's put
--- and wake would write it: TestEnqueuePreludeWritesWhatPutWrites holds the
+-- The common sends, one publish of one task that is due now, whose id its
+-- sender made (flag "f"), with no unique key or limit, are written here,
+-- before the lib definitions (rdb's libMark): a task that is no member as
+-- lib/queue.lua's put and wake would write it, a member as check, write
+-- and the end below (lib/aggregate.lua's agg_policy, agg_join and
+-- agg_file_new) would. TestEnqueuePreludeWritesWhatTheLibWrites holds the
 -- two together.
 if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
-	and ARGV[10] == "" and ARGV[11] == "" and ARGV[12] == "" then
-	local id = ARGV[7]
-	redis.call("HSET", ARGV[1] .. id, "msg", ARGV[8], "state", "pending", "pub", ARGV[4], "at", ARGV[3])
-	redis.call("RPUSH", KEYS[1], id)
-	if redis.call("LLEN", KEYS[4]) == 0 then
-		redis.call("LPUSH", KEYS[4], "1")
+	and ARGV[11] == "" and ARGV[12] == "" then
+	local id, g = ARGV[7], ARGV[10]
+	local task_key = ARGV[1] .. id
+	if g == "" then
+		redis.call("HSET", task_key, "msg", ARGV[8], "state", "pending", "pub", ARGV[4], "at", ARGV[3])
+		redis.call("RPUSH", KEYS[1], id)
+		if redis.call("LLEN", KEYS[4]) == 0 then
+			redis.call("LPUSH", KEYS[4], "1")
+		end
+		return { { 0 } }
+	end
+	local P = string.sub(ARGV[1], 1, -3) .. "agg:"
+	local cut = string.find(g, "\n", 1, true)
+	local name, key = string.sub(g, 1, cut - 1), string.sub(g, cut + 1)
+	local t = redis.call("TIME")
+	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	local till, size, delay, grace = string.match(redis.call("HGET", P .. "policies", name) or "", "^(%d+) (%d+) (%d+) (%d+)$")
+	if not till or tonumber(till) <= now then
+		return { { 4, id } }
+	end
+	size, delay, grace = tonumber(size), tonumber(delay), tonumber(grace)
+	local members = P .. "group:" .. g
+	local stamp = now * 1000
+	local last = tonumber(redis.call("ZRANGE", members, "-1", "-1", "WITHSCORES")[2])
+	if last and last >= stamp then
+		stamp = last + 1
+	end
+	local joined = string.format("%d", stamp)
+	redis.call("ZADD", members, joined, id)
+	if not last then
+		redis.call("SADD", P .. "groups", g)
+	end
+	redis.call("HSET", task_key, "state", "aggregating", "group", g, "joined", joined, "msg", ARGV[8], "pub", ARGV[4])
+	redis.call("INCRBY", P .. "count", 1)
+	local due
+	if not last then
+		if delay > 0 then
+			due = now + delay
+		end
+		if grace > 0 and (not due or now + grace < due) then
+			due = now + grace
+		end
+	end
+	if size > 0 and (not due or due > now) and redis.call("ZCARD", members) >= size then
+		due = now
+	end
+	if due then
+		redis.call("ZADD", P .. "due:" .. name, "LT", due, key)
+		if due <= now then
+			local notify = P .. "notify:" .. name
+			if redis.call("LLEN", notify) == 0 then
+				redis.call("LPUSH", notify, "1")
+			end
+		end
 	end
 	return { { 0 } }
 end
