@@ -2,10 +2,15 @@ package rdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -173,5 +178,51 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 				t.Fatalf("the aggregate's queue gave %d more tasks, %v; want none", len(ds), err)
 			}
 		})
+	}
+}
+
+// TestForgetBatchDeletesEveryMember: forgetting a batch deletes every
+// member's task hash, more than one DEL holds (lib/aggregate.lua's
+// agg_forget_batch deletes them 1000 at a time), and uncounts them.
+func TestForgetBatchDeletesEveryMember(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	qk := (&keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}).queue("q")
+	const members = 2500
+	ids := make([]string, members)
+	pipe := client.Pipeline()
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%d", i)
+		pipe.HSet(ctx, qk.task+ids[i], "state", "aggregating")
+	}
+	pipe.HSet(ctx, qk.task+"other", "state", "aggregating")
+	msg, err := json.Marshal(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, batches := qk.agg+"batch:b", qk.agg+"batches:m"
+	pipe.HSet(ctx, batch, "name", "m", "key", "k", "msg", msg, "handed", "agg")
+	pipe.ZAdd(ctx, batches, goredis.Z{Score: 1, Member: "b"})
+	pipe.Set(ctx, qk.aggCount, members+1, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := forgetBatchScript.Run(ctx, client, []string{batch, batches, qk.aggCount}, "b", qk.task).Err(); err != nil {
+		t.Fatal(err)
+	}
+	left, err := client.Keys(ctx, qk.task+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []string{qk.task + "other"}) {
+		t.Fatalf("%d task hashes left (%.3v), want the one of no batch", len(left), left)
+	}
+	if n := client.Get(ctx, qk.aggCount).Val(); n != "1" {
+		t.Fatalf("count %s, want 1", n)
+	}
+	if n := client.Exists(ctx, batch).Val() + client.ZCard(ctx, batches).Val(); n != 0 {
+		t.Fatal("the batch is still there")
 	}
 }

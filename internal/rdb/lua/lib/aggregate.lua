@@ -214,8 +214,14 @@ end
 -- published.
 local function agg_forget_batch(batch, batches, count, id, task_prefix)
 	local ids = cjson.decode(redis.call("HGET", batch, "msg"))
-	for _, m in ipairs(ids) do
-		redis.call("DEL", task_prefix .. m)
+	-- One DEL per 1000 members: a call's arguments are bounded by Lua's
+	-- stack, and each call costs more than a key.
+	for first = 1, #ids, 1000 do
+		local keys = {}
+		for i = first, math.min(first + 999, #ids) do
+			keys[#keys + 1] = task_prefix .. ids[i]
+		end
+		redis.call("DEL", unpack(keys))
 	end
 	redis.call("DECRBY", count, #ids)
 	redis.call("ZREM", batches, id)
