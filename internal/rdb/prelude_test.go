@@ -58,8 +58,8 @@ func reading(v string, start int64) string {
 // keysSnapshot returns what the keys under prefix hold, by name without
 // the prefix (and prefix left out of what they hold): a string's value, a
 // list's items, a set's sorted members, a zset's members with their
-// scores in order, a hash's fields, and whether the key has a TTL; a
-// clock reading as its distance from start (reading).
+// scores in order, a hash's fields, and its TTL in whole seconds (-1 for
+// none); a clock reading as its distance from start (reading).
 func keysSnapshot(t *testing.T, client *goredis.Client, prefix string, start int64) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -95,7 +95,8 @@ func keysSnapshot(t *testing.T, client *goredis.Client, prefix string, start int
 			t.Fatalf("key %s: type %s", key, typ)
 		}
 		held := strings.ReplaceAll(fmt.Sprintf("%v", v), prefix, "")
-		snap[strings.TrimPrefix(key, prefix)] = fmt.Sprintf("%s ttl:%v", held, client.PTTL(ctx, key).Val() > 0)
+		ttl := client.PTTL(ctx, key).Val()
+		snap[strings.TrimPrefix(key, prefix)] = fmt.Sprintf("%s ttl:%ds", held, (ttl.Milliseconds()+500)/1000)
 	}
 	return snap
 }
@@ -120,7 +121,7 @@ type preludeCase struct {
 // general path alone (the script without its prelude) and with its prelude
 // alone, each under a new prefix, and checks that the whole script and the
 // general path reply and write alike, and publish a notice on channel
-// (of the case's keys) alike; that the prelude alone answers as the case
+// (of the case's keys) the same notices; that the prelude alone answers as the case
 // says, then as the general path does; and that where it does not answer
 // it has written and published nothing. A clock reading in a reply is
 // taken as its distance from the call (reading).
@@ -132,7 +133,7 @@ func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *go
 	type outcome struct {
 		reply         interface{}
 		before, after map[string]string
-		published     bool
+		notices       string // published on channel, quoted
 	}
 	run := func(t *testing.T, c preludeCase, script *goredis.Script) (o outcome) {
 		prefix := srv.Prefix(t)
@@ -155,11 +156,18 @@ func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *go
 		if err := client.Publish(ctx, channel(k), "after").Err(); err != nil {
 			t.Fatal(err)
 		}
-		msg, err2 := ps.ReceiveMessage(ctx)
-		if err2 != nil {
-			t.Fatal(err2)
+		var notices []string
+		for {
+			msg, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.Payload == "after" {
+				break
+			}
+			notices = append(notices, strconv.Quote(msg.Payload))
 		}
-		o.published = msg.Payload != "after"
+		o.notices = fmt.Sprint(notices)
 		o.after = keysSnapshot(t, client, prefix, start)
 		o.reply = err
 		if err == nil {
@@ -176,8 +184,8 @@ func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *go
 			if !reflect.DeepEqual(all.after, gen.after) {
 				t.Errorf("keys after\n%v\nafter the general path\n%v", all.after, gen.after)
 			}
-			if all.published != gen.published {
-				t.Errorf("published a notice: %v, the general path %v", all.published, gen.published)
+			if all.notices != gen.notices {
+				t.Errorf("published %s, the general path %s", all.notices, gen.notices)
 			}
 			pre := run(t, c, alone)
 			err, _ := pre.reply.(error)
@@ -185,16 +193,16 @@ func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *go
 				t.Fatalf("the prelude alone answered %v (%v), want %v", answered, pre.reply, c.answers)
 			}
 			if c.answers {
-				if !reflect.DeepEqual(pre.reply, gen.reply) || pre.published != gen.published {
-					t.Errorf("the prelude alone answered %v (notice %v), the general path %v (%v)", pre.reply, pre.published, gen.reply, gen.published)
+				if !reflect.DeepEqual(pre.reply, gen.reply) || pre.notices != gen.notices {
+					t.Errorf("the prelude alone answered %v (published %s), the general path %v (%s)", pre.reply, pre.notices, gen.reply, gen.notices)
 				}
 				return
 			}
 			if !errors.Is(err, goredis.Nil) {
 				t.Fatalf("the prelude alone: %v, want it to fall through", err)
 			}
-			if !reflect.DeepEqual(pre.before, pre.after) || pre.published {
-				t.Errorf("the prelude alone, falling through, wrote (notice %v):\nbefore %v\nafter %v", pre.published, pre.before, pre.after)
+			if !reflect.DeepEqual(pre.before, pre.after) || pre.notices != "[]" {
+				t.Errorf("the prelude alone, falling through, wrote (published %s):\nbefore %v\nafter %v", pre.notices, pre.before, pre.after)
 			}
 		})
 	}
@@ -344,7 +352,7 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		return func(k *keys, qk *queueKeys) *scriptCall {
 			c := &scriptCall{
 				keys: []string{qk.task + "a", qk.lease, qk.completed, k.state("a"), qk.pending, qk.paused, qk.notify},
-				args: []interface{}{"0", "a", "tok", 0, 60000, "", "", 0, 60000, 60000, "0", 3, "0",
+				args: []interface{}{"0", "a", "tok", 0, 60000, "", "", 0, 70000, 80000, "0", 3, "0",
 					4, "state", "SUCCESS", "name", "n", qk.task, 30000, "taken"},
 			}
 			for _, change := range changes {
@@ -389,6 +397,16 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "the next is limited and the only one", setup: held(func(k *keys, qk *queueKeys) {
 			client.LRem(ctx, qk.pending, 1, "c")
 			client.HSet(ctx, qk.task+"b", "limit", "1 0 0 "+qk.limit+"k")
+		}), call: ack()},
+		{name: "the only pending is gone", setup: held(func(k *keys, qk *queueKeys) {
+			client.LRem(ctx, qk.pending, 1, "c")
+			client.Del(ctx, qk.task+"b")
+		}), call: ack()},
+		{name: "the settled task's own id heads pending", setup: held(func(k *keys, qk *queueKeys) {
+			client.LPush(ctx, qk.pending, "a")
+		}), call: ack()},
+		{name: "sent before pubs were kept", answers: true, setup: held(func(k *keys, qk *queueKeys) {
+			client.HDel(ctx, qk.task+"a", "pub")
 		}), call: ack()},
 		{name: "the next is gone", setup: held(func(k *keys, qk *queueKeys) {
 			client.Del(ctx, qk.task+"b")

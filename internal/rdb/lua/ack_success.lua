@@ -60,18 +60,20 @@
 -- any, is the caller's to put back: release_fetch.lua).
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
+--
 -- The common settle, the success of a task that is no group member and
 -- has no next task, no unique key or limit, acknowledged at once (no
 -- completed retention) and taking the next task of its queue, is written
 -- here, before the lib definitions (rdb's libMark), as check_settle,
 -- write_state, notify_final, forget and take_tasks would write it:
 -- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. It
--- writes nothing until it knows the case is its own; any other case, and a
--- taken task that is gone or limited, goes on to the general path (a
--- limited one is first put back at the head of pending, where it was).
+-- reads all it decides by before it writes (a refusal for memory, at the
+-- first write, leaves nothing written); any other case, and a pending
+-- head that is gone, limited or the settled task's own id, goes on to
+-- the general path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
-if ARGV[6] == "" and ARGV[4] == "0" and t0 > 0 and #ARGV == 17 + m0 then
+if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and #ARGV == 17 + m0 then
 	local tv = redis.call("TIME")
 	local now = tonumber(tv[1]) * 1000 + math.floor(tonumber(tv[2]) / 1000)
 	local h = redis.call("HMGET", KEYS[1], "lease", "lease_exp", "at", "pub", "unique", "limit")
@@ -87,11 +89,10 @@ if ARGV[6] == "" and ARGV[4] == "0" and t0 > 0 and #ARGV == 17 + m0 then
 		local prefix = ARGV[#ARGV - 2]
 		local id, fields = false, false
 		if flags == 0 then
-			id = redis.call("LPOP", pending)
+			id = redis.call("LINDEX", pending, 0)
 			if id then
 				fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit")
-				if not fields[1] or (fields[5] and not fields[4]) then
-					redis.call("LPUSH", pending, id)
+				if not fields[1] or prefix .. id == KEYS[1] or (fields[5] and not fields[4]) then
 					flags = 1
 				end
 			end
@@ -116,6 +117,7 @@ if ARGV[6] == "" and ARGV[4] == "0" and t0 > 0 and #ARGV == 17 + m0 then
 				return { 0, expiry }
 			end
 			local token = ARGV[#ARGV]
+			redis.call("LPOP", pending)
 			redis.call("HSET", prefix .. id, "state", "active", "lease", token, "lease_exp", expiry)
 			redis.call("ZADD", KEYS[2], expiry, id)
 			return { 0, expiry, id, fields[1], fields[2] or "0", fields[3] or "0", token, fields[4] or "" }
