@@ -36,8 +36,11 @@ import (
 //
 // Cost of a member: no round trip of its own (it travels in its publish's
 // enqueue script, which concurrent publishes share: combine.go), O(log G)
-// in a group of G; about eight commands (its PENDING state, its task hash,
-// its join), the group filed only when it is new or full. A claim is one script per queue tried,
+// in a group of G; eight commands in Redis for a member due now whose
+// UUID its sender made (EVALSHA, TIME, the policy's HGET, the newest
+// stamp's ZRANGE, ZADD, the task hash's HSET, INCRBY of the count, ZCARD),
+// the group filed (ZADD of its due time) only when it is new or full. A
+// claim is one script per queue tried,
 // O(N log B) for N names, plus O(M log G) for the M members it takes.
 
 // statusNoAggregator is enqueue.lua's answer for a member whose name no

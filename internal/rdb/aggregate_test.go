@@ -187,10 +187,17 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 func TestForgetBatchDeletesEveryMember(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
+	for _, members := range []int{0, 1, 999, 1000, 1001, 2500} {
+		t.Run(fmt.Sprint(members), func(t *testing.T) { forgetBatchOf(t, srv, members) })
+	}
+}
+
+// forgetBatchOf forgets a batch of members members (forget_batch.lua) and
+// checks that their task hashes, and only theirs, are gone and uncounted.
+func forgetBatchOf(t *testing.T, srv *redistest.Server, members int) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	qk := (&keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}).queue("q")
-	const members = 2500
 	ids := make([]string, members)
 	pipe := client.Pipeline()
 	for i := range ids {
@@ -217,7 +224,7 @@ func TestForgetBatchDeletesEveryMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(left, []string{qk.task + "other"}) {
-		t.Fatalf("%d task hashes left (%.3v), want the one of no batch", len(left), left)
+		t.Fatalf("%d task hashes left (%v…), want the one of no batch", len(left), left[:min(3, len(left))])
 	}
 	if n := client.Get(ctx, qk.aggCount).Val(); n != "1" {
 		t.Fatalf("count %s, want 1", n)

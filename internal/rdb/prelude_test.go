@@ -41,11 +41,12 @@ const (
 
 // reading returns v, a value or score a script wrote, with a clock reading
 // in it as its distance from start (ms) in whole seconds: two runs of one
-// case, a few ms apart, read alike.
+// case, a few ms apart, read alike. With start 0 (a frozen clock:
+// holdPreludeToLibAt) v is returned as it is, to the ms.
 func reading(v string, start int64) string {
 	n, err := strconv.ParseFloat(v, 64)
 	switch {
-	case err != nil || n <= clockReading:
+	case err != nil || n <= clockReading || start == 0:
 		return v
 	case n > joinStamp:
 		stamp := int64(n)
@@ -126,10 +127,36 @@ type preludeCase struct {
 // it has written and published nothing. A clock reading in a reply is
 // taken as its distance from the call (reading).
 func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *goredis.Script, channel func(k *keys) string, cases []preludeCase) {
+	holdPreludeToLibAt(t, srv, name, full, channel, cases, 0)
+}
+
+// holdPreludeToLibAt is holdPreludeToLib with, when at is not 0, the
+// server's clock frozen at at (ms) in all three scripts (each TIME they
+// call reads it; full is then built from the source), and what they write
+// compared to the ms: a join in the same ms as the newest member's, a
+// policy that ends now and a due time off by a ms are told apart.
+func holdPreludeToLibAt(t *testing.T, srv *redistest.Server, name string, full *goredis.Script, channel func(k *keys) string, cases []preludeCase, at int64) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	prelude, general := splitPrelude(t, name)
 	alone := goredis.NewScript(prelude + "return false\n")
+	if at != 0 {
+		freeze := func(src string) string {
+			frozen := strings.ReplaceAll(src, `redis.call("TIME")`, fmt.Sprintf(`{"%d", "%d"}`, at/1000, at%1000*1000))
+			if frozen == src {
+				t.Fatalf("%s.lua: the clock is not frozen", name)
+			}
+			return frozen
+		}
+		src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, body, _ := strings.Cut(string(src), libMark)
+		full = goredis.NewScript(freeze(withLib(string(src))))
+		general = goredis.NewScript(freeze(withLib(body)))
+		alone = goredis.NewScript(freeze(prelude) + "return false\n")
+	}
 	type outcome struct {
 		reply         interface{}
 		before, after map[string]string
@@ -151,6 +178,9 @@ func holdPreludeToLib(t *testing.T, srv *redistest.Server, name string, full *go
 			t.Fatal(err)
 		}
 		start := time.Now().UnixMilli()
+		if at != 0 {
+			start = 0
+		}
 		o.before = keysSnapshot(t, client, prefix, start)
 		v, err := script.Run(ctx, client, call.keys, call.args...).Result()
 		if err := client.Publish(ctx, channel(k), "after").Err(); err != nil {
@@ -237,48 +267,19 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	const group = "m\nk"
+	const group = testGroup
+	now := time.Now().UnixMilli()
 	// policy announces task m's aggregation policy for an hour (from the
 	// test's start: every run of a case announces the same).
-	till := time.Now().Add(time.Hour).UnixMilli()
 	policy := func(rule string) func(k *keys, qk *queueKeys) {
-		return func(k *keys, qk *queueKeys) {
-			if err := client.HSet(context.Background(), qk.aggPolicies, "m", fmt.Sprintf("%d %s", till, rule)).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		return announced(t, client, now+time.Hour.Milliseconds(), rule)
 	}
-	// send is a publish of one task d: flag, ETA, group, unique key, limit.
 	send := func(flag string, eta int64, g, unique, limit string) func(k *keys, qk *queueKeys) *scriptCall {
-		return func(k *keys, qk *queueKeys) *scriptCall {
-			return &scriptCall{
-				keys: []string{qk.pending, qk.scheduled, qk.archived, qk.notify, k.state("d")},
-				args: []interface{}{qk.task, "1", time.Now().UnixMilli(), "tok", flag, 1, "d", `{"Name":"m"}`, eta, g, unique, limit},
-			}
-		}
+		return sendOne(now, flag, eta, g, unique, limit)
 	}
-	// with runs setups one after another.
-	with := func(setups ...func(k *keys, qk *queueKeys)) func(k *keys, qk *queueKeys) {
-		return func(k *keys, qk *queueKeys) {
-			for _, s := range setups {
-				s(k, qk)
-			}
-		}
-	}
-	// joined adds member id to the group, joined at ms from now.
-	joined := func(id string, ms int64) func(k *keys, qk *queueKeys) {
-		return func(k *keys, qk *queueKeys) {
-			ctx := context.Background()
-			stamp := (time.Now().UnixMilli() + ms) * 1000
-			c := client
-			if err := c.ZAdd(ctx, qk.agg+"group:"+group, goredis.Z{Score: float64(stamp), Member: id}).Err(); err != nil {
-				t.Fatal(err)
-			}
-			c.SAdd(ctx, qk.aggGroups, group)
-			c.HSet(ctx, qk.task+id, "state", "aggregating", "group", group, "joined", stamp, "msg", `{"Name":"m"}`)
-			c.IncrBy(ctx, qk.aggCount, 1)
-		}
-	}
+	with := allOf
+	// joined adds member id to the group, joined ms after the test's start.
+	joined := func(id string, ms int64) func(k *keys, qk *queueKeys) { return joinedAt(t, client, id, (now+ms)*1000) }
 	hour := time.Hour.Milliseconds()
 	holdPreludeToLib(t, srv, "enqueue", enqueueScript, func(k *keys) string { return k.state("d") }, []preludeCase{
 		{name: "a task", answers: true, call: send("f", 0, "", "", "")},
@@ -311,6 +312,18 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "a member whose id its sender did not make", call: send("0", 0, group, "", ""), setup: policy("100 5000 1000")},
 		{name: "a member with an ETA", call: send("f", time.Now().UnixMilli()+hour, group, "", ""), setup: policy("100 5000 1000")},
 		{name: "a unique member", call: send("f", 0, group, "60000 - u", ""), setup: policy("100 5000 1000")},
+		{name: "the first member, no MaxSize", answers: true, call: send("f", 0, group, "", ""), setup: policy("0 5000 1000")},
+		{name: "a member after two, the newest stamped later", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), joined("x", -10), joined("y", 10000))},
+		{name: "a task with no publish token", call: func(k *keys, qk *queueKeys) *scriptCall {
+			c := send("f", 0, "", "", "")(k, qk)
+			c.args[3] = ""
+			return c
+		}},
+		{name: "a member with no publish token", setup: policy("100 5000 1000"), call: func(k *keys, qk *queueKeys) *scriptCall {
+			c := send("f", 0, group, "", "")(k, qk)
+			c.args[3] = ""
+			return c
+		}},
 	})
 }
 
@@ -445,4 +458,79 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "")
 		})},
 	})
+}
+
+// TestEnqueuePreludeAtAFrozenClock: enqueue.lua's prelude for a member
+// writes what the general path writes to the ms, the server's clock frozen
+// (holdPreludeToLibAt): a join in the ms of the newest member's stamp, a
+// policy that ends now, due times.
+func TestEnqueuePreludeAtAFrozenClock(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	at := time.Now().UnixMilli()
+	policy := func(till int64, rule string) func(k *keys, qk *queueKeys) { return announced(t, client, till, rule) }
+	joined := func(id string, stamp int64) func(k *keys, qk *queueKeys) { return joinedAt(t, client, id, stamp) }
+	with := allOf
+	send := sendOne(at, "f", 0, testGroup, "", "")
+	hour := time.Hour.Milliseconds()
+	holdPreludeToLibAt(t, srv, "enqueue", nil, func(k *keys) string { return k.state("d") }, []preludeCase{
+		{name: "the first member", answers: true, call: send, setup: policy(at+hour, "100 5000 1000")},
+		{name: "the first member, delay only", answers: true, call: send, setup: policy(at+hour, "100 5000 0")},
+		{name: "the first member, grace only", answers: true, call: send, setup: policy(at+hour, "100 0 1000")},
+		{name: "the policy ends now", answers: true, call: send, setup: policy(at, "100 5000 1000")},
+		{name: "the policy ends in a ms", answers: true, call: send, setup: policy(at+1, "100 5000 1000")},
+		{name: "a member in the ms of the newest", answers: true, call: send, setup: with(policy(at+hour, "100 5000 1000"), joined("x", at*1000))},
+		{name: "a member a ms after the newest", answers: true, call: send, setup: with(policy(at+hour, "100 5000 1000"), joined("x", at*1000-1000))},
+		{name: "a member fills the group", answers: true, call: send, setup: with(policy(at+hour, "2 5000 1000"), joined("x", at*1000-5))},
+	}, at)
+}
+
+// testGroup is the aggregation group of the prelude tests: task m's key k.
+const testGroup = "m\nk"
+
+// allOf runs setups one after another.
+func allOf(setups ...func(k *keys, qk *queueKeys)) func(k *keys, qk *queueKeys) {
+	return func(k *keys, qk *queueKeys) {
+		for _, s := range setups {
+			s(k, qk)
+		}
+	}
+}
+
+// announced announces task m's aggregation policy rule ("<max size> <max
+// delay ms> <grace ms>") until till (ms).
+func announced(t *testing.T, c *goredis.Client, till int64, rule string) func(k *keys, qk *queueKeys) {
+	return func(k *keys, qk *queueKeys) {
+		if err := c.HSet(context.Background(), qk.aggPolicies, "m", fmt.Sprintf("%d %s", till, rule)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// joinedAt adds member id to testGroup with join stamp stamp, as agg_join
+// does.
+func joinedAt(t *testing.T, c *goredis.Client, id string, stamp int64) func(k *keys, qk *queueKeys) {
+	return func(k *keys, qk *queueKeys) {
+		ctx := context.Background()
+		pipe := c.TxPipeline()
+		pipe.ZAdd(ctx, qk.agg+"group:"+testGroup, goredis.Z{Score: float64(stamp), Member: id})
+		pipe.SAdd(ctx, qk.aggGroups, testGroup)
+		pipe.HSet(ctx, qk.task+id, "state", "aggregating", "group", testGroup, "joined", stamp, "msg", `{"Name":"m"}`)
+		pipe.IncrBy(ctx, qk.aggCount, 1)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sendOne is an enqueue.lua call with one publish of one task d, sent at
+// at (the sender's clock), with its flag, ETA, group, unique key and limit.
+func sendOne(at int64, flag string, eta int64, g, unique, limit string) func(k *keys, qk *queueKeys) *scriptCall {
+	return func(k *keys, qk *queueKeys) *scriptCall {
+		return &scriptCall{
+			keys: []string{qk.pending, qk.scheduled, qk.archived, qk.notify, k.state("d")},
+			args: []interface{}{qk.task, "1", at, "tok", flag, 1, "d", `{"Name":"m"}`, eta, g, unique, limit},
+		}
+	}
 }

@@ -74,9 +74,11 @@
 -- sender made (flag "f"), with no unique key or limit, are written here,
 -- before the lib definitions (rdb's libMark): a task that is no member as
 -- lib/queue.lua's put and wake would write it, a member as check, write
--- and the end below (lib/aggregate.lua's agg_policy, agg_join and
--- agg_file_new) would. TestEnqueuePreludeWritesWhatTheLibWrites holds the
--- two together.
+-- and the end below (lib/aggregate.lua's agg_policy, agg_join,
+-- agg_file_new and agg_count) would, having read the policy and the
+-- group's newest stamp before its first write (a refusal for memory, at
+-- that write, leaves nothing written).
+-- TestEnqueuePreludeWritesWhatTheLibWrites holds the two together.
 if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
 	and ARGV[11] == "" and ARGV[12] == "" then
 	local id, g = ARGV[7], ARGV[10]

@@ -138,8 +138,11 @@ end
 -- stamp or, when stamp is nil, as the group's newest member now; msg and
 -- pub (optional) are the task hash's msg and pub, set in the same HSET.
 -- The caller files the group (agg_schedule, or agg_file_new for members
--- that joined now) once it has added its members; either counts the
--- joins. With stamp nil it returns whether the group was empty.
+-- that joined now) once it has added its members, and counts the joins
+-- (agg_file and agg_file_new do). With stamp nil it returns whether the
+-- group was empty. enqueue.lua's prelude writes out agg_policy, agg_join
+-- and agg_file_new for a made member due now:
+-- TestEnqueuePreludeWritesWhatTheLibWrites holds them together.
 local function agg_join(P, g, task_key, id, stamp, now, msg, pub)
 	local members = P .. "group:" .. g
 	local new_group = true
