@@ -8,11 +8,21 @@ local function record_member(meta, done, order, id, state, count, created_at, tt
 	if redis.call("HSET", done, id, state) == 1 then
 		redis.call("RPUSH", order, id)
 	end
-	redis.call("HSETNX", meta, "count", count)
-	redis.call("HSETNX", meta, "created_at", created_at)
+	-- The group's count and created_at (InitGroup's, or, for a group sent
+	-- without it, the first member's to finish) are read in one HMGET and
+	-- written only when missing.
+	local m = redis.call("HMGET", meta, "count", "created_at")
+	local total = m[1]
+	if not total then
+		redis.call("HSET", meta, "count", count)
+		total = count
+	end
+	if not m[2] then
+		redis.call("HSET", meta, "created_at", created_at)
+	end
 	local finished = redis.call("HLEN", done)
 	local ttl = ttl_running
-	if finished >= tonumber(redis.call("HGET", meta, "count")) then
+	if finished >= tonumber(total) then
 		ttl = ttl_done
 	end
 	redis.call("PEXPIRE", meta, ttl)
