@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
 const (
@@ -35,15 +30,12 @@ type redisCluster struct {
 	nodes []*clusterNode
 }
 
-// clusterNode is one master of a redisCluster.
+// clusterNode is one master of a redisCluster; its client is to this node
+// alone (INFO, FLUSHALL, CLUSTER …).
 type clusterNode struct {
-	addr    string
-	port    int
+	*redisProc
 	busPort int
 	lo, hi  int // the slots it serves, inclusive
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	client  *goredis.Client // to this node alone: INFO, FLUSHALL, CLUSTER …
 }
 
 // slotRange returns the slots master i of masters serves: an even share,
@@ -61,9 +53,9 @@ func startCluster(ctx context.Context, masters int) (_ *redisCluster, err error)
 	if masters < 1 {
 		return nil, fmt.Errorf("a cluster of %d masters", masters)
 	}
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisServerBin()
 	if err != nil {
-		return nil, errors.New("redis-server not found in PATH: install it (apt-get install redis-server, brew install redis)")
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "machinist-bench-cluster-")
 	if err != nil {
@@ -108,65 +100,27 @@ func startCluster(ctx context.Context, masters int) (_ *redisCluster, err error)
 // ports (client and cluster bus) and waits until it answers PING; it tries
 // new ports up to five times, in case another process took one meanwhile.
 func startClusterNode(ctx context.Context, bin, dir string) (*clusterNode, error) {
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
+	var busPort int
+	p, err := startRedisProc(ctx, "cluster node redis-server", bin, dir, 2, clusterNodeStartTimeout, func(port int) ([]string, error) {
+		for busPort = port; busPort == port; {
+			var err error
+			if busPort, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
-		busPort, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		if busPort == port {
-			continue
-		}
-		p := strconv.Itoa(port)
-		logFile := filepath.Join(dir, "redis-"+p+".log")
-		cmd := exec.Command(bin,
-			"--port", p, "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+p+".conf",
+		return []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(port) + ".conf",
 			"--cluster-port", strconv.Itoa(busPort),
 			// A node that has met no other does not know its own address
 			// and lists itself as ":<port>" (CLUSTER NODES, CLUSTER SLOTS):
 			// a cluster of one master would send its clients nowhere.
 			"--cluster-announce-ip", "127.0.0.1",
-			"--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", logFile,
-			"--daemonize", "no", "--protected-mode", "yes",
-		)
-		setChildAttrs(cmd)
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start redis-server: %w", err)
-		}
-		n := &clusterNode{addr: "127.0.0.1:" + p, port: port, busPort: busPort, cmd: cmd, exited: make(chan struct{})}
-		// In children, so that killChildren (Ctrl-C) kills it too.
-		children.Lock()
-		if children.procs == nil {
-			children.procs = map[*os.Process]bool{}
-		}
-		children.procs[cmd.Process] = true
-		children.Unlock()
-		go func() {
-			cmd.Wait()
-			children.Lock()
-			delete(children.procs, cmd.Process)
-			children.Unlock()
-			close(n.exited)
-		}()
-		n.client = goredis.NewClient(&goredis.Options{Addr: n.addr, PoolSize: 2})
-		if lastErr = answers(ctx, n.client, n.exited, clusterNodeStartTimeout); lastErr == nil {
-			return n, nil
-		}
-		if ctx.Err() != nil {
-			n.stop()
-			return nil, ctx.Err()
-		}
-		log, _ := os.ReadFile(logFile)
-		lastErr = fmt.Errorf("cluster node redis-server on port %d did not start: %v\n%s", port, lastErr, log)
-		n.stop()
+		}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	return &clusterNode{redisProc: p, busPort: busPort}, nil
 }
 
 // waitReady polls every node until it reports cluster_state:ok with every
@@ -336,21 +290,6 @@ func (c *redisCluster) stop() {
 		os.RemoveAll(c.dir)
 		c.dir = ""
 	}
-}
-
-func (n *clusterNode) stop() {
-	if n == nil || n.cmd == nil {
-		return
-	}
-	if n.client != nil {
-		n.client.Close()
-	}
-	n.cmd.Process.Kill()
-	select {
-	case <-n.exited:
-	case <-time.After(5 * time.Second):
-	}
-	n.cmd = nil
 }
 
 // keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) mod 16384

@@ -19,9 +19,16 @@ import (
 
 // redisServer is the redis-server this program starts for itself.
 type redisServer struct {
+	*redisProc
+	dir string
+}
+
+// redisProc is a redis-server process this program started, and a client
+// to it alone. It is in children until it exits, so that killChildren
+// (Ctrl-C) kills it, and dies with this program (setChildAttrs).
+type redisProc struct {
 	addr   string
 	port   int
-	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	client *goredis.Client
@@ -40,63 +47,117 @@ func freePort() (int, error) {
 // startRedis starts redis-server on a free 127.0.0.1 port with persistence
 // off, and waits until it answers PING.
 func startRedis(ctx context.Context) (*redisServer, error) {
+	bin, err := redisServerBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "machinist-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	p, err := startRedisProc(ctx, "redis-server", bin, dir, 4, 10*time.Second, nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &redisServer{redisProc: p, dir: dir}, nil
+}
+
+// redisServerBin finds redis-server in PATH.
+func redisServerBin() (string, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, errors.New("redis-server not found in PATH: install it (apt-get install redis-server, brew install redis)")
+		return "", errors.New("redis-server not found in PATH: install it (apt-get install redis-server, brew install redis)")
 	}
+	return bin, nil
+}
+
+// startRedisProc starts redis-server bin on a free 127.0.0.1 port with
+// persistence off, its files in dir and its log in dir/redis-<port>.log,
+// with the arguments extra returns for the port (nil: none), a client of
+// poolSize connections, and waits up to timeout until it answers PING. It
+// tries five ports; what names it in errors.
+func startRedisProc(ctx context.Context, what, bin, dir string, poolSize int, timeout time.Duration, extra func(port int) ([]string, error)) (*redisProc, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		dir, err := os.MkdirTemp("", "machinist-bench-redis-")
-		if err != nil {
-			return nil, err
+		p := strconv.Itoa(port)
+		logFile := filepath.Join(dir, "redis-"+p+".log")
+		args := []string{"--port", p, "--bind", "127.0.0.1"}
+		if extra != nil {
+			more, err := extra(port)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, more...)
 		}
-		cmd := exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"),
-			"--daemonize", "no", "--protected-mode", "yes",
-		)
+		args = append(args, "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", logFile,
+			"--daemonize", "no", "--protected-mode", "yes")
+		cmd := exec.Command(bin, args...)
 		setChildAttrs(cmd)
 		if err := cmd.Start(); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("start redis-server: %w", err)
+			return nil, fmt.Errorf("start %s: %w", what, err)
 		}
-		rs := &redisServer{addr: fmt.Sprintf("127.0.0.1:%d", port), port: port, dir: dir, cmd: cmd, exited: make(chan struct{})}
-		go func() { cmd.Wait(); close(rs.exited) }()
-		rs.client = goredis.NewClient(&goredis.Options{Addr: rs.addr, PoolSize: 4})
-		if lastErr = answers(ctx, rs.client, rs.exited, 10*time.Second); lastErr == nil {
-			return rs, nil
+		rp := &redisProc{addr: "127.0.0.1:" + p, port: port, cmd: cmd, exited: make(chan struct{})}
+		children.Lock()
+		if children.procs == nil {
+			children.procs = map[*os.Process]bool{}
+		}
+		children.procs[cmd.Process] = true
+		children.Unlock()
+		go func() {
+			cmd.Wait()
+			children.Lock()
+			delete(children.procs, cmd.Process)
+			children.Unlock()
+			close(rp.exited)
+		}()
+		rp.client = goredis.NewClient(&goredis.Options{Addr: rp.addr, PoolSize: poolSize})
+		if lastErr = answers(ctx, rp.client, rp.exited, timeout); lastErr == nil {
+			return rp, nil
 		}
 		if ctx.Err() != nil {
-			rs.stop()
+			rp.stop()
 			return nil, ctx.Err()
 		}
-		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-		lastErr = fmt.Errorf("redis-server on port %d did not start: %v\n%s", port, lastErr, log)
-		rs.stop()
+		log, _ := os.ReadFile(logFile)
+		lastErr = fmt.Errorf("%s on port %d did not start: %v\n%s", what, port, lastErr, log)
+		rp.stop()
 	}
 	return nil, lastErr
 }
 
-// stop kills redis-server and removes its directory. Safe to call twice.
-func (r *redisServer) stop() {
-	if r == nil || r.cmd == nil {
+// stop kills the process and waits (up to 5 s) until it has exited. Safe
+// to call twice.
+func (p *redisProc) stop() {
+	if p == nil || p.cmd == nil {
 		return
 	}
-	if r.client != nil {
-		r.client.Close()
+	if p.client != nil {
+		p.client.Close()
 	}
-	r.cmd.Process.Kill()
+	p.cmd.Process.Kill()
 	select {
-	case <-r.exited:
+	case <-p.exited:
 	case <-time.After(5 * time.Second):
 	}
-	os.RemoveAll(r.dir)
-	r.cmd = nil
+	p.cmd = nil
+}
+
+// stop kills redis-server and removes its directory. Safe to call twice.
+func (r *redisServer) stop() {
+	if r == nil {
+		return
+	}
+	r.redisProc.stop()
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+		r.dir = ""
+	}
 }
 
 // reset empties the server and its statistics: FLUSHALL and CONFIG RESETSTAT.
