@@ -84,6 +84,27 @@ var children struct {
 	procs map[*os.Process]bool
 }
 
+// track adds cmd's process, started, to children until it exits, and
+// returns a channel closed once it has exited (after cmd.Wait, which it
+// calls).
+func track(cmd *exec.Cmd) <-chan struct{} {
+	exited := make(chan struct{})
+	children.Lock()
+	if children.procs == nil {
+		children.procs = map[*os.Process]bool{}
+	}
+	children.procs[cmd.Process] = true
+	children.Unlock()
+	go func() {
+		cmd.Wait()
+		children.Lock()
+		delete(children.procs, cmd.Process)
+		children.Unlock()
+		close(exited)
+	}()
+	return exited
+}
+
 func killChildren() {
 	children.Lock()
 	defer children.Unlock()
@@ -95,7 +116,7 @@ func killChildren() {
 // child is a worker process.
 type child struct {
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 }
 
 // startWorkerProcess starts this program as lib's worker process and waits
@@ -125,13 +146,6 @@ func startChild(ctx context.Context, what string, env ...string) (*child, error)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, exited: make(chan struct{})}
-	children.Lock()
-	if children.procs == nil {
-		children.procs = map[*os.Process]bool{}
-	}
-	children.procs[cmd.Process] = true
-	children.Unlock()
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -146,13 +160,7 @@ func startChild(ctx context.Context, what string, env ...string) (*child, error)
 			ready <- false
 		}
 	}()
-	go func() {
-		cmd.Wait()
-		children.Lock()
-		delete(children.procs, cmd.Process)
-		children.Unlock()
-		close(c.exited)
-	}()
+	c := &child{cmd: cmd, exited: track(cmd)}
 	select {
 	case ok := <-ready:
 		if ok {

@@ -30,7 +30,7 @@ type redisProc struct {
 	addr   string
 	port   int
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 	client *goredis.Client
 }
 
@@ -102,20 +102,7 @@ func startRedisProc(ctx context.Context, what, bin, dir string, poolSize int, ti
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", what, err)
 		}
-		rp := &redisProc{addr: "127.0.0.1:" + p, port: port, cmd: cmd, exited: make(chan struct{})}
-		children.Lock()
-		if children.procs == nil {
-			children.procs = map[*os.Process]bool{}
-		}
-		children.procs[cmd.Process] = true
-		children.Unlock()
-		go func() {
-			cmd.Wait()
-			children.Lock()
-			delete(children.procs, cmd.Process)
-			children.Unlock()
-			close(rp.exited)
-		}()
+		rp := &redisProc{addr: "127.0.0.1:" + p, port: port, cmd: cmd, exited: track(cmd)}
 		rp.client = goredis.NewClient(&goredis.Options{Addr: rp.addr, PoolSize: poolSize})
 		if lastErr = answers(ctx, rp.client, rp.exited, timeout); lastErr == nil {
 			return rp, nil
