@@ -168,25 +168,35 @@ func TestSameKeyKeepsOrder(t *testing.T) {
 	}
 }
 
-// Run sends at once on an idle lane when its key's lane is busy: it does
-// not wait behind the pipeline that lane is sending, until every lane is.
-func TestRunTakesAnIdleLane(t *testing.T) {
-	t.Parallel()
-	b, client, prefix := sharedBatcher(t)
-	ctx := context.Background()
+// laneHolder holds lanes of b for a test: hold makes one more lane (the
+// next idle one from key's, as Run takes them) busy sending until free is
+// called. free is safe to call more than once, and is called when the test
+// ends (before b or its store closes, which waits for the lanes, when
+// they were made earlier in the test).
+func laneHolder(t *testing.T, b *Batcher, key string) (hold, free func()) {
 	release := make(chan struct{})
 	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free()
-	hold := func() {
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	hold = func() {
 		held := make(chan struct{})
-		go b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
+		go b.Run(key, func(p goredis.Pipeliner) []goredis.Cmder {
 			close(held)
 			<-release
 			return nil
 		}, nil)
 		<-held
 	}
+	return hold, free
+}
+
+// Run sends at once on an idle lane when its key's lane is busy: it does
+// not wait behind the pipeline that lane is sending, until every lane is.
+func TestRunTakesAnIdleLane(t *testing.T) {
+	t.Parallel()
+	b, client, prefix := sharedBatcher(t)
+	ctx := context.Background()
+	hold, free := laneHolder(t, b, "k")
 	// incr runs an INCR through Run and returns a channel closed once it
 	// ran.
 	incr := func() <-chan struct{} {

@@ -48,7 +48,7 @@ func (h *enqueueCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) g
 	}
 }
 
-// TestConcurrentPublishesShareOneCall holds the queue's batcher lane while
+// TestConcurrentPublishesShareOneCall holds every batcher lane while
 // publishes gather, then checks that they went in one enqueue call and
 // that each got its own outcome: a duplicate is refused alone, a cancelled
 // publish is not sent, the others land.
@@ -68,18 +68,9 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 
 	// Hold every lane (a publish takes any idle one): each sender waits
 	// in its op's QueueFunc.
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free) // before the store closes, which waits for the lanes
+	hold, free := laneHolder(t, s.batch, queue)
 	for range Lanes {
-		hold := make(chan struct{})
-		go s.batch.Run(queue, func(p goredis.Pipeliner) []goredis.Cmder {
-			close(hold)
-			<-release
-			return nil
-		}, nil)
-		<-hold
+		hold()
 	}
 
 	const publishes = 20

@@ -69,11 +69,11 @@
 // acknowledgement script, fenced by the task's lease. Its PENDING state is
 // not written at all: the task's hash in its queue says it (with when it
 // was sent, at: by the sender's clock for a task due now, by Redis's for
-// one with an ETA or an aggregation member), and GetState of a task with no state hash reads it from
-// there (get_state.lua, which looks in each queue of the store: O(queues)
-// for such a task). The first state its worker writes starts its state
-// hash, with created_at taken from the task hash; a PENDING state so kept
-// never expires while the task waits.
+// one with an ETA or an aggregation member), and GetState of a task with
+// no state hash reads it from there (get_state.lua, which looks in each
+// queue of the store: O(queues) for such a task). The first state its
+// worker writes starts its state hash, with created_at taken from the task
+// hash; a PENDING state so kept never expires while the task waits.
 //
 // Results are stored as JSON. GetState decodes them with UseNumber, so a
 // value comes back as JSON gives it: numbers as json.Number, slices as
