@@ -229,6 +229,21 @@ func (c *redisCluster) checkSlot(ctx context.Context, key string) error {
 	return nil
 }
 
+// shards returns the shards of queue that machinist recorded in c (the
+// queue, then queue{k for each suffix k of the record's field).
+func (c *redisCluster) shards(ctx context.Context, queue string) ([]string, error) {
+	const record = "machinist:shards"
+	raw, err := c.nodes[c.masterOf(keySlot(record))].client.HGet(ctx, record, queue).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the shards of %s: %w", queue, err)
+	}
+	names := []string{queue}
+	for _, k := range strings.Fields(raw) {
+		names = append(names, queue+"{"+k)
+	}
+	return names, nil
+}
+
 // reset empties every master and its statistics: FLUSHALL and CONFIG
 // RESETSTAT on each.
 func (c *redisCluster) reset(ctx context.Context) error {

@@ -33,15 +33,22 @@ var scaleMasters = []int{1, 2, 3}
 // on each master of three (slotRange), q0 and q1 on the first of two.
 var scaleQueues = []string{"q0", "q1", "q2"}
 
-// scaleLayout is one way of sending the tasks: to the default queue, or
+// scaleShards is the shards of the sharded variant's queue: one per
+// master of the largest cluster.
+const scaleShards = 3
+
+// scaleLayout is one way of sending the tasks: to the default queue, as
+// it is or in scaleShards shards (RedisConfig.QueueShards), or
 // round-robin over scaleQueues with a worker consuming all of them.
 type scaleLayout struct {
-	name   string // "one queue", "3 queues"
+	name   string // "one queue", "one queue in 3 shards", "3 queues"
 	queues []string
+	shards int // of queues[0], when more than 1
 }
 
 var scaleLayouts = []scaleLayout{
 	{name: "one queue", queues: []string{config.DefaultQueueName}},
+	{name: fmt.Sprintf("one queue in %d shards", scaleShards), queues: []string{config.DefaultQueueName}, shards: scaleShards},
 	{name: fmt.Sprintf("%d queues", len(scaleQueues)), queues: scaleQueues},
 }
 
@@ -54,8 +61,8 @@ func scaleVariant(l scaleLayout, masters int) string {
 
 // scale runs one repetition of the scale workload: for each cluster size
 // it starts a Redis Cluster of that many masters, measures machinist's
-// e2e throughput on it with one queue and with the tasks spread over
-// three, and stops it. Only machinist is run: the other drivers have no
+// e2e throughput on it with one queue, with that queue in three shards,
+// and with the tasks spread over three queues, and stops it. Only machinist is run: the other drivers have no
 // cluster mode (n/a).
 func (b *bench) scale(ctx context.Context, libs []string, rep int) {
 	for _, lib := range libs {
@@ -199,7 +206,7 @@ func (b *bench) scaleRun(ctx context.Context, c *redisCluster, l scaleLayout, re
 	}
 	var calls atomic.Int64
 	done := make(chan struct{})
-	s, err := newScaleServer(c.url(), func() {
+	s, err := newScaleServer(c.url(), l, func() {
 		if calls.Add(1) == int64(n) {
 			close(done)
 		}
@@ -216,6 +223,13 @@ func (b *bench) scaleRun(ctx context.Context, c *redisCluster, l scaleLayout, re
 		return
 	}
 	sendElapsed := time.Since(sendStart)
+	held := l.queues
+	if l.shards > 1 {
+		if held, err = c.shards(ctx, l.queues[0]); err != nil {
+			fail(err)
+			return
+		}
+	}
 
 	cpu0, err := c.cpuSeconds(ctx)
 	if err != nil {
@@ -254,28 +268,29 @@ func (b *bench) scaleRun(ctx context.Context, c *redisCluster, l scaleLayout, re
 	b.add(lib, "scale", variant, "tasks/s", rep, float64(n)/elapsed.Seconds())
 	b.add(lib, "scale", variant+": sending, 8 goroutines", "tasks/s", rep, float64(n)/sendElapsed.Seconds())
 	if infoErr != nil {
-		b.addErr(lib, "scale", variant+": Redis busy, "+masterLabel(c, 0, l), "% of a core", rep, infoErr)
+		b.addErr(lib, "scale", variant+": Redis busy, "+masterLabel(c, 0, held), "% of a core", rep, infoErr)
 		return
 	}
 	for i := range c.nodes {
-		b.add(lib, "scale", variant+": Redis busy, "+masterLabel(c, i, l), "% of a core", rep,
+		b.add(lib, "scale", variant+": Redis busy, "+masterLabel(c, i, held), "% of a core", rep,
 			(cpu1[i]-cpu0[i])/elapsed.Seconds()*100)
 	}
 	b.add(lib, "scale", variant+": worker CPU", "µs/task", rep, float64(self1-self0)/1e3/float64(n))
 }
 
-// masterLabel names master i of c and the layout's queues it serves:
-// "master 2 (q1)", "master 1 (the queue)", "master 3 (no queue)".
-func masterLabel(c *redisCluster, i int, l scaleLayout) string {
+// masterLabel names master i of c and which of queues (the layout's
+// queues, or its queue's shards) it serves: "master 2 (q1)", "master 1
+// (the queue)", "master 3 (no queue)", "master 2 (machinery_tasks{3)".
+func masterLabel(c *redisCluster, i int, queues []string) string {
 	var held []string
-	for _, q := range l.queues {
+	for _, q := range queues {
 		if c.masterOf(keySlot(q)) == i {
 			held = append(held, q)
 		}
 	}
 	what := "no queue"
 	switch {
-	case len(held) > 0 && len(l.queues) == 1:
+	case len(held) > 0 && len(queues) == 1:
 		what = "the queue"
 	case len(held) > 0:
 		what = strings.Join(held, ", ")
@@ -287,13 +302,17 @@ func masterLabel(c *redisCluster, i int, l scaleLayout) string {
 // machinist driver does (Redis broker and result backend on the same URL,
 // everything else the defaults), with Redis.ClusterMode so that a cluster
 // of one master, whose URL has one address, is still spoken to as a
-// cluster. onNoop is the body of taskNoop.
-func newScaleServer(url string, onNoop func()) (*machinist.Server, error) {
+// cluster, and with the layout's shards. onNoop is the body of taskNoop.
+func newScaleServer(url string, l scaleLayout, onNoop func()) (*machinist.Server, error) {
+	rc := &config.RedisConfig{ClusterMode: true}
+	if l.shards > 1 {
+		rc.QueueShards = map[string]int{l.queues[0]: l.shards}
+	}
 	s, err := machinist.NewServer(&config.Config{
 		Broker:        url,
 		NoUnixSignals: true,
 		Logger:        slog.New(slog.DiscardHandler),
-		Redis:         &config.RedisConfig{ClusterMode: true},
+		Redis:         rc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("machinist server on %s: %w", url, err)

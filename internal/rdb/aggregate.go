@@ -316,9 +316,11 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 	if err := checkSig(aggregate); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := ValidQueue(aggregate.RoutingKey); err != nil {
+	queue, err := s.route(ctx, aggregate, b.Queue)
+	if err != nil {
 		return fmt.Errorf("%s: aggregate %s: %w", what, aggregate.UUID, err)
 	}
+	aggregate.RoutingKey = queue
 	if aggregate.AggregationKey != "" {
 		return fmt.Errorf("%s: aggregate %s has AggregationKey %q: an aggregate is no member", what, aggregate.UUID, aggregate.AggregationKey)
 	}

@@ -13,7 +13,10 @@ import (
 // group the hash tag {group}, so each queue and each group lives in one
 // Redis Cluster slot and every script touches one slot.
 //
-//	<prefix>:queues                 set of queue names
+//	<prefix>:queues                 set of queue names (a sharded queue's
+//	                                shards among them: shards.go)
+//	<prefix>:shards                 hash: queue → the suffixes k of its
+//	                                shards, the queues <queue>{k
 //	<prefix>:{<queue>}:pending      list of task ids, head runs first
 //	<prefix>:{<queue>}:lease        zset of active task ids by lease expiry (ms)
 //	<prefix>:{<queue>}:scheduled    zset of task ids by ETA (ms)
@@ -157,6 +160,9 @@ type groupKeys struct {
 
 func (k *keys) queues() string { return k.prefix + ":queues" }
 
+// shards is the record of the sharded queues' shards (shards.go).
+func (k *keys) shards() string { return k.prefix + ":shards" }
+
 // workersAlive and workersInfo are the worker registry (monitor.go).
 func (k *keys) workersAlive() string { return k.prefix + ":{workers}:alive" }
 func (k *keys) workersInfo() string  { return k.prefix + ":{workers}:info" }
@@ -245,7 +251,7 @@ func ValidQueue(name string) error {
 	if name == "" {
 		return brokers.ErrNoQueue
 	}
-	if strings.ContainsAny(name, "{}") {
+	if _, shard := brokers.ShardOf(name); strings.Contains(name, "}") || strings.Contains(name, "{") && !shard {
 		return fmt.Errorf("rdb: queue %q: names must not contain braces (they form the Redis Cluster hash tag)", name)
 	}
 	return nil

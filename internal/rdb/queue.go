@@ -24,6 +24,8 @@ import (
 
 // Publish adds sigs to their queues: one enqueue script per queue (which
 // concurrent publishes share: combine.go), all or nothing within a queue.
+// A task sent to a sharded queue goes to one of its shards, which its
+// RoutingKey then names (shards.go).
 // With pending, each task is PENDING once published: on a single server
 // that state is implicit (the task hash says it: GetState), elsewhere
 // every PENDING state is written first, in a round trip of its own before
@@ -36,15 +38,17 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		if err := checkSig(sig); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
-		q := byQueue[sig.RoutingKey]
+		queue, err := s.route(ctx, sig, "")
+		if err != nil {
+			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
+		}
+		sig.RoutingKey = queue
+		q := byQueue[queue]
 		if q == nil {
-			if err := ValidQueue(sig.RoutingKey); err != nil {
-				return fmt.Errorf("publish task %s: %w", sig.UUID, err)
-			}
-			q = &enqueueArgs{queue: s.keys.queue(sig.RoutingKey), implicit: pending && s.oneNode, keyed: s.oneNode, groups: true,
+			q = &enqueueArgs{queue: s.keys.queue(queue), implicit: pending && s.oneNode, keyed: s.oneNode, groups: true,
 				made: len(sigs) == 1 && newid.Made(ctx, sig.UUID)}
-			byQueue[sig.RoutingKey] = q
-			order = append(order, sig.RoutingKey)
+			byQueue[queue] = q
+			order = append(order, queue)
 		}
 		if err := s.addTask(q, sig); err != nil {
 			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
@@ -680,9 +684,11 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 		if err := checkSig(n); err != nil {
 			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)
 		}
-		if err := ValidQueue(n.RoutingKey); err != nil {
+		queue, err := s.route(ctx, n, d.Queue)
+		if err != nil {
 			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
 		}
+		n.RoutingKey = queue
 		if err := s.registerQueue(ctx, n.RoutingKey); err != nil {
 			return nil, err
 		}

@@ -52,6 +52,10 @@ type Options struct {
 	// nodesWait says a cluster client's nodes end their pipelines with
 	// WAIT themselves (NewClient's waitHook).
 	nodesWait bool
+	// QueueShards is the least number of shards of each queue it names
+	// (shards.go); a queue not named has the shards another process
+	// recorded, or none.
+	QueueShards map[string]int
 	// Logger receives what the store logs (a state write queued without
 	// waiting that failed) and go-redis's own lines (see logging.go).
 	// Default slog.Default().
@@ -72,6 +76,7 @@ func OptionsFrom(cnf *config.Config) Options {
 		BlockTimeout:       time.Duration(cnf.Redis.NormalTasksPollPeriod) * time.Millisecond,
 		MinReplicas:        cnf.Redis.MinReplicas,
 		ReplicaTimeout:     replicaTimeout(cnf),
+		QueueShards:        cnf.Redis.QueueShards,
 		Logger:             cnf.Logger,
 	}
 }
@@ -96,6 +101,8 @@ type Store struct {
 	handOverStep func(step int) error
 
 	watch finishWatch // results waiting for their tasks (watch.go)
+
+	shards shardTable // the sharded queues' shards (shards.go)
 
 	mu            sync.Mutex
 	knownQueue    map[string]bool // queues added to the queues set
@@ -134,6 +141,7 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 		cluster:    cluster,
 		oneNode:    oneNode,
 		knownQueue: make(map[string]bool),
+		shards:     shardTable{want: opts.QueueShards},
 	}
 }
 

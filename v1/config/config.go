@@ -67,7 +67,8 @@
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
 //	REDIS_NORMAL_TASKS_POLL_PERIOD, REDIS_DELAYED_TASKS_POLL_PERIOD,
 //	REDIS_DELAYED_TASKS_KEY, REDIS_CLIENT_NAME, REDIS_MASTER_NAME,
-//	REDIS_CLUSTER_MODE, REDIS_MIN_REPLICAS, REDIS_KEY_PREFIX, REDIS_CA_CERT_FILE
+//	REDIS_CLUSTER_MODE, REDIS_MIN_REPLICAS, REDIS_QUEUE_SHARDS,
+//	REDIS_KEY_PREFIX, REDIS_CA_CERT_FILE
 //
 //	AMQP_EXCHANGE, AMQP_EXCHANGE_TYPE, AMQP_QUEUE_DECLARE_ARGS,
 //	AMQP_QUEUE_BINDING_ARGS, AMQP_BINDING_KEY, AMQP_PREFETCH_COUNT,
@@ -103,6 +104,8 @@ const (
 	// DefaultBroker is the default Broker and ResultBackend: the in-process
 	// broker and backend.
 	DefaultBroker = "memory://"
+	// MaxQueueShards bounds each count of RedisConfig.QueueShards.
+	MaxQueueShards = 256
 	// DefaultQueueName is the default DefaultQueue, machinery's.
 	DefaultQueueName = "machinery_tasks"
 
@@ -303,6 +306,18 @@ type RedisConfig struct {
 	// cluster made from the URL (not a client passed in), and a shard whose
 	// replica is gone refuses writes until one is back.
 	MinReplicas int `yaml:"min_replicas" envconfig:"REDIS_MIN_REPLICAS"`
+	// QueueShards spreads the named queues over several hash slots, so
+	// that on Redis Cluster one busy queue is served by several masters:
+	// queue name → number of shards (at most MaxQueueShards). A sharded
+	// queue's tasks go round its shards (a task with an aggregation key,
+	// unique key or limit to the shard its key decides, and a chain's
+	// next step to its step's shard), and its workers take from all of
+	// them: order holds within a shard, not across them. The count is
+	// recorded in Redis and only grows, so every process uses the shards
+	// any process created, whatever its own QueueShards says. In YAML a
+	// map; in the environment "queue:3,other:2". Default none (each queue
+	// one slot).
+	QueueShards map[string]int `yaml:"queue_shards" envconfig:"REDIS_QUEUE_SHARDS"`
 
 	// KeyPrefix starts every key machinist writes, so that two applications
 	// can share a Redis. Default "machinist".

@@ -62,6 +62,7 @@ func TestNewFromEnvironmentReadsEveryName(t *testing.T) {
 		{"REDIS_MASTER_NAME", "master", func(c *Config) any { return c.Redis.MasterName }, "master"},
 		{"REDIS_CLUSTER_MODE", "true", func(c *Config) any { return c.Redis.ClusterMode }, true},
 		{"REDIS_MIN_REPLICAS", "1", func(c *Config) any { return c.Redis.MinReplicas }, 1},
+		{"REDIS_QUEUE_SHARDS", "busy:3,other:2", func(c *Config) any { return c.Redis.QueueShards }, map[string]int{"busy": 3, "other": 2}},
 		{"AMQP_EXCHANGE", "exchange", func(c *Config) any { return c.AMQP.Exchange }, "exchange"},
 		{"AMQP_EXCHANGE_TYPE", "topic", func(c *Config) any { return c.AMQP.ExchangeType }, "topic"},
 		{"AMQP_QUEUE_DECLARE_ARGS", "x-max-priority:10", func(c *Config) any { return c.AMQP.QueueDeclareArgs }, QueueDeclareArgs{"x-max-priority": "10"}},

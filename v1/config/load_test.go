@@ -58,6 +58,7 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 			MasterName:             "full_master",
 			ClusterMode:            true,
 			MinReplicas:            1,
+			QueueShards:            map[string]int{"busy": 3, "other": 2},
 			KeyPrefix:              "full",
 			CACertFile:             "/etc/ssl/full-ca.pem",
 		},

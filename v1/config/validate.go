@@ -236,6 +236,14 @@ func (c *Config) ValidateSettings() error {
 				return bad(f.name, f.v, "must not be negative")
 			}
 		}
+		for q, n := range r.QueueShards {
+			switch {
+			case q == "" || strings.ContainsAny(q, "{}"):
+				return bad("Redis.QueueShards", fmt.Sprintf("%q", q), "queue names must be set and hold no braces")
+			case n < 1 || n > MaxQueueShards:
+				return bad("Redis.QueueShards", fmt.Sprintf("%s:%d", q, n), fmt.Sprintf("counts must be from 1 to %d", MaxQueueShards))
+			}
+		}
 		if strings.ContainsAny(r.KeyPrefix, "{} ") {
 			return bad("Redis.KeyPrefix", fmt.Sprintf("%q", r.KeyPrefix), "must not contain braces or spaces")
 		}

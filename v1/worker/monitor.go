@@ -71,6 +71,7 @@ func (t *tally) take() []brokers.StatCount {
 // next heartbeat's (a worker that never beats, such as eager mode's,
 // keeps no counts).
 func (w *Worker) settled(ctx context.Context, queue, name, outcome string) {
+	queue = brokers.LogicalQueue(queue) // a shard counts for its queue
 	w.p.Metrics.Settled(ctx, queue, name, outcome)
 	if w.monitor != nil {
 		w.tally.add(queue, outcome, w.clock.Now())

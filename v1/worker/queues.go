@@ -3,6 +3,8 @@ package worker
 import (
 	"math/rand/v2"
 	"sort"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // queueOrder decides, for each fetch, the order in which the worker's
@@ -70,7 +72,10 @@ func (o *queueOrder) next() []string {
 // first reports whether q is the queue every fetch tries first: the only
 // queue, or the first by strict priority. A settle may take the next task
 // of such a queue for the slot it frees (brokers.Relay) without changing
-// which tasks the worker runs: a fetch would have tried it first.
+// which tasks the worker runs: a fetch would have tried it first. A shard
+// of such a queue (brokers.ShardOf) is first too: a fetch tries the
+// queue's shards from one picked at random, and the settled task's shard
+// is one as good as another.
 func (o *queueOrder) first(q string) bool {
-	return (o.strict || len(o.names) == 1) && o.names[0] == q
+	return (o.strict || len(o.names) == 1) && o.names[0] == brokers.LogicalQueue(q)
 }

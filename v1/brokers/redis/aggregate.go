@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/b6192125/machinist/internal/rdb"
-
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -19,11 +17,16 @@ func (b *Broker) AnnounceAggregators(ctx context.Context, queues []string, polic
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
+	queues, err := b.shardsOf(ctx, queues, false)
+	if err != nil {
+		return wrap(err)
+	}
 	return wrap(b.store.AnnounceAggregators(ctx, queues, policies, ttl))
 }
 
-// ClaimBatch takes one due batch of queues, in order, whose task name is in
-// names, under a lease, or returns nil. It starts the queues' maintenance,
+// ClaimBatch takes one due batch of queues, in order (a sharded queue's
+// shards from one picked at random), whose task name is in names, under a
+// lease, or returns nil. It starts the queues' maintenance,
 // as Fetch does, so that members with an ETA join their groups when due.
 func (b *Broker) ClaimBatch(ctx context.Context, queues []string, names *iface.TaskNames) (*iface.Batch, error) {
 	if len(queues) == 0 {
@@ -31,6 +34,10 @@ func (b *Broker) ClaimBatch(ctx context.Context, queues []string, names *iface.T
 	}
 	if err := b.checkOpen(); err != nil {
 		return nil, err
+	}
+	queues, err := b.shardsOf(ctx, queues, true)
+	if err != nil {
+		return nil, wrap(err)
 	}
 	batch, err := b.store.ClaimBatch(ctx, queues, names)
 	if err != nil {
@@ -46,6 +53,10 @@ func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.Task
 	if err := b.checkOpen(); err != nil {
 		return time.Time{}, err
 	}
+	queues, err := b.shardsOf(ctx, queues, false)
+	if err != nil {
+		return time.Time{}, wrap(err)
+	}
 	due, err := b.store.NextDue(ctx, queues, names)
 	return due, wrap(err)
 }
@@ -58,10 +69,9 @@ func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.Task
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	for _, q := range queues {
-		if err := rdb.ValidQueue(q); err != nil {
-			return wrap(fmt.Errorf("wait for a due batch: %w", err))
-		}
+	queues, err := b.shardsOf(ctx, queues, false)
+	if err != nil {
+		return wrap(fmt.Errorf("wait for a due batch: %w", err))
 	}
 	b.maintain(queues)
 	return wrap(b.store.WaitDue(ctx, queues, names, max))
@@ -103,13 +113,4 @@ func (b *Broker) ArchiveBatch(ctx context.Context, batch *iface.Batch, reason st
 		return err
 	}
 	return wrap(b.store.ArchiveBatch(ctx, batch, reason))
-}
-
-// Aggregations lists queue's groups with waiting members, by name then key.
-func (b *Broker) Aggregations(ctx context.Context, queue string) ([]*iface.AggregationInfo, error) {
-	if err := b.checkOpen(); err != nil {
-		return nil, err
-	}
-	info, err := b.store.Aggregations(ctx, queue)
-	return info, wrap(err)
 }

@@ -192,8 +192,9 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 }
 
 // Fetch takes up to max pending tasks from queues, in order (in each
-// queue, tasks rerouted to names first), waiting on the queues' wake-up
-// lists while there are none.
+// queue, tasks rerouted to names first; a sharded queue's shards from one
+// picked at random), waiting on the queues' wake-up lists while there are
+// none.
 func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *iface.TaskNames) ([]*iface.Delivery, error) {
 	if len(queues) == 0 {
 		return nil, iface.ErrNoQueue
@@ -212,18 +213,26 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *ifa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b.maintain(queues)
 	// A blocked Fetch wakes when the broker closes.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
+	asked := queues
 	woken := "" // the queue whose wake-up token the last wait took
 	for {
 		if err := b.checkOpen(); err != nil {
 			b.store.Resignal(woken)
 			return nil, err
 		}
+		// The shards of asked, read again on each round, so that a Fetch
+		// that waits long takes from shards added meanwhile.
+		queues, err := b.shardsOf(ctx, asked, true)
+		if err != nil {
+			b.store.Resignal(woken)
+			return nil, b.fetchError(ctx, err)
+		}
+		b.maintain(queues)
 		var out []*iface.Delivery
 		servedWoken := false // whether the queue whose token we took was tried
 		var fetchErr error
@@ -250,17 +259,21 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *ifa
 		if len(out) > 0 {
 			return out, nil
 		}
-		var err error
 		if woken, err = b.store.Wait(ctx, queues, names); err != nil {
 			return nil, b.fetchError(ctx, err)
 		}
 	}
 }
 
-// Announce records that a worker with names consumes queues, for ttl.
+// Announce records that a worker with names consumes queues (each shard
+// of them), for ttl.
 func (b *Broker) Announce(ctx context.Context, queues []string, names *iface.TaskNames, ttl time.Duration) error {
 	if err := b.checkOpen(); err != nil {
 		return err
+	}
+	queues, err := b.shardsOf(ctx, queues, false)
+	if err != nil {
+		return wrap(err)
 	}
 	return wrap(b.store.Announce(ctx, queues, names, ttl))
 }

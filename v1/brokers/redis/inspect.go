@@ -15,68 +15,6 @@ var (
 	_ iface.Canceller = (*Broker)(nil)
 )
 
-// Queues lists the queues tasks were ever published to.
-func (b *Broker) Queues(ctx context.Context) ([]string, error) {
-	qs, err := b.store.Queues(ctx)
-	return qs, wrap(err)
-}
-
-// QueueInfo returns the sizes of queue, read in one pipeline.
-func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo, error) {
-	info, err := b.store.QueueInfo(ctx, queue)
-	return info, wrap(err)
-}
-
-// ListTasks lists tasks of queue with status.
-func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskStatus, offset, limit int) ([]*iface.TaskInfo, error) {
-	if err := b.checkOpen(); err != nil {
-		return nil, err
-	}
-	infos, err := b.store.ListTasks(ctx, queue, status, offset, limit)
-	return infos, wrap(err)
-}
-
-// GetTask describes the task uuid of queue, from its hash.
-func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskInfo, error) {
-	if err := b.checkOpen(); err != nil {
-		return nil, err
-	}
-	info, err := b.store.GetTask(ctx, queue, uuid)
-	return info, wrap(err)
-}
-
-// RequeueArchived moves archived tasks back to pending.
-func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
-	n, err := b.store.RequeueArchived(ctx, queue, uuids...)
-	return n, wrap(err)
-}
-
-// DeleteArchived deletes archived tasks.
-func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
-	n, err := b.store.DeleteArchived(ctx, queue, uuids...)
-	return n, wrap(err)
-}
-
-// TakeWaiting deletes, archives or runs now a task that waits in queue
-// (take_waiting.lua; a pending task is found by LREM, O(pending)).
-func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action iface.TakeAction, reason string) (*tasks.Signature, error) {
-	sig, err := b.store.TakeWaiting(ctx, queue, uuid, action, reason)
-	return sig, wrap(err)
-}
-
-// CancelTask stops a task: deleted when it waits, its lease taken and the
-// task archived when it runs (cancel.lua, which publishes the
-// cancellation for WatchCancels); with a bar, a task the queue does not
-// hold is kept out (its hash written as a "cancelled" tombstone that
-// expires after bar).
-func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
-	if err := b.checkOpen(); err != nil {
-		return nil, false, err
-	}
-	sig, running, err := b.store.CancelTask(ctx, queue, uuid, reason, bar)
-	return sig, running, wrap(err)
-}
-
 // WatchCancels calls fn with the UUID of each task cancelled,
 // from a subscription of its own, until ctx ends or the broker is closed.
 func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
@@ -97,16 +35,6 @@ func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 		return wrap(fmt.Errorf("watch cancellations: %w", iface.ErrClosed))
 	}
 	return wrap(err)
-}
-
-// PauseQueue stops Fetch from taking tasks of queue.
-func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
-	return wrap(b.store.PauseQueue(ctx, queue))
-}
-
-// ResumeQueue undoes PauseQueue and wakes an idle worker.
-func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
-	return wrap(b.store.ResumeQueue(ctx, queue))
 }
 
 // GetPendingTasks lists every pending task of queue (DefaultQueue when

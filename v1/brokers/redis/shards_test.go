@@ -1,0 +1,310 @@
+package redisbroker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+func shardedConfig(shards map[string]int) *config.Config {
+	cnf := (&config.Config{Redis: &config.RedisConfig{QueueShards: shards}}).WithDefaults()
+	return cnf
+}
+
+// A sharded queue reads as one queue: its tasks spread over its shards,
+// and every method that names the queue acts on all of them. Run on one
+// server and on a cluster of three masters.
+func TestShardedQueue(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"standalone", "cluster"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			var client goredis.UniversalClient
+			var prefix string
+			if where == "cluster" {
+				c := redistest.SharedCluster(t)
+				client, prefix = c.Client(t), c.Prefix(t)
+			} else {
+				srv := redistest.Shared(t)
+				client, prefix = srv.Client(t), srv.Prefix(t)
+			}
+			testShardedQueue(t, client, prefix)
+		})
+	}
+}
+
+func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix string) {
+	ctx := ctxFor(t)
+	sender := newBroker(t, client, prefix, shardedConfig(map[string]int{"wide": 3}))
+	// The worker's broker has no QueueShards: it reads the record.
+	worker := newBroker(t, client, prefix, nil)
+
+	const n = 90
+	sent := map[string]bool{}
+	var sigs []*tasks.Signature
+	for i := range n {
+		sig, _ := tasks.NewSignature("job", []tasks.Arg{{Type: "int64", Value: i}})
+		sig.RoutingKey = "wide"
+		sigs = append(sigs, sig)
+		sent[sig.UUID] = true
+	}
+	if err := sender.Publish(ctx, sigs...); err != nil {
+		t.Fatal(err)
+	}
+	shards := map[string]int{}
+	for _, sig := range sigs {
+		if q, ok := iface.ShardOf(sig.RoutingKey); sig.RoutingKey != "wide" && (!ok || q != "wide") {
+			t.Fatalf("a sent task's RoutingKey is %q, want wide or a shard of it", sig.RoutingKey)
+		}
+		shards[sig.RoutingKey]++
+	}
+	if len(shards) != 3 {
+		t.Fatalf("90 tasks went to %v, want three shards", shards)
+	}
+	for sh, k := range shards {
+		if sh == "wide" {
+			continue // the queue's name: all of its shards
+		}
+		info, err := sender.QueueInfo(ctx, sh)
+		if err != nil || info.Pending != k {
+			t.Fatalf("QueueInfo(%s) = %+v, %v; want %d pending", sh, info, err, k)
+		}
+	}
+	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Pending: n})
+	qs, err := worker.Queues(ctx)
+	if err != nil || !slices.Equal(qs, []string{"wide"}) {
+		t.Fatalf("Queues() = %q, %v; want [wide]", qs, err)
+	}
+
+	// Listing pages through the shards, each task once.
+	listed := map[string]bool{}
+	for offset := 0; ; offset += 7 {
+		page, err := worker.ListTasks(ctx, "wide", iface.StatusPending, offset, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, info := range page {
+			if listed[info.Signature.UUID] || !sent[info.Signature.UUID] {
+				t.Fatalf("ListTasks at %d lists %s again, or a task not sent", offset, info.Signature.UUID)
+			}
+			listed[info.Signature.UUID] = true
+		}
+	}
+	if len(listed) != n {
+		t.Fatalf("ListTasks paged %d tasks, want %d", len(listed), n)
+	}
+
+	// Found in whichever shard holds it.
+	last := sigs[n-1]
+	info, err := worker.GetTask(ctx, "wide", last.UUID)
+	if err != nil || info.Queue != last.RoutingKey || info.Signature.UUID != last.UUID {
+		t.Fatalf("GetTask(wide, %s) = %+v, %v; want it in %s", last.UUID, info, err, last.RoutingKey)
+	}
+	if _, err := worker.GetTask(ctx, "wide", "nobody"); !errors.Is(err, iface.ErrTaskNotFound) {
+		t.Fatalf("GetTask of a task not sent: %v, want ErrTaskNotFound", err)
+	}
+	if _, _, err := worker.CancelTask(ctx, "wide", last.UUID, "not wanted", 0); err != nil {
+		t.Fatal(err)
+	}
+	delete(sent, last.UUID)
+	// A bar keeps a task out of whichever shard it would be sent to.
+	barred, _ := tasks.NewSignature("job", nil)
+	barred.RoutingKey = "wide"
+	if _, _, err := worker.CancelTask(ctx, "wide", barred.UUID, "kept out", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var kept *iface.CancelledError
+	if err := sender.Publish(ctx, barred); !errors.As(err, &kept) {
+		t.Fatalf("Publish of a task barred from its queue: %v, want a CancelledError", err)
+	}
+
+	// Paused: every shard; a fetch takes nothing.
+	if err := worker.PauseQueue(ctx, "wide"); err != nil {
+		t.Fatal(err)
+	}
+	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Paused: true, Pending: n - 1})
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	ds, err := worker.Fetch(short, []string{"wide"}, 10, nil)
+	cancel()
+	if len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch from a paused sharded queue: %d tasks, %v", len(ds), err)
+	}
+	if err := worker.ResumeQueue(ctx, "wide"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fetch from the queue takes from every shard.
+	fetchedFrom := map[string]int{}
+	for len(sent) > 0 {
+		ds, err := worker.Fetch(ctx, []string{"wide"}, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if !sent[d.Signature.UUID] {
+				t.Fatalf("fetched %s from %s: not sent, or twice", d.Signature.UUID, d.Queue)
+			}
+			delete(sent, d.Signature.UUID)
+			fetchedFrom[d.Queue]++
+			if d.Signature.RoutingKey != d.Queue {
+				t.Fatalf("delivery of queue %s has RoutingKey %s", d.Queue, d.Signature.RoutingKey)
+			}
+			if err := worker.Ack(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(fetchedFrom) != 3 {
+		t.Fatalf("fetched from %v, want three shards", fetchedFrom)
+	}
+	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide"})
+}
+
+func wantInfo(t *testing.T, b interface {
+	QueueInfo(context.Context, string) (*iface.QueueInfo, error)
+}, queue string, want iface.QueueInfo) {
+	t.Helper()
+	got, err := b.QueueInfo(ctxFor(t), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got != want {
+		t.Fatalf("QueueInfo(%s) = %+v, want %+v", queue, *got, want)
+	}
+}
+
+// A Fetch that waits on a queue takes a task published to a shard added
+// while it waited.
+func TestFetchTakesFromShardsAddedWhileItWaits(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	cnf := (&config.Config{Redis: &config.RedisConfig{NormalTasksPollPeriod: 200}}).WithDefaults()
+	worker := newBroker(t, client, prefix, cnf)
+	ctx := ctxFor(t)
+	got := make(chan []*iface.Delivery, 1)
+	go func() {
+		ds, err := worker.Fetch(ctx, []string{"grows"}, 1, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ds
+	}()
+	sender := newBroker(t, client, prefix, shardedConfig(map[string]int{"grows": 4}))
+	for i := 0; ; i++ {
+		sig, _ := tasks.NewSignature("job", nil)
+		sig.RoutingKey = "grows"
+		if err := sender.Publish(ctx, sig); err != nil {
+			t.Fatal(err)
+		}
+		if sig.RoutingKey != "grows" {
+			break // a task in a shard the waiting Fetch did not know of
+		}
+		if i > 100 {
+			t.Fatal("100 tasks all went to the queue's first shard")
+		}
+	}
+	ds := <-got
+	if len(ds) != 1 {
+		t.Fatalf("Fetch returned %d tasks", len(ds))
+	}
+	// It took either the tasks of the first shard or the one in another;
+	// the rest are there for the next fetches.
+	for {
+		info, err := worker.QueueInfo(ctx, "grows")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Pending == 0 {
+			break
+		}
+		if _, err := worker.Fetch(ctx, []string{"grows"}, 10, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A task of a sharded queue may not carry two keys that could choose
+// different shards; the error says so.
+func TestShardedQueueRefusesTwoKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	b := newBroker(t, srv.Client(t), srv.Prefix(t), shardedConfig(map[string]int{"keys": 2}))
+	sig, _ := tasks.NewSignature("job", nil)
+	sig.RoutingKey, sig.AggregationKey = "keys", "k"
+	sig.Limit = &tasks.Limit{Key: "l", Concurrency: 1}
+	err := b.Publish(ctxFor(t), sig)
+	if err == nil || !strings.Contains(err.Error(), "only one of an aggregation key") {
+		t.Fatalf("Publish with two keys to a sharded queue: %v", err)
+	}
+}
+
+// Aggregation on a sharded queue: each key's members meet in one shard,
+// and a worker claiming from the queue gets every group's batch.
+func TestShardedQueueAggregates(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
+	client := cluster.Client(t)
+	prefix := cluster.Prefix(t)
+	ctx := ctxFor(t)
+	b := newBroker(t, client, prefix, shardedConfig(map[string]int{"agg": 3}))
+	names := iface.NewTaskNames([]string{"m"})
+	if err := b.AnnounceAggregators(ctx, []string{"agg"}, map[string]iface.AggregationPolicy{"m": {MaxSize: 3}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 12
+	byKey := map[string]string{} // key → shard
+	for k := range keys {
+		for i := range 3 {
+			sig, _ := tasks.NewSignature("m", nil)
+			sig.RoutingKey, sig.AggregationKey = "agg", fmt.Sprint("k", k)
+			if err := b.Publish(ctx, sig); err != nil {
+				t.Fatal(err)
+			}
+			if sh, ok := byKey[sig.AggregationKey]; ok && sh != sig.RoutingKey {
+				t.Fatalf("member %d of %s went to %s, the others to %s", i, sig.AggregationKey, sig.RoutingKey, sh)
+			}
+			byKey[sig.AggregationKey] = sig.RoutingKey
+		}
+	}
+	wantInfo(t, b, "agg", iface.QueueInfo{Queue: "agg", Aggregating: 3 * keys})
+	if infos, err := b.Aggregations(ctx, "agg"); err != nil || len(infos) != keys {
+		t.Fatalf("Aggregations(agg): %d groups, %v; want %d", len(infos), err, keys)
+	}
+	claimed := map[string]bool{}
+	for len(claimed) < keys {
+		batch, err := b.ClaimBatch(ctx, []string{"agg"}, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch == nil {
+			t.Fatalf("no batch after %d of %d", len(claimed), keys)
+		}
+		if claimed[batch.Key] || len(batch.Members) != 3 || batch.Queue != byKey[batch.Key] {
+			t.Fatalf("batch of %s in %s with %d members (claimed before: %t), want 3 in %s",
+				batch.Key, batch.Queue, len(batch.Members), claimed[batch.Key], byKey[batch.Key])
+		}
+		claimed[batch.Key] = true
+		agg, _ := tasks.NewSignature("sum", nil)
+		agg.RoutingKey = batch.Queue
+		if err := b.CompleteBatch(ctx, batch, agg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantInfo(t, b, "agg", iface.QueueInfo{Queue: "agg", Pending: keys})
+}
