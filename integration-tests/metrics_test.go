@@ -133,97 +133,111 @@ func wantBounded(t *testing.T, points []point, uuids []string) {
 // succeeded, failed, retried and archived, their durations by outcome and
 // their waits, and nothing in flight once all are done.
 func TestMetricsCountWhatHappened(t *testing.T) {
-	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		m := newMetered(t, p)
-		var flakyCalls sync.Map
-		if err := m.worker.RegisterTasks(map[string]interface{}{
-			"add": func(a, b int64) (int64, error) { return a + b, nil },
-			"bad": func() error { return errors.New("bad input") },
-			"flaky": func(ctx context.Context) error {
-				if _, again := flakyCalls.LoadOrStore(tasks.SignatureFromContext(ctx).UUID, true); !again {
-					return tasks.NewErrRetryTaskLater("not yet", 10*time.Millisecond)
-				}
-				return nil
-			},
-		}); err != nil {
-			t.Fatal(err)
-		}
-		w := m.worker.NewWorker("metered", 2)
-		launch(t, w)
-		<-w.Started()
-		ctx := testCtx(t)
-		var results []*result.AsyncResult
-		var uuids []string
-		for _, s := range []*tasks.Signature{sig("add", i64(1), i64(2)), sig("add", i64(1), i64(2)), sig("add", i64(1), i64(2)), sig("bad"), sig("flaky")} {
-			r, err := m.sender.SendTaskWithContext(ctx, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			results = append(results, r)
-			uuids = append(uuids, s.UUID)
-		}
-		// A chain's second step is sent by the worker (with the first's
-		// acknowledgement, on a paired broker): it counts as sent too.
-		chain, err := tasks.NewChain(sig("add", i64(1), i64(1)), sig("add", i64(1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cr, err := m.sender.SendChainWithContext(ctx, chain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range chain.Tasks {
-			uuids = append(uuids, s.UUID)
-		}
-		for _, r := range results {
-			_, _ = r.GetWithContext(ctx, poll)
-		}
-		if _, err := cr.GetWithContext(ctx, poll); err != nil {
-			t.Fatal(err)
-		}
-		q := config.DefaultQueueName
-		want := []struct {
-			metric string
-			attrs  map[string]string
-			n      int64
-		}{
-			{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q, "messaging.operation.name": "send", "messaging.system": "machinist"}, 5},
-			{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "flaky"}, 1},
-			{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "add", "messaging.operation.name": "process"}, 5},
-			{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "flaky"}, 2},
-			{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q}, 5},
-			{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "flaky"}, 1},
-			{"machinist.tasks.retried", map[string]string{"machinist.task.name": "flaky"}, 1},
-			{"machinist.tasks.failed", map[string]string{"machinist.task.name": "bad"}, 1},
-			{"machinist.tasks.archived", map[string]string{"machinist.task.name": "bad"}, 1},
-			{"messaging.process.duration", map[string]string{"machinist.task.name": "add", "machinist.task.outcome": "success"}, 5},
-			{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "retry", "error.type": "_OTHER"}, 1},
-			{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "success"}, 1},
-			{"messaging.process.duration", map[string]string{"machinist.task.name": "bad", "machinist.task.outcome": "failure"}, 1},
-			{"machinist.task.queue_latency", map[string]string{}, 7}, // first attempts only
-			{"machinist.worker.tasks_in_flight", map[string]string{"machinist.worker": "metered"}, 0},
-		}
-		var points []point
-		// The last settles may land just after the results are read.
-		waitFor(t, "the metrics of every task", func() bool {
-			points = m.collect(t)
-			for _, w := range want {
-				if value(points, w.metric, w.attrs) != w.n {
-					return false
-				}
-			}
-			return true
+	forEachQueuedPair(t, func(t *testing.T, p pair) { metricsCountWhatHappened(t, p) })
+}
+
+// On a sharded queue the metrics count every shard's tasks under the
+// queue's name.
+func TestMetricsCountAShardedQueueAsOne(t *testing.T) {
+	forPairs(t, redisPairs(), func(t *testing.T, p pair) {
+		metricsCountWhatHappened(t, p, func(c *config.Config) {
+			c.Redis.QueueShards = map[string]int{config.DefaultQueueName: 3}
 		})
+	})
+}
+
+// metricsCountWhatHappened runs tasks of every outcome, and a chain, on p
+// and checks that the metrics count each once.
+func metricsCountWhatHappened(t *testing.T, p pair, mutate ...func(*config.Config)) {
+	m := newMetered(t, p, mutate...)
+	var flakyCalls sync.Map
+	if err := m.worker.RegisterTasks(map[string]interface{}{
+		"add": func(a, b int64) (int64, error) { return a + b, nil },
+		"bad": func() error { return errors.New("bad input") },
+		"flaky": func(ctx context.Context) error {
+			if _, again := flakyCalls.LoadOrStore(tasks.SignatureFromContext(ctx).UUID, true); !again {
+				return tasks.NewErrRetryTaskLater("not yet", 10*time.Millisecond)
+			}
+			return nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w := m.worker.NewWorker("metered", 2)
+	launch(t, w)
+	<-w.Started()
+	ctx := testCtx(t)
+	var results []*result.AsyncResult
+	var uuids []string
+	for _, s := range []*tasks.Signature{sig("add", i64(1), i64(2)), sig("add", i64(1), i64(2)), sig("add", i64(1), i64(2)), sig("bad"), sig("flaky")} {
+		r, err := m.sender.SendTaskWithContext(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, r)
+		uuids = append(uuids, s.UUID)
+	}
+	// A chain's second step is sent by the worker (with the first's
+	// acknowledgement, on a paired broker): it counts as sent too.
+	chain, err := tasks.NewChain(sig("add", i64(1), i64(1)), sig("add", i64(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := m.sender.SendChainWithContext(ctx, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range chain.Tasks {
+		uuids = append(uuids, s.UUID)
+	}
+	for _, r := range results {
+		_, _ = r.GetWithContext(ctx, poll)
+	}
+	if _, err := cr.GetWithContext(ctx, poll); err != nil {
+		t.Fatal(err)
+	}
+	q := config.DefaultQueueName
+	want := []struct {
+		metric string
+		attrs  map[string]string
+		n      int64
+	}{
+		{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q, "messaging.operation.name": "send", "messaging.system": "machinist"}, 5},
+		{"messaging.client.sent.messages", map[string]string{"machinist.task.name": "flaky"}, 1},
+		{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "add", "messaging.operation.name": "process"}, 5},
+		{"messaging.client.consumed.messages", map[string]string{"machinist.task.name": "flaky"}, 2},
+		{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "add", "messaging.destination.name": q}, 5},
+		{"machinist.tasks.succeeded", map[string]string{"machinist.task.name": "flaky"}, 1},
+		{"machinist.tasks.retried", map[string]string{"machinist.task.name": "flaky"}, 1},
+		{"machinist.tasks.failed", map[string]string{"machinist.task.name": "bad"}, 1},
+		{"machinist.tasks.archived", map[string]string{"machinist.task.name": "bad"}, 1},
+		{"messaging.process.duration", map[string]string{"machinist.task.name": "add", "machinist.task.outcome": "success"}, 5},
+		{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "retry", "error.type": "_OTHER"}, 1},
+		{"messaging.process.duration", map[string]string{"machinist.task.name": "flaky", "machinist.task.outcome": "success"}, 1},
+		{"messaging.process.duration", map[string]string{"machinist.task.name": "bad", "machinist.task.outcome": "failure"}, 1},
+		{"machinist.task.queue_latency", map[string]string{}, 7}, // first attempts only
+		{"machinist.worker.tasks_in_flight", map[string]string{"machinist.worker": "metered"}, 0},
+	}
+	var points []point
+	// The last settles may land just after the results are read.
+	waitFor(t, "the metrics of every task", func() bool {
+		points = m.collect(t)
 		for _, w := range want {
-			if got := value(points, w.metric, w.attrs); got != w.n {
-				t.Errorf("%s %v = %d, want %d", w.metric, w.attrs, got, w.n)
+			if value(points, w.metric, w.attrs) != w.n {
+				return false
 			}
 		}
-		if t.Failed() {
-			t.Fatalf("metrics:\n%s", describePoints(points))
-		}
-		wantBounded(t, points, uuids)
+		return true
 	})
+	for _, w := range want {
+		if got := value(points, w.metric, w.attrs); got != w.n {
+			t.Errorf("%s %v = %d, want %d", w.metric, w.attrs, got, w.n)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("metrics:\n%s", describePoints(points))
+	}
+	wantBounded(t, points, uuids)
 }
 
 // A task whose worker died is counted as recovered; the queue depth gauge

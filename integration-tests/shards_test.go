@@ -9,16 +9,22 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
+// redisPairs are the pairs of a server and of a cluster: where queues
+// have shards.
+func redisPairs() []pair {
+	var out []pair
+	for _, p := range pairs() {
+		if p.name == "redis" || p.name == "cluster" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // With the default queue in three shards, tasks, chains and chords run as
 // they do on one queue, on a server and on a cluster of three masters.
 func TestShardedDefaultQueue(t *testing.T) {
-	var redisPairs []pair
-	for _, p := range pairs() {
-		if p.name == "redis" || p.name == "cluster" {
-			redisPairs = append(redisPairs, p)
-		}
-	}
-	forPairs(t, redisPairs, func(t *testing.T, p pair) {
+	forPairs(t, redisPairs(), func(t *testing.T, p pair) {
 		e := newEnv(t, p, func(c *config.Config) {
 			c.Redis.QueueShards = map[string]int{config.DefaultQueueName: 3}
 		})

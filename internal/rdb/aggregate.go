@@ -316,14 +316,14 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 	if err := checkSig(aggregate); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	queue, err := s.route(ctx, aggregate, b.Queue)
+	if aggregate.AggregationKey != "" {
+		return fmt.Errorf("%s: aggregate %s has AggregationKey %q: an aggregate is no member", what, aggregate.UUID, aggregate.AggregationKey)
+	}
+	queue, err := s.route(ctx, aggregate)
 	if err != nil {
 		return fmt.Errorf("%s: aggregate %s: %w", what, aggregate.UUID, err)
 	}
 	aggregate.RoutingKey = queue
-	if aggregate.AggregationKey != "" {
-		return fmt.Errorf("%s: aggregate %s has AggregationKey %q: an aggregate is no member", what, aggregate.UUID, aggregate.AggregationKey)
-	}
 	if b.Aggregate != nil && (b.Aggregate.UUID != aggregate.UUID || b.Aggregate.RoutingKey != aggregate.RoutingKey) {
 		return fmt.Errorf("%s: aggregate %s to queue %s, but the batch was handed over with aggregate %s to queue %s",
 			what, aggregate.UUID, aggregate.RoutingKey, b.Aggregate.UUID, b.Aggregate.RoutingKey)

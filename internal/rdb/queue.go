@@ -38,7 +38,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		if err := checkSig(sig); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
-		queue, err := s.route(ctx, sig, "")
+		queue, err := s.route(ctx, sig)
 		if err != nil {
 			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 		}
@@ -684,7 +684,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 		if err := checkSig(n); err != nil {
 			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)
 		}
-		queue, err := s.route(ctx, n, d.Queue)
+		queue, err := s.route(ctx, n)
 		if err != nil {
 			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
 		}
@@ -948,27 +948,35 @@ func (s *Store) CompleteClaim(ctx context.Context, name, token string) error {
 	return nil
 }
 
-// Holds reports, for each of sigs, whether its queue (RoutingKey) holds a
-// task with its UUID, as enqueue's duplicate check (lib/queue.lua's held)
-// sees it: a task hash that is not archived. One round trip (on Cluster,
-// one per node).
+// Holds reports, for each of sigs, whether its queue (RoutingKey; any
+// shard of a sharded queue) holds a task with its UUID, as enqueue's duplicate check (lib/queue.lua's held) sees it: a
+// task hash that is not archived. One round trip (on Cluster, one per
+// node).
 func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, error) {
 	if len(sigs) == 0 {
 		return nil, nil
 	}
+	queues := make([][]string, len(sigs))
 	for i, sig := range sigs {
 		if sig == nil {
 			return nil, fmt.Errorf("holds: task %d: %w", i, tasks.ErrNilSignature)
 		}
-		if err := ValidQueue(sig.RoutingKey); err != nil {
+		// Every shard: the one a send now would choose may not be the one
+		// an earlier send chose, if the shards grew in between.
+		names, err := s.Shards(ctx, sig.RoutingKey)
+		if err != nil {
 			return nil, fmt.Errorf("holds: task %s: %w", sig.UUID, err)
 		}
+		queues[i] = names
 	}
-	cmds := make([]*goredis.StringCmd, len(sigs))
+	cmds := make([][]*goredis.StringCmd, len(sigs))
 	err := again(ctx, func() error {
 		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, sig := range sigs {
-				cmds[i] = p.HGet(ctx, s.keys.queue(sig.RoutingKey).task+sig.UUID, "state")
+				cmds[i] = make([]*goredis.StringCmd, len(queues[i]))
+				for j, q := range queues[i] {
+					cmds[i][j] = p.HGet(ctx, s.keys.queue(q).task+sig.UUID, "state")
+				}
 			}
 			return nil
 		})
@@ -981,14 +989,16 @@ func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, err
 		return nil, fmt.Errorf("holds: %w", err)
 	}
 	out := make([]bool, len(sigs))
-	for i, cmd := range cmds {
-		state, err := cmd.Result()
-		switch {
-		case errors.Is(err, goredis.Nil):
-		case err != nil:
-			return nil, fmt.Errorf("holds: task %s: %w", sigs[i].UUID, err)
-		default:
-			out[i] = state != "archived" && state != "cancelled"
+	for i, shards := range cmds {
+		for _, cmd := range shards {
+			state, err := cmd.Result()
+			switch {
+			case errors.Is(err, goredis.Nil):
+			case err != nil:
+				return nil, fmt.Errorf("holds: task %s: %w", sigs[i].UUID, err)
+			default:
+				out[i] = out[i] || state != "archived" && state != "cancelled"
+			}
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,11 +36,12 @@ import (
 //
 // Which shard a task goes to (route): a task with an aggregation key, a
 // limit or a unique key goes to the shard its key hashes to, so that the
-// key's group, limit or holder lives in one slot; a task sent after
-// another (a chain's next step, AckSuccess) to the queue it ran in stays
-// in its shard; any other task goes to the shard its UUID hashes to, so
-// that a task sent twice meets itself and is refused as a duplicate.
-// Order is kept per shard, not across them.
+// key's group, limit or holder lives in one slot; any other task to the
+// shard its UUID hashes to, so that a task sent twice meets itself and is
+// refused as a duplicate. The hash is rendezvous hashing (each shard
+// scores the key; the highest wins), so that raising the count from n to
+// m moves only the keys the m-n new shards win, never a key from one old
+// shard to another. Order is kept per shard, not across them.
 
 // shardRefresh is how long a process uses the shards it read of a queue
 // before it reads them again.
@@ -65,14 +67,36 @@ type shardTable struct {
 func shardName(q string, k int) string { return q + "{" + strconv.Itoa(k) }
 
 // Shards returns the queues that hold queue's tasks: queue alone when it
-// is not sharded or is a shard itself, else queue and its shards, from
-// the record read at most shardRefresh ago (raised first to the
-// configured count, when that is higher).
+// is not sharded, else queue and its shards, from the record read at most
+// shardRefresh ago (raised first to the configured count, when that is
+// higher). A shard's name (q{k) gives that shard alone, if q's record has
+// it. When the record cannot be read, the shards read before are used.
 func (s *Store) Shards(ctx context.Context, queue string) ([]string, error) {
+	return s.shardsOf(ctx, queue, false)
+}
+
+// ShardsNow is Shards with the record read now: for pausing, resuming and
+// cancelling, which must reach a shard added a moment ago.
+func (s *Store) ShardsNow(ctx context.Context, queue string) ([]string, error) {
+	return s.shardsOf(ctx, queue, true)
+}
+
+func (s *Store) shardsOf(ctx context.Context, queue string, now bool) ([]string, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
-	if _, ok := brokers.ShardOf(queue); ok {
+	if q, ok := brokers.ShardOf(queue); ok {
+		names, err := s.shardsOf(ctx, q, now)
+		if err == nil && !slices.Contains(names, queue) && !now {
+			// Added since the record was read, perhaps.
+			names, err = s.shardsOf(ctx, q, true)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(names, queue) {
+			return nil, fmt.Errorf("queue %q: %w", queue, errNoSuchShard)
+		}
 		return []string{queue}, nil
 	}
 	t := &s.shards
@@ -80,27 +104,44 @@ func (s *Store) Shards(ctx context.Context, queue string) ([]string, error) {
 	set := t.sets[queue]
 	want := t.want[queue]
 	t.mu.Unlock()
-	if set != nil && time.Since(set.read) < shardRefresh {
+	if set != nil && !now && time.Since(set.read) < shardRefresh {
 		return set.names, nil
 	}
 	names, err := s.readShards(ctx, queue)
+	if err == nil && len(names) < want {
+		names, err = s.raiseShards(ctx, queue, want)
+	}
 	if err != nil {
+		if set != nil && ctx.Err() == nil {
+			s.log.Warn("reading a queue's shards failed: using those read before", "queue", queue,
+				"shards", len(set.names), "error", err)
+			return set.names, nil
+		}
 		return nil, fmt.Errorf("shards of queue %s: %w", queue, err)
 	}
-	if len(names) < want {
-		if names, err = s.raiseShards(ctx, queue, want); err != nil {
+	known := 1
+	if set != nil {
+		known = len(set.names)
+	}
+	if len(names) > known {
+		// New shards: paused if the queue is (whoever raised the record
+		// may not have got to it).
+		if err := s.pauseNewShards(ctx, names[known:], queue); err != nil {
 			return nil, fmt.Errorf("shards of queue %s: %w", queue, err)
 		}
 	}
-	fresh := &shardSet{names: names, read: time.Now()}
 	t.mu.Lock()
 	if t.sets == nil {
 		t.sets = make(map[string]*shardSet)
 	}
-	t.sets[queue] = fresh
+	t.sets[queue] = &shardSet{names: names, read: time.Now()}
 	t.mu.Unlock()
 	return names, nil
 }
+
+// errNoSuchShard says a name reads as a shard (q{k) that its queue's
+// record does not have: a user's queue name may hold no brace.
+var errNoSuchShard = errors.New("names must not contain braces (q{k names a shard of queue q, and q has no such shard)")
 
 // ShardsOf returns the queues that hold the tasks of each of queues, in
 // order: each queue's shards follow it.
@@ -181,18 +222,16 @@ func (s *Store) raiseShards(ctx context.Context, queue string, n int) ([]string,
 			return nil, err
 		}
 		if ok {
-			names, err := shardNames(queue, suffixes)
-			if err != nil {
-				return nil, err
-			}
-			return names, s.pauseNewShards(ctx, names[len(strings.Fields(raw))+1:], queue)
+			return shardNames(queue, suffixes)
 		}
 		// Another process raised the record meanwhile: start again from it.
 	}
 }
 
 // pauseNewShards pauses the shards added to queue while queue is paused,
-// so that a paused queue stays paused when it grows shards.
+// so that a paused queue stays paused when it grows shards. Every process
+// that finds new shards calls it, so that it happens even when the one
+// that raised the record did not get to it.
 func (s *Store) pauseNewShards(ctx context.Context, added []string, queue string) error {
 	paused, err := s.client.Exists(ctx, s.keys.queue(queue).paused).Result()
 	if err != nil || paused == 0 {
@@ -311,35 +350,56 @@ func pickShards(queue, raw string, n int, owner []int) string {
 }
 
 // route returns the queue sig goes to: its RoutingKey when that is not
-// sharded (or names a shard), else one of its shards (see the top of this
-// file). near, when not "", is the shard of the task sig is sent after.
-func (s *Store) route(ctx context.Context, sig *tasks.Signature, near string) (string, error) {
+// sharded (or names a shard), else the shard its key or UUID hashes to
+// (see the top of this file).
+func (s *Store) route(ctx context.Context, sig *tasks.Signature) (string, error) {
 	q := sig.RoutingKey
 	names, err := s.Shards(ctx, q)
 	if err != nil || len(names) == 1 {
-		return q, err
+		return names0(names, q), err
 	}
 	key, err := shardKey(sig)
 	if err != nil {
 		return "", fmt.Errorf("queue %s has %d shards: %w", q, len(names), err)
 	}
-	if key == "" && near != "" && brokers.LogicalQueue(near) == q {
-		return near, nil
-	}
 	if key == "" {
-		// The UUID: a task sent again goes where it went, to be found
-		// there (a duplicate is refused within a queue).
 		key = sig.UUID
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return names[h.Sum32()%uint32(len(names))], nil
+	return rendezvous(key, names), nil
 }
 
-// ErrShardKeys is returned for a task sent to a sharded queue with more
-// than one of an aggregation key, a unique key and a limit: each decides
-// a shard, and they could disagree.
-var ErrShardKeys = errors.New("a task of a sharded queue may have only one of an aggregation key, a unique key and a limit")
+// names0 is the one queue of names, or q when there is none.
+func names0(names []string, q string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return q
+}
+
+// rendezvous returns the name of names that scores highest for key.
+func rendezvous(key string, names []string) string {
+	best, top := 0, uint64(0)
+	for i, n := range names {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(key))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(n))
+		if v := mix(h.Sum64()); i == 0 || v > top {
+			best, top = i, v
+		}
+	}
+	return names[best]
+}
+
+// mix is a finalizer (splitmix64's) that spreads FNV's output, whose high
+// bits vary little between keys that differ only at their end.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
 
 // shardKey is what decides sig's shard: its aggregation group, its limit
 // key or its unique key (the one it has), or "" for none.
@@ -360,7 +420,7 @@ func shardKey(sig *tasks.Signature) (string, error) {
 	case 1:
 		return keys[0], nil
 	}
-	return "", fmt.Errorf("task %s: %w", sig.UUID, ErrShardKeys)
+	return "", fmt.Errorf("task %s: %w", sig.UUID, brokers.ErrShardKeys)
 }
 
 // Slot is the Redis Cluster hash slot of a queue's keys: the CRC16 of its

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -35,14 +36,36 @@ func TestSlotIsTheClusterKeySlot(t *testing.T) {
 
 func TestShardNamesAreValidQueuesAndNoOtherBraces(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"q", "q{1", "q{42", "a b{7"} {
+	for _, ok := range []string{"q", "q{1", "q{42", "a b{7", "q{999999999"} {
 		if err := ValidQueue(ok); err != nil {
 			t.Errorf("ValidQueue(%q) = %v, want nil", ok, err)
 		}
 	}
-	for _, bad := range []string{"q{", "{1", "q{x", "q{1}", "q}", "a}b{1", "q{1{2", "{q}"} {
+	for _, bad := range []string{"q{", "{1", "q{x", "q{1}", "q}", "a}b{1", "q{1{2", "{q}", "q{0", "q{01", "q{1000000000"} {
 		if err := ValidQueue(bad); err == nil {
 			t.Errorf("ValidQueue(%q) = nil, want an error", bad)
+		}
+	}
+}
+
+// A name that reads as a shard is a queue only when its queue's record
+// has it: any other is refused, not left where no worker looks.
+func TestUnrecordedShardNamesAreRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	s := shardStore(t, srv.Client(t), srv.Prefix(t), map[string]int{"rec": 2})
+	ctx := context.Background()
+	names, err := s.Shards(ctx, "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Shards(ctx, names[1]); err != nil || !slices.Equal(got, names[1:]) {
+		t.Fatalf("Shards(%s) = %q, %v; want itself", names[1], got, err)
+	}
+	for _, q := range []string{"rec{2024", "other{1"} {
+		sig := &tasks.Signature{UUID: "u-" + q, Name: "n", RoutingKey: q}
+		if err := s.Publish(ctx, []*tasks.Signature{sig}, false); err == nil || !strings.Contains(err.Error(), "no such shard") {
+			t.Fatalf("Publish to %s: %v, want a refusal", q, err)
 		}
 	}
 }
@@ -153,64 +176,127 @@ func TestConcurrentRaisesAgree(t *testing.T) {
 	}
 }
 
-// A growing queue that is paused stays paused: its new shards are too.
+// A growing queue that is paused stays paused: its new shards are too,
+// whether the process that raised the record paused them or another found
+// them first.
 func TestNewShardsOfAPausedQueueArePaused(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
 	prefix := srv.Prefix(t)
 	ctx := context.Background()
-	s := shardStore(t, client, prefix, nil)
-	if err := s.PauseQueue(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	names, err := shardStore(t, client, prefix, map[string]int{"p": 3}).Shards(ctx, "p")
+	s := shardStore(t, client, prefix, map[string]int{"p": 2})
+	two, err := s.Shards(ctx, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range names {
-		if info, err := s.QueueInfo(ctx, n); err != nil || !info.Paused {
-			t.Fatalf("QueueInfo(%s) = %+v, %v; want paused", n, info, err)
+	for _, n := range two {
+		if err := s.PauseQueue(ctx, n); err != nil {
+			t.Fatal(err)
 		}
+	}
+	wantPaused := func(names []string) {
+		t.Helper()
+		for _, n := range names {
+			if info, err := s.QueueInfo(ctx, n); err != nil || !info.Paused {
+				t.Fatalf("QueueInfo(%s) = %+v, %v; want paused", n, info, err)
+			}
+		}
+	}
+	four, err := shardStore(t, client, prefix, map[string]int{"p": 4}).Shards(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPaused(four)
+	// A raiser that died after writing the record: the next store to read
+	// it pauses the shard.
+	rec := strings.TrimSuffix(prefix, ":") + ":shards"
+	raw, err := client.HGet(ctx, rec, "p").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.HSet(ctx, rec, "p", raw+" 77").Err(); err != nil {
+		t.Fatal(err)
+	}
+	five, err := shardStore(t, client, prefix, nil).Shards(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(five) != 5 || five[4] != "p{77" {
+		t.Fatalf("Shards(p) = %q, want four and p{77", five)
+	}
+	wantPaused(five)
+}
+
+// When the record cannot be read, the shards read before are used.
+func TestShardsReadBeforeServeWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := shardStore(t, srv.Client(t), srv.Prefix(t), map[string]int{"d": 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before, err := s.Shards(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	if got, err := s.ShardsNow(ctx, "d"); err != nil || !slices.Equal(got, before) {
+		t.Fatalf("ShardsNow with Redis down = %q, %v; want %q", got, err, before)
+	}
+	if _, err := s.ShardsNow(ctx, "never-read"); err == nil {
+		t.Fatal("ShardsNow of a queue never read, with Redis down: no error")
 	}
 }
 
-// Which shard a task goes to: its key's, its UUID's, or its step's.
+// Which shard a task goes to: its key's, or its UUID's; a raise moves a
+// task only to a new shard.
 func TestRoute(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	s := shardStore(t, srv.Client(t), srv.Prefix(t), map[string]int{"r": 4})
+	client, prefix := srv.Client(t), srv.Prefix(t)
+	s := shardStore(t, client, prefix, map[string]int{"r": 3})
 	ctx := context.Background()
 	names, err := s.Shards(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	route := func(sig *tasks.Signature, near string) string {
+	route := func(s *Store, sig *tasks.Signature) string {
 		t.Helper()
-		q, err := s.route(ctx, sig, near)
+		q, err := s.route(ctx, sig)
 		if err != nil {
 			t.Fatalf("route %+v: %v", sig, err)
 		}
 		return q
 	}
-	used := map[string]bool{}
-	for i := range 200 {
+	const n = 3000
+	before := make([]string, n)
+	used := map[string]int{}
+	for i := range n {
 		sig := &tasks.Signature{UUID: fmt.Sprint("t", i), Name: "n", RoutingKey: "r"}
-		q := route(sig, "")
-		used[q] = true
-		if again := route(&tasks.Signature{UUID: sig.UUID, Name: "other", RoutingKey: "r"}, ""); again != q {
-			t.Fatalf("task %s went to %s, then to %s", sig.UUID, q, again)
-		}
-		// A next step stays in its step's shard; another queue's does not.
-		if got := route(sig, names[2]); got != names[2] {
-			t.Fatalf("next step after a task of %s went to %s", names[2], got)
-		}
-		if got := route(sig, "elsewhere"); got != q {
-			t.Fatalf("next step after a task of another queue went to %s, want %s by its UUID", got, q)
+		before[i] = route(s, sig)
+		used[before[i]]++
+		if again := route(s, &tasks.Signature{UUID: sig.UUID, Name: "other", RoutingKey: "r"}); again != before[i] {
+			t.Fatalf("task %s went to %s, then to %s", sig.UUID, before[i], again)
 		}
 	}
-	if len(used) != len(names) {
-		t.Fatalf("200 tasks used shards %v of %q", used, names)
+	for _, q := range names {
+		if used[q] < n/3*8/10 {
+			t.Fatalf("%d tasks over %q: %v, want about a third each", n, names, used)
+		}
+	}
+	four := shardStore(t, client, prefix, map[string]int{"r": 4})
+	moved := 0
+	for i := range n {
+		after := route(four, &tasks.Signature{UUID: fmt.Sprint("t", i), Name: "n", RoutingKey: "r"})
+		if after != before[i] {
+			moved++
+			if after == names[0] || after == names[1] || after == names[2] {
+				t.Fatalf("task t%d moved from %s to %s, an old shard", i, before[i], after)
+			}
+		}
+	}
+	if moved < n/4*8/10 || moved > n/4*12/10 {
+		t.Fatalf("%d of %d tasks moved to the fourth shard, want about a quarter", moved, n)
 	}
 	for _, kind := range []string{"aggregation", "limit", "unique"} {
 		first := ""
@@ -224,7 +310,7 @@ func TestRoute(t *testing.T) {
 			case "unique":
 				sig.UniqueFor, sig.UniqueKey = time.Minute, "k"
 			}
-			q := route(sig, names[1])
+			q := route(s, sig)
 			if first == "" {
 				first = q
 			}
@@ -234,10 +320,41 @@ func TestRoute(t *testing.T) {
 		}
 	}
 	both := &tasks.Signature{UUID: "both", Name: "n", RoutingKey: "r", AggregationKey: "k", UniqueFor: time.Minute}
-	if _, err := s.route(ctx, both, ""); !errors.Is(err, ErrShardKeys) {
+	if _, err := s.route(ctx, both); !errors.Is(err, brokers.ErrShardKeys) {
 		t.Fatalf("route of a task with two keys: %v, want ErrShardKeys", err)
 	}
-	if q, err := s.route(ctx, &tasks.Signature{UUID: "x", RoutingKey: names[3]}, ""); err != nil || q != names[3] {
-		t.Fatalf("route to shard %s: %s, %v", names[3], q, err)
+	if q, err := s.route(ctx, &tasks.Signature{UUID: "x", RoutingKey: names[2]}); err != nil || q != names[2] {
+		t.Fatalf("route to shard %s: %s, %v", names[2], q, err)
+	}
+}
+
+// Holds finds a task in whichever shard holds it, even one that a send
+// now would not choose.
+func TestHoldsLooksInEveryShard(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client, prefix := srv.Client(t), srv.Prefix(t)
+	s := shardStore(t, client, prefix, map[string]int{"h": 2})
+	ctx := context.Background()
+	var sigs []*tasks.Signature
+	for i := range 20 {
+		sigs = append(sigs, &tasks.Signature{UUID: fmt.Sprint("h", i), Name: "n", RoutingKey: "h"})
+	}
+	if err := s.Publish(ctx, sigs[:10], false); err != nil {
+		t.Fatal(err)
+	}
+	grown := shardStore(t, client, prefix, map[string]int{"h": 5})
+	asked := make([]*tasks.Signature, len(sigs))
+	for i, sig := range sigs {
+		asked[i] = &tasks.Signature{UUID: sig.UUID, Name: "n", RoutingKey: "h"}
+	}
+	held, err := grown.Holds(ctx, asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range held {
+		if h != (i < 10) {
+			t.Fatalf("Holds(%s) = %t after the shards grew, want %t", sigs[i].UUID, h, i < 10)
+		}
 	}
 }

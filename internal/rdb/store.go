@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -141,7 +142,7 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 		cluster:    cluster,
 		oneNode:    oneNode,
 		knownQueue: make(map[string]bool),
-		shards:     shardTable{want: opts.QueueShards},
+		shards:     shardTable{want: maps.Clone(opts.QueueShards)},
 	}
 }
 

@@ -115,6 +115,7 @@ func (m *Metrics) set(k setKey, make func() []attribute.KeyValue) metric.Measure
 }
 
 func (m *Metrics) taskSet(kind byte, op, queue, name string) metric.MeasurementOption {
+	queue = iface.LogicalQueue(queue) // a shard counts for its queue
 	return m.set(setKey{kind: kind, queue: queue, name: name}, func() []attribute.KeyValue {
 		kvs := []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName(op),
 			semconv.MessagingDestinationName(queue)}
@@ -186,6 +187,7 @@ func (m *Metrics) Ran(ctx context.Context, queue, name, outcome string, took tim
 	if !m.duration.Enabled(ctx) {
 		return
 	}
+	queue = iface.LogicalQueue(queue) // a shard counts for its queue
 	opt := m.set(setKey{kind: 'd', queue: queue, name: name, more: outcome}, func() []attribute.KeyValue {
 		kvs := []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName("process"),
 			semconv.MessagingDestinationName(queue), TaskNameKey.String(name), OutcomeKey.String(outcome)}

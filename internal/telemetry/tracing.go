@@ -34,6 +34,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -205,13 +206,14 @@ func (t *Tracing) StartProcess(ctx context.Context, sig *tasks.Signature, d Deli
 	if len(sig.Headers) > 0 {
 		ctx = t.propagator().Extract(ctx, Carrier(sig.Headers))
 	}
-	ctx, span := t.tracer().Start(ctx, spanName("process ", d.Queue), consumer...)
+	queue := iface.LogicalQueue(d.Queue) // a shard's task is its queue's
+	ctx, span := t.tracer().Start(ctx, spanName("process ", queue), consumer...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.MessagingSystemKey.String(System),
 			semconv.MessagingOperationTypeProcess,
 			semconv.MessagingOperationName("process"),
-			semconv.MessagingDestinationName(d.Queue),
+			semconv.MessagingDestinationName(queue),
 			semconv.MessagingMessageID(sig.UUID),
 			TaskNameKey.String(sig.Name),
 			RetriedKey.Int(d.Retried),

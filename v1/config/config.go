@@ -105,7 +105,7 @@ const (
 	// broker and backend.
 	DefaultBroker = "memory://"
 	// MaxQueueShards bounds each count of RedisConfig.QueueShards.
-	MaxQueueShards = 256
+	MaxQueueShards = 64
 	// DefaultQueueName is the default DefaultQueue, machinery's.
 	DefaultQueueName = "machinery_tasks"
 
@@ -308,15 +308,18 @@ type RedisConfig struct {
 	MinReplicas int `yaml:"min_replicas" envconfig:"REDIS_MIN_REPLICAS"`
 	// QueueShards spreads the named queues over several hash slots, so
 	// that on Redis Cluster one busy queue is served by several masters:
-	// queue name → number of shards (at most MaxQueueShards). A sharded
-	// queue's tasks go round its shards (a task with an aggregation key,
-	// unique key or limit to the shard its key decides, and a chain's
-	// next step to its step's shard), and its workers take from all of
-	// them: order holds within a shard, not across them. The count is
-	// recorded in Redis and only grows, so every process uses the shards
-	// any process created, whatever its own QueueShards says. In YAML a
-	// map; in the environment "queue:3,other:2". Default none (each queue
-	// one slot).
+	// queue name → number of shards (at most MaxQueueShards; about the
+	// number of masters is the useful range, as each shard costs an idle
+	// worker a connection and each fetch a round trip). A sharded queue's
+	// task goes to the shard its UUID hashes to (or its aggregation key,
+	// unique key or limit: a task may have only one of them), and its
+	// workers take from all shards: order holds within a shard, not across
+	// them. The count is recorded in Redis and only grows, so every
+	// process uses the shards any process created, whatever its own
+	// QueueShards says; set it once every process sharing the Redis runs
+	// a version that knows shards. In YAML a map; in the environment
+	// "queue:3,other:2". Default none (each queue one slot). The memory
+	// broker ignores it.
 	QueueShards map[string]int `yaml:"queue_shards" envconfig:"REDIS_QUEUE_SHARDS"`
 
 	// KeyPrefix starts every key machinist writes, so that two applications

@@ -212,7 +212,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"Redis.DelayedTasksPollPeriod", "-8", func(c *Config) { c.Redis.DelayedTasksPollPeriod = -8 }},
 		{"Redis.MinReplicas", "-1", func(c *Config) { c.Redis.MinReplicas = -1 }},
 		{"Redis.QueueShards", "q:0", func(c *Config) { c.Redis.QueueShards = map[string]int{"q": 0} }},
-		{"Redis.QueueShards", "q:257", func(c *Config) { c.Redis.QueueShards = map[string]int{"q": 257} }},
+		{"Redis.QueueShards", "q:65", func(c *Config) { c.Redis.QueueShards = map[string]int{"q": 65} }},
 		{"Redis.QueueShards", `"q{1"`, func(c *Config) { c.Redis.QueueShards = map[string]int{"q{1": 2} }},
 		{"Redis.QueueShards", `""`, func(c *Config) { c.Redis.QueueShards = map[string]int{"": 2} }},
 		{"Redis.KeyPrefix", `"{app}"`, func(c *Config) { c.Redis.KeyPrefix = "{app}" }},

@@ -76,7 +76,8 @@ func TestStoppingWorkerTakesNoNextTask(t *testing.T) {
 }
 
 // A worker takes a next task in an acknowledgement only from a queue every
-// fetch tries first: its only queue, or its first by strict priority.
+// fetch tries first: its only queue, or its first by strict priority (or a
+// shard of it).
 func TestQueueOrderFirst(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -92,6 +93,11 @@ func TestQueueOrderFirst(t *testing.T) {
 		{"weighted", []string{"a", "b"}, []int{3, 1}, false, "a", false},
 		{"strict, first", []string{"low", "high"}, []int{1, 5}, true, "high", true},
 		{"strict, not first", []string{"low", "high"}, []int{1, 5}, true, "low", false},
+		{"a shard of the only queue", []string{"a"}, nil, false, "a{3", true},
+		{"a shard of another queue", []string{"a"}, nil, false, "b{3", false},
+		{"not a shard name", []string{"a"}, nil, false, "a{x", false},
+		{"strict, a shard of the first", []string{"low", "high"}, []int{1, 5}, true, "high{2", true},
+		{"strict, a shard of another", []string{"low", "high"}, []int{1, 5}, true, "low{2", false},
 	} {
 		if got := newQueueOrder(tc.queues, tc.weights, tc.strict).first(tc.q); got != tc.want {
 			t.Errorf("%s: first(%q) = %t, want %t", tc.name, tc.q, got, tc.want)

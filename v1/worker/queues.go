@@ -73,9 +73,10 @@ func (o *queueOrder) next() []string {
 // queue, or the first by strict priority. A settle may take the next task
 // of such a queue for the slot it frees (brokers.Relay) without changing
 // which tasks the worker runs: a fetch would have tried it first. A shard
-// of such a queue (brokers.ShardOf) is first too: a fetch tries the
-// queue's shards from one picked at random, and the settled task's shard
-// is one as good as another.
+// of such a queue (brokers.ShardOf) counts as the queue: a fetch tries
+// the queue's shards from one picked at random, so a relay that keeps a
+// busy worker on the settled task's shard takes a task the fetch might
+// have taken, and every shard still gets the fetches of idle slots.
 func (o *queueOrder) first(q string) bool {
 	return (o.strict || len(o.names) == 1) && o.names[0] == brokers.LogicalQueue(q)
 }

@@ -16,6 +16,11 @@ var (
 	// ErrDuplicateTask is returned by Publish when a task with the same UUID
 	// is still queued, scheduled, waiting for a retry or running.
 	ErrDuplicateTask = errors.New("brokers: a task with this UUID is already queued")
+	// ErrShardKeys is returned for a task sent to a sharded queue
+	// (config.RedisConfig.QueueShards) with more than one of an
+	// aggregation key, a unique key and a limit: each decides a shard, and
+	// they could disagree.
+	ErrShardKeys = errors.New("brokers: a task of a sharded queue may have only one of an aggregation key, a unique key and a limit")
 	// ErrTaskNotFound is returned when a task named by UUID is not where the
 	// caller expects it.
 	ErrTaskNotFound = errors.New("brokers: task not found")

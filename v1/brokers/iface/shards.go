@@ -9,7 +9,7 @@ import "strings"
 // other name reads as a shard.
 func ShardOf(name string) (queue string, ok bool) {
 	q, k, found := strings.Cut(name, "{")
-	if !found || q == "" || k == "" {
+	if !found || q == "" || k == "" || k[0] == '0' || len(k) > 9 {
 		return "", false
 	}
 	for _, c := range k {

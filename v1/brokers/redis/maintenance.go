@@ -257,7 +257,7 @@ func (m *maintainer) sizes(ctx context.Context) *iface.QueueInfo {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	info, err := m.b.QueueInfo(rctx, m.queue)
+	info, err := m.b.store.QueueInfo(rctx, m.queue) // this shard's alone
 	if err != nil {
 		m.b.log.Debug("reading the queue's sizes for the depth gauge failed", slog.String("queue", m.queue), slog.Any("error", err))
 		if m.clock.Since(m.depthAt) >= 3*depthEvery {

@@ -38,13 +38,28 @@ func (b *Broker) shardsOf(ctx context.Context, queues []string, rotate bool) ([]
 	return out, nil
 }
 
+// Shards returns the queues in Redis that hold queue's tasks: queue
+// alone, or queue and its shards (q{k), as read at most 5 s ago.
+func (b *Broker) Shards(ctx context.Context, queue string) ([]string, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	names, err := b.store.Shards(ctx, queue)
+	return names, wrap(err)
+}
+
 // eachShard calls f with each shard of queue, in order, until f returns
-// false or an error.
-func (b *Broker) eachShard(ctx context.Context, queue string, f func(shard string) (bool, error)) error {
+// false or an error; with now, the shards as recorded now rather than as
+// read at most 5 s ago (a pause must reach a shard added a moment ago).
+func (b *Broker) eachShard(ctx context.Context, queue string, now bool, f func(shard string) (bool, error)) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	names, err := b.store.Shards(ctx, queue)
+	shards := b.store.Shards
+	if now {
+		shards = b.store.ShardsNow
+	}
+	names, err := shards(ctx, queue)
 	if err != nil {
 		return wrap(err)
 	}
@@ -79,7 +94,7 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 // every shard is.
 func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo, error) {
 	sum := &iface.QueueInfo{Queue: queue, Paused: true}
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.QueueInfo(ctx, sh)
 		if err != nil {
 			return false, err
@@ -135,7 +150,7 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 		return infos, wrap(err)
 	}
 	var out []*iface.TaskInfo
-	err = b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err = b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.QueueInfo(ctx, sh)
 		if err != nil {
 			return false, err
@@ -167,7 +182,7 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 // from its hash.
 func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskInfo, error) {
 	var found *iface.TaskInfo
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.GetTask(ctx, sh, uuid)
 		if errors.Is(err, iface.ErrTaskNotFound) {
 			return true, nil
@@ -184,7 +199,7 @@ func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskIn
 // RequeueArchived moves archived tasks back to pending (in their shards).
 func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
 	total := 0
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		n, err := b.store.RequeueArchived(ctx, sh, uuids...)
 		total += n
 		return true, err
@@ -195,7 +210,7 @@ func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...str
 // DeleteArchived deletes archived tasks.
 func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
 	total := 0
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		n, err := b.store.DeleteArchived(ctx, sh, uuids...)
 		total += n
 		return true, err
@@ -209,7 +224,7 @@ func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...stri
 func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action iface.TakeAction, reason string) (*tasks.Signature, error) {
 	var sig *tasks.Signature
 	var notFound error
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		s, err := b.store.TakeWaiting(ctx, sh, uuid, action, reason)
 		if errors.Is(err, iface.ErrTaskNotFound) {
 			notFound = err
@@ -228,16 +243,17 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action ifa
 // task archived when it runs (cancel.lua, which publishes the
 // cancellation for WatchCancels); with a bar, a task the queue does not
 // hold is kept out (its hash written as a "cancelled" tombstone that
-// expires after bar). A sharded queue's shards are tried in turn until
-// one holds the task; with a bar, each shard tried that does not is
-// barred, so that the task is kept out wherever it would be sent.
+// expires after bar). A sharded queue's shards (as recorded now) are
+// tried in turn until one holds the task; with a bar, each shard tried
+// that does not is barred, so that the task is kept out wherever it would
+// be sent (but not from a shard added later).
 func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	var (
 		sig      *tasks.Signature
 		running  bool
 		notFound error
 	)
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, true, func(sh string) (bool, error) {
 		s, r, err := b.store.CancelTask(ctx, sh, uuid, reason, bar)
 		switch {
 		case errors.Is(err, iface.ErrTaskNotFound):
@@ -255,16 +271,18 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar
 	return sig, running, err
 }
 
-// PauseQueue stops Fetch from taking tasks of queue (of each shard).
+// PauseQueue stops Fetch from taking tasks of queue (of each shard, as
+// recorded now; a shard added later is paused by the first process that
+// finds it while the queue's first shard is paused).
 func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
-	return b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	return b.eachShard(ctx, queue, true, func(sh string) (bool, error) {
 		return true, b.store.PauseQueue(ctx, sh)
 	})
 }
 
 // ResumeQueue undoes PauseQueue and wakes an idle worker (of each shard).
 func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
-	return b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	return b.eachShard(ctx, queue, true, func(sh string) (bool, error) {
 		return true, b.store.ResumeQueue(ctx, sh)
 	})
 }
@@ -273,7 +291,7 @@ func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
 // key (a sharded queue's shard after shard).
 func (b *Broker) Aggregations(ctx context.Context, queue string) ([]*iface.AggregationInfo, error) {
 	var out []*iface.AggregationInfo
-	err := b.eachShard(ctx, queue, func(sh string) (bool, error) {
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.Aggregations(ctx, sh)
 		out = append(out, info...)
 		return true, err

@@ -132,11 +132,54 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 		t.Fatalf("Publish of a task barred from its queue: %v, want a CancelledError", err)
 	}
 
+	// Acting on tasks by UUID finds them in any shard.
+	var other *tasks.Signature // a task of a shard other than the first
+	for _, sig := range sigs[:n-1] {
+		if sig.RoutingKey != "wide" {
+			other = sig
+			break
+		}
+	}
+	if _, err := worker.TakeWaiting(ctx, "wide", other.UUID, iface.TakeArchive, "by hand"); err != nil {
+		t.Fatal(err)
+	}
+	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Pending: n - 2, Archived: 1})
+	if got, err := worker.RequeueArchived(ctx, "wide", other.UUID); err != nil || got != 1 {
+		t.Fatalf("RequeueArchived(%s) = %d, %v; want 1", other.UUID, got, err)
+	}
+	if _, err := worker.TakeWaiting(ctx, "wide", other.UUID, iface.TakeArchive, "by hand"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := worker.DeleteArchived(ctx, "wide", other.UUID); err != nil || got != 1 {
+		t.Fatalf("DeleteArchived(%s) = %d, %v; want 1", other.UUID, got, err)
+	}
+	delete(sent, other.UUID)
+	if _, err := worker.TakeWaiting(ctx, "wide", "nobody", iface.TakeDelete, ""); !errors.Is(err, iface.ErrTaskNotFound) {
+		t.Fatalf("TakeWaiting of a task not sent: %v, want ErrTaskNotFound", err)
+	}
+	// Held wherever it is.
+	var still *tasks.Signature // a task still pending, in another shard than other's
+	for _, sig := range sigs[:n-1] {
+		if sig.RoutingKey != other.RoutingKey {
+			still = sig
+			break
+		}
+	}
+	held, err := worker.Holds(ctx, &tasks.Signature{UUID: still.UUID, RoutingKey: "wide"}, &tasks.Signature{UUID: other.UUID, RoutingKey: "wide"})
+	if err != nil || !held[0] || held[1] {
+		t.Fatalf("Holds = %v, %v; want [true false]", held, err)
+	}
+
+	// One shard paused is not the queue paused.
+	if err := worker.PauseQueue(ctx, other.RoutingKey); err != nil {
+		t.Fatal(err)
+	}
+	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Pending: n - 2})
 	// Paused: every shard; a fetch takes nothing.
 	if err := worker.PauseQueue(ctx, "wide"); err != nil {
 		t.Fatal(err)
 	}
-	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Paused: true, Pending: n - 1})
+	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Paused: true, Pending: n - 2})
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	ds, err := worker.Fetch(short, []string{"wide"}, 10, nil)
 	cancel()
@@ -197,6 +240,9 @@ func TestFetchTakesFromShardsAddedWhileItWaits(t *testing.T) {
 	cnf := (&config.Config{Redis: &config.RedisConfig{NormalTasksPollPeriod: 200}}).WithDefaults()
 	worker := newBroker(t, client, prefix, cnf)
 	ctx := ctxFor(t)
+	if names, err := worker.Shards(ctx, "grows"); err != nil || len(names) != 1 {
+		t.Fatalf("Shards(grows) = %q, %v; want grows alone", names, err)
+	}
 	got := make(chan []*iface.Delivery, 1)
 	go func() {
 		ds, err := worker.Fetch(ctx, []string{"grows"}, 1, nil)
@@ -205,37 +251,19 @@ func TestFetchTakesFromShardsAddedWhileItWaits(t *testing.T) {
 		}
 		got <- ds
 	}()
-	sender := newBroker(t, client, prefix, shardedConfig(map[string]int{"grows": 4}))
-	for i := 0; ; i++ {
-		sig, _ := tasks.NewSignature("job", nil)
-		sig.RoutingKey = "grows"
-		if err := sender.Publish(ctx, sig); err != nil {
-			t.Fatal(err)
-		}
-		if sig.RoutingKey != "grows" {
-			break // a task in a shard the waiting Fetch did not know of
-		}
-		if i > 100 {
-			t.Fatal("100 tasks all went to the queue's first shard")
-		}
+	sender := newBroker(t, client, prefix, shardedConfig(map[string]int{"grows": 2}))
+	names, err := sender.Shards(ctx, "grows")
+	if err != nil || len(names) != 2 {
+		t.Fatalf("Shards(grows) = %q, %v; want two", names, err)
+	}
+	sig, _ := tasks.NewSignature("job", nil)
+	sig.RoutingKey = names[1] // the new shard
+	if err := sender.Publish(ctx, sig); err != nil {
+		t.Fatal(err)
 	}
 	ds := <-got
-	if len(ds) != 1 {
-		t.Fatalf("Fetch returned %d tasks", len(ds))
-	}
-	// It took either the tasks of the first shard or the one in another;
-	// the rest are there for the next fetches.
-	for {
-		info, err := worker.QueueInfo(ctx, "grows")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Pending == 0 {
-			break
-		}
-		if _, err := worker.Fetch(ctx, []string{"grows"}, 10, nil); err != nil {
-			t.Fatal(err)
-		}
+	if len(ds) != 1 || ds[0].Signature.UUID != sig.UUID || ds[0].Queue != names[1] {
+		t.Fatalf("Fetch returned %d tasks, want %s from %s", len(ds), sig.UUID, names[1])
 	}
 }
 
@@ -302,6 +330,9 @@ func TestShardedQueueAggregates(t *testing.T) {
 		claimed[batch.Key] = true
 		agg, _ := tasks.NewSignature("sum", nil)
 		agg.RoutingKey = batch.Queue
+		if len(claimed)%2 == 0 {
+			agg.RoutingKey = "agg" // to the shard of its UUID: on a cluster, handed over
+		}
 		if err := b.CompleteBatch(ctx, batch, agg); err != nil {
 			t.Fatal(err)
 		}
