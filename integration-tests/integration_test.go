@@ -215,34 +215,40 @@ func TestSendGroup(t *testing.T) {
 
 func TestSendChord(t *testing.T) {
 	forEachPair(t, func(t *testing.T, p pair) {
-		e := newEnv(t, p)
-		var members []*tasks.Signature
-		var want int64
-		for i := int64(1); i <= 20; i++ {
-			members = append(members, sig("multiply", int64Arg(i), int64Arg(2)))
-			want += 2 * i
-		}
-		group, err := tasks.NewGroup(members...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chord, err := tasks.NewChord(group, sig("add"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := e.ctx()
-		res, err := e.server.SendChordWithContext(ctx, chord, 5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := res.GetWithContext(ctx, poll)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := values(out); !reflect.DeepEqual(got, []interface{}{want}) {
-			t.Fatalf("chord result %v, want %d", got, want)
-		}
+		newEnv(t, p).runChordOf20(t)
 	})
+}
+
+// runChordOf20 sends a chord of 20 multiplications summed by its callback
+// and checks the sum.
+func (e *env) runChordOf20(t *testing.T) {
+	t.Helper()
+	var members []*tasks.Signature
+	var want int64
+	for i := int64(1); i <= 20; i++ {
+		members = append(members, sig("multiply", int64Arg(i), int64Arg(2)))
+		want += 2 * i
+	}
+	group, err := tasks.NewGroup(members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chord, err := tasks.NewChord(group, sig("add"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := e.ctx()
+	res, err := e.server.SendChordWithContext(ctx, chord, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := res.GetWithContext(ctx, poll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(out); !reflect.DeepEqual(got, []interface{}{want}) {
+		t.Fatalf("chord result %v, want %d", got, want)
+	}
 }
 
 func TestChordCallbackGetsResultsInGroupOrder(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
-	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // redisPairs are the pairs of a server and of a cluster: where queues
@@ -60,30 +59,6 @@ func TestShardedDefaultQueue(t *testing.T) {
 			t.Fatalf("chain result %v, want 11", out)
 		}
 
-		var members []*tasks.Signature
-		var want int64
-		for i := int64(1); i <= 20; i++ {
-			members = append(members, sig("multiply", int64Arg(i), int64Arg(2)))
-			want += 2 * i
-		}
-		group, err := tasks.NewGroup(members...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chord, err := tasks.NewChord(group, sig("add"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := e.server.SendChordWithContext(ctx, chord, 5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := res.GetWithContext(ctx, poll)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := values(sum); !reflect.DeepEqual(got, []interface{}{want}) {
-			t.Fatalf("chord result %v, want %d", got, want)
-		}
+		e.runChordOf20(t)
 	})
 }

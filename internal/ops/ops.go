@@ -66,34 +66,15 @@ type Window struct{ Minute, Hour int }
 // Count is how many tasks q holds with status (0 for one ListTasks does
 // not take).
 func (q *Queue) Count(status brokeriface.TaskStatus) int {
-	switch status {
-	case brokeriface.StatusPending:
-		return q.Pending
-	case brokeriface.StatusActive:
-		return q.Active
-	case brokeriface.StatusScheduled:
-		return q.Scheduled
-	case brokeriface.StatusRetry:
-		return q.Retry
-	case brokeriface.StatusArchived:
-		return q.Archived
-	case brokeriface.StatusLimited:
-		return q.Limited
-	}
-	return 0
+	n, _ := q.QueueInfo.Count(status)
+	return n
 }
 
 // Sum returns the sums of the counts of qs, as a Queue named "".
 func Sum(qs []*Queue) *Queue {
 	var t Queue
 	for _, q := range qs {
-		t.Pending += q.Pending
-		t.Active += q.Active
-		t.Scheduled += q.Scheduled
-		t.Retry += q.Retry
-		t.Archived += q.Archived
-		t.Limited += q.Limited
-		t.Aggregating += q.Aggregating
+		t.QueueInfo.Add(&q.QueueInfo)
 		t.Processed.Minute += q.Processed.Minute
 		t.Processed.Hour += q.Processed.Hour
 		t.Failed.Minute += q.Failed.Minute

@@ -227,6 +227,37 @@ type QueueInfo struct {
 	Limited int
 }
 
+// Add adds o's sizes to q's (not its name, nor whether it is paused).
+func (q *QueueInfo) Add(o *QueueInfo) {
+	q.Pending += o.Pending
+	q.Active += o.Active
+	q.Scheduled += o.Scheduled
+	q.Retry += o.Retry
+	q.Archived += o.Archived
+	q.Aggregating += o.Aggregating
+	q.Limited += o.Limited
+}
+
+// Count is how many tasks q holds with status, and false for a status
+// Inspector.ListTasks does not take.
+func (q *QueueInfo) Count(status TaskStatus) (int, bool) {
+	switch status {
+	case StatusPending:
+		return q.Pending, true
+	case StatusActive:
+		return q.Active, true
+	case StatusScheduled:
+		return q.Scheduled, true
+	case StatusRetry:
+		return q.Retry, true
+	case StatusArchived:
+		return q.Archived, true
+	case StatusLimited:
+		return q.Limited, true
+	}
+	return 0, false
+}
+
 // Claimer is a broker through which the processes sharing it agree that a
 // piece of work is done once: periodic tasks use it so that each tick is
 // sent once, even when the process sending it dies.

@@ -100,38 +100,13 @@ func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo,
 			return false, err
 		}
 		sum.Paused = sum.Paused && info.Paused
-		sum.Pending += info.Pending
-		sum.Active += info.Active
-		sum.Scheduled += info.Scheduled
-		sum.Retry += info.Retry
-		sum.Archived += info.Archived
-		sum.Aggregating += info.Aggregating
-		sum.Limited += info.Limited
+		sum.Add(info)
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return sum, nil
-}
-
-// count is the number of tasks with status that info counts.
-func count(info *iface.QueueInfo, status iface.TaskStatus) (int, error) {
-	switch status {
-	case iface.StatusPending:
-		return info.Pending, nil
-	case iface.StatusActive:
-		return info.Active, nil
-	case iface.StatusScheduled:
-		return info.Scheduled, nil
-	case iface.StatusRetry:
-		return info.Retry, nil
-	case iface.StatusArchived:
-		return info.Archived, nil
-	case iface.StatusLimited:
-		return info.Limited, nil
-	}
-	return 0, fmt.Errorf("list tasks: unknown status %q", status)
 }
 
 // ListTasks lists tasks of queue with status: those of a sharded queue
@@ -155,9 +130,9 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 		if err != nil {
 			return false, err
 		}
-		n, err := count(info, status)
-		if err != nil {
-			return false, err
+		n, ok := info.Count(status)
+		if !ok {
+			return false, fmt.Errorf("list tasks: unknown status %q", status)
 		}
 		if offset >= n {
 			offset -= n
