@@ -24,6 +24,9 @@ import (
 //	<prefix>:{<queue>}:archived     zset of dead letters by archive time (ms)
 //	<prefix>:{<queue>}:completed    zset of completed task ids by expiry (ms)
 //	<prefix>:{<queue>}:paused       exists while the queue is paused
+//	<prefix>:{<queue>}:adopted      on a shard (<q>{k), exists once a
+//	                                process made it follow q's pause
+//	                                (shards.go)
 //	<prefix>:{<queue>}:notify       list of wake-up tokens for idle workers
 //	<prefix>:{<queue>}:maintainer   string: the id of the process that runs
 //	                                the queue's forwarder and recoverer
@@ -126,6 +129,8 @@ type keys struct {
 // queueKeys are the keys of one queue.
 type queueKeys struct {
 	pending, lease, scheduled, retry, archived, completed, paused, notify, maintainer string
+	// adopted marks a shard that follows its queue's pause (shards.go).
+	adopted string
 	// rerouted is the set of task names with rerouted tasks (each name's
 	// list is rerouted + ":" + name); handlers says until when a worker
 	// alive has announced each name; names + a TaskNames key is the set of
@@ -191,6 +196,7 @@ func (k *keys) queue(name string) *queueKeys {
 		archived:   base + "archived",
 		completed:  base + "completed",
 		paused:     base + "paused",
+		adopted:    base + "adopted",
 		notify:     base + "notify",
 		maintainer: base + "maintainer",
 		rerouted:   base + "rerouted",

@@ -61,6 +61,9 @@ type shardTable struct {
 	mu   sync.Mutex
 	sets map[string]*shardSet
 	want map[string]int // the configured counts (Options.QueueShards)
+	// adopted are the shards whose adopted marker this process found set
+	// (adoptShards).
+	adopted map[string]bool
 }
 
 // shardName is the name of q's shard with suffix k.
@@ -107,7 +110,8 @@ func (s *Store) shardsOf(ctx context.Context, queue string, now bool) ([]string,
 	if set != nil && !now && time.Since(set.read) < shardRefresh {
 		return set.names, nil
 	}
-	names, err := s.readShards(ctx, queue)
+	// With shards read before, one try: they serve if it fails.
+	names, err := s.readShards(ctx, queue, set == nil)
 	if err == nil && len(names) < want {
 		names, err = s.raiseShards(ctx, queue, want)
 	}
@@ -115,28 +119,37 @@ func (s *Store) shardsOf(ctx context.Context, queue string, now bool) ([]string,
 		if set != nil && ctx.Err() == nil {
 			s.log.Warn("reading a queue's shards failed: using those read before", "queue", queue,
 				"shards", len(set.names), "error", err)
+			s.keepShards(queue, set.names) // not read again for shardRefresh
 			return set.names, nil
 		}
 		return nil, fmt.Errorf("shards of queue %s: %w", queue, err)
 	}
-	known := 1
-	if set != nil {
-		known = len(set.names)
-	}
-	if len(names) > known {
-		// New shards: paused if the queue is (whoever raised the record
-		// may not have got to it).
-		if err := s.pauseNewShards(ctx, names[known:], queue); err != nil {
+	if len(names) > 1 {
+		// Shards this process has not seen may be new: each follows its
+		// queue's pause once (whoever raised the record may have died
+		// before it got to that).
+		if err := s.adoptShards(ctx, names[1:], queue); err != nil {
 			return nil, fmt.Errorf("shards of queue %s: %w", queue, err)
 		}
 	}
+	return s.keepShards(queue, names), nil
+}
+
+// keepShards caches names as queue's shards, read now, unless the cache
+// has more (a read that raced this one and saw a later record: the record
+// only grows), and returns what it keeps.
+func (s *Store) keepShards(queue string, names []string) []string {
+	t := &s.shards
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.sets == nil {
 		t.sets = make(map[string]*shardSet)
 	}
+	if cur := t.sets[queue]; cur != nil && len(cur.names) > len(names) {
+		names = cur.names
+	}
 	t.sets[queue] = &shardSet{names: names, read: time.Now()}
-	t.mu.Unlock()
-	return names, nil
+	return names
 }
 
 // errNoSuchShard says a name reads as a shard (q{k) that its queue's
@@ -158,26 +171,30 @@ func (s *Store) ShardsOf(ctx context.Context, queues []string) ([]string, error)
 }
 
 // readShards reads queue's record: queue, then its shards.
-func (s *Store) readShards(ctx context.Context, queue string) ([]string, error) {
-	raw, err := s.shardRecord(ctx, queue)
+func (s *Store) readShards(ctx context.Context, queue string, retried bool) ([]string, error) {
+	raw, err := s.shardRecord(ctx, queue, retried)
 	if err != nil {
 		return nil, err
 	}
 	return shardNames(queue, raw)
 }
 
-// shardRecord is queue's field of the record, "" when it has none.
-func (s *Store) shardRecord(ctx context.Context, queue string) (string, error) {
+// shardRecord is queue's field of the record, "" when it has none; with
+// retried, read again while Redis cannot answer, as every call is.
+func (s *Store) shardRecord(ctx context.Context, queue string, retried bool) (string, error) {
 	var raw string
-	err := again(ctx, func() error {
+	read := func() error {
 		v, err := s.client.HGet(ctx, s.keys.shards(), queue).Result()
 		if errors.Is(err, goredis.Nil) {
 			v, err = "", nil
 		}
 		raw = v
 		return err
-	}, retry{})
-	return raw, err
+	}
+	if !retried {
+		return raw, read()
+	}
+	return raw, again(ctx, read, retry{})
 }
 
 // shardNames parses a record's field: the suffixes of queue's shards.
@@ -199,7 +216,7 @@ func shardNames(queue, raw string) ([]string, error) {
 // field, so processes raising at once agree on one record.
 func (s *Store) raiseShards(ctx context.Context, queue string, n int) ([]string, error) {
 	for {
-		raw, err := s.shardRecord(ctx, queue)
+		raw, err := s.shardRecord(ctx, queue, true)
 		if err != nil {
 			return nil, err
 		}
@@ -228,20 +245,63 @@ func (s *Store) raiseShards(ctx context.Context, queue string, n int) ([]string,
 	}
 }
 
-// pauseNewShards pauses the shards added to queue while queue is paused,
-// so that a paused queue stays paused when it grows shards. Every process
-// that finds new shards calls it, so that it happens even when the one
-// that raised the record did not get to it.
-func (s *Store) pauseNewShards(ctx context.Context, added []string, queue string) error {
-	paused, err := s.client.Exists(ctx, s.keys.queue(queue).paused).Result()
-	if err != nil || paused == 0 {
-		return err
-	}
-	for _, sh := range added {
-		if err := s.PauseQueue(ctx, sh); err != nil {
-			return err
+// adoptShards makes each of shards, shards of queue, follow queue's pause
+// once, the first time any process sees it: the first to set the shard's
+// adopted marker pauses it if queue is paused. Once only, so that a
+// resume is not undone by a process that starts after it, nor a shard
+// resumed on its own paused again. A process that dies between the
+// marker and the pause leaves that shard running; QueueInfo then says
+// the queue is not paused, and pausing it again pauses every shard.
+func (s *Store) adoptShards(ctx context.Context, shards []string, queue string) error {
+	t := &s.shards
+	var fresh []string
+	t.mu.Lock()
+	for _, sh := range shards {
+		if !t.adopted[sh] {
+			fresh = append(fresh, sh)
 		}
 	}
+	t.mu.Unlock()
+	if len(fresh) == 0 {
+		return nil
+	}
+	cmds := make([]*goredis.BoolCmd, len(fresh))
+	if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, sh := range fresh {
+			cmds[i] = p.SetNX(ctx, s.keys.queue(sh).adopted, "1", 0)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var won []string
+	for i, c := range cmds {
+		if c.Val() {
+			won = append(won, fresh[i])
+		}
+	}
+	if len(won) > 0 {
+		paused, err := s.client.Exists(ctx, s.keys.queue(queue).paused).Result()
+		if err != nil {
+			return err
+		}
+		for _, sh := range won {
+			if paused == 0 {
+				break
+			}
+			if err := s.PauseQueue(ctx, sh); err != nil {
+				return err
+			}
+		}
+	}
+	t.mu.Lock()
+	if t.adopted == nil {
+		t.adopted = make(map[string]bool)
+	}
+	for _, sh := range fresh {
+		t.adopted[sh] = true
+	}
+	t.mu.Unlock()
 	return nil
 }
 

@@ -226,6 +226,24 @@ func TestNewShardsOfAPausedQueueArePaused(t *testing.T) {
 		t.Fatalf("Shards(p) = %q, want four and p{77", five)
 	}
 	wantPaused(five)
+	// Resumed, it stays resumed: a process that starts after does not
+	// pause the shards again.
+	for _, n := range five {
+		if err := s.ResumeQueue(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PauseQueue(ctx, "p"); err != nil { // the first shard alone
+		t.Fatal(err)
+	}
+	if _, err := shardStore(t, client, prefix, nil).Shards(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range five[1:] {
+		if info, err := s.QueueInfo(ctx, n); err != nil || info.Paused {
+			t.Fatalf("QueueInfo(%s) = %+v, %v; want it running, as it was resumed", n, info, err)
+		}
+	}
 }
 
 // When the record cannot be read, the shards read before are used.

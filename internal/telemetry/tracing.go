@@ -132,6 +132,7 @@ func ContextWithLinks(ctx context.Context, links []trace.Link) context.Context {
 // several, named "send" without a destination) and writes its context
 // into each one's Headers (made when nil). attrs describe the workflow.
 func (t *Tracing) StartSend(ctx context.Context, queue string, sigs []*tasks.Signature, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	queue = iface.LogicalQueue(queue) // a shard's task is its queue's
 	opts := producer
 	if links, _ := ctx.Value(linksKey{}).([]trace.Link); len(links) > 0 {
 		opts = []trace.SpanStartOption{producer[0], trace.WithLinks(links...)}

@@ -121,15 +121,18 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 		t.Fatal(err)
 	}
 	delete(sent, last.UUID)
-	// A bar keeps a task out of whichever shard it would be sent to.
-	barred, _ := tasks.NewSignature("job", nil)
-	barred.RoutingKey = "wide"
-	if _, _, err := worker.CancelTask(ctx, "wide", barred.UUID, "kept out", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	var kept *iface.CancelledError
-	if err := sender.Publish(ctx, barred); !errors.As(err, &kept) {
-		t.Fatalf("Publish of a task barred from its queue: %v, want a CancelledError", err)
+	// A bar keeps a task out of whichever shard it would be sent to (ten
+	// tasks: all three shards, but for a chance of 3^-9).
+	for range 10 {
+		barred, _ := tasks.NewSignature("job", nil)
+		barred.RoutingKey = "wide"
+		if _, _, err := worker.CancelTask(ctx, "wide", barred.UUID, "kept out", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		var kept *iface.CancelledError
+		if err := sender.Publish(ctx, barred); !errors.As(err, &kept) {
+			t.Fatalf("Publish of a task barred from its queue (to %s): %v, want a CancelledError", barred.RoutingKey, err)
+		}
 	}
 
 	// Acting on tasks by UUID finds them in any shard.
@@ -264,6 +267,36 @@ func TestFetchTakesFromShardsAddedWhileItWaits(t *testing.T) {
 	ds := <-got
 	if len(ds) != 1 || ds[0].Signature.UUID != sig.UUID || ds[0].Queue != names[1] {
 		t.Fatalf("Fetch returned %d tasks, want %s from %s", len(ds), sig.UUID, names[1])
+	}
+}
+
+// Pause, resume and cancel reach a shard added a moment ago, which the
+// shards a process read less than 5 s ago do not have.
+func TestPauseReachesAShardJustAdded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client, prefix := srv.Client(t), srv.Prefix(t)
+	ctx := ctxFor(t)
+	operator := newBroker(t, client, prefix, shardedConfig(map[string]int{"late": 2}))
+	if names, err := operator.Shards(ctx, "late"); err != nil || len(names) != 2 {
+		t.Fatalf("Shards(late) = %q, %v; want two", names, err)
+	}
+	raiser := newBroker(t, client, prefix, shardedConfig(map[string]int{"late": 3}))
+	names, err := raiser.Shards(ctx, "late")
+	if err != nil || len(names) != 3 {
+		t.Fatalf("Shards(late) = %q, %v; want three", names, err)
+	}
+	if err := operator.PauseQueue(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := raiser.QueueInfo(ctx, names[2]); err != nil || !info.Paused {
+		t.Fatalf("QueueInfo(%s) after the queue's pause = %+v, %v; want paused", names[2], info, err)
+	}
+	if err := operator.ResumeQueue(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := raiser.QueueInfo(ctx, names[2]); err != nil || info.Paused {
+		t.Fatalf("QueueInfo(%s) after the queue's resume = %+v, %v; want running", names[2], info, err)
 	}
 }
 
