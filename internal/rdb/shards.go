@@ -129,7 +129,8 @@ func (s *Store) shardsOf(ctx context.Context, queue string, now bool) ([]string,
 		// queue's pause once (whoever raised the record may have died
 		// before it got to that).
 		if err := s.adoptShards(ctx, names[1:], queue); err != nil {
-			return nil, fmt.Errorf("shards of queue %s: %w", queue, err)
+			// Tried again at the next read: the shards serve meanwhile.
+			s.log.Warn("making a queue's new shards follow its pause failed", "queue", queue, "error", err)
 		}
 	}
 	return s.keepShards(queue, names), nil
@@ -155,20 +156,6 @@ func (s *Store) keepShards(queue string, names []string) []string {
 // errNoSuchShard says a name reads as a shard (q{k) that its queue's
 // record does not have: a user's queue name may hold no brace.
 var errNoSuchShard = errors.New("names must not contain braces (q{k names a shard of queue q, and q has no such shard)")
-
-// ShardsOf returns the queues that hold the tasks of each of queues, in
-// order: each queue's shards follow it.
-func (s *Store) ShardsOf(ctx context.Context, queues []string) ([]string, error) {
-	out := make([]string, 0, len(queues))
-	for _, q := range queues {
-		names, err := s.Shards(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, names...)
-	}
-	return out, nil
-}
 
 // readShards reads queue's record: queue, then its shards.
 func (s *Store) readShards(ctx context.Context, queue string, retried bool) ([]string, error) {
