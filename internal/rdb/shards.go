@@ -42,6 +42,11 @@ import (
 // scores the key; the highest wins), so that raising the count from n to
 // m moves only the keys the m-n new shards win, never a key from one old
 // shard to another. Order is kept per shard, not across them.
+//
+// Pause: each shard has its own paused flag. A shard added while its
+// queue is paused is paused once, by the first process to see it
+// (adoptShards); pausing, resuming and cancelling read the record afresh
+// (ShardsNow), so they reach a shard added a moment ago.
 
 // shardRefresh is how long a process uses the shards it read of a queue
 // before it reads them again.
@@ -219,9 +224,11 @@ func (s *Store) raiseShards(ctx context.Context, queue string, n int) ([]string,
 			return nil, fmt.Errorf("read the cluster's slots: %w", err)
 		}
 		suffixes := pickShards(queue, raw, n, owner)
-		ok, err := again1(ctx, func() (bool, error) {
-			return raiseShardsScript.Run(ctx, s.client, []string{s.keys.shards()}, queue, raw, suffixes).Bool()
-		})
+		var ok bool
+		err = again(ctx, func() error {
+			ok, err = raiseShardsScript.Run(ctx, s.client, []string{s.keys.shards()}, queue, raw, suffixes).Bool()
+			return err
+		}, retry{})
 		if err != nil {
 			return nil, err
 		}
@@ -290,17 +297,6 @@ func (s *Store) adoptShards(ctx context.Context, shards []string, queue string) 
 	}
 	t.mu.Unlock()
 	return nil
-}
-
-// again1 is again for a call with a result.
-func again1[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	var v T
-	err := again(ctx, func() error {
-		var err error
-		v, err = f()
-		return err
-	}, retry{})
-	return v, err
 }
 
 // raiseShardsScript sets field ARGV[1] of the record KEYS[1] to ARGV[3]
@@ -402,8 +398,11 @@ func pickShards(queue, raw string, n int, owner []int) string {
 func (s *Store) route(ctx context.Context, sig *tasks.Signature) (string, error) {
 	q := sig.RoutingKey
 	names, err := s.Shards(ctx, q)
-	if err != nil || len(names) == 1 {
-		return names0(names, q), err
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 1 {
+		return names[0], nil
 	}
 	key, err := shardKey(sig)
 	if err != nil {
@@ -413,14 +412,6 @@ func (s *Store) route(ctx context.Context, sig *tasks.Signature) (string, error)
 		key = sig.UUID
 	}
 	return rendezvous(key, names), nil
-}
-
-// names0 is the one queue of names, or q when there is none.
-func names0(names []string, q string) string {
-	if len(names) == 1 {
-		return names[0]
-	}
-	return q
 }
 
 // rendezvous returns the name of names that scores highest for key.

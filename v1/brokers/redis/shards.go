@@ -173,20 +173,19 @@ func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskIn
 
 // RequeueArchived moves archived tasks back to pending (in their shards).
 func (b *Broker) RequeueArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
-	total := 0
-	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
-		n, err := b.store.RequeueArchived(ctx, sh, uuids...)
-		total += n
-		return true, err
-	})
-	return total, err
+	return b.sumShards(ctx, queue, func(sh string) (int, error) { return b.store.RequeueArchived(ctx, sh, uuids...) })
 }
 
 // DeleteArchived deletes archived tasks.
 func (b *Broker) DeleteArchived(ctx context.Context, queue string, uuids ...string) (int, error) {
+	return b.sumShards(ctx, queue, func(sh string) (int, error) { return b.store.DeleteArchived(ctx, sh, uuids...) })
+}
+
+// sumShards adds up what f counts in each shard of queue.
+func (b *Broker) sumShards(ctx context.Context, queue string, f func(shard string) (int, error)) (int, error) {
 	total := 0
 	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
-		n, err := b.store.DeleteArchived(ctx, sh, uuids...)
+		n, err := f(sh)
 		total += n
 		return true, err
 	})
