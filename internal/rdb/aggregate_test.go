@@ -46,7 +46,7 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	if err := client.Set(ctx, qk.paused, 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Forward(ctx, queue); err != nil {
+	if _, err := s.Forward(ctx, queue, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n := tokens(); n != 0 {
@@ -55,7 +55,7 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	if err := client.Del(ctx, qk.paused).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Forward(ctx, queue); err != nil {
+	if _, err := s.Forward(ctx, queue, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n := tokens(); n != 1 {
@@ -126,7 +126,7 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			// Its lease and its aggregator's announcement end: the
 			// maintainer strands nothing of a handed-over batch.
 			<-time.After(2 * lease)
-			if f, err := next.Forward(ctx, from); err != nil || f.Stranded != 0 {
+			if f, err := next.Forward(ctx, from, 0); err != nil || f.Stranded != 0 {
 				t.Fatalf("Forward with the aggregator gone = %+v, %v; want nothing stranded", f, err)
 			}
 			if err := next.AnnounceAggregators(ctx, []string{from}, policies, time.Minute); err != nil {

@@ -129,6 +129,9 @@ type keys struct {
 // queueKeys are the keys of one queue.
 type queueKeys struct {
 	pending, lease, scheduled, retry, archived, completed, paused, notify, maintainer string
+	// fwake is the channel that wakes the queue's maintainer when
+	// something comes due before its plan (lib/due.lua).
+	fwake string
 	// adopted marks a shard that follows its queue's pause (shards.go).
 	adopted string
 	// rerouted is the set of task names with rerouted tasks (each name's
@@ -199,6 +202,7 @@ func (k *keys) queue(name string) *queueKeys {
 		adopted:    base + "adopted",
 		notify:     base + "notify",
 		maintainer: base + "maintainer",
+		fwake:      base + "fwake",
 		rerouted:   base + "rerouted",
 		handlers:   base + "handlers",
 		names:      base + "names:",

@@ -29,10 +29,12 @@ type Forwarded struct {
 // a batch, wakes the workers of q's due aggregation groups and batches,
 // strands the members of those whose task name no worker alive aggregates
 // any more (forward.lua), and trims the completed tasks past their
-// retention.
-func (s *Store) Forward(ctx context.Context, q string) (Forwarded, error) {
+// retention. With most > 0 it records when its caller will run it next
+// (Forwarded.Next, at most most from now, or at once with More), so that
+// whatever comes due sooner wakes the caller (WatchDue).
+func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forwarded, error) {
 	qk := s.keys.queue(q)
-	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch)
+	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch, most.Milliseconds())
 	err := cmd.Err()
 	var moved, nextMs, stranded int64
 	if err == nil {

@@ -1029,12 +1029,12 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 
 	// forward: nothing due, then c made due.
 	forwardKeys := []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}
-	moved, next, _, err := parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
+	moved, next, _, err := parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch, 0))
 	if err != nil || moved != 0 || next != later {
 		t.Fatalf("forward: %d, %d, %v; want 0, %d", moved, next, err, later)
 	}
 	must(client.ZAdd(ctx, qk.scheduled, goredis.Z{Score: 1, Member: "c"}).Err())
-	moved, next, _, err = parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch))
+	moved, next, _, err = parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch, 0))
 	if err != nil || moved != 1 || next != -1 {
 		t.Fatalf("forward c: %d, %d, %v; want 1, -1", moved, next, err)
 	}

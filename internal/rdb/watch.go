@@ -16,7 +16,8 @@ const watchOpTimeout = 5 * time.Second
 // waiting for them, on a single server: whatever writes a final state
 // PUBLISHes on the state key's own name (lib/state.lua's notify_final, and
 // queueState), and one subscription per store, opened by the first watch,
-// subscribes to the state keys of the tasks waited for.
+// subscribes to the state keys of the tasks waited for. The same
+// subscription carries the wakes of the queues' maintainers (WatchDue).
 //
 // A waiter reads the state once it watches: a state that became final
 // before its subscription took effect is seen by that read, or by the
@@ -46,11 +47,26 @@ type watchOp struct {
 // the watch. Off a single server (Cluster, Ring) it returns a nil channel:
 // waits there poll. It does not wait for Redis.
 func (s *Store) WatchFinished(ctx context.Context, taskUUID string) (notices <-chan struct{}, stop func()) {
+	return s.watchChannel(ctx, s.keys.state(taskUUID))
+}
+
+// WatchDue starts watching queue q for what comes due before its
+// maintainer's plan (Forward with most > 0, lib/due.lua): from when it
+// returns, the channel receives when Forward should run now, and once
+// when the subscription takes effect (a reconnection's too), as
+// something may have come due unannounced meanwhile. stop ends the watch.
+// Off a single server it returns a nil channel: maintainers poll there.
+func (s *Store) WatchDue(ctx context.Context, q string) (notices <-chan struct{}, stop func()) {
+	return s.watchChannel(ctx, s.keys.queue(q).fwake)
+}
+
+// watchChannel starts watching channel: it receives a notice for every
+// message and every confirmation of the channel's SUBSCRIBE.
+func (s *Store) watchChannel(ctx context.Context, channel string) (notices <-chan struct{}, stop func()) {
 	if !s.oneNode {
 		return nil, func() {}
 	}
 	w := &s.watch
-	channel := s.keys.state(taskUUID)
 	notice := make(chan struct{}, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()

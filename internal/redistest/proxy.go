@@ -29,7 +29,7 @@ type Proxy struct {
 
 	loseMu   sync.Mutex
 	lose     bool   // set by LoseNextReply and LoseReplyTo
-	loseText []byte // the text the command must contain; nil: any
+	loseText [][]byte // the texts the command must contain; none: any
 
 	mu      sync.Mutex
 	conns   map[*proxyConn]struct{}
@@ -70,17 +70,21 @@ func (p *Proxy) URL() string { return "redis://" + p.Addr() }
 // and its reply, and every later one on that connection, go missing, as
 // when Redis hangs past the client's read timeout or the network drops
 // the reply.
-func (p *Proxy) LoseNextReply() { p.LoseReplyTo("") }
+func (p *Proxy) LoseNextReply() { p.LoseReplyTo() }
 
-// LoseReplyTo is LoseNextReply for the next command that contains text
-// (case-insensitive, e.g. "evalsha"): the commands before it pass, and
-// so do their replies.
-func (p *Proxy) LoseReplyTo(text string) {
+// LoseReplyTo is LoseNextReply for the next command that contains every
+// one of texts (case-insensitive, e.g. "evalsha" and a task's id): the
+// commands before it pass, and so do their replies. A text that names the
+// command's own task or keys keeps a maintainer's script, which may run at
+// any moment, from taking the loss.
+func (p *Proxy) LoseReplyTo(texts ...string) {
 	p.loseMu.Lock()
 	defer p.loseMu.Unlock()
 	p.lose, p.loseText = true, nil
-	if text != "" {
-		p.loseText = bytes.ToLower([]byte(text))
+	for _, text := range texts {
+		if text != "" {
+			p.loseText = append(p.loseText, bytes.ToLower([]byte(text)))
+		}
 	}
 }
 
@@ -89,8 +93,14 @@ func (p *Proxy) LoseReplyTo(text string) {
 func (p *Proxy) loses(b []byte) bool {
 	p.loseMu.Lock()
 	defer p.loseMu.Unlock()
-	if !p.lose || p.loseText != nil && !bytes.Contains(bytes.ToLower(b), p.loseText) {
+	if !p.lose {
 		return false
+	}
+	lower := bytes.ToLower(b)
+	for _, text := range p.loseText {
+		if !bytes.Contains(lower, text) {
+			return false
+		}
 	}
 	p.lose = false
 	return true

@@ -78,6 +78,7 @@ while true do
 		end
 		redis.call("HSET", batch, "lease", token, "lease_exp", expiry)
 		redis.call("ZADD", P .. "batches:" .. name, expiry, id)
+		due_at(string.sub(P, 1, -5), expiry)
 		return reply(id, name, b[1], tonumber(b[4]) or 0, recovered, b[6], cjson.decode(b[2]))
 	end
 	redis.call("ZREM", P .. "batches:" .. name, id) -- no such batch
@@ -108,6 +109,7 @@ while true do
 		redis.call("HSET", P .. "batch:" .. id, "name", name, "key", key, "msg", cjson.encode(ids),
 			"lease", token, "lease_exp", expiry, "failed", 0, "recovered", 0)
 		redis.call("ZADD", P .. "batches:" .. name, expiry, id)
+		due_at(string.sub(P, 1, -5), expiry)
 		return reply(id, name, key, 0, 0, "", ids)
 	end
 end

@@ -75,9 +75,9 @@
 -- before the lib definitions (rdb's libMark): a task that is no member as
 -- lib/queue.lua's put and wake would write it, a member as check, write
 -- and the end below (lib/aggregate.lua's agg_policy, agg_join,
--- agg_file_new and agg_count) would, having read the policy and the
--- group's newest stamp before its first write (a refusal for memory, at
--- that write, leaves nothing written).
+-- agg_file_new, with lib/due.lua's due_at, and agg_count) would, having
+-- read the policy and the group's newest stamp before its first write (a
+-- refusal for memory, at that write, leaves nothing written).
 -- TestEnqueuePreludeWritesWhatTheLibWrites holds the two together.
 if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
 	and ARGV[11] == "" and ARGV[12] == "" then
@@ -128,7 +128,15 @@ if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[
 	end
 	if due then
 		redis.call("ZADD", P .. "due:" .. name, "LT", due, key)
-		if due <= now then
+		if due > now then
+			-- lib/due.lua's due_at
+			local qbase = string.sub(P, 1, -5)
+			local plan = redis.call("GET", qbase .. "fnext")
+			if plan and due < tonumber(plan) then
+				redis.call("SET", qbase .. "fnext", due, "KEEPTTL")
+				redis.call("PUBLISH", qbase .. "fwake", "")
+			end
+		else
 			local notify = P .. "notify:" .. name
 			if redis.call("LLEN", notify) == 0 then
 				redis.call("LPUSH", notify, "1")
@@ -210,6 +218,7 @@ local function replaced(holder, msg, eta, ukey, ttl)
 		end
 		redis.call("HSET", holder_key, "state", "scheduled", "process_at", eta)
 		redis.call("ZADD", KEYS[2], eta, holder)
+		due_at(string.sub(KEYS[2], 1, -10), eta)
 	elseif state == "scheduled" then
 		redis.call("ZREM", KEYS[2], holder)
 		redis.call("HDEL", holder_key, "process_at")

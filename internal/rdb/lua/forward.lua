@@ -20,17 +20,23 @@
 --         from it)
 -- ARGV[2] the most tasks to move from each zset, and the most members to
 --         strand
+-- ARGV[3] with wakes (on a single server), the longest the caller waits
+--         for its next run, in ms: the run plans it (the queue's fnext,
+--         lib/due.lua) at the next due time it returns, at most that far
+--         off, or now when it moved as many as ARGV[2]; "0" for no plan
+--         (the caller polls)
 --
 -- Returns: {moved, next_ms, stranded}: how many tasks moved (members
 -- stranded included), when the earliest task, group or batch still
 -- waiting is due, or an announcement with a group or batch due ends (-1:
 -- none), and how many members were stranded.
 -- An idle queue costs five commands a run (TIME, the head of each zset,
--- the names aggregated on it).
+-- the names aggregated on it), six with a plan (its SET).
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
 -- task names ever aggregated on the queue, plus O(M log G) for M members
 -- stranded.
 local now = now_ms()
+due_quiet = true -- this run plans the next (below): no wake for its own filings
 local moved, ready = 0, false
 local joined = {} -- groups joined, to file once
 -- heads holds each zset's earliest entry: when it is not due, nothing is
@@ -169,5 +175,16 @@ for _, name in ipairs(names) do
 end
 if ready then
 	wake(KEYS[4])
+end
+local most = tonumber(ARGV[3])
+if most > 0 then
+	local plan = now + most
+	if moved + stranded >= tonumber(ARGV[2]) then
+		plan = now
+	elseif nextDue >= 0 and nextDue < plan then
+		plan = nextDue
+	end
+	-- It outlives a plan by two runs: a maintainer that died leaves none.
+	redis.call("SET", string.sub(ARGV[1], 1, -3) .. "fnext", plan, "PX", 3 * most)
 end
 return {moved + stranded, nextDue, stranded}

@@ -29,6 +29,7 @@ redis.call("HINCRBY", KEYS[1], "retried", 1)
 if tonumber(ARGV[5]) > now then
 	redis.call("HSET", KEYS[1], "state", "retry", "process_at", ARGV[5])
 	redis.call("ZADD", KEYS[3], ARGV[5], ARGV[2])
+	due_at(string.sub(KEYS[3], 1, -6), tonumber(ARGV[5])) -- the key's name less "retry"
 else
 	redis.call("HDEL", KEYS[1], "process_at")
 	local g = redis.call("HGET", KEYS[1], "group")

@@ -26,4 +26,6 @@ redis.call("HDEL", KEYS[1], "lease", "lease_exp")
 redis.call("HSET", KEYS[1], "error", ARGV[5], "settled", ARGV[3])
 redis.call("HINCRBY", KEYS[1], "failed", 1)
 redis.call("ZADD", KEYS[2], ARGV[4], ARGV[2])
+-- The queue's key prefix: the batch hash's name less "agg:batch:" and the id.
+due_at(string.sub(KEYS[1], 1, -(#ARGV[2] + 11)), tonumber(ARGV[4]))
 return 0

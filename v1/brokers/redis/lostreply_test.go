@@ -60,9 +60,9 @@ func newLostReply(t *testing.T) *lostReply {
 
 // loseReplyTo makes the reply to the next command that contains text
 // go missing (not that of a command go-redis sends first on its own).
-func (l *lostReply) loseReplyTo(t *testing.T, text string) {
+func (l *lostReply) loseReplyTo(t *testing.T, texts ...string) {
 	t.Helper()
-	l.proxy.LoseReplyTo(text)
+	l.proxy.LoseReplyTo(texts...)
 }
 
 // warmPublish publishes a first task, which registers the queue and loads
@@ -116,7 +116,7 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 			t.Parallel()
 			l := newLostReply(t)
 			l.warmPublish(t)
-			l.loseReplyTo(t, "evalsha")
+			l.loseReplyTo(t, "evalsha", "task_once")
 			sig := &tasks.Signature{UUID: "task_once", Name: "add", RoutingKey: l.queue}
 			ctx := c.ctx(t, sig.UUID)
 			if err := l.broker.PublishPending(ctx, sig); err != nil {
@@ -170,7 +170,7 @@ func TestLostReplySettleReportsSuccess(t *testing.T) {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
 			d := l.take(t, "lost")
-			l.loseReplyTo(t, "evalsha")
+			l.loseReplyTo(t, "evalsha", "task_lost")
 			if err := tc.settle(ctxFor(t), l.broker, d); err != nil {
 				t.Fatalf("%s with its reply lost: %v, want nil (it settled)", tc.name, err)
 			}
@@ -213,7 +213,7 @@ func TestLostReplySettleTakePutsBackItsTask(t *testing.T) {
 			if err := l.broker.PublishPending(ctxFor(t), next); err != nil {
 				t.Fatalf("PublishPending: %v", err)
 			}
-			l.loseReplyTo(t, "evalsha")
+			l.loseReplyTo(t, "evalsha", "task_lost")
 			taken, err := tc.settle(ctxFor(t), l.broker, d)
 			if err != nil || taken != nil {
 				t.Fatalf("%s with its reply lost: took %v, %v; want nothing, nil (it settled)", tc.name, taken, err)
@@ -271,11 +271,18 @@ func newProxied(t *testing.T) *proxied {
 	viaProxy := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, PoolSize: 1})
 	t.Cleanup(func() { _ = viaProxy.Close() })
 	direct := srv.Client(t)
-	return &proxied{
+	p := &proxied{
 		proxy: proxy, cnf: cnf, directClient: direct,
 		viaProxy: rdb.New(viaProxy, rdb.OptionsFrom(cnf), false),
 		direct:   rdb.New(direct, rdb.OptionsFrom(cnf), false),
 	}
+	// After the brokers on them close (cleanups run last first): a
+	// maintainer's watch opens the store's subscription.
+	t.Cleanup(func() {
+		_ = p.viaProxy.Close()
+		_ = p.direct.Close()
+	})
+	return p
 }
 
 // TestLostReplyPublishOfATaskThatRanIsNotRepeated: a publish whose reply
@@ -311,7 +318,7 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 	}
 	take() // the warm-up task
 
-	proxy.LoseReplyTo("evalsha")
+	proxy.LoseReplyTo("evalsha", "task_ran")
 	sig := &tasks.Signature{UUID: "task_ran", Name: "add", RoutingKey: queue}
 	done := make(chan error, 1)
 	go func() { done <- sender.PublishPending(ctx, sig) }()
@@ -351,7 +358,7 @@ func TestLostReplyFetchPutsTheTasksBack(t *testing.T) {
 			t.Fatalf("PublishPending: %v", err)
 		}
 	}
-	l.loseReplyTo(t, ":paused") // a key only the fetch's script names
+	l.loseReplyTo(t, ":paused", ":lease") // keys only the fetch's script names both of
 	if ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 3, nil); err == nil {
 		t.Fatalf("Fetch with its reply lost: %d deliveries and no error", len(ds))
 	}
@@ -413,7 +420,7 @@ func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 	d := take(member, queue)
 	next := &tasks.Signature{UUID: "task_next", Name: "add", RoutingKey: nextQueue}
 
-	proxy.LoseReplyTo("evalsha")
+	proxy.LoseReplyTo("evalsha", "task_member")
 	done := make(chan error, 1)
 	go func() { done <- settle(member, d, next) }()
 	ran := take(other, nextQueue) // the first run sent it

@@ -28,6 +28,14 @@ const (
 	maintainerTerm = 3 * time.Second
 )
 
+// On a single server a maintainer does not poll for due tasks: it runs
+// forward.lua when the next of them is due, and whatever comes due sooner
+// (a task sent with an ETA, a retry, an aggregation group, a batch's lease
+// or retry) wakes it (rdb's WatchDue; lib/due.lua). It still runs at least
+// every forwardIdle (or ForwardInterval, when that is longer): a wake
+// lost (a bug, a clock that drifts from Redis's) costs at most that.
+const forwardIdle = time.Second
+
 // maintainer keeps one queue moving while its broker is the queue's elected
 // maintainer. It is a service.Service, started by the broker's first Fetch
 // from the queue and stopped by Close.
@@ -77,10 +85,12 @@ func (m *maintainer) Start(ctx context.Context) error {
 }
 
 // run stands for election every electEvery; while the broker is the
-// maintainer, it promotes due tasks every ForwardInterval (or sooner when
-// the next task is due sooner, so a task becomes pending within
-// milliseconds of its time) and recovers expired leases every
-// RecoverInterval. Failures back off. When ctx ends it resigns.
+// maintainer, it promotes due tasks when the next is due, woken by what
+// comes due sooner (forwardIdle), or, off a single server, every
+// ForwardInterval (or sooner when the next task is due sooner), so a task
+// becomes pending within milliseconds of its time; and it recovers
+// expired leases every RecoverInterval. Failures back off. When ctx ends
+// it resigns.
 func (m *maintainer) run(ctx context.Context) {
 	elect := m.clock.NewTimer(0)
 	defer elect.Stop()
@@ -88,6 +98,19 @@ func (m *maintainer) run(ctx context.Context) {
 	defer recoverTick.Stop()
 	forward := m.clock.NewTimer(time.Hour)
 	defer forward.Stop()
+
+	// wakes, while the broker maintains the queue on a single server,
+	// says that something came due before the plan of the last forward.
+	var wakes <-chan struct{}
+	unwatch := func() {}
+	defer func() { unwatch() }()
+	watch := func(on bool) {
+		unwatch()
+		wakes, unwatch = nil, func() {}
+		if on {
+			wakes, unwatch = m.b.store.WatchDue(ctx, m.queue)
+		}
+	}
 
 	maintaining, failures := false, 0
 	// failed records a failure of one of the steps and returns how long
@@ -119,11 +142,17 @@ func (m *maintainer) run(ctx context.Context) {
 				continue
 			case err != nil:
 				elect.Reset(max(failed(err), electEvery))
+				if maintaining {
+					watch(false)
+				}
 				maintaining = false
 				m.active.Store(false)
 				continue
 			}
 			succeeded()
+			if won != maintaining {
+				watch(won)
+			}
 			if won && !maintaining {
 				m.b.log.Debug("maintaining queue", slog.String("queue", m.queue))
 				forward.Reset(0)
@@ -131,11 +160,19 @@ func (m *maintainer) run(ctx context.Context) {
 			maintaining = won
 			m.active.Store(won)
 			elect.Reset(electEvery)
+		case <-wakes:
+			if maintaining {
+				forward.Reset(0)
+			}
 		case <-forward.C():
 			if !maintaining {
 				continue
 			}
-			f, err := m.b.store.Forward(ctx, m.queue)
+			most := time.Duration(0) // no plan: poll
+			if wakes != nil {
+				most = max(m.b.opts.ForwardInterval, forwardIdle)
+			}
+			f, err := m.b.store.Forward(ctx, m.queue, most)
 			if f.Stranded > 0 {
 				m.b.log.Warn("sent aggregation members to pending: no worker alive aggregates their task any more",
 					slog.Int64("members", f.Stranded), slog.String("queue", m.queue))
@@ -150,6 +187,9 @@ func (m *maintainer) run(ctx context.Context) {
 			default:
 				succeeded()
 				wait := m.b.opts.ForwardInterval
+				if most > 0 {
+					wait = most
+				}
 				if !f.Next.IsZero() {
 					wait = max(min(wait, m.clock.Until(f.Next)), 0)
 				}

@@ -93,6 +93,7 @@ local function agg_schedule(P, g, policy)
 	end
 	if due then
 		redis.call("ZADD", due_key, due, key)
+		due_at(string.sub(P, 1, -5), due) -- P less "agg:"
 	else
 		redis.call("ZREM", due_key, key)
 	end
@@ -203,7 +204,9 @@ local function agg_file_new(P, joined, now, policies)
 		end
 		if due then
 			redis.call("ZADD", P .. "due:" .. name, "LT", due, key)
-			if due <= now and not woken[name] then
+			if due > now then
+				due_at(string.sub(P, 1, -5), due)
+			elseif not woken[name] then
 				agg_wake(P, name)
 				woken[name] = true
 			end

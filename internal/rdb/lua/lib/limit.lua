@@ -106,6 +106,7 @@ local function limit_admit(l, task_key, id, lease_key, now)
 				-- waits for its start.
 				redis.call("HSET", task_key, "state", "scheduled", "process_at", booked)
 				redis.call("ZADD", qbase .. "scheduled", booked, id)
+				due_at(qbase, booked)
 				return false
 			end
 			redis.call("HDEL", task_key, "limit_slot")
@@ -119,6 +120,7 @@ local function limit_admit(l, task_key, id, lease_key, now)
 				slot = math.ceil(slot)
 				redis.call("HSET", task_key, "state", "scheduled", "process_at", slot, "limit_slot", slot)
 				redis.call("ZADD", qbase .. "scheduled", slot, id)
+				due_at(qbase, slot)
 				return false
 			end
 		end

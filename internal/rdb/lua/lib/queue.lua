@@ -29,6 +29,7 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 			redis.call("HSET", task_key, "msg", msg, "state", "scheduled", "process_at", eta, "at", now)
 		end
 		redis.call("ZADD", scheduled, eta, id)
+		due_at(string.sub(scheduled, 1, -10), eta) -- the key's name less "scheduled"
 		return false
 	end
 	if pub ~= "" then

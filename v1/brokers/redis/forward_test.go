@@ -1,0 +1,192 @@
+package redisbroker_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/newid"
+	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/v1/brokers/iface"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// woken is a broker on a single server whose queue's maintainer never
+// polls (DelayedTasksPollPeriod an hour): only a wake (lib/due.lua) makes
+// it promote a task before then.
+type woken struct {
+	b      *redisbroker.Broker
+	client goredis.UniversalClient
+	queue  string
+	fnext  string // the maintainer's plan: when it runs forward.lua next (ms)
+}
+
+func newWoken(t *testing.T) *woken {
+	t.Helper()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	prefix := srv.Prefix(t)
+	cnf := (&config.Config{Redis: &config.RedisConfig{DelayedTasksPollPeriod: int(time.Hour / time.Millisecond)}}).WithDefaults()
+	w := &woken{b: newBroker(t, client, prefix, cnf), client: client, queue: "q"}
+	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"
+	// A first Fetch starts the queue's maintainer, which plans its next
+	// run an hour off: nothing is due.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, _ = w.b.Fetch(ctx, []string{w.queue}, 1, nil)
+	w.waitPlan(t, time.Now().Add(30*time.Minute))
+	return w
+}
+
+// waitPlan waits until the maintainer plans its next run after after.
+func (w *woken) waitPlan(t *testing.T, after time.Time) {
+	t.Helper()
+	ctx := ctxFor(t)
+	for {
+		v, err := w.client.Get(ctx, w.fnext).Result()
+		if ms, perr := strconv.ParseInt(v, 10, 64); err == nil && perr == nil && ms > after.UnixMilli() {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the maintainer planned no run after %v (fnext %q, %v)", after, v, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting in its place
+	}
+}
+
+// fetch takes the next task of the queue, failing the test when none
+// comes within 20 s (an hour without a wake).
+func (w *woken) fetch(t *testing.T) *iface.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		ds, err := w.b.Fetch(ctx, []string{w.queue}, 1, nil)
+		if len(ds) == 1 {
+			return ds[0]
+		}
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("no task promoted within 20 s: the maintainer was not woken (%v)", err)
+		}
+	}
+}
+
+func (w *woken) publish(t *testing.T, sig *tasks.Signature) {
+	t.Helper()
+	sig.RoutingKey = w.queue
+	if err := w.b.Publish(ctxFor(t), sig); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+}
+
+// TestMaintainerIsWokenByWhatComesDue: on a single server a queue's
+// maintainer runs forward.lua when the next thing it has is due, and
+// whatever comes due sooner wakes it: a task sent with an ETA, a retry, a
+// task a rate limit holds back, an aggregation group's grace period, and a
+// resume of its queue. Its own plan is an hour off (it never polls), so
+// each of these fails without its wake.
+func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
+	t.Parallel()
+	soon := func() *time.Time { at := time.Now().Add(100 * time.Millisecond); return &at }
+
+	t.Run("ETA", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		sig := &tasks.Signature{UUID: "task_later", Name: "add", ETA: soon()}
+		w.publish(t, sig)
+		if d := w.fetch(t); d.Signature.UUID != sig.UUID {
+			t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
+		}
+	})
+
+	t.Run("Retry", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		w.publish(t, &tasks.Signature{UUID: "task_again", Name: "add"})
+		d := w.fetch(t)
+		if err := w.b.Retry(ctxFor(t), d, *soon(), "later"); err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+		if again := w.fetch(t); again.Signature.UUID != d.Signature.UUID || again.Retried != 1 {
+			t.Fatalf("fetched %s (retried %d), want %s retried once", again.Signature.UUID, again.Retried, d.Signature.UUID)
+		}
+	})
+
+	t.Run("RateLimit", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		limit := &tasks.Limit{Key: "api", Rate: 1, Per: 200 * time.Millisecond}
+		w.publish(t, &tasks.Signature{UUID: "task_first", Name: "call", Limit: limit})
+		w.publish(t, &tasks.Signature{UUID: "task_second", Name: "call", Limit: limit})
+		first := w.fetch(t) // the second is scheduled at its slot by this fetch or the next
+		if second := w.fetch(t); first.Signature.UUID != "task_first" || second.Signature.UUID != "task_second" {
+			t.Fatalf("fetched %s then %s, want task_first then task_second", first.Signature.UUID, second.Signature.UUID)
+		}
+	})
+
+	t.Run("AggregationGrace", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		names := iface.NewTaskNames([]string{"notify"})
+		if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {GracePeriod: 100 * time.Millisecond}}, time.Minute); err != nil {
+			t.Fatalf("AnnounceAggregators: %v", err)
+		}
+		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
+		w.waitDue(t, names)
+	})
+
+	t.Run("AggregationGraceMadeUUID", func(t *testing.T) {
+		// A member whose UUID its send made takes enqueue.lua's prelude.
+		t.Parallel()
+		w := newWoken(t)
+		names := iface.NewTaskNames([]string{"notify"})
+		if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {GracePeriod: 100 * time.Millisecond}}, time.Minute); err != nil {
+			t.Fatalf("AnnounceAggregators: %v", err)
+		}
+		sig := &tasks.Signature{UUID: "task_made", Name: "notify", AggregationKey: "alice", RoutingKey: w.queue}
+		if err := w.b.Publish(newid.With(ctxFor(t), sig.UUID), sig); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		w.waitDue(t, names)
+	})
+
+	t.Run("Resume", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		names := iface.NewTaskNames([]string{"notify"})
+		if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {GracePeriod: 100 * time.Millisecond}}, time.Minute); err != nil {
+			t.Fatalf("AnnounceAggregators: %v", err)
+		}
+		if err := w.b.PauseQueue(ctxFor(t), w.queue); err != nil {
+			t.Fatalf("PauseQueue: %v", err)
+		}
+		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
+		// The member's join woke the maintainer, which, its queue paused,
+		// wakes no worker for the group and plans its next run an hour
+		// off: only the resume wakes it again.
+		w.waitPlan(t, time.Now().Add(30*time.Minute))
+		if err := w.b.ResumeQueue(ctxFor(t), w.queue); err != nil {
+			t.Fatalf("ResumeQueue: %v", err)
+		}
+		w.waitDue(t, names)
+	})
+}
+
+// waitDue waits for the maintainer to wake the workers of names for a due
+// group, failing the test when it has not within 20 s.
+func (w *woken) waitDue(t *testing.T, names *iface.TaskNames) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.b.WaitDue(ctx, []string{w.queue}, names, time.Hour); err != nil {
+		t.Fatalf("WaitDue: %v: the maintainer did not wake the group's workers", err)
+	}
+	if b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, names); err != nil || b == nil {
+		t.Fatalf("ClaimBatch after the wake: %v, %v; want the group", b, err)
+	}
+}
