@@ -28,7 +28,7 @@ type Proxy struct {
 	target string
 
 	loseMu   sync.Mutex
-	lose     bool   // set by LoseNextReply and LoseReplyTo
+	lose     bool     // set by LoseNextReply and LoseReplyTo
 	loseText [][]byte // the texts the command must contain; none: any
 
 	mu      sync.Mutex
