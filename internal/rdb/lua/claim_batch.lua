@@ -93,7 +93,7 @@ while true do
 	local policy = agg_policy(P, name)
 	-- The index may hold a group early (lib/aggregate.lua): filed again
 	-- at its true time, it is taken only when that has come.
-	local due = agg_schedule(P, g, policy)
+	local due = agg_schedule(P, g, policy, now)
 	if due and due <= now then
 		local n = policy.size
 		if n == 0 then

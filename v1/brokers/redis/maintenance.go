@@ -155,7 +155,13 @@ func (m *maintainer) run(ctx context.Context) {
 			}
 			if won && !maintaining {
 				m.b.log.Debug("maintaining queue", slog.String("queue", m.queue))
-				forward.Reset(0)
+				if wakes == nil {
+					forward.Reset(0)
+				} else {
+					// The watch's confirmation wakes it: its first run
+					// sees what came due before the watch took effect.
+					forward.Reset(forwardIdle)
+				}
 			}
 			maintaining = won
 			m.active.Store(won)

@@ -60,8 +60,11 @@ end
 -- member's join plus MaxDelay; its newest's plus GracePeriod; the
 -- soonest), or takes it out when it is never due, and returns the due
 -- time (nil: never). An empty group leaves the set of groups. policy, when
--- the caller has read it (agg_policy), saves reading it again.
-local function agg_schedule(P, g, policy)
+-- the caller has read it (agg_policy), saves reading it again. The
+-- queue's maintainer is told of the due time (lib/due.lua's due_at), so
+-- that it wakes the name's workers then; with now, the caller takes a
+-- group due by now itself, and only a later time is told.
+local function agg_schedule(P, g, policy, now)
 	local name, key = agg_split(g)
 	local members = P .. "group:" .. g
 	local due_key = P .. "due:" .. name
@@ -93,7 +96,9 @@ local function agg_schedule(P, g, policy)
 	end
 	if due then
 		redis.call("ZADD", due_key, due, key)
-		due_at(string.sub(P, 1, -5), due) -- P less "agg:"
+		if not now or due > now then
+			due_at(string.sub(P, 1, -5), due) -- P less "agg:"
+		end
 	else
 		redis.call("ZREM", due_key, key)
 	end
