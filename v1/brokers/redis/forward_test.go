@@ -27,11 +27,19 @@ type woken struct {
 }
 
 func newWoken(t *testing.T) *woken {
+	return newWokenLease(t, time.Minute)
+}
+
+// newWokenLease is newWoken with leases of lease (of tasks and batches).
+func newWokenLease(t *testing.T, lease time.Duration) *woken {
 	t.Helper()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
 	prefix := srv.Prefix(t)
-	cnf := (&config.Config{Redis: &config.RedisConfig{DelayedTasksPollPeriod: int(time.Hour / time.Millisecond)}}).WithDefaults()
+	cnf := (&config.Config{
+		LeaseDuration: lease,
+		Redis:         &config.RedisConfig{DelayedTasksPollPeriod: int(time.Hour / time.Millisecond)},
+	}).WithDefaults()
 	w := &woken{b: newBroker(t, client, prefix, cnf), client: client, queue: "q"}
 	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"
 	// A first Fetch starts the queue's maintainer, which plans its next
@@ -155,6 +163,29 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 		w.waitDue(t, names)
 	})
 
+	// A batch given back (its aggregator failed) is due again at its retry
+	// time, well before its lease (a minute) would have ended.
+	t.Run("BatchRetry", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		names := iface.NewTaskNames([]string{"notify"})
+		batch := w.fullBatch(t, names)
+		if err := w.b.RetryBatch(ctxFor(t), batch, *soon(), "aggregator failed"); err != nil {
+			t.Fatalf("RetryBatch: %v", err)
+		}
+		w.waitDue(t, names)
+	})
+
+	// A batch whose holder stops renewing its lease is due when the lease
+	// ends.
+	t.Run("BatchLeaseEnds", func(t *testing.T) {
+		t.Parallel()
+		w := newWokenLease(t, 300*time.Millisecond)
+		names := iface.NewTaskNames([]string{"notify"})
+		w.fullBatch(t, names)
+		w.waitDue(t, names)
+	})
+
 	t.Run("Resume", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
@@ -189,4 +220,24 @@ func (w *woken) waitDue(t *testing.T, names *iface.TaskNames) {
 	if b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, names); err != nil || b == nil {
 		t.Fatalf("ClaimBatch after the wake: %v, %v; want the group", b, err)
 	}
+}
+
+// fullBatch announces an aggregator of names that takes two members a
+// batch, sends two and claims their batch.
+func (w *woken) fullBatch(t *testing.T, names *iface.TaskNames) *iface.Batch {
+	t.Helper()
+	if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}}, time.Minute); err != nil {
+		t.Fatalf("AnnounceAggregators: %v", err)
+	}
+	w.publish(t, &tasks.Signature{UUID: "task_member1", Name: "notify", AggregationKey: "alice"})
+	w.publish(t, &tasks.Signature{UUID: "task_member2", Name: "notify", AggregationKey: "alice"})
+	// The second member filled the group, whose workers it woke itself.
+	if err := w.b.WaitDue(ctxFor(t), []string{w.queue}, names, time.Hour); err != nil {
+		t.Fatalf("WaitDue: %v", err)
+	}
+	b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, names)
+	if err != nil || b == nil {
+		t.Fatalf("ClaimBatch: %v, %v; want the full group", b, err)
+	}
+	return b
 }
