@@ -57,7 +57,10 @@ type Options struct {
 	// DefaultQueue is the queue of GetPendingTasks("").
 	DefaultQueue string
 	// ForwardInterval is the longest a due scheduled or retrying task
-	// waits to become pending (Config.Redis.DelayedTasksPollPeriod).
+	// waits to become pending off a single server, where maintainers poll
+	// (Config.Redis.DelayedTasksPollPeriod); on one, what comes due wakes
+	// the maintainer, which runs at least every max(ForwardInterval, 1 s)
+	// (maintenance.go's forwardIdle).
 	ForwardInterval time.Duration
 	// RecoverInterval is how often expired leases are looked for.
 	RecoverInterval time.Duration

@@ -16,9 +16,16 @@
 // Publish writes the task's hash and appends its id to the queue's pending
 // list, or, when it has an ETA in the future, adds it to the scheduled zset.
 // The queue's maintainer (below) moves due scheduled and retry tasks to
-// pending in batches: it runs every Redis.DelayedTasksPollPeriod (20 ms by
-// default), or sooner when the next task is due sooner, so a delayed task
-// starts within milliseconds of its time and never before it.
+// pending in batches. On a single server it runs when the next of them is
+// due: each run records its plan (the queue's fnext key), and a script
+// that files something due sooner (a task with an ETA, a retry, a task a
+// rate limit holds back, an aggregation group, a batch's lease or retry)
+// moves the plan and PUBLISHes on the queue's fwake channel, which the
+// maintainer watches (lua/lib/due.lua); it runs at least every second
+// whatever happens. On a Cluster it runs every Redis.DelayedTasksPollPeriod
+// (20 ms by default), or sooner when the next task is due sooner. Either
+// way a delayed task starts within milliseconds of its time and never
+// before it.
 //
 // # One maintainer per queue
 //
