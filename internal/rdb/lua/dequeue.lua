@@ -17,11 +17,21 @@
 --
 -- Returns: {expiry_ms, id1, msg1, retried1, recovered1, token1, outcome1,
 -- id2, ...} (outcome: what an earlier holder committed, "" for none); just
--- {expiry_ms} when the queue is paused or empty. The lease expiry is the
--- server's time plus the duration. When tasks remain pending, a wake-up
--- token is left for the next idle worker.
+-- {expiry_ms} when the queue is paused or nothing was taken, {0} when it
+-- has nothing to take. The lease expiry is the server's time plus the
+-- duration. When tasks remain pending, a wake-up token is left for the
+-- next idle worker.
 -- Complexity: O(N log L) for L leased tasks, plus O(R) for R names with
 -- rerouted tasks when there are any.
+
+-- A queue with nothing to take, what an idle worker's fetch finds each
+-- time its block times out, costs one LLEN (and, with names, one EXISTS
+-- of the rerouted set), before the lib definitions and with no clock
+-- read.
+if redis.call("LLEN", KEYS[1]) == 0 and (#KEYS < 6 or redis.call("EXISTS", KEYS[5]) == 0) then
+	return { 0 }
+end
+-- lib definitions here
 local now = now_ms()
 local expiry = now + tonumber(ARGV[3])
 local out = {expiry}
