@@ -23,7 +23,8 @@ type woken struct {
 	b      *redisbroker.Broker
 	client goredis.UniversalClient
 	queue  string
-	fnext  string // the maintainer's plan: when it runs forward.lua next (ms)
+	fnext  string           // the maintainer's plan: when it runs forward.lua next (ms)
+	names  *iface.TaskNames // of the aggregated task, notify
 }
 
 func newWoken(t *testing.T) *woken {
@@ -40,7 +41,7 @@ func newWokenLease(t *testing.T, lease time.Duration) *woken {
 		LeaseDuration: lease,
 		Redis:         &config.RedisConfig{DelayedTasksPollPeriod: int(time.Hour / time.Millisecond)},
 	}).WithDefaults()
-	w := &woken{b: newBroker(t, client, prefix, cnf), client: client, queue: "q"}
+	w := &woken{b: newBroker(t, client, prefix, cnf), client: client, queue: "q", names: iface.NewTaskNames([]string{"notify"})}
 	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"
 	// A first Fetch starts the queue's maintainer, which plans its next
 	// run an hour off: nothing is due.
@@ -140,27 +141,21 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("AggregationGrace", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		names := iface.NewTaskNames([]string{"notify"})
-		if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {GracePeriod: 100 * time.Millisecond}}, time.Minute); err != nil {
-			t.Fatalf("AnnounceAggregators: %v", err)
-		}
+		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
-		w.waitDue(t, names)
+		w.waitDue(t)
 	})
 
 	t.Run("AggregationGraceMadeUUID", func(t *testing.T) {
 		// A member whose UUID its send made takes enqueue.lua's prelude.
 		t.Parallel()
 		w := newWoken(t)
-		names := iface.NewTaskNames([]string{"notify"})
-		if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {GracePeriod: 100 * time.Millisecond}}, time.Minute); err != nil {
-			t.Fatalf("AnnounceAggregators: %v", err)
-		}
+		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		sig := &tasks.Signature{UUID: "task_made", Name: "notify", AggregationKey: "alice", RoutingKey: w.queue}
 		if err := w.b.Publish(newid.With(ctxFor(t), sig.UUID), sig); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
-		w.waitDue(t, names)
+		w.waitDue(t)
 	})
 
 	// A batch given back (its aggregator failed) is due again at its retry
@@ -168,12 +163,11 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("BatchRetry", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		names := iface.NewTaskNames([]string{"notify"})
-		batch := w.fullBatch(t, names)
+		batch := w.fullBatch(t)
 		if err := w.b.RetryBatch(ctxFor(t), batch, *soon(), "aggregator failed"); err != nil {
 			t.Fatalf("RetryBatch: %v", err)
 		}
-		w.waitDue(t, names)
+		w.waitDue(t)
 	})
 
 	// A batch whose holder stops renewing its lease is due when the lease
@@ -181,18 +175,14 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("BatchLeaseEnds", func(t *testing.T) {
 		t.Parallel()
 		w := newWokenLease(t, 300*time.Millisecond)
-		names := iface.NewTaskNames([]string{"notify"})
-		w.fullBatch(t, names)
-		w.waitDue(t, names)
+		w.fullBatch(t)
+		w.waitDue(t)
 	})
 
 	t.Run("Resume", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		names := iface.NewTaskNames([]string{"notify"})
-		if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {GracePeriod: 100 * time.Millisecond}}, time.Minute); err != nil {
-			t.Fatalf("AnnounceAggregators: %v", err)
-		}
+		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		if err := w.b.PauseQueue(ctxFor(t), w.queue); err != nil {
 			t.Fatalf("PauseQueue: %v", err)
 		}
@@ -204,38 +194,44 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 		if err := w.b.ResumeQueue(ctxFor(t), w.queue); err != nil {
 			t.Fatalf("ResumeQueue: %v", err)
 		}
-		w.waitDue(t, names)
+		w.waitDue(t)
 	})
 }
 
-// waitDue waits for the maintainer to wake the workers of names for a due
-// group, failing the test when it has not within 20 s.
-func (w *woken) waitDue(t *testing.T, names *iface.TaskNames) {
+// waitDue waits for the maintainer to wake the workers of notify for a
+// due group, failing the test when it has not within 20 s.
+func (w *woken) waitDue(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := w.b.WaitDue(ctx, []string{w.queue}, names, time.Hour); err != nil {
+	if err := w.b.WaitDue(ctx, []string{w.queue}, w.names, time.Hour); err != nil {
 		t.Fatalf("WaitDue: %v: the maintainer did not wake the group's workers", err)
 	}
-	if b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, names); err != nil || b == nil {
+	if b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, w.names); err != nil || b == nil {
 		t.Fatalf("ClaimBatch after the wake: %v, %v; want the group", b, err)
 	}
 }
 
-// fullBatch announces an aggregator of names that takes two members a
-// batch, sends two and claims their batch.
-func (w *woken) fullBatch(t *testing.T, names *iface.TaskNames) *iface.Batch {
+// announce announces an aggregator of notify with policy.
+func (w *woken) announce(t *testing.T, policy iface.AggregationPolicy) {
 	t.Helper()
-	if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}}, time.Minute); err != nil {
+	if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": policy}, time.Minute); err != nil {
 		t.Fatalf("AnnounceAggregators: %v", err)
 	}
+}
+
+// fullBatch announces an aggregator of notify that takes two members a
+// batch, sends two and claims their batch.
+func (w *woken) fullBatch(t *testing.T) *iface.Batch {
+	t.Helper()
+	w.announce(t, iface.AggregationPolicy{MaxSize: 2})
 	w.publish(t, &tasks.Signature{UUID: "task_member1", Name: "notify", AggregationKey: "alice"})
 	w.publish(t, &tasks.Signature{UUID: "task_member2", Name: "notify", AggregationKey: "alice"})
 	// The second member filled the group, whose workers it woke itself.
-	if err := w.b.WaitDue(ctxFor(t), []string{w.queue}, names, time.Hour); err != nil {
+	if err := w.b.WaitDue(ctxFor(t), []string{w.queue}, w.names, time.Hour); err != nil {
 		t.Fatalf("WaitDue: %v", err)
 	}
-	b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, names)
+	b, err := w.b.ClaimBatch(ctxFor(t), []string{w.queue}, w.names)
 	if err != nil || b == nil {
 		t.Fatalf("ClaimBatch: %v, %v; want the full group", b, err)
 	}
