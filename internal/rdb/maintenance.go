@@ -16,10 +16,10 @@ const (
 type Forwarded struct {
 	// More: more are due now (call again).
 	More bool
-	// Next is when the earliest task, group or batch still waiting is
-	// due, or an announcement with a group or batch due ends (zero:
-	// none).
-	Next time.Time
+	// Next is how long, by Redis's clock, until the earliest task, group
+	// or batch still waiting is due, or an announcement with a group or
+	// batch due ends; negative when none waits.
+	Next time.Duration
 	// Stranded counts the aggregation members sent to pending because no
 	// worker alive aggregates their task name any more.
 	Stranded int64
@@ -30,15 +30,15 @@ type Forwarded struct {
 // strands the members of those whose task name no worker alive aggregates
 // any more (forward.lua), and trims the completed tasks past their
 // retention. With most > 0 it records when its caller will run it next
-// (Forwarded.Next, at most most from now, or at once with More), so that
-// whatever comes due sooner wakes the caller (WatchDue).
+// (after Forwarded.Next, at most most from now, or at once with More), so
+// that whatever comes due sooner wakes the caller (WatchDue).
 func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forwarded, error) {
 	qk := s.keys.queue(q)
 	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch, most.Milliseconds())
 	err := cmd.Err()
-	var moved, nextMs, stranded int64
+	var moved, nextIn, stranded int64
 	if err == nil {
-		moved, nextMs, stranded, err = parseForwardReply(cmd.Val())
+		moved, nextIn, stranded, err = parseForwardReply(cmd.Val())
 	}
 	if err != nil {
 		return Forwarded{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
@@ -48,9 +48,9 @@ func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forw
 			return Forwarded{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
 		}
 	}
-	f := Forwarded{More: moved >= forwardBatch, Stranded: stranded}
-	if nextMs >= 0 {
-		f.Next = time.UnixMilli(nextMs)
+	f := Forwarded{More: moved >= forwardBatch, Next: -1, Stranded: stranded}
+	if nextIn >= 0 {
+		f.Next = time.Duration(nextIn) * time.Millisecond
 	}
 	return f, nil
 }

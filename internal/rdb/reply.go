@@ -370,7 +370,7 @@ func parseRequeueReply(v interface{}) (lost []string, err error) {
 // stranded}, how many tasks moved (at least 0, the members stranded
 // included), when the earliest task still waiting is due (-1: none), and
 // how many aggregation members were stranded (0 to moved).
-func parseForwardReply(v interface{}) (moved, next, stranded int64, err error) {
+func parseForwardReply(v interface{}) (moved, nextIn, stranded int64, err error) {
 	const reply = "forward"
 	arr, err := asArray(reply, v)
 	if err != nil {
@@ -382,16 +382,16 @@ func parseForwardReply(v interface{}) (moved, next, stranded int64, err error) {
 	if moved, err = asInt(reply, elem(0, "tasks moved"), arr[0]); err != nil {
 		return 0, 0, 0, err
 	}
-	if next, err = asInt(reply, elem(1, "next due"), arr[1]); err != nil {
+	if nextIn, err = asInt(reply, elem(1, "next due"), arr[1]); err != nil {
 		return 0, 0, 0, err
 	}
 	if stranded, err = asInt(reply, elem(2, "members stranded"), arr[2]); err != nil {
 		return 0, 0, 0, err
 	}
-	if moved < 0 || next < -1 || stranded < 0 || stranded > moved {
-		return 0, 0, 0, malformed(reply, nil, "{%d, %d, %d}, want tasks moved >= 0, next due >= -1 and 0 <= members stranded <= tasks moved", moved, next, stranded)
+	if moved < 0 || nextIn < -1 || stranded < 0 || stranded > moved {
+		return 0, 0, 0, malformed(reply, nil, "{%d, %d, %d}, want tasks moved >= 0, next due >= -1 and 0 <= members stranded <= tasks moved", moved, nextIn, stranded)
 	}
-	return moved, next, stranded, nil
+	return moved, nextIn, stranded, nil
 }
 
 // recoverSeparator parts the recovered ids from the archived ones in

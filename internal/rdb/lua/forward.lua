@@ -26,8 +26,9 @@
 --         off, or now when it moved as many as ARGV[2]; "0" for no plan
 --         (the caller polls)
 --
--- Returns: {moved, next_ms, stranded}: how many tasks moved (members
--- stranded included), when the earliest task, group or batch still
+-- Returns: {moved, next_in, stranded}: how many tasks moved (members
+-- stranded included), in how many ms (by the server's clock, so that the
+-- caller's need not agree with it) the earliest task, group or batch still
 -- waiting is due, or an announcement with a group or batch due ends (-1:
 -- none), and how many members were stranded.
 -- An idle queue costs five commands a run (TIME, the head of each zset,
@@ -186,5 +187,8 @@ if most > 0 then
 	end
 	-- It outlives a plan by two runs: a maintainer that died leaves none.
 	redis.call("SET", string.sub(ARGV[1], 1, -3) .. "fnext", plan, "PX", 3 * most)
+end
+if nextDue >= 0 then
+	nextDue = math.max(nextDue - now, 0)
 end
 return {moved + stranded, nextDue, stranded}

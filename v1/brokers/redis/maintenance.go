@@ -196,8 +196,8 @@ func (m *maintainer) run(ctx context.Context) {
 				if most > 0 {
 					wait = most
 				}
-				if !f.Next.IsZero() {
-					wait = max(min(wait, m.clock.Until(f.Next)), 0)
+				if f.Next >= 0 {
+					wait = min(wait, f.Next)
 				}
 				forward.Reset(wait)
 			}
