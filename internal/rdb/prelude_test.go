@@ -281,7 +281,16 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 	// joined adds member id to the group, joined ms after the test's start.
 	joined := func(id string, ms int64) func(k *keys, qk *queueKeys) { return joinedAt(t, client, id, (now+ms)*1000) }
 	hour := time.Hour.Milliseconds()
-	holdPreludeToLib(t, srv, "enqueue", enqueueScript, func(k *keys) string { return k.state("d") }, []preludeCase{
+	// plan is the queue's maintainer planning its next run ms after the
+	// test's start (lib/due.lua), the plan kept a minute.
+	plan := func(ms int64) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			if err := client.Set(context.Background(), strings.TrimSuffix(qk.fwake, "fwake")+"fnext", now+ms, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	holdPreludeToLib(t, srv, "enqueue", enqueueScript, func(k *keys) string { return k.queue("q").fwake }, []preludeCase{
 		{name: "a task", answers: true, call: send("f", 0, "", "", "")},
 		{name: "a task, a wake-up token left", answers: true, call: send("f", 0, "", "", ""), setup: func(k *keys, qk *queueKeys) {
 			client.LPush(context.Background(), qk.notify, "1")
@@ -296,6 +305,9 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "the first member, no delay", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 0 1000")},
 		{name: "the first member, size only", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 0 0")},
 		{name: "the first member fills the group", answers: true, call: send("f", 0, group, "", ""), setup: policy("1 5000 1000")},
+		{name: "the first member, the maintainer woken", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), plan(hour))},
+		{name: "the first member, the maintainer due sooner", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), plan(10))},
+		{name: "the first member fills the group, a plan", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("1 5000 1000"), plan(hour))},
 		{name: "a member", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), joined("x", -10))},
 		{name: "a member after one stamped later", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), joined("x", 10000))},
 		{name: "a member fills the group", answers: true, call: send("f", 0, group, "", ""), setup: with(policy("2 5000 1000"), joined("x", -10))},

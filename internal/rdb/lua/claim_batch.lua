@@ -100,7 +100,7 @@ while true do
 			n = redis.call("ZCARD", P .. "group:" .. g)
 		end
 		local popped = redis.call("ZPOPMIN", P .. "group:" .. g, n)
-		agg_schedule(P, g, policy)
+		agg_schedule(P, g, policy, now) -- more due now: reply wakes another worker
 		local ids = {}
 		for i = 1, #popped, 2 do
 			table.insert(ids, popped[i])

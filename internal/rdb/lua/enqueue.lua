@@ -133,7 +133,7 @@ if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[
 			local qbase = string.sub(P, 1, -5)
 			local plan = redis.call("GET", qbase .. "fnext")
 			if plan and due < tonumber(plan) then
-				redis.call("SET", qbase .. "fnext", due, "KEEPTTL")
+				redis.call("SET", qbase .. "fnext", string.format("%d", due), "KEEPTTL")
 				redis.call("PUBLISH", qbase .. "fwake", "")
 			end
 		else

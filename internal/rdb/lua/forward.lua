@@ -186,7 +186,10 @@ if most > 0 then
 		plan = nextDue
 	end
 	-- It outlives a plan by two runs: a maintainer that died leaves none.
-	redis.call("SET", string.sub(ARGV[1], 1, -3) .. "fnext", plan, "PX", 3 * most)
+	-- A refusal (Redis out of memory, the run's first write) leaves no
+	-- plan: writers then wake nobody, and the caller runs again within
+	-- most.
+	redis.pcall("SET", string.sub(ARGV[1], 1, -3) .. "fnext", string.format("%d", plan), "PX", 3 * most)
 end
 if nextDue >= 0 then
 	nextDue = math.max(nextDue - now, 0)

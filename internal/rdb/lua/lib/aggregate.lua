@@ -132,7 +132,7 @@ local function agg_file(P, joined, now)
 	local woken = {}
 	for g in pairs(joined) do
 		local name = agg_split(g)
-		local due = agg_schedule(P, g)
+		local due = agg_schedule(P, g, nil, now)
 		if due and due <= now and not woken[name] then
 			agg_wake(P, name)
 			woken[name] = true

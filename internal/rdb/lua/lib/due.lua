@@ -11,8 +11,8 @@ local due_quiet = false
 -- when t is before it, fnext becomes t and a message on the queue's fwake
 -- channel wakes the maintainer, which runs forward.lua at once (and then
 -- waits for t). Without fnext (on a Cluster, where the maintainer polls,
--- or with no maintainer) it writes nothing. Two commands when nothing
--- moves, four when the maintainer is woken.
+-- or with no maintainer) it writes nothing. One command (GET) when nothing
+-- moves, three (and SET and PUBLISH) when the maintainer is woken.
 local function due_at(qbase, t)
 	if due_quiet then
 		return
@@ -20,7 +20,7 @@ local function due_at(qbase, t)
 	local key = qbase .. "fnext"
 	local plan = redis.call("GET", key)
 	if plan and t < tonumber(plan) then
-		redis.call("SET", key, t, "KEEPTTL")
+		redis.call("SET", key, string.format("%d", t), "KEEPTTL")
 		redis.call("PUBLISH", qbase .. "fwake", "")
 	end
 end
