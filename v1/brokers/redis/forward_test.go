@@ -3,12 +3,15 @@ package redisbroker_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/newid"
+	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
@@ -28,20 +31,27 @@ type woken struct {
 }
 
 func newWoken(t *testing.T) *woken {
-	return newWokenLease(t, time.Minute)
+	return newWokenWith(t, time.Minute, clock.Real())
 }
 
-// newWokenLease is newWoken with leases of lease (of tasks and batches).
-func newWokenLease(t *testing.T, lease time.Duration) *woken {
+// newWokenWith is newWoken with leases of lease (of tasks and batches), its
+// maintainer timed by clk.
+func newWokenWith(t *testing.T, lease time.Duration, clk clock.Clock) *woken {
 	t.Helper()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	prefix := srv.Prefix(t)
 	cnf := (&config.Config{
 		LeaseDuration: lease,
-		Redis:         &config.RedisConfig{DelayedTasksPollPeriod: int(time.Hour / time.Millisecond)},
+		Redis: &config.RedisConfig{
+			KeyPrefix:              strings.TrimSuffix(srv.Prefix(t), ":"),
+			DelayedTasksPollPeriod: int(time.Hour / time.Millisecond),
+		},
 	}).WithDefaults()
-	w := &woken{b: newBroker(t, client, prefix, cnf), client: client, queue: "q", names: iface.NewTaskNames([]string{"notify"})}
+	opts := redisbroker.OptionsFrom(cnf)
+	opts.OwnsStore, opts.Clock = true, clk
+	b := redisbroker.New(rdb.New(client, rdb.OptionsFrom(cnf), false), opts)
+	t.Cleanup(func() { b.Close() })
+	w := &woken{b: b, client: client, queue: "q", names: iface.NewTaskNames([]string{"notify"})}
 	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"
 	// A first Fetch starts the queue's maintainer, which plans its next
 	// run an hour off: nothing is due.
@@ -101,7 +111,10 @@ func (w *woken) publish(t *testing.T, sig *tasks.Signature) {
 // each of these fails without its wake.
 func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Parallel()
-	soon := func() *time.Time { at := time.Now().Add(100 * time.Millisecond); return &at }
+	// A second off: a send lands well before it even on a slow runner, so
+	// that the task waits (and a wake is needed) rather than going
+	// straight to pending.
+	soon := func() *time.Time { at := time.Now().Add(time.Second); return &at }
 
 	t.Run("ETA", func(t *testing.T) {
 		t.Parallel()
@@ -110,6 +123,38 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 		w.publish(t, sig)
 		if d := w.fetch(t); d.Signature.UUID != sig.UUID {
 			t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
+		}
+	})
+
+	// The maintainer waits for what forward.lua says, by Redis's clock:
+	// a host clock half an hour behind it does not delay the task.
+	t.Run("HostClockBehind", func(t *testing.T) {
+		t.Parallel()
+		w := newWokenWith(t, time.Minute, behind{clock.Real(), 30 * time.Minute})
+		sig := &tasks.Signature{UUID: "task_later", Name: "add", ETA: soon()}
+		w.publish(t, sig)
+		if d := w.fetch(t); d.Signature.UUID != sig.UUID {
+			t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
+		}
+	})
+
+	// A debounced send that moves its holder's ETA sooner.
+	t.Run("DebounceSooner", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		late := time.Now().Add(time.Hour)
+		unique := func(id string, eta *time.Time) *tasks.Signature {
+			return &tasks.Signature{UUID: id, Name: "add", ETA: eta, UniqueFor: 2 * time.Hour, UniqueKey: "k", UniqueReplace: true}
+		}
+		w.publish(t, unique("task_holder", &late))
+		w.waitPlan(t, time.Now().Add(30*time.Minute))
+		sig := unique("task_sooner", soon())
+		sig.RoutingKey = w.queue
+		if err := w.b.Publish(ctxFor(t), sig); err != nil { // it replaces the holder's ETA
+			t.Fatalf("Publish of the debounced send: %v", err)
+		}
+		if d := w.fetch(t); d.Signature.UUID != "task_holder" {
+			t.Fatalf("fetched %s, want task_holder", d.Signature.UUID)
 		}
 	})
 
@@ -129,7 +174,7 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("RateLimit", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		limit := &tasks.Limit{Key: "api", Rate: 1, Per: 200 * time.Millisecond}
+		limit := &tasks.Limit{Key: "api", Rate: 1, Per: time.Second}
 		w.publish(t, &tasks.Signature{UUID: "task_first", Name: "call", Limit: limit})
 		w.publish(t, &tasks.Signature{UUID: "task_second", Name: "call", Limit: limit})
 		first := w.fetch(t) // the second is scheduled at its slot by this fetch or the next
@@ -143,6 +188,17 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 		w := newWoken(t)
 		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
+		w.waitDue(t)
+	})
+
+	// A policy announced anew that makes a waiting group due sooner.
+	t.Run("PolicyChangedSooner", func(t *testing.T) {
+		t.Parallel()
+		w := newWoken(t)
+		w.announce(t, iface.AggregationPolicy{GracePeriod: time.Hour})
+		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
+		w.waitPlan(t, time.Now().Add(30*time.Minute))
+		w.announce(t, iface.AggregationPolicy{GracePeriod: 200 * time.Millisecond})
 		w.waitDue(t)
 	})
 
@@ -174,9 +230,10 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	// ends.
 	t.Run("BatchLeaseEnds", func(t *testing.T) {
 		t.Parallel()
-		w := newWokenLease(t, 300*time.Millisecond)
+		w := newWokenWith(t, 300*time.Millisecond, clock.Real())
 		w.fullBatch(t)
-		w.waitDue(t)
+		w.waitDue(t) // the lease ended: claimed again
+		w.waitDue(t) // and its second lease ends
 	})
 
 	t.Run("Resume", func(t *testing.T) {
@@ -237,3 +294,13 @@ func (w *woken) fullBatch(t *testing.T) *iface.Batch {
 	}
 	return b
 }
+
+// behind is a clock lag behind the wall clock (and Redis's).
+type behind struct {
+	clock.Clock
+	lag time.Duration
+}
+
+func (b behind) Now() time.Time                  { return time.Now().Add(-b.lag) }
+func (b behind) Since(t time.Time) time.Duration { return b.Now().Sub(t) }
+func (b behind) Until(t time.Time) time.Duration { return t.Sub(b.Now()) }
