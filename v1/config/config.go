@@ -285,10 +285,10 @@ type RedisConfig struct {
 	// DelayedTasksPollPeriod is, in milliseconds, the longest a due
 	// scheduled or retrying task waits to become pending on a Redis
 	// Cluster, where each queue's maintainer polls. On a single server
-	// nothing polls: whatever comes due (a task sent with an ETA, a retry,
-	// an aggregation group) wakes the maintainer in time, and it runs at
-	// least every second, or every DelayedTasksPollPeriod when that is
-	// longer. Default 20.
+	// maintainers do not poll: whatever comes due (a task sent with an
+	// ETA, a retry, an aggregation group) wakes the maintainer in time,
+	// and it runs at least every second, or every DelayedTasksPollPeriod
+	// when that is longer. Default 20.
 	DelayedTasksPollPeriod int `yaml:"delayed_tasks_poll_period" envconfig:"REDIS_DELAYED_TASKS_POLL_PERIOD"`
 	// DelayedTasksKey is accepted for compatibility and ignored: scheduled
 	// tasks live under KeyPrefix.

@@ -21,8 +21,9 @@
 // that files something due sooner (a task with an ETA, a retry, a task a
 // rate limit holds back, an aggregation group, a batch's lease or retry)
 // moves the plan and PUBLISHes on the queue's fwake channel, which the
-// maintainer watches (lua/lib/due.lua); it runs at least every second
-// whatever happens. On a Cluster it runs every Redis.DelayedTasksPollPeriod
+// maintainer watches (lua/lib/due.lua); it waits by Redis's clock, and
+// runs at least every second (or every DelayedTasksPollPeriod when that is
+// longer) whatever happens. On a Cluster it runs every Redis.DelayedTasksPollPeriod
 // (20 ms by default), or sooner when the next task is due sooner. Either
 // way a delayed task starts within milliseconds of its time and never
 // before it.

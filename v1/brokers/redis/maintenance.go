@@ -31,9 +31,12 @@ const (
 // On a single server a maintainer does not poll for due tasks: it runs
 // forward.lua when the next of them is due, and whatever comes due sooner
 // (a task sent with an ETA, a retry, an aggregation group, a batch's lease
-// or retry) wakes it (rdb's WatchDue; lib/due.lua). It still runs at least
-// every forwardIdle (or ForwardInterval, when that is longer): a wake
-// lost (a bug, a clock that drifts from Redis's) costs at most that.
+// or retry) wakes it (rdb's WatchDue; lib/due.lua). It waits by Redis's
+// clock (forward.lua returns how long until the next is due), so the
+// host's need not agree. It still runs at least every forwardIdle (or
+// ForwardInterval, when that is longer): a wake lost (a PUBLISH while its
+// subscription reconnects, a plan written by a former maintainer that
+// stalled, a sender of an earlier version) costs at most that.
 const forwardIdle = time.Second
 
 // maintainer keeps one queue moving while its broker is the queue's elected
