@@ -34,9 +34,11 @@ const (
 // or retry) wakes it (rdb's WatchDue; lib/due.lua). It waits by Redis's
 // clock (forward.lua returns how long until the next is due), so the
 // host's need not agree. It still runs at least every forwardIdle (or
-// ForwardInterval, when that is longer): a wake lost (a PUBLISH while its
-// subscription reconnects, a plan written by a former maintainer that
-// stalled, a sender of an earlier version) costs at most that.
+// ForwardInterval, when that is longer): a wake lost (a plan written by a
+// former maintainer that stalled, a plan evicted or refused by a Redis out
+// of memory, a sender of an earlier version) costs at most that; a
+// resubscription's confirmation runs it at once, for the wakes published
+// while the subscription was down.
 const forwardIdle = time.Second
 
 // maintainer keeps one queue moving while its broker is the queue's elected

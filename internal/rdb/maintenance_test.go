@@ -1,0 +1,37 @@
+package rdb
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/v1/config"
+)
+
+// TestIdleForwardRunsWhenRedisIsOutOfMemory: an idle queue's forward.lua
+// writes nothing but its plan, and Redis refuses a script's first write
+// while it is over maxmemory (noeviction): the run still succeeds, with no
+// plan (its caller then runs it again within its most).
+func TestIdleForwardRunsWhenRedisIsOutOfMemory(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t) // its own: it is made to run out of memory
+	client := srv.Client(t)
+	ctx := context.Background()
+	cnf := (&config.Config{}).WithDefaults()
+	s := New(client, OptionsFrom(cnf), false)
+	t.Cleanup(func() { _ = s.Close() })
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
+		if err := client.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := s.Forward(ctx, "q", time.Second)
+	if err != nil || f.More || f.Next >= 0 {
+		t.Fatalf("idle Forward at maxmemory: %+v, %v; want nothing due and no error", f, err)
+	}
+	if n := client.Exists(ctx, strings.TrimSuffix(s.keys.queue("q").fwake, "fwake")+"fnext").Val(); n != 0 {
+		t.Fatalf("a plan was written over maxmemory")
+	}
+}
