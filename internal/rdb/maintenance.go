@@ -18,7 +18,9 @@ type Forwarded struct {
 	More bool
 	// Next is how long, by Redis's clock, until the earliest task, group
 	// or batch still waiting is due, or an announcement with a group or
-	// batch due ends; negative when none waits.
+	// batch due ends, counted from when Forward returns (the script's
+	// round trip taken off, so that a wait of Next ends no later); negative
+	// when none waits.
 	Next time.Duration
 	// Stranded counts the aggregation members sent to pending because no
 	// worker alive aggregates their task name any more.
@@ -34,7 +36,9 @@ type Forwarded struct {
 // that whatever comes due sooner wakes the caller (WatchDue).
 func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forwarded, error) {
 	qk := s.keys.queue(q)
+	start := time.Now()
 	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch, most.Milliseconds())
+	took := time.Since(start)
 	err := cmd.Err()
 	var moved, nextIn, stranded int64
 	if err == nil {
@@ -50,7 +54,7 @@ func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forw
 	}
 	f := Forwarded{More: moved >= forwardBatch, Next: -1, Stranded: stranded}
 	if nextIn >= 0 {
-		f.Next = time.Duration(nextIn) * time.Millisecond
+		f.Next = max(time.Duration(nextIn)*time.Microsecond-took, 0)
 	}
 	return f, nil
 }

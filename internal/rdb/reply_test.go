@@ -1030,8 +1030,8 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	// forward: nothing due, then c made due.
 	forwardKeys := []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}
 	moved, next, _, err := parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch, 0))
-	if in := later - time.Now().UnixMilli(); err != nil || moved != 0 || next > in+1000 || next < in-1000 {
-		t.Fatalf("forward: %d, %d, %v; want 0, about %d (ms until c is due)", moved, next, err, in)
+	if in := (later - time.Now().UnixMilli()) * 1000; err != nil || moved != 0 || next > in+1e6 || next < in-1e6 {
+		t.Fatalf("forward: %d, %d, %v; want 0, about %d (µs until c is due)", moved, next, err, in)
 	}
 	must(client.ZAdd(ctx, qk.scheduled, goredis.Z{Score: 1, Member: "c"}).Err())
 	moved, next, _, err = parseForwardReply(run(forwardScript, forwardKeys, qk.task, forwardBatch, 0))

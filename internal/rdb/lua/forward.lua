@@ -27,16 +27,19 @@
 --         (the caller polls)
 --
 -- Returns: {moved, next_in, stranded}: how many tasks moved (members
--- stranded included), in how many ms (by the server's clock, so that the
--- caller's need not agree with it) the earliest task, group or batch still
--- waiting is due, or an announcement with a group or batch due ends (-1:
--- none), and how many members were stranded.
+-- stranded included), in how many µs (by the server's clock, so that the
+-- caller's need not agree with it, and to the µs, so that a wait of that
+-- long does not end up to a ms late) the earliest task, group or batch
+-- still waiting is due, or an announcement with a group or batch due ends
+-- (-1: none), and how many members were stranded.
 -- An idle queue costs five commands a run (TIME, the head of each zset,
 -- the names aggregated on it), six with a plan (its SET).
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
 -- task names ever aggregated on the queue, plus O(M log G) for M members
 -- stranded.
-local now = now_ms()
+local time = redis.call("TIME")
+local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now = math.floor(now_us / 1000) -- ms, as now_ms
 due_quiet = true -- this run plans the next (below): no wake for its own filings
 local moved, ready = 0, false
 local joined = {} -- groups joined, to file once
@@ -192,6 +195,6 @@ if most > 0 then
 	redis.pcall("SET", string.sub(ARGV[1], 1, -3) .. "fnext", string.format("%d", plan), "PX", 3 * most)
 end
 if nextDue >= 0 then
-	nextDue = math.max(nextDue - now, 0)
+	nextDue = math.max(nextDue * 1000 - now_us, 0)
 end
 return {moved + stranded, nextDue, stranded}
