@@ -38,7 +38,6 @@ func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forw
 	qk := s.keys.queue(q)
 	start := time.Now()
 	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch, most.Milliseconds())
-	took := time.Since(start)
 	err := cmd.Err()
 	var moved, nextIn, stranded int64
 	if err == nil {
@@ -54,7 +53,7 @@ func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forw
 	}
 	f := Forwarded{More: moved >= forwardBatch, Next: -1, Stranded: stranded}
 	if nextIn >= 0 {
-		f.Next = max(time.Duration(nextIn)*time.Microsecond-took, 0)
+		f.Next = max(time.Duration(nextIn)*time.Microsecond-time.Since(start), 0)
 	}
 	return f, nil
 }
