@@ -35,9 +35,11 @@
 // for a term of 3 seconds, renewed at each election, every second. Only
 // the maintainer runs the queue's forwarder (which also wakes the workers
 // of due aggregation groups) and recoverer (which also puts back rerouted
-// tasks whose workers stopped announcing their names), so an idle
-// system's load on Redis grows with its queues, not with processes ×
-// queues. A maintainer that closes resigns; one that dies keeps its term
+// tasks whose workers stopped announcing their names), so the maintenance
+// an idle system costs Redis grows with its queues, not with processes ×
+// queues (what does grow so: each process stands for each queue's
+// election, and looks into it when its block times out, once a second;
+// an empty look is 3 commands, dequeue.lua's prelude). A maintainer that closes resigns; one that dies keeps its term
 // until it ends, so another process takes over within about 4 seconds.
 // Two maintainers for a moment (a paused one waking) do no harm: both
 // scripts are atomic and idempotent.
