@@ -633,7 +633,8 @@ func (b *bench) workflowOne(ctx context.Context, lib string, rep int, variant st
 var rpsLine = regexp.MustCompile(`^\s*(.+?): ([0-9.]+) requests per second`)
 
 // ceiling runs redis-benchmark against the same server: what this Redis
-// does with plain commands and with a one-call Lua script.
+// does with plain commands and with a one-call Lua script; then the
+// aggregation floor (floor.go).
 func (b *bench) ceiling(ctx context.Context, rep int) {
 	const lib = "redis"
 	bin, err := exec.LookPath("redis-benchmark")
@@ -671,4 +672,5 @@ func (b *bench) ceiling(ctx context.Context, rep int) {
 			b.add(lib, "ceiling", name+", 50 clients", "ops/s", rep, v)
 		}
 	}
+	b.floor(ctx, rep)
 }
