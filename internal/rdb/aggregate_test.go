@@ -233,3 +233,58 @@ func forgetBatchOf(t *testing.T, srv *redistest.Server, members int) {
 		t.Fatal("the batch is still there")
 	}
 }
+
+// TestForwardStrandsPastHandedBatches: batches handed over (hand_batch.lua)
+// wait for a worker of their name, and the maintainer passes them over
+// when the name's announcement has ended; however many there are, they
+// do not keep it from stranding the name's due groups.
+func TestForwardStrandsPastHandedBatches(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	qk := (&keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}).queue("q")
+	const most = 3 // forward.lua's ARGV[2]
+	pipe := client.Pipeline()
+	pipe.HSet(ctx, qk.aggPolicies, "m", "1 2 0 0") // its announcement ended long ago
+	for i := range most + 1 {
+		id := fmt.Sprintf("b%d", i)
+		pipe.HSet(ctx, qk.agg+"batch:"+id, "name", "m", "key", "h", "msg", `["x`+id+`"]`, "handed", "agg")
+		pipe.ZAdd(ctx, qk.agg+"batches:m", goredis.Z{Score: 1, Member: id})
+	}
+	g := "m\nk"
+	for i, id := range []string{"a", "b"} {
+		pipe.HSet(ctx, qk.task+id, "state", "aggregating", "group", g, "msg", "{}")
+		pipe.ZAdd(ctx, qk.agg+"group:"+g, goredis.Z{Score: float64(1000 * (i + 1)), Member: id})
+	}
+	pipe.SAdd(ctx, qk.aggGroups, g)
+	pipe.ZAdd(ctx, qk.agg+"due:m", goredis.Z{Score: 1, Member: "k"})
+	pipe.Set(ctx, qk.aggCount, 2+most+1, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forward := func() (moved, stranded int64) {
+		t.Helper()
+		v, err := forwardScript.Run(ctx, client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, most, 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved, _, stranded, err = parseForwardReply(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return moved, stranded
+	}
+	if moved, stranded := forward(); moved != 2 || stranded != 2 {
+		t.Fatalf("forward moved %d and stranded %d members; want the due group's 2 past %d handed batches", moved, stranded, most+1)
+	}
+	if pending := client.LRange(ctx, qk.pending, 0, -1).Val(); !slices.Equal(pending, []string{"a", "b"}) {
+		t.Fatalf("pending %v, want the group's members a, b", pending)
+	}
+	if n := client.ZCard(ctx, qk.agg+"batches:m").Val(); n != most+1 {
+		t.Fatalf("%d batches left, want the %d handed over, kept for a worker of their name", n, most+1)
+	}
+	if moved, stranded := forward(); moved != 0 || stranded != 0 {
+		t.Fatalf("forward again moved %d, stranded %d; want nothing", moved, stranded)
+	}
+}

@@ -18,8 +18,8 @@
 --                            batches, which they would not take)
 -- ARGV[1] task hash key prefix (the queue's aggregation keys are found
 --         from it)
--- ARGV[2] the most tasks to move from each zset, and the most members to
---         strand
+-- ARGV[2] the most tasks to move from each zset, the most members to
+--         strand, and the most handed batches to pass over a name
 -- ARGV[3] with wakes (on a single server), the longest the caller waits
 --         for its next run, in ms: the run plans it (the queue's fnext,
 --         lib/due.lua) at the next due time it returns, at most that far
@@ -36,7 +36,8 @@
 -- the names aggregated on it), six with a plan (its SET).
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
 -- task names ever aggregated on the queue, plus O(M log G) for M members
--- stranded.
+-- stranded, plus O(H log B) for the H handed batches passed over (at most
+-- ARGV[2] a name).
 local time = redis.call("TIME")
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now = math.floor(now_us / 1000) -- ms, as now_ms
@@ -121,10 +122,13 @@ for _, name in ipairs(names) do
 	if policy and policy.till <= now then
 		-- A batch handed over (hand_batch.lua) has its aggregate decided:
 		-- it waits for a worker of its name to finish it, and is passed
-		-- over (skipped counts them, each against the budget).
+		-- over. skipped counts them, up to ARGV[2] a name and run, apart
+		-- from the budget of members stranded: handed batches, however
+		-- many, neither take the budget of the name's due groups (below)
+		-- nor cost a run more than ARGV[2] reads.
 		local batches = P .. "batches:" .. name
 		local skipped = 0
-		while budget > 0 do
+		while budget > 0 and skipped < tonumber(ARGV[2]) do
 			local id = redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", skipped, 1)[1]
 			if not id then
 				break
@@ -133,7 +137,6 @@ for _, name in ipairs(names) do
 			local b = redis.call("HMGET", batch, "msg", "handed")
 			if b[2] then
 				skipped = skipped + 1
-				budget = budget - 1
 			else
 				redis.call("ZREM", batches, id)
 				redis.call("DEL", batch)
