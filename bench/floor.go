@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,110 +20,135 @@ import (
 // workload's (b.n members over b.n/aggMaxSize keys, aggSenders
 // goroutines), sent from this program with go-redis, as the libraries'
 // senders are. It is measured twice: one call a member, and members
-// combined, each call carrying every send that waited for it (floorLanes
-// calls in flight), to show whether sharing a round trip pays here.
+// combined, each call carrying every send that waited for it, one call in
+// flight (with aggSenders senders that wait for their replies, a call
+// carries at most aggSenders; the members per call are reported). More
+// calls in flight carry fewer members each: with 2, 2.6 a call here; with
+// 4, 1.5; none was faster than one call a member.
 
 // floorAdd adds one member: KEYS[1] its hash, KEYS[2] its group's zset,
 // KEYS[3] the set of groups; ARGV[1] its message, ARGV[2] its group,
-// ARGV[3] its score, ARGV[4] its id.
+// ARGV[3] its id, also its score.
 const floorAdd = `redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "aggregating", "group", ARGV[2])
-redis.call("ZADD", KEYS[2], ARGV[3], ARGV[4])
+redis.call("ZADD", KEYS[2], ARGV[3], ARGV[3])
 redis.call("SADD", KEYS[3], ARGV[2])
 return 1`
 
-// floorAddMany adds the members of ARGV, four items each: its hash key,
-// message, group and id (the zset and set keys derive from the group).
-const floorAddMany = `for i = 1, #ARGV, 4 do
-	redis.call("HSET", ARGV[i], "msg", ARGV[i + 1], "state", "aggregating", "group", ARGV[i + 2])
-	redis.call("ZADD", "floor:g:" .. ARGV[i + 2], i, ARGV[i + 3])
-	redis.call("SADD", "floor:groups", ARGV[i + 2])
+// floorAddMany adds the members of ARGV, three items each: message, group
+// and id, writing the keys floorAdd's caller names (the floorKeys of the
+// id and group; undeclared, which a single server allows).
+const floorAddMany = `for i = 1, #ARGV, 3 do
+	redis.call("HSET", "floor:t:" .. ARGV[i + 2], "msg", ARGV[i], "state", "aggregating", "group", ARGV[i + 1])
+	redis.call("ZADD", "floor:g:" .. ARGV[i + 1], ARGV[i + 2], ARGV[i + 2])
+	redis.call("SADD", "floor:groups", ARGV[i + 1])
 end
 return 1`
 
-// floorLanes is how many combined calls may be in flight at once.
-const floorLanes = 4
+// floorKeys returns the keys of member id of group g: its hash, its
+// group's zset and the set of groups (as floorAddMany names them).
+func floorKeys(id, g string) []string {
+	return []string{"floor:t:" + id, "floor:g:" + g, "floor:groups"}
+}
 
-// floorMessage is the size of a member's message in the aggregate
-// workload (a signature with one int64 argument and its key).
+// floorLanes is how many combined calls may be in flight at once.
+const floorLanes = 1
+
+// floorMessage is a member's message as machinist stores it in the
+// aggregate workload (its signature without UUID and queue, which the
+// task hash's key and queue give): 83 bytes.
 const floorMessage = `{"Name":"member","Args":[{"Type":"int64","Value":12345}],"AggregationKey":"key-17"}`
 
 // floor measures the aggregation floor (above) for rep.
 func (b *bench) floor(ctx context.Context, rep int) {
-	const lib = "redis"
 	keys := max(1, b.n/aggMaxSize)
 	members := keys * aggMaxSize
+	for _, combined := range []bool{false, true} {
+		if ctx.Err() != nil {
+			return
+		}
+		variant := fmt.Sprintf("floor: %d aggregation members sent, the least script a member (no check, no clock), go-redis, %d goroutines", members, aggSenders)
+		switch {
+		case combined && floorLanes == 1:
+			variant += ", combined, one call in flight"
+		case combined:
+			variant += fmt.Sprintf(", combined, %d calls in flight", floorLanes)
+		default:
+			variant += ", one call a member"
+		}
+		rate, cpu, perCall, err := b.floorRun(ctx, keys, members, combined)
+		const lib = "redis"
+		if err != nil {
+			b.addErr(lib, "ceiling", variant, "members/s", rep, err)
+			continue
+		}
+		b.add(lib, "ceiling", variant, "members/s", rep, rate)
+		b.add(lib, "ceiling", variant+": CPU (Redis + this program)", "µs/member", rep, cpu)
+		if combined {
+			b.add(lib, "ceiling", variant+": members per call", "members", rep, perCall)
+		}
+	}
+}
+
+// floorRun sends members members over keys keys as floor says, combined
+// or not, on a Redis it has emptied, and returns the members sent a
+// second, the CPU a member took (Redis and this process) and, combined,
+// the members a call carried on average.
+func (b *bench) floorRun(ctx context.Context, keys, members int, combined bool) (rate, cpu, perCall float64, err error) {
+	if err := b.redis.reset(ctx); err != nil {
+		return 0, 0, 0, err
+	}
 	client := goredis.NewClient(&goredis.Options{Addr: b.redis.addr})
 	defer client.Close()
 	one, many := goredis.NewScript(floorAdd), goredis.NewScript(floorAddMany)
-	for _, combined := range []bool{false, true} {
-		variant := fmt.Sprintf("floor: %d aggregation members sent, the least script a member (no check, no clock), go-redis, %d goroutines", members, aggSenders)
-		if combined {
-			variant += fmt.Sprintf(", combined (%d calls in flight)", floorLanes)
-		} else {
-			variant += ", one call a member"
+	for _, s := range []*goredis.Script{one, many} {
+		if err := s.Load(ctx, client).Err(); err != nil {
+			return 0, 0, 0, err
 		}
-		rate, cpu := variant, variant+": CPU (Redis + this program)"
-		fail := func(err error) {
-			b.addErr(lib, "ceiling", rate, "members/s", rep, err)
-			b.addErr(lib, "ceiling", cpu, "µs/member", rep, err)
-		}
-		if err := b.redis.reset(ctx); err != nil {
-			fail(err)
-			return
-		}
-		if err := one.Load(ctx, client).Err(); err != nil {
-			fail(err)
-			return
-		}
-		if err := many.Load(ctx, client).Err(); err != nil {
-			fail(err)
-			return
-		}
-		send := func(i int) error {
-			g := "key-" + strconv.Itoa(i%keys)
-			id := strconv.Itoa(i)
-			return one.EvalSha(ctx, client, []string{"floor:t:" + id, "floor:g:" + g, "floor:groups"}, floorMessage, g, i, id).Err()
-		}
-		var stop func()
-		if combined {
-			send, stop = floorCombiner(ctx, client, many, keys)
-		}
-		in0, err := b.redis.info(ctx)
-		if err != nil {
-			fail(err)
-			return
-		}
-		cpu0 := processCPU()
-		start := time.Now()
-		err = fanOut(ctx, members, aggSenders, send)
-		elapsed := time.Since(start)
-		cpu1 := processCPU()
-		if stop != nil {
-			stop()
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		in1, err := b.redis.info(ctx)
-		if err != nil {
-			fail(err)
-			return
-		}
-		b.add(lib, "ceiling", rate, "members/s", rep, float64(members)/elapsed.Seconds())
-		b.add(lib, "ceiling", cpu, "µs/member", rep, ((in1.cpuSeconds-in0.cpuSeconds)*1e6+float64((cpu1-cpu0).Microseconds()))/float64(members))
 	}
+	send := func(i int) error {
+		id, g := strconv.Itoa(i), "key-"+strconv.Itoa(i%keys)
+		return one.EvalSha(ctx, client, floorKeys(id, g), floorMessage, g, id).Err()
+	}
+	var calls func() int64
+	if combined {
+		var stop func()
+		send, calls, stop = floorCombiner(ctx, client, many, keys)
+		defer stop()
+	}
+	in0, err := b.redis.info(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	cpu0 := processCPU()
+	start := time.Now()
+	err = fanOut(ctx, members, aggSenders, send)
+	elapsed := time.Since(start)
+	cpu1 := processCPU()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	in1, err := b.redis.info(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rate = float64(members) / elapsed.Seconds()
+	cpu = ((in1.cpuSeconds-in0.cpuSeconds)*1e6 + float64((cpu1 - cpu0).Microseconds())) / float64(members)
+	if calls != nil {
+		perCall = float64(members) / float64(calls())
+	}
+	return rate, cpu, perCall, nil
 }
 
 // floorCombiner returns a send that hands member i to floorLanes
 // goroutines, each sending every member waiting at once in one call of
-// many, and a stop that ends them.
-func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Script, keys int) (send func(int) error, stop func()) {
+// many; calls, how many calls they made; and a stop that ends them.
+func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Script, keys int) (send func(int) error, calls func() int64, stop func()) {
 	type req struct {
 		i    int
 		done chan error
 	}
 	reqs := make(chan req, 1024)
+	var made atomic.Int64
 	var wg sync.WaitGroup
 	for range floorLanes {
 		wg.Add(1)
@@ -139,12 +165,12 @@ func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Sc
 						break gather
 					}
 				}
-				args := make([]interface{}, 0, 4*len(batch))
+				args := make([]interface{}, 0, 3*len(batch))
 				for _, r := range batch {
-					id := strconv.Itoa(r.i)
-					args = append(args, "floor:t:"+id, floorMessage, "key-"+strconv.Itoa(r.i%keys), id)
+					args = append(args, floorMessage, "key-"+strconv.Itoa(r.i%keys), strconv.Itoa(r.i))
 				}
 				err := many.EvalSha(ctx, client, nil, args...).Err()
+				made.Add(1)
 				for _, r := range batch {
 					r.done <- err
 				}
@@ -160,5 +186,5 @@ func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Sc
 		close(reqs)
 		wg.Wait()
 	}
-	return send, stop
+	return send, made.Load, stop
 }

@@ -636,6 +636,7 @@ var rpsLine = regexp.MustCompile(`^\s*(.+?): ([0-9.]+) requests per second`)
 // does with plain commands and with a one-call Lua script; then the
 // aggregation floor (floor.go).
 func (b *bench) ceiling(ctx context.Context, rep int) {
+	defer b.floor(ctx, rep) // without redis-benchmark too
 	const lib = "redis"
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
@@ -672,5 +673,4 @@ func (b *bench) ceiling(ctx context.Context, rep int) {
 			b.add(lib, "ceiling", name+", 50 clients", "ops/s", rep, v)
 		}
 	}
-	b.floor(ctx, rep)
 }

@@ -236,8 +236,10 @@ func forgetBatchOf(t *testing.T, srv *redistest.Server, members int) {
 
 // TestForwardStrandsPastHandedBatches: batches handed over (hand_batch.lua)
 // wait for a worker of their name, and the maintainer passes them over
-// when the name's announcement has ended; however many there are, they
-// do not keep it from stranding the name's due groups.
+// when the name's announcement has ended; however many there are, they do
+// not keep it from stranding the name's due groups, nor the batches it
+// reads with them. A run reads forward.lua's ARGV[2] due batches a name at
+// most: a batch behind that many handed ones waits.
 func TestForwardStrandsPastHandedBatches(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
@@ -245,13 +247,22 @@ func TestForwardStrandsPastHandedBatches(t *testing.T) {
 	ctx := context.Background()
 	qk := (&keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}).queue("q")
 	const most = 3 // forward.lua's ARGV[2]
+	batches := qk.agg + "batches:m"
 	pipe := client.Pipeline()
 	pipe.HSet(ctx, qk.aggPolicies, "m", "1 2 0 0") // its announcement ended long ago
-	for i := range most + 1 {
-		id := fmt.Sprintf("b%d", i)
-		pipe.HSet(ctx, qk.agg+"batch:"+id, "name", "m", "key", "h", "msg", `["x`+id+`"]`, "handed", "agg")
-		pipe.ZAdd(ctx, qk.agg+"batches:m", goredis.Z{Score: 1, Member: id})
+	batch := func(id string, score float64, member string, handed bool) {
+		pipe.HSet(ctx, qk.agg+"batch:"+id, "name", "m", "key", "h", "msg", `["`+member+`"]`)
+		if handed {
+			pipe.HSet(ctx, qk.agg+"batch:"+id, "handed", "agg")
+		}
+		pipe.HSet(ctx, qk.task+member, "state", "aggregating", "group", "m\nh", "msg", "{}")
+		pipe.ZAdd(ctx, batches, goredis.Z{Score: score, Member: id})
 	}
+	batch("first", 0, "c", false) // read with the handed ones: stranded
+	for i := range most + 1 {
+		batch(fmt.Sprintf("handed%d", i), 1, fmt.Sprintf("x%d", i), true)
+	}
+	batch("behind", 2, "d", false) // behind more than ARGV[2] handed ones
 	g := "m\nk"
 	for i, id := range []string{"a", "b"} {
 		pipe.HSet(ctx, qk.task+id, "state", "aggregating", "group", g, "msg", "{}")
@@ -259,7 +270,7 @@ func TestForwardStrandsPastHandedBatches(t *testing.T) {
 	}
 	pipe.SAdd(ctx, qk.aggGroups, g)
 	pipe.ZAdd(ctx, qk.agg+"due:m", goredis.Z{Score: 1, Member: "k"})
-	pipe.Set(ctx, qk.aggCount, 2+most+1, 0)
+	pipe.Set(ctx, qk.aggCount, 2+1+most+1+1, 0)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -275,16 +286,21 @@ func TestForwardStrandsPastHandedBatches(t *testing.T) {
 		}
 		return moved, stranded
 	}
-	if moved, stranded := forward(); moved != 2 || stranded != 2 {
-		t.Fatalf("forward moved %d and stranded %d members; want the due group's 2 past %d handed batches", moved, stranded, most+1)
+	count := func() string { return client.Get(ctx, qk.aggCount).Val() }
+	if moved, stranded := forward(); moved != 3 || stranded != 3 {
+		t.Fatalf("forward moved %d and stranded %d members; want the first batch's and the due group's 3 past %d handed batches", moved, stranded, most+1)
 	}
-	if pending := client.LRange(ctx, qk.pending, 0, -1).Val(); !slices.Equal(pending, []string{"a", "b"}) {
-		t.Fatalf("pending %v, want the group's members a, b", pending)
+	if pending := client.LRange(ctx, qk.pending, 0, -1).Val(); !slices.Equal(pending, []string{"c", "a", "b"}) {
+		t.Fatalf("pending %v, want c (its batch), a, b (their group)", pending)
 	}
-	if n := client.ZCard(ctx, qk.agg+"batches:m").Val(); n != most+1 {
-		t.Fatalf("%d batches left, want the %d handed over, kept for a worker of their name", n, most+1)
+	left := client.ZRange(ctx, batches, 0, -1).Val()
+	if len(left) != most+2 || !slices.Contains(left, "behind") || slices.Contains(left, "first") {
+		t.Fatalf("batches left %v, want the %d handed over, kept for a worker of their name, and the one behind them", left, most+1)
 	}
-	if moved, stranded := forward(); moved != 0 || stranded != 0 {
-		t.Fatalf("forward again moved %d, stranded %d; want nothing", moved, stranded)
+	if n := count(); n != "5" {
+		t.Fatalf("count %s after stranding 3 of 8 members, want 5", n)
+	}
+	if moved, stranded := forward(); moved != 0 || stranded != 0 || count() != "5" {
+		t.Fatalf("forward again moved %d, stranded %d, count %s; want nothing, 5", moved, stranded, count())
 	}
 }

@@ -19,7 +19,7 @@
 -- ARGV[1] task hash key prefix (the queue's aggregation keys are found
 --         from it)
 -- ARGV[2] the most tasks to move from each zset, the most members to
---         strand, and the most handed batches to pass over a name
+--         strand, and the most due batches to read a name
 -- ARGV[3] with wakes (on a single server), the longest the caller waits
 --         for its next run, in ms: the run plans it (the queue's fnext,
 --         lib/due.lua) at the next due time it returns, at most that far
@@ -36,8 +36,8 @@
 -- the names aggregated on it), six with a plan (its SET).
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
 -- task names ever aggregated on the queue, plus O(M log G) for M members
--- stranded, plus O(H log B) for the H handed batches passed over (at most
--- ARGV[2] a name).
+-- stranded, plus O(log B + H) a name for the H due batches it reads (at
+-- most ARGV[2]).
 local time = redis.call("TIME")
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now = math.floor(now_us / 1000) -- ms, as now_ms
@@ -122,22 +122,19 @@ for _, name in ipairs(names) do
 	if policy and policy.till <= now then
 		-- A batch handed over (hand_batch.lua) has its aggregate decided:
 		-- it waits for a worker of its name to finish it, and is passed
-		-- over. skipped counts them, up to ARGV[2] a name and run, apart
-		-- from the budget of members stranded: handed batches, however
-		-- many, neither take the budget of the name's due groups (below)
-		-- nor cost a run more than ARGV[2] reads.
+		-- over. The due batches are read once, ARGV[2] at most: handed
+		-- ones, however many, neither take the budget of the name's due
+		-- groups (below) nor cost a run more than that page. A batch
+		-- behind ARGV[2] handed ones waits for a run that reaches it.
 		local batches = P .. "batches:" .. name
-		local skipped = 0
-		while budget > 0 and skipped < tonumber(ARGV[2]) do
-			local id = redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", skipped, 1)[1]
-			if not id then
+		local page = redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", 0, tonumber(ARGV[2]))
+		for _, id in ipairs(page) do
+			if budget <= 0 then
 				break
 			end
 			local batch = P .. "batch:" .. id
 			local b = redis.call("HMGET", batch, "msg", "handed")
-			if b[2] then
-				skipped = skipped + 1
-			else
+			if not b[2] then
 				redis.call("ZREM", batches, id)
 				redis.call("DEL", batch)
 				if b[1] then
