@@ -239,7 +239,7 @@ func forgetBatchOf(t *testing.T, srv *redistest.Server, members int) {
 // when the name's announcement has ended; however many there are, they do
 // not keep it from stranding the name's due groups, nor the batches it
 // reads with them. A run reads forward.lua's ARGV[2] due batches a name at
-// most: a batch behind that many handed ones waits.
+// most: a batch behind that many handed ones is not reached while they wait.
 func TestForwardStrandsPastHandedBatches(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)

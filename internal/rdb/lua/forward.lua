@@ -125,9 +125,12 @@ for _, name in ipairs(names) do
 		-- over. The due batches are read once, ARGV[2] at most: handed
 		-- ones, however many, neither take the budget of the name's due
 		-- groups (below) nor cost a run more than that page. A batch
-		-- behind ARGV[2] handed ones waits for a run that reaches it.
+		-- behind ARGV[2] handed ones is not reached while they wait.
 		local batches = P .. "batches:" .. name
-		local page = redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", 0, tonumber(ARGV[2]))
+		local page = {}
+		if budget > 0 then
+			page = redis.call("ZRANGE", batches, "-inf", now, "BYSCORE", "LIMIT", 0, tonumber(ARGV[2]))
+		end
 		for _, id in ipairs(page) do
 			if budget <= 0 then
 				break
