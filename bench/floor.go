@@ -12,8 +12,8 @@ import (
 )
 
 // The aggregation floor: what sending aggregation members costs on this
-// machine when a send does the least any library's can, whatever
-// library it is: one script that writes the member's hash, adds it to its
+// machine when a send does the least any library's send can: one script
+// that writes the member's hash, adds it to its
 // group's zset and lists the group (asynq's add-to-group does as much,
 // and an existence check), with no policy read, no clock and no due
 // index. The members, their keys and their senders are the aggregate
