@@ -13,18 +13,17 @@ import (
 
 // The aggregation floor: what sending aggregation members costs on this
 // machine when a send does the least any library's send can: one script
-// that writes the member's hash, adds it to its
-// group's zset and lists the group (asynq's add-to-group does as much,
-// and an existence check), with no policy read, no clock and no due
-// index. The members, their keys and their senders are the aggregate
-// workload's (b.n members over b.n/aggMaxSize keys, aggSenders
-// goroutines), sent from this program with go-redis, as the libraries'
-// senders are. It is measured twice: one call a member, and members
-// combined, each call carrying every send that waited for it, one call in
-// flight (with aggSenders senders that wait for their replies, a call
-// carries at most aggSenders; the members per call are reported). More
-// calls in flight carry fewer members each: with 2, 2.6 a call here; with
-// 4, 1.5; none was faster than one call a member.
+// that writes the member's hash, adds it to its group's zset and lists
+// the group (asynq's add-to-group does as much, and an existence check),
+// with no policy read, no clock and no due index. The members, their keys
+// and their senders are the aggregate workload's (b.n members over
+// b.n/aggMaxSize keys, aggSenders goroutines), sent from this program
+// with go-redis, as the libraries' senders are. It is measured twice: one
+// call a member, and members combined, each call carrying every send that
+// waited for it, one call in flight (with aggSenders senders that wait for
+// their replies, a call carries at most aggSenders; the members per call
+// are reported). More calls in flight carry fewer members each: with 2,
+// 2.6 a call here; with 4, 1.5; none was faster than one call a member.
 
 // floorAdd adds one member: KEYS[1] its hash, KEYS[2] its group's zset,
 // KEYS[3] the set of groups; ARGV[1] its message, ARGV[2] its group,
