@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,8 +21,9 @@ import (
 // call a member, and members combined, each call carrying every send that
 // waited for it, one call in flight (with aggSenders senders that wait for
 // their replies, a call carries at most aggSenders; the members per call
-// are reported). More calls in flight carry fewer members each: with 2,
-// 2.6 a call here; with 4, 1.5; none was faster than one call a member.
+// are reported). More calls in flight carried fewer members each (2.6 a
+// call with 2, 1.5 with 4: aggregate-floor-2026-11-27.md), and none was
+// faster than one call a member.
 
 // floorAdd adds one member: KEYS[1] its hash, KEYS[2] its group's zset,
 // KEYS[3] the set of groups; ARGV[1] its message, ARGV[2] its group,
@@ -49,8 +49,11 @@ func floorKeys(id, g string) []string {
 	return []string{"floor:t:" + id, "floor:g:" + g, "floor:groups"}
 }
 
-// floorLanes is how many combined calls may be in flight at once.
-const floorLanes = 1
+// floorMember returns member i's id and group, of keys groups (the
+// aggregate workload's keys: member i joins key i mod keys).
+func floorMember(i, keys int) (id, g string) {
+	return strconv.Itoa(i), "key-" + strconv.Itoa(i%keys)
+}
 
 // floorMessage is a member's message as machinist stores it in the
 // aggregate workload (its signature without UUID and queue, which the
@@ -66,12 +69,9 @@ func (b *bench) floor(ctx context.Context, rep int) {
 			return
 		}
 		variant := fmt.Sprintf("floor: %d aggregation members sent, the least script a member (no check, no clock), go-redis, %d goroutines", members, aggSenders)
-		switch {
-		case combined && floorLanes == 1:
+		if combined {
 			variant += ", combined, one call in flight"
-		case combined:
-			variant += fmt.Sprintf(", combined, %d calls in flight", floorLanes)
-		default:
+		} else {
 			variant += ", one call a member"
 		}
 		rate, cpu, perCall, err := b.floorRun(ctx, keys, members, combined)
@@ -105,7 +105,7 @@ func (b *bench) floorRun(ctx context.Context, keys, members int, combined bool) 
 		}
 	}
 	send := func(i int) error {
-		id, g := strconv.Itoa(i), "key-"+strconv.Itoa(i%keys)
+		id, g := floorMember(i, keys)
 		return one.EvalSha(ctx, client, floorKeys(id, g), floorMessage, g, id).Err()
 	}
 	var calls func() int64
@@ -138,9 +138,9 @@ func (b *bench) floorRun(ctx context.Context, keys, members int, combined bool) 
 	return rate, cpu, perCall, nil
 }
 
-// floorCombiner returns a send that hands member i to floorLanes
-// goroutines, each sending every member waiting at once in one call of
-// many; calls, how many calls they made; and a stop that ends them.
+// floorCombiner returns a send that hands member i to a goroutine that
+// sends every member waiting at once in one call of many; calls, how many
+// calls it made; and a stop that ends it.
 func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Script, keys int) (send func(int) error, calls func() int64, stop func()) {
 	type req struct {
 		i    int
@@ -148,34 +148,32 @@ func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Sc
 	}
 	reqs := make(chan req, 1024)
 	var made atomic.Int64
-	var wg sync.WaitGroup
-	for range floorLanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range reqs {
-				batch := []req{r}
-			gather:
-				for len(batch) < 256 {
-					select {
-					case r := <-reqs:
-						batch = append(batch, r)
-					default:
-						break gather
-					}
-				}
-				args := make([]interface{}, 0, 3*len(batch))
-				for _, r := range batch {
-					args = append(args, floorMessage, "key-"+strconv.Itoa(r.i%keys), strconv.Itoa(r.i))
-				}
-				err := many.EvalSha(ctx, client, nil, args...).Err()
-				made.Add(1)
-				for _, r := range batch {
-					r.done <- err
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for r := range reqs {
+			batch := []req{r}
+		gather:
+			for len(batch) < 256 {
+				select {
+				case r := <-reqs:
+					batch = append(batch, r)
+				default:
+					break gather
 				}
 			}
-		}()
-	}
+			args := make([]interface{}, 0, 3*len(batch))
+			for _, r := range batch {
+				id, g := floorMember(r.i, keys)
+				args = append(args, floorMessage, g, id)
+			}
+			err := many.EvalSha(ctx, client, nil, args...).Err()
+			made.Add(1)
+			for _, r := range batch {
+				r.done <- err
+			}
+		}
+	}()
 	send = func(i int) error {
 		done := make(chan error, 1)
 		reqs <- req{i: i, done: done}
@@ -183,7 +181,7 @@ func floorCombiner(ctx context.Context, client *goredis.Client, many *goredis.Sc
 	}
 	stop = func() {
 		close(reqs)
-		wg.Wait()
+		<-stopped
 	}
 	return send, made.Load, stop
 }
