@@ -35,20 +35,40 @@ type Broker interface {
 	iface.Canceller
 	iface.Monitor
 	iface.Relay
+	LeaseEnder
+}
+
+// LeaseEnder is what each implementation's test adds to the broker it
+// hands the suite: a way to end a lease now, as if its time had run out.
+// The suite's tests of what follows a lease's end call it rather than
+// wait for a lease to expire, so that they hold however loaded the
+// machine is; every other test runs under leases long enough that load
+// never ends one.
+type LeaseEnder interface {
+	// EndLease makes the broker hold d's lease as ended at once: it
+	// refuses d's settles and renewals, and its recoverer takes the task
+	// back at its next run. d itself is left alone (the suite marks it).
+	EndLease(ctx context.Context, d *iface.Delivery) error
+	// EndBatchLease is EndLease for the lease of an aggregation batch.
+	EndBatchLease(ctx context.Context, b *iface.Batch) error
 }
 
 type suite struct {
 	newBroker func(t *testing.T, cnf *config.Config) Broker
 }
 
-// broker returns a fresh broker configured with short durations (lease 1s,
-// recovery every 50ms, a per-test default queue), changed by opts. It is
-// closed when the test ends.
+// leaseDuration is the suite's lease: long enough that no lease ends
+// unless a test ends it (endLease).
+const leaseDuration = time.Minute
+
+// broker returns a fresh broker configured with the suite's lease
+// (leaseDuration), recovery every 50ms and a per-test default queue,
+// changed by opts. It is closed when the test ends.
 func (s *suite) broker(t *testing.T, opts ...func(*config.Config)) Broker {
 	t.Helper()
 	cnf := &config.Config{
 		DefaultQueue:    queueName(t, "default"),
-		LeaseDuration:   time.Second,
+		LeaseDuration:   leaseDuration,
 		RecoverInterval: 50 * time.Millisecond,
 	}
 	for _, o := range opts {
@@ -179,6 +199,21 @@ func wantLost(t *testing.T, what string, err error, l *iface.Lease) {
 	}
 }
 
+// endLease ends d's lease now, in the broker and in d, as an unrenewed
+// lease ends when its time runs out.
+func endLease(t *testing.T, b Broker, d *iface.Delivery) {
+	t.Helper()
+	must(t, "EndLease", b.EndLease(context.Background(), d))
+	d.Lease.Lose()
+}
+
+// endBatchLease is endLease for an aggregation batch.
+func endBatchLease(t *testing.T, b Broker, batch *iface.Batch) {
+	t.Helper()
+	must(t, "EndBatchLease", b.EndBatchLease(context.Background(), batch))
+	batch.Lease.Lose()
+}
+
 // waitDone waits for the lease to be lost.
 func waitDone(t *testing.T, l *iface.Lease, what string) {
 	t.Helper()
@@ -220,6 +255,15 @@ func list(t *testing.T, b Broker, queue string, status iface.TaskStatus) []*ifac
 		t.Fatalf("ListTasks(%s, %s): %v", queue, status, err)
 	}
 	return infos
+}
+
+func getTask(t *testing.T, b Broker, queue, id string) *iface.TaskInfo {
+	t.Helper()
+	info, err := b.GetTask(context.Background(), queue, id)
+	if err != nil {
+		t.Fatalf("GetTask(%s, %s): %v", queue, id, err)
+	}
+	return info
 }
 
 func queueInfo(t *testing.T, b Broker, queue string) iface.QueueInfo {
@@ -282,6 +326,15 @@ func wantOrder(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	if !equalStrings(got, want) {
 		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// between checks that got falls between lo and hi, to the millisecond
+// (brokers keep times in ms).
+func between(t *testing.T, what string, got, lo, hi time.Time) {
+	t.Helper()
+	if got.Before(lo.Add(-time.Millisecond)) || got.After(hi.Add(time.Millisecond)) {
+		t.Fatalf("%s = %s, want between %s and %s", what, got, lo, hi)
 	}
 }
 

@@ -108,8 +108,9 @@ func testLimitDeadHolder(t *testing.T, s *suite) {
 		t.Fatalf("fetched %s, want %s", d.Signature.UUID, first.UUID)
 	}
 	fetchNone(t, b, q)
-	// Not renewed: the lease (1s) runs out; one of the two runs then,
-	// never both.
+	// Not renewed, the lease runs out; one of the two runs then, never
+	// both.
+	endLease(t, b, d)
 	var taken *iface.Delivery
 	eventually(t, "a task of the key to be taken after its holder died", func() bool {
 		ds, err := b.Fetch(ctxTimeout(t, 50*time.Millisecond), []string{q}, 10, nil)

@@ -64,7 +64,7 @@ func noTake(taken *iface.Delivery, err error) error {
 // is still queued counts as sent; after a recovery, one whose state shows
 // it started is not sent again; a group member is recorded in its group.
 func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	b, be := shortLeasePair(t, newPair)
+	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q, nextQ, laterQ := queueName(t, "q"), queueName(t, "next"), queueName(t, "later")
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
@@ -96,7 +96,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	must(t, "PublishPending", b.PublishPending(ctx, sig))
 	must(t, "SetStateStarted", be.SetStateStartedContext(ctx, started))
 	stale := fetchOne(t, b, q)
-	waitDone(t, stale.Lease, "unrenewed lease")
+	endLease(t, b, stale)
 	eventually(t, "task recovered", func() bool { return queueInfo(t, b, q).Pending == 1 })
 	d = fetchOne(t, b, q)
 	if d.Recovered != 1 {
@@ -120,7 +120,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 }
 
 func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	b, be := shortLeasePair(t, newPair)
+	b, be := pair(t, newPair)
 	if !b.PairedWith(be) {
 		t.Fatal("PairedWith(its own backend) = false")
 	}
@@ -139,7 +139,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 
 	stale := fetch(t, b, []string{q}, 2)
 	for _, d := range stale {
-		waitDone(t, d.Lease, "unrenewed lease")
+		endLease(t, b, d)
 	}
 	eventually(t, "both tasks recovered", func() bool { return queueInfo(t, b, q).Pending == 2 })
 	fresh := fetch(t, b, []string{q}, 2)
@@ -211,12 +211,12 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	wantSizes(t, b, q, iface.QueueInfo{})
 }
 
-// shortLeasePair returns a pair whose leases last a second and whose
+// pair returns a pair with the suite's lease (leaseDuration) whose
 // recoverer runs every 50 ms.
-func shortLeasePair(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) (PairedBroker, backends.Backend) {
+func pair(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) (PairedBroker, backends.Backend) {
 	return newPair(t, (&config.Config{
 		DefaultQueue:    queueName(t, "default"),
-		LeaseDuration:   time.Second,
+		LeaseDuration:   leaseDuration,
 		RecoverInterval: 50 * time.Millisecond,
 	}).WithDefaults())
 }
@@ -246,7 +246,7 @@ func describeStates(states []*tasks.TaskState) []string {
 // cancellation (CancelTask with a bar) is not sent by AckSuccess, nor is
 // its PENDING state written over its FAILURE; the others are.
 func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	b, be := shortLeasePair(t, newPair)
+	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q, nextQ := queueName(t, "q"), queueName(t, "next")
 	sig := newSig(q, "add")
@@ -269,7 +269,7 @@ func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config
 // testAckSuccessSendsLimited: the tasks AckSuccess sends keep their limit:
 // of two next tasks limited to one at a time, one is handed out.
 func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	b, _ := shortLeasePair(t, newPair)
+	b, _ := pair(t, newPair)
 	ctx := context.Background()
 	q, nextQ := queueName(t, "q"), queueName(t, "next")
 	sig := newSig(q, "add")

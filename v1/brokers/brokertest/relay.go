@@ -117,7 +117,7 @@ func describeDelivery(d *iface.Delivery) string {
 // (a chain's next step runs in the slot its previous step freed); a next
 // task sent to another queue is not taken.
 func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	b, be := shortLeasePair(t, newPair)
+	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q, other := queueName(t, "q"), queueName(t, "other")
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
@@ -151,7 +151,7 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 // not settled (ErrChordDue, the lease held, nothing taken): acknowledged
 // later, or, when its lease ends first, taken again with its outcome.
 func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
-	b, be := shortLeasePair(t, newPair)
+	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q := queueName(t, "q")
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
@@ -187,7 +187,7 @@ func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config
 	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
 
 	// Its worker dies before the election: the next holder finishes it.
-	waitDone(t, last.Lease, "unrenewed lease")
+	endLease(t, b, last)
 	eventually(t, "member recovered", func() bool { return queueInfo(t, b, q).Pending == 1 })
 	again := fetchOne(t, b, q)
 	if again.Outcome == nil || again.Outcome.State != tasks.StateSuccess {

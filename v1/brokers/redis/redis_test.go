@@ -44,7 +44,8 @@ func TestConformanceStandalone(t *testing.T) {
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
 	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
-		return newBroker(t, client, srv.Prefix(t), cnf)
+		b := newBroker(t, client, srv.Prefix(t), cnf)
+		return conformant{b, client, cnf.Redis.KeyPrefix}
 	})
 }
 
@@ -53,7 +54,8 @@ func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
-		return newBroker(t, client, cluster.Prefix(t), cnf)
+		b := newBroker(t, client, cluster.Prefix(t), cnf)
+		return conformant{b, client, cnf.Redis.KeyPrefix}
 	})
 }
 
@@ -276,7 +278,7 @@ func TestConformancePairedStandalone(t *testing.T) {
 		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 		be := redisbackend.New(store, redisbackend.Options{})
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
-		return b, be
+		return conformant{b, client, cnf.Redis.KeyPrefix}, be
 	})
 }
 
