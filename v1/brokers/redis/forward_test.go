@@ -2,6 +2,8 @@ package redisbroker_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,11 +56,22 @@ func newWokenWith(t *testing.T, lease time.Duration, clk clock.Clock) *woken {
 	w := &woken{b: b, client: client, queue: "q", names: iface.NewTaskNames([]string{"notify"})}
 	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"
 	// A first Fetch starts the queue's maintainer, which plans its next
-	// run an hour off: nothing is due.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	_, _ = w.b.Fetch(ctx, []string{w.queue}, 1, nil)
+	// run an hour off: nothing is due. The Fetch waits on the empty queue
+	// until the plan is seen.
+	ctx, cancel := context.WithCancel(context.Background())
+	fetched := make(chan error, 1)
+	go func() {
+		ds, err := w.b.Fetch(ctx, []string{w.queue}, 1, nil)
+		if len(ds) > 0 {
+			err = fmt.Errorf("took %d tasks from an empty queue", len(ds))
+		}
+		fetched <- err
+	}()
 	w.waitPlan(t, time.Now().Add(30*time.Minute))
+	cancel()
+	if err := <-fetched; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first Fetch: %v, want context.Canceled", err)
+	}
 	return w
 }
 
