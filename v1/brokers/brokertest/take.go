@@ -45,10 +45,10 @@ func testTakeWaiting(t *testing.T, s *suite) {
 	runNow, archiveIt, deleteIt := newSig(q, "s"), newSig(q, "s"), newSig(q, "s")
 	runNow.ETA, archiveIt.ETA, deleteIt.ETA = &eta, &eta, &soon
 	publish(t, b, runNow, archiveIt, deleteIt)
+	take(t, b, q, deleteIt, iface.TakeDelete) // scheduled, or pending already on a slow machine
 	take(t, b, q, runNow, iface.TakeRun)
 	wantOrder(t, "pending after running a scheduled task now", infoUUIDs(list(t, b, q, iface.StatusPending)), []string{runNow.UUID, p[0].UUID})
 	take(t, b, q, archiveIt, iface.TakeArchive)
-	take(t, b, q, deleteIt, iface.TakeDelete)
 	waitUntil(soon.Add(200 * time.Millisecond))
 	wantSizes(t, b, q, iface.QueueInfo{Pending: 2, Archived: 2})
 
