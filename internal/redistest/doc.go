@@ -35,7 +35,9 @@
 //
 // StartProxy puts a TCP proxy in front of a server: LoseNextReply (or
 // LoseReplyTo, for the next command containing a text) lets a command
-// reach Redis and loses its reply; SetDelay slows every chunk each way;
+// reach Redis and loses its reply; HoldCommandTo holds the next command
+// containing a text back, on its connection alone, until its Release
+// (Replied says when it has run); SetDelay slows every chunk each way;
 // Stall holds all traffic until Unstall; CutAll closes every connection.
 //
 // # One server per test binary

@@ -14,6 +14,9 @@ import (
 //
 //   - LoseNextReply: a command reaches Redis but its reply never comes back
 //     (a reply lost, or late past the client's read timeout);
+//   - HoldCommandTo: a command is held on its way to Redis until released
+//     (a request late in the network, or waiting in the buffer of a
+//     server that hangs, while the client times out and sends it again);
 //   - SetDelay: every chunk of traffic, each way, waits before it is passed
 //     on (a slow link);
 //   - Stall: nothing passes either way until Unstall (a partition: TCP
@@ -27,9 +30,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	loseMu   sync.Mutex
-	lose     bool     // set by LoseNextReply and LoseReplyTo
-	loseText [][]byte // the texts the command must contain; none: any
+	loseMu   sync.Mutex // guards the orders: lose, loseText, hold
+	lose     bool       // set by LoseNextReply and LoseReplyTo
+	loseText [][]byte   // the texts the command must contain; none: any
+	hold     *Hold      // set by HoldCommandTo, until a command matches
 
 	mu      sync.Mutex
 	conns   map[*proxyConn]struct{}
@@ -43,7 +47,31 @@ type Proxy struct {
 type proxyConn struct {
 	client, server net.Conn
 	dropReplies    atomic.Bool
+	released       atomic.Pointer[Hold] // a hold let through, until Redis replies
 }
+
+// Hold is a command HoldCommandTo holds back.
+type Hold struct {
+	texts       [][]byte
+	held        chan struct{}
+	release     chan struct{}
+	replied     chan struct{}
+	releaseOnce sync.Once
+}
+
+// Held is closed once a command is held.
+func (h *Hold) Held() <-chan struct{} { return h.held }
+
+// Release lets the held command, and whatever its connection sent after
+// it, through to Redis, in order; if none is held yet, the command is let
+// through when it comes. Calling it again does nothing.
+func (h *Hold) Release() { h.releaseOnce.Do(func() { close(h.release) }) }
+
+// Replied is closed once Redis has answered the held command (the first
+// bytes Redis sends on its connection after the release; the client sent
+// nothing else there still unanswered when it is a go-redis connection),
+// whether or not the client still waits for the reply.
+func (h *Hold) Replied() <-chan struct{} { return h.replied }
 
 // StartProxy starts a proxy to the Redis server at addr ("host:port") on a
 // free loopback port.
@@ -88,22 +116,60 @@ func (p *Proxy) LoseReplyTo(texts ...string) {
 	}
 }
 
+// HoldCommandTo holds back the next command that contains every one of
+// texts (case-insensitive, as LoseReplyTo's), and whatever its connection
+// sends after it, until the returned Hold's Release; other connections
+// pass. A client that times out meanwhile and closes the connection does
+// not take the command back: what it sent still reaches Redis, and runs,
+// once released, as over a real network.
+func (p *Proxy) HoldCommandTo(texts ...string) *Hold {
+	h := &Hold{held: make(chan struct{}), release: make(chan struct{}), replied: make(chan struct{})}
+	for _, text := range texts {
+		if text != "" {
+			h.texts = append(h.texts, bytes.ToLower([]byte(text)))
+		}
+	}
+	p.loseMu.Lock()
+	defer p.loseMu.Unlock()
+	p.hold = h
+	return h
+}
+
+// containsAll reports whether b contains every one of texts (lower case),
+// ignoring case.
+func containsAll(b []byte, texts [][]byte) bool {
+	lower := bytes.ToLower(b)
+	for _, text := range texts {
+		if !bytes.Contains(lower, text) {
+			return false
+		}
+	}
+	return true
+}
+
 // loses reports whether the chunk b, just sent by a client, is the one
 // whose reply is to be lost, and if so clears the order.
 func (p *Proxy) loses(b []byte) bool {
 	p.loseMu.Lock()
 	defer p.loseMu.Unlock()
-	if !p.lose {
+	if !p.lose || !containsAll(b, p.loseText) {
 		return false
-	}
-	lower := bytes.ToLower(b)
-	for _, text := range p.loseText {
-		if !bytes.Contains(lower, text) {
-			return false
-		}
 	}
 	p.lose = false
 	return true
+}
+
+// holds returns the Hold the chunk b, just sent by a client, is to be
+// held by, if any, and clears the order.
+func (p *Proxy) holds(b []byte) *Hold {
+	p.loseMu.Lock()
+	defer p.loseMu.Unlock()
+	h := p.hold
+	if h == nil || !containsAll(b, h.texts) {
+		return nil
+	}
+	p.hold = nil
+	return h
 }
 
 // SetDelay makes every chunk of traffic, each way, wait d before it is
@@ -192,12 +258,16 @@ func (p *Proxy) accept() {
 		go func() {
 			defer p.wg.Done()
 			p.copyCommands(c)
-			_ = server.Close()
+			// Only the way to Redis closes: what the client sent before it
+			// closed still runs, and Redis's reply is read (copyReplies),
+			// until Redis closes its end.
+			closeWrite(server)
 		}()
 		go func() {
 			defer p.wg.Done()
 			p.copyReplies(c)
 			_ = client.Close()
+			_ = server.Close()
 			p.mu.Lock()
 			delete(p.conns, c)
 			p.mu.Unlock()
@@ -205,8 +275,19 @@ func (p *Proxy) accept() {
 	}
 }
 
+// closeWrite closes the sending side of conn, or, where it has none of
+// its own, conn.
+func closeWrite(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		return
+	}
+	_ = conn.Close()
+}
+
 // copyCommands copies what the client sends to Redis; the first bytes
-// after LoseNextReply make the connection drop its replies.
+// after LoseNextReply make the connection drop its replies, and those
+// HoldCommandTo names wait for their Release.
 func (p *Proxy) copyCommands(c *proxyConn) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -214,6 +295,15 @@ func (p *Proxy) copyCommands(c *proxyConn) {
 		if n > 0 {
 			if !p.pass() {
 				return
+			}
+			if h := p.holds(buf[:n]); h != nil {
+				close(h.held)
+				select {
+				case <-h.release:
+				case <-p.closed:
+					return
+				}
+				c.released.Store(h)
 			}
 			if p.loses(buf[:n]) {
 				c.dropReplies.Store(true)
@@ -235,6 +325,9 @@ func (p *Proxy) copyReplies(c *proxyConn) {
 	for {
 		n, err := c.server.Read(buf)
 		if n > 0 {
+			if h := c.released.Swap(nil); h != nil {
+				close(h.replied)
+			}
 			if !p.pass() {
 				return
 			}

@@ -466,3 +466,40 @@ func scanAll(t testing.TB, rdb *redis.Client, pattern string) []string {
 	}
 	return keys
 }
+
+// TestProxyHoldsACommandUntilReleased: a command HoldCommandTo names waits
+// while other connections' commands pass; its client times out and
+// closes the connection, and once released the command still runs, after
+// the others, and Replied says when.
+func TestProxyHoldsACommandUntilReleased(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := redistest.Shared(t)
+	key := srv.Prefix(t) + "k"
+	proxy := redistest.StartProxy(t, srv.Addr())
+	held := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = held.Close() })
+	direct := srv.Client(t)
+
+	hold := proxy.HoldCommandTo("rpush", key, "first")
+	if err := held.RPush(ctx, key, "first").Err(); err == nil {
+		t.Fatal("the held RPUSH returned no error before its release")
+	}
+	select {
+	case <-hold.Held():
+	default:
+		t.Fatal("the RPUSH was not held")
+	}
+	if err := held.RPush(ctx, key, "second").Err(); err != nil { // a new connection passes
+		t.Fatalf("RPUSH on another connection: %v", err)
+	}
+	hold.Release()
+	select {
+	case <-hold.Replied():
+	case <-ctx.Done():
+		t.Fatal("the released RPUSH got no reply")
+	}
+	if got, err := direct.LRange(ctx, key, 0, -1).Result(); err != nil || strings.Join(got, " ") != "second first" {
+		t.Fatalf("list after the release: %q, %v; want the held RPUSH run last", got, err)
+	}
+}
