@@ -430,6 +430,14 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "the settled task's own id heads pending", setup: held(func(k *keys, qk *queueKeys) {
 			client.LPush(ctx, qk.pending, "a")
 		}), call: ack()},
+		{name: "the head of pending is taken already", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"x", "msg", `{"Name":"n"}`, "state", "active", "lease", "other", "lease_exp", time.Now().Add(time.Hour).UnixMilli())
+			client.LPush(ctx, qk.pending, "x")
+		}), call: ack()},
+		{name: "the head of pending is finished", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"x", "msg", `{"Name":"n"}`, "state", "completed", "settled", "other")
+			client.LPush(ctx, qk.pending, "x")
+		}), call: ack()},
 		{name: "sent before pubs were kept", answers: true, setup: held(func(k *keys, qk *queueKeys) {
 			client.HDel(ctx, qk.task+"a", "pub")
 		}), call: ack()},

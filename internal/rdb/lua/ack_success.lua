@@ -69,8 +69,8 @@
 -- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. It
 -- reads all it decides by before it writes (a refusal for memory, at the
 -- first write, leaves nothing written); any other case, and a pending
--- head that is gone, limited or the settled task's own id, goes on to
--- the general path.
+-- head that is gone, not in state "pending" (take_tasks drops it),
+-- limited or the settled task's own id, goes on to the general path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
 if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and #ARGV == 17 + m0 then
@@ -91,8 +91,8 @@ if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5)
 		if flags == 0 then
 			id = redis.call("LINDEX", pending, 0)
 			if id then
-				fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit")
-				if not fields[1] or prefix .. id == KEYS[1] or (fields[5] and not fields[4]) then
+				fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit", "state")
+				if not fields[1] or fields[6] ~= "pending" or prefix .. id == KEYS[1] or (fields[5] and not fields[4]) then
 					flags = 1
 				end
 			end

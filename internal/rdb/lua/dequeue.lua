@@ -3,7 +3,9 @@
 -- pending list. A limited task (its hash's limit) over its key's
 -- concurrency is parked on its key, one over its rate scheduled at the
 -- slot it books (lib/limit.lua's limit_admit); either way it is not
--- taken, and the next id is tried (lib/queue.lua's take_tasks).
+-- taken, and the next id is tried (lib/queue.lua's take_tasks). So is an
+-- id whose task is gone or does not wait (its state is not "pending": a
+-- second entry of an id taken already), which is dropped.
 --
 -- KEYS[1] pending list   KEYS[2] paused flag   KEYS[3] lease zset
 -- KEYS[4] notify list

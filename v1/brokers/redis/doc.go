@@ -63,7 +63,9 @@
 //     sets its hash's lease field to a fresh random fencing token and adds
 //     the id to the lease zset with score now+LeaseDuration (Redis's clock).
 //     The worker counts its own copy of the expiry from before the call, so
-//     it gives the lease up no later than Redis does.
+//     it gives the lease up no later than Redis does. An id whose hash is
+//     gone, or whose state is not pending (a second entry of an id taken
+//     already, from a publish that ran twice), is dropped, not leased.
 //  2. While the task runs, the worker renews the lease every
 //     LeaseRenewInterval: the extend script moves the zset score forward for
 //     each id whose lease field still holds the worker's token, and reports

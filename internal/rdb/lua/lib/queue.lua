@@ -67,8 +67,13 @@ end
 -- rerouted set and the caller's names set, announce.lua; with rerouted
 -- false none is taken), then the pending list. A limited task over its
 -- limit is put aside (lib/limit.lua's limit_admit) and not taken; an id
--- whose hash is gone is skipped, and the next id is tried, up to 16
--- more ids than n. Nothing is taken from a paused queue. The tokens are
+-- whose hash is gone, or whose hash's state is not "pending" (a second
+-- entry of an id, from a publish run twice, whose task is taken already,
+-- or finished, scheduled, retrying, archived, aggregating or parked
+-- since), is dropped, not taken: every script that puts an id on a
+-- pending list sets its state "pending" (a recovered task's too). The
+-- next id is then tried, up to 16 more ids than n. Nothing is taken from
+-- a paused queue. The tokens are
 -- ARGV[tok], ARGV[tok + 1], ..., one per task taken. With notify (not
 -- false), when tasks remain pending, a wake-up token is left on it for
 -- the next idle worker (a fetch's burst wakes workers one after another),
@@ -94,8 +99,8 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 		local key = prefix .. id
 		local token = ARGV[tok + taken]
 		used = used + 1
-		local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome", "limit")
-		if not fields[1] then
+		local fields = redis.call("HMGET", key, "msg", "retried", "recovered", "outcome", "limit", "state")
+		if not fields[1] or fields[6] ~= "pending" then
 			return false
 		end
 		if fields[5] and not fields[4] and not limit_admit(fields[5], key, id, lease, now) then

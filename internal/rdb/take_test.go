@@ -1,0 +1,132 @@
+package rdb
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// TestTakeLeasesOnlyTasksThatWait: an id on the pending list whose task
+// hash says the task does not wait there (a second entry of an id taken
+// already, finished, scheduled, retrying, archived, aggregating, parked)
+// is dropped from the list and not leased; a task that waits is taken,
+// a recovered one, back at the head, too.
+func TestTakeLeasesOnlyTasksThatWait(t *testing.T) {
+	t.Parallel()
+	s, client := newTestStore(t)
+	ctx := context.Background()
+	qk := s.keys.queue("q")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		id     string
+		fields []interface{} // beside msg
+		taken  bool
+	}{
+		{"active", []interface{}{"state", "active", "lease", "other", "lease_exp", 1 << 50}, false},
+		{"completed", []interface{}{"state", "completed", "settled", "tok"}, false},
+		{"scheduled", []interface{}{"state", "scheduled", "process_at", 1 << 50}, false},
+		{"retry", []interface{}{"state", "retry", "process_at", 1 << 50}, false},
+		{"archived", []interface{}{"state", "archived", "error", "boom"}, false},
+		{"aggregating", []interface{}{"state", "aggregating", "group", "m\nk", "joined", 1}, false},
+		{"limited", []interface{}{"state", "limited", "limit", "1 0 0 " + qk.limit + "k"}, false},
+		{"cancelled", []interface{}{"state", "cancelled", "error", "kept out"}, false},
+		{"pending", []interface{}{"state", "pending"}, true},
+		{"recovered", []interface{}{"state", "pending", "recovered", 1, "outcome", `{"State":"SUCCESS"}`}, true},
+	} {
+		must(client.HSet(ctx, qk.task+c.id, append([]interface{}{"msg", `{"Name":"n"}`}, c.fields...)...).Err())
+		must(client.RPush(ctx, qk.pending, c.id).Err())
+	}
+	ds, err := s.Dequeue(ctx, "q", 20, nil)
+	must(err)
+	var taken []string
+	for _, d := range ds {
+		taken = append(taken, d.Signature.UUID)
+	}
+	if !slices.Equal(taken, []string{"pending", "recovered"}) {
+		t.Fatalf("took %q, want only the tasks that wait", taken)
+	}
+	if ds[1].Recovered != 1 || ds[1].Outcome == nil {
+		t.Fatalf("the recovered task came as %+v, want Recovered 1 and its outcome", ds[1])
+	}
+	if n := client.LLen(ctx, qk.pending).Val(); n != 0 {
+		t.Fatalf("%d ids left pending, want the ones not taken dropped", n)
+	}
+	for _, id := range []string{"active", "completed", "scheduled", "archived"} {
+		if st := client.HGet(ctx, qk.task+id, "state").Val(); st != id {
+			t.Errorf("task %s dropped from pending is now %s: its hash was written", id, st)
+		}
+	}
+}
+
+// TestDuplicateIDIsLeasedOnce: an id pushed twice onto pending (a publish
+// run twice) is leased once, by a fetch and by the takes of settles (the
+// acknowledgement's, and the successful acknowledgement's, whose prelude
+// looks at the head of pending first); the second entry is dropped.
+func TestDuplicateIDIsLeasedOnce(t *testing.T) {
+	t.Parallel()
+	s, client := newTestStore(t)
+	ctx := context.Background()
+	qk := s.keys.queue("q")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(id string) {
+		t.Helper()
+		must(s.Publish(ctx, []*tasks.Signature{{UUID: id, Name: "n", RoutingKey: "q"}}, true))
+	}
+	ids := func(ds ...*brokers.Delivery) []string {
+		var out []string
+		for _, d := range ds {
+			if d != nil {
+				out = append(out, d.Signature.UUID)
+			}
+		}
+		return out
+	}
+
+	// A fetch: the id twice, the second entry after another task.
+	publish("a")
+	publish("b")
+	must(client.RPush(ctx, qk.pending, "a").Err())
+	ds, err := s.Dequeue(ctx, "q", 3, nil)
+	must(err)
+	if got := ids(ds...); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("a fetch of 3 from [a b a] took %q, want [a b]", got)
+	}
+	a, b := ds[0], ds[1]
+
+	// The successful acknowledgement's take, a's second entry at the head.
+	publish("c")
+	must(client.LPush(ctx, qk.pending, "a").Err())
+	next, err := s.AckSuccess(ctx, b, tasks.NewSuccessTaskState(b.Signature, nil), nil, &brokers.Take{})
+	must(err)
+	if got := ids(next); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("AckSuccess's take from [a c], a running, took %q, want [c]", got)
+	}
+
+	// The acknowledgement's take, the same.
+	publish("d")
+	must(client.LPush(ctx, qk.pending, "a").Err())
+	next2, err := s.Ack(ctx, next, &brokers.Take{})
+	must(err)
+	if got := ids(next2); !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("Ack's take from [a d], a running, took %q, want [d]", got)
+	}
+	if n := client.LLen(ctx, qk.pending).Val(); n != 0 {
+		t.Fatalf("%d ids left pending, want a's second entries dropped", n)
+	}
+	if tok := client.HGet(ctx, qk.task+"a", "lease").Val(); tok != a.Lease.Token() {
+		t.Fatalf("a's lease is %q, want its fetch's %q: it was leased again", tok, a.Lease.Token())
+	}
+}
