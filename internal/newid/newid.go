@@ -1,6 +1,7 @@
 // Package newid marks in a context the task UUID that a send has just
 // made, so that a broker publishing the task can skip looking for an
-// earlier task, or a state, with that UUID: there can be none.
+// earlier task, or a state, with that UUID: there can be none, only what
+// the publish's own attempt sent again may have written.
 package newid
 
 import (

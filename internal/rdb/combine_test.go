@@ -238,3 +238,94 @@ func TestRepeatedPublishFindsWhetherItRan(t *testing.T) {
 		t.Fatal("a repeat of a member whose batch was built was queued again")
 	}
 }
+
+// TestFirstRunAfterItsRepeatWritesNothing: the first run of a publish that
+// reaches Redis after the run its sender sent again (held up on the way)
+// writes nothing when that run queued its task, whether the task still
+// waits or ran and was forgotten (its state says so), alone in its call
+// (a made task: enqueue.lua's prelude) or combined with another publish;
+// a first run whose task's state says nothing of the kind queues it.
+func TestFirstRunAfterItsRepeatWritesNothing(t *testing.T) {
+	t.Parallel()
+	s, client := newTestStore(t)
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range []struct {
+		name     string
+		made     bool
+		implicit bool
+		setup    func(qk *queueKeys, id, state string) // state: the task's state key
+		queued   bool
+	}{
+		{"made, queued by its repeat", true, true, func(qk *queueKeys, id, _ string) {
+			must(client.HSet(ctx, qk.task+id, "msg", `{"Name":"n"}`, "state", "pending", "pub", "tok").Err())
+		}, false},
+		{"made, run and forgotten", true, true, func(_ *queueKeys, _, state string) {
+			must(client.HSet(ctx, state, "state", "SUCCESS", "pub", "tok").Err())
+		}, false},
+		{"made, cancelled since", true, true, func(_ *queueKeys, _, state string) {
+			must(client.HSet(ctx, state, "state", "FAILURE", "error", "cancelled").Err())
+		}, false},
+		{"made, its PENDING written before", true, false, func(_ *queueKeys, _, state string) {
+			must(client.HSet(ctx, state, "state", "PENDING").Err())
+		}, true},
+		{"made, states written before, run and forgotten", true, false, func(_ *queueKeys, _, state string) {
+			must(client.HSet(ctx, state, "state", "SUCCESS", "pub", "tok").Err())
+		}, false},
+		{"the caller's UUID, run and forgotten", false, true, func(_ *queueKeys, _, state string) {
+			must(client.HSet(ctx, state, "state", "SUCCESS", "pub", "tok").Err())
+		}, false},
+		{"the caller's UUID, an earlier task's state", false, true, func(_ *queueKeys, _, state string) {
+			must(client.HSet(ctx, state, "state", "SUCCESS", "pub", "earlier").Err())
+		}, true},
+	} {
+		for _, combined := range []bool{false, true} {
+			queue := fmt.Sprintf("q%d", i)
+			if combined {
+				queue += "c"
+			}
+			t.Run(fmt.Sprintf("%s, combined %v", c.name, combined), func(t *testing.T) {
+				qk := s.keys.queue(queue)
+				req := func(id, token string) *publishReq {
+					q := &enqueueArgs{queue: qk, implicit: c.implicit, keyed: true, groups: true, made: c.made}
+					must(s.addTask(q, &tasks.Signature{UUID: id, Name: "n", RoutingKey: queue}))
+					return &publishReq{q: q, token: token}
+				}
+				id := "t_" + queue // a UUID of the subtest's own: state keys are not the queue's
+				c.setup(qk, id, s.keys.state(id))
+				rs := []*publishReq{req(id, "tok")}
+				if combined {
+					rs = append(rs, req("other_"+queue, "tok2"))
+				}
+				keys, args := enqueueCall(qk, rs)
+				v, err := enqueueScript.Run(ctx, client, keys, args...).Result()
+				must(err)
+				replies, err := parseEnqueueReplies(v, len(rs))
+				must(err)
+				if err := publishOutcome(queue, replies[0]); err != nil {
+					t.Fatalf("the first run: %v, want success", err)
+				}
+				want := []string{}
+				if c.queued {
+					want = append(want, id)
+				}
+				if combined {
+					want = append(want, "other_"+queue)
+				}
+				got, err := client.LRange(ctx, qk.pending, 0, -1).Result()
+				must(err)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("pending after the first run: %q, want %q", got, want)
+				}
+				if c.queued && c.implicit && client.Exists(ctx, s.keys.state(id)).Val() != 0 {
+					t.Fatal("the earlier task's state is left: the task queued does not read as PENDING")
+				}
+			})
+		}
+	}
+}

@@ -296,6 +296,31 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 			client.LPush(context.Background(), qk.notify, "1")
 		}},
 		{name: "a task whose id its sender did not make", call: send("0", 0, "", "", "")},
+		{name: "a made task its publish's run sent again queued", call: send("f", 0, "", "", ""), setup: func(k *keys, qk *queueKeys) {
+			client.HSet(context.Background(), qk.task+"d", "msg", `{"Name":"m"}`, "state", "pending", "pub", "tok", "at", now)
+			client.RPush(context.Background(), qk.pending, "d")
+		}},
+		{name: "a made task its publish's run sent again queued, run since", call: send("f", 0, "", "", ""), setup: func(k *keys, qk *queueKeys) {
+			client.HSet(context.Background(), k.state("d"), "state", "SUCCESS", "pub", "tok")
+		}},
+		{name: "a made task whose state was written before", answers: true, call: statesBefore(send("f", 0, "", "", "")), setup: func(k *keys, qk *queueKeys) {
+			client.HSet(context.Background(), k.state("d"), "state", "PENDING")
+		}},
+		{name: "a made task whose state was written before, run since", call: statesBefore(send("f", 0, "", "", "")), setup: func(k *keys, qk *queueKeys) {
+			client.HSet(context.Background(), k.state("d"), "state", "SUCCESS")
+		}},
+		{name: "a made task, no state key", answers: true, call: func(k *keys, qk *queueKeys) *scriptCall {
+			c := send("f", 0, "", "", "")(k, qk)
+			c.keys = c.keys[:4]
+			return c
+		}},
+		{name: "a made task, no state key, its hash there", call: func(k *keys, qk *queueKeys) *scriptCall {
+			c := send("f", 0, "", "", "")(k, qk)
+			c.keys = c.keys[:4]
+			return c
+		}, setup: func(k *keys, qk *queueKeys) {
+			client.HSet(context.Background(), qk.task+"d", "msg", `{"Name":"m"}`, "state", "active", "pub", "tok", "at", now)
+		}},
 		{name: "a task sent again", call: send("1", 0, "", "", "")},
 		{name: "a task with an ETA", call: send("f", time.Now().UnixMilli()+hour, "", "", "")},
 		{name: "a unique task", call: send("f", 0, "", "60000 - u", "")},
@@ -322,6 +347,7 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 			client.HSet(context.Background(), qk.aggPolicies, "m", "1000 100 0 0")
 		}},
 		{name: "a member whose id its sender did not make", call: send("0", 0, group, "", ""), setup: policy("100 5000 1000")},
+		{name: "a made member whose id another publish joined", call: send("f", 0, group, "", ""), setup: with(policy("100 5000 1000"), joined("d", -10))},
 		{name: "a member with an ETA", call: send("f", time.Now().UnixMilli()+hour, group, "", ""), setup: policy("100 5000 1000")},
 		{name: "a unique member", call: send("f", 0, group, "60000 - u", ""), setup: policy("100 5000 1000")},
 		{name: "the first member, no MaxSize", answers: true, call: send("f", 0, group, "", ""), setup: policy("0 5000 1000")},
@@ -504,6 +530,16 @@ func TestEnqueuePreludeAtAFrozenClock(t *testing.T) {
 		{name: "a member a ms after the newest", answers: true, call: send, setup: with(policy(at+hour, "100 5000 1000"), joined("x", at*1000-1000))},
 		{name: "a member fills the group", answers: true, call: send, setup: with(policy(at+hour, "2 5000 1000"), joined("x", at*1000-5))},
 	}, at)
+}
+
+// statesBefore makes call one whose sender wrote its tasks' states
+// before it (enqueue.lua's ARGV[2] "0").
+func statesBefore(call func(k *keys, qk *queueKeys) *scriptCall) func(k *keys, qk *queueKeys) *scriptCall {
+	return func(k *keys, qk *queueKeys) *scriptCall {
+		c := call(k, qk)
+		c.args[1] = "0"
+		return c
+	}
 }
 
 // testGroup is the aggregation group of the prelude tests: task m's key k.

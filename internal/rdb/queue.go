@@ -110,7 +110,9 @@ type enqueueArgs struct {
 	// (enqueue.lua).
 	groups bool
 	// made says the send made its one task's UUID (internal/newid): no
-	// task or state has it, and enqueue.lua looks for none.
+	// task or state has it but what this publish's own attempt sent again
+	// wrote, when it reached Redis first; enqueue.lua looks for no earlier
+	// task, and for those with one EXISTS.
 	made bool
 }
 

@@ -1,8 +1,16 @@
 -- enqueue: publish tasks to one queue, each publish all or nothing. Safe
--- to run twice: a second run with the same publish token (sent again after
--- a lost reply) finds the first's tasks, or, marked as a repeat, their
--- states once the tasks ran and were forgotten, and reports success. A
--- member of an aggregation group (lib/aggregate.lua) joins its group
+-- to run twice, in either order: a second run with the same publish token
+-- (sent again after a lost reply, or a first run that reaches Redis after
+-- the run sent again) finds the other's tasks, or, with the state keys,
+-- their states once the tasks ran and were forgotten (ran_since,
+-- overtaken), writes nothing and reports success. Where the states are
+-- not at hand (not given on Redis Cluster; kept by a result backend on
+-- another server), a first run that arrives after its task, queued by the
+-- run sent again, ran and was forgotten queues it again; so does, on a
+-- single server, the first run of a task whose UUID its caller chose,
+-- cancelled or deleted meanwhile (its state names no publish).
+--
+-- A member of an aggregation group (lib/aggregate.lua) joins its group
 -- instead of pending when it is due now, or waits in the scheduled zset
 -- with its group recorded.
 --
@@ -13,7 +21,8 @@
 -- state hash. The publish deletes the state hash a task's id may have
 -- (of an earlier task sent with that id, or the PENDING its workflow
 -- wrote), so that it reads as the task now sent; an id its sender has just
--- made (flag "f" below) can have none.
+-- made (flag "f" below) can have none but what its publish's run sent
+-- again led to.
 --
 -- KEYS[1] pending list      KEYS[2] scheduled zset
 -- KEYS[3] archived zset     KEYS[4] notify list (wake-up tokens)
@@ -35,8 +44,10 @@
 --         happened (a task whose hash is gone counts as published when
 --         its state says so: ran_since), "f" for a first run whose tasks'
 --         ids the sender has just made (internal/newid: no task hash or
---         state can have them, and none is looked for or deleted), else
---         "0"; how many tasks it has, then for each
+--         state can have them but those of this publish's run sent again,
+--         when it overtook this one; with implicit states one EXISTS of
+--         the task hash and the state hash looks for both, and no state
+--         is deleted), else "0"; how many tasks it has, then for each
 --         task: id, message (JSON signature without its UUID and
 --         queue: rdb's storedMessage), ETA in ms since the epoch (0:
 --         now), its aggregation group ("<name>\n<key>", "" for a task
@@ -52,8 +63,8 @@
 -- if each were a call of its own.
 --
 -- Returns: for each publish, in order, {0} when every task was published
--- (by this run or an earlier one with the same token, whose tasks may have
--- run, been archived or been forgotten since: then nothing is written), or
+-- (by this run or another with the same token, whose tasks may have run,
+-- been archived or been forgotten since: then nothing is written), or
 -- {1, id} when a task with that id is held by the queue (lib/queue.lua's
 -- held) from another publish or appears twice in the publish, {4, id}
 -- when the task is a member and no announcement alive
@@ -79,8 +90,25 @@
 -- read the policy and the group's newest stamp before its first write (a
 -- refusal for memory, at that write, leaves nothing written).
 -- TestEnqueuePreludeWritesWhatTheLibWrites holds the two together.
+-- It writes only when the task's hash is not there, nor, with implicit
+-- states, its state hash (one EXISTS of both), nor, with states written
+-- before, a state other than the sender's PENDING: a first run can reach
+-- Redis after the run its sender sent again when its reply did not come
+-- (held up in the network, or in the socket buffer of a server that
+-- hung), and then check finds whether this publish ran.
+local fresh = false
 if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
 	and ARGV[11] == "" and ARGV[12] == "" then
+	local task_key = ARGV[1] .. ARGV[7]
+	if #KEYS < 5 then
+		fresh = redis.call("EXISTS", task_key) == 0
+	elseif ARGV[2] == "1" then
+		fresh = redis.call("EXISTS", task_key, KEYS[5]) == 0
+	else
+		fresh = redis.call("EXISTS", task_key) == 0 and (redis.call("HGET", KEYS[5], "state") or "PENDING") == "PENDING"
+	end
+end
+if fresh then
 	local id, g = ARGV[7], ARGV[10]
 	local task_key = ARGV[1] .. id
 	if g == "" then
@@ -193,6 +221,26 @@ local function ran_since(key, token, strict)
 	return state == "SUCCESS" or state == "FAILURE"
 end
 
+-- overtaken reports whether the task whose state hash is key, of a
+-- publish's first run (not a repeat) with token, whose hash is not there,
+-- was published by the run its sender sent again and has run since (the
+-- repeat overtook this run on its way): its state names token (a state
+-- written while the task's hash was there keeps its pub: lib/state.lua's
+-- write_state), or, for an id its sender made (made), which can have no
+-- state but the ones its task's publish leads to, it has a state: with
+-- implicit states any, else one other than the PENDING its sender wrote
+-- (its cancellation's FAILURE, written when the hash was gone, included).
+-- It also reports whether the state hash is there: the one read spares
+-- write the delete of a state that is not.
+local function overtaken(key, token, made)
+	local s = redis.call("HMGET", key, "pub", "state")
+	local there = (s[1] or s[2]) and true or false
+	if s[1] == token then
+		return true, there
+	end
+	return made and s[2] and (implicit or s[2] ~= "PENDING") or false, there
+end
+
 -- parse_unique reads a task's unique item: its ttl (ms), its key, and
 -- whether it debounces.
 local function parse_unique(u)
@@ -234,30 +282,49 @@ end
 -- (their state keys from KEYS[key + 1]) can be written, else its reply:
 -- {0} when it ran before, {1, id}, {4, id}, {5, id, holder}, or {6, id,
 -- holder} when its one task debounced (then replaced has written the
--- holder). It also returns which of its tasks replace an archived one
--- (a set of ids, or nil for none).
+-- holder). It also returns which of its tasks replace an archived one,
+-- and which, in a first run, have a state hash (overtaken): sets of ids,
+-- or nil for none.
 local function check(token, repeated, made, first, last, key)
 	-- The tables are made when needed: most publishes have one task, no
-	-- unique key and no archived task to replace.
-	local seen, archived, keys
+	-- unique key, no archived task to replace and no state.
+	local seen, archived, keys, stated
 	local n = key
 	for i = first, last, stride do
 		local id = ARGV[i]
 		local task_key = ARGV[1] .. id
 		n = n + 1
+		-- An id its sender made has no task hash or state unless this
+		-- publish's run sent again overtook this one: with implicit states
+		-- one EXISTS of both says so.
+		local fresh = made and implicit and redis.call("EXISTS", task_key, KEYS[n]) == 0
 		local busy, was_archived = false, false
-		if not made then
+		if not fresh then
 			busy, was_archived = held(task_key)
 		end
 		-- This publish ran before (the tasks went in all at once) when a
 		-- task hash (queued, running, kept or archived since) names this
-		-- publish or, for a repeat once the task was forgotten, the task
-		-- has a state (ran_since): nothing more to do.
+		-- publish or, once the task was forgotten, the task has a state
+		-- that says so (ran_since for a repeat, overtaken for a first run
+		-- that its repeat overtook): nothing more to do.
 		if (busy or was_archived) and redis.call("HGET", task_key, "pub") == token then
 			return {0}
 		end
-		if repeated and states and not busy and not was_archived and ran_since(KEYS[n], token, false) then
-			return {0}
+		if states and not fresh and not busy and not was_archived then
+			if repeated then
+				if ran_since(KEYS[n], token, false) then
+					return {0}
+				end
+			else
+				local ran, there = overtaken(KEYS[n], token, made)
+				if ran then
+					return {0}
+				end
+				if there then
+					stated = stated or {}
+					stated[id] = true
+				end
+			end
 		end
 		if busy and redis.call("HGET", task_key, "state") == "cancelled" then
 			-- Kept out, unless this publish ran before the cancellation
@@ -304,23 +371,24 @@ local function check(token, repeated, made, first, last, key)
 			archived[id] = true
 		end
 	end
-	return nil, archived
+	return nil, archived, stated
 end
 
--- write writes the tasks of a publish check passed.
-local function write(token, made, first, last, key, archived)
+-- write writes the tasks of a publish check passed (archived and stated:
+-- check's sets).
+local function write(token, repeated, made, first, last, key, archived, stated)
 	local n = key
 	for i = first, last, stride do
 		local id = ARGV[i]
-		if implicit and not made then
+		local was_archived = archived and archived[id]
+		n = n + 1
+		if implicit and not made and (repeated or was_archived or stated and stated[id]) then
 			-- A state of an earlier task with this id, or the PENDING
 			-- the task's workflow wrote, gives way to the one its hash
-			-- implies.
-			n = n + 1
+			-- implies. (A first run's check found whether there is one.)
 			redis.call("DEL", KEYS[n])
 		end
 		local task_key, g, eta = ARGV[1] .. id, ARGV[i + 3], tonumber(ARGV[i + 2])
-		local was_archived = archived and archived[id]
 		if g == "" then
 			-- Due now (eta 0): sent at the sender's clock, no TIME.
 			local t = eta > 0 and clock() or sent
@@ -356,9 +424,9 @@ while i <= #ARGV do
 	local token, repeated, made, count = ARGV[i], ARGV[i + 1] == "1", ARGV[i + 1] == "f", tonumber(ARGV[i + 2])
 	local first = i + 3
 	local last = first + (count - 1) * stride
-	local reply, archived = check(token, repeated, made, first, last, key)
+	local reply, archived, stated = check(token, repeated, made, first, last, key)
 	if not reply then
-		write(token, made, first, last, key, archived)
+		write(token, repeated, made, first, last, key, archived, stated)
 		reply = {0}
 	end
 	table.insert(replies, reply)

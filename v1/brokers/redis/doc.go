@@ -113,9 +113,12 @@
 //     reply marked as a repeat, which reports success when it finds its
 //     tasks, or, once they ran and were forgotten, their states (any
 //     state, when the publish wrote none, PENDING being implicit; a final
-//     state, when the sender wrote PENDING before). On Cluster, where the states live on other
-//     nodes, a publish whose reply was lost is not sent again: its error
-//     says it may have happened.
+//     state, when the sender wrote PENDING before). A first attempt that
+//     reaches Redis after the attempt sent again (held up on the way, or
+//     in the buffer of a server that hung) finds in the same way what
+//     that attempt wrote, and writes nothing. On Cluster, where the states
+//     live on other nodes, a publish whose reply was lost is not sent
+//     again: its error says it may have happened.
 //  6. The queue's maintainer runs the recoverer every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the

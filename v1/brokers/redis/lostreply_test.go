@@ -3,6 +3,7 @@ package redisbroker_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ type lostReply struct {
 	broker  *redisbroker.Broker
 	backend *redisbackend.Backend
 	queue   string
+	direct  *goredis.Client // to the server, not through the proxy
+	prefix  string          // the store's key prefix
 }
 
 func newLostReply(t *testing.T) *lostReply {
@@ -55,7 +58,7 @@ func newLostReply(t *testing.T) *lostReply {
 	if !broker.PairedWith(backend) {
 		t.Fatal("broker and backend on one store are not paired")
 	}
-	return &lostReply{proxy: proxy, broker: broker, backend: backend, queue: "q"}
+	return &lostReply{proxy: proxy, broker: broker, backend: backend, queue: "q", direct: srv.Client(t), prefix: cnf.Redis.KeyPrefix}
 }
 
 // loseReplyTo makes the reply to the next command that contains text
@@ -86,6 +89,17 @@ func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
 		t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
 	}
 	return ds[0]
+}
+
+// pendingIDs returns the ids the queue's pending list holds, in order,
+// read straight from Redis.
+func (l *lostReply) pendingIDs(t *testing.T) []string {
+	t.Helper()
+	ids, err := l.direct.LRange(ctxFor(t), l.prefix+":{"+l.queue+"}:pending", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 func (l *lostReply) info(t *testing.T) iface.QueueInfo {
@@ -129,6 +143,94 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 				t.Fatalf("the same publish again: %v, want ErrDuplicateTask", err)
 			}
 		})
+	}
+}
+
+// TestLostReplyPublishOvertakenByItsRepeatQueuesOnce: a publish whose
+// first attempt is held up on its way to Redis (a server that hangs with
+// the request in its socket buffer) times out and is sent again; the
+// attempt sent again queues the task and reports success; then the first
+// attempt runs. It writes nothing: the task is pending once and taken
+// once, or, when it ran and was forgotten in between, not queued again.
+// The first attempt of a send that made its UUID looks up no earlier task
+// when it finds none there (it queued the task a second time, and a worker
+// ran it twice).
+func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		ctx  func(t *testing.T, id string) context.Context
+	}{
+		{"a UUID the caller chose", func(t *testing.T, _ string) context.Context { return ctxFor(t) }},
+		{"a UUID its send made", func(t *testing.T, id string) context.Context { return newid.With(ctxFor(t), id) }},
+	} {
+		for _, ran := range []bool{false, true} {
+			name := c.name + ", the task waiting"
+			if ran {
+				name = c.name + ", the task run and forgotten"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ctx := ctxFor(t)
+				l := newLostReply(t)
+				l.warmPublish(t)
+				fetch := func(n int) []*iface.Delivery {
+					t.Helper()
+					ds, err := l.broker.Fetch(ctx, []string{l.queue}, n, nil)
+					if err != nil {
+						t.Fatalf("Fetch: %v", err)
+					}
+					return ds
+				}
+				if err := l.broker.Ack(ctx, fetch(1)[0]); err != nil { // the warm-up task
+					t.Fatalf("Ack: %v", err)
+				}
+				sig := &tasks.Signature{UUID: "task_overtaken", Name: "add", RoutingKey: l.queue}
+				hold := l.proxy.HoldCommandTo("evalsha", sig.UUID)
+				defer hold.Release()
+				if err := l.broker.PublishPending(c.ctx(t, sig.UUID), sig); err != nil {
+					t.Fatalf("PublishPending whose first attempt is held: %v, want nil (sent again)", err)
+				}
+				select {
+				case <-hold.Held():
+				default:
+					t.Fatal("the publish's first attempt was not held")
+				}
+				if ran {
+					d := fetch(1)[0]
+					if _, err := l.broker.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), nil, nil); err != nil {
+						t.Fatalf("AckSuccess: %v", err)
+					}
+				}
+				hold.Release()
+				select {
+				case <-hold.Replied():
+				case <-ctx.Done():
+					t.Fatal("the first attempt, let through, got no reply")
+				}
+				pending := l.pendingIDs(t)
+				want := []string{sig.UUID}
+				if ran {
+					want = nil
+				}
+				if !slices.Equal(pending, want) {
+					t.Fatalf("pending after the first attempt ran: %q, want %q", pending, want)
+				}
+				if ran {
+					return
+				}
+				ds := fetch(2)
+				if len(ds) != 1 || ds[0].Signature.UUID != sig.UUID {
+					t.Fatalf("Fetch of 2 took %d deliveries, want the task once", len(ds))
+				}
+				if err := l.broker.Ack(ctx, ds[0]); err != nil {
+					t.Fatalf("Ack: %v", err)
+				}
+				if info := l.info(t); info.Pending != 0 || info.Active != 0 {
+					t.Fatalf("queue after the task ran: %+v, want it empty", info)
+				}
+			})
+		}
 	}
 }
 
