@@ -29,8 +29,6 @@ type lostReply struct {
 	broker  *redisbroker.Broker
 	backend *redisbackend.Backend
 	queue   string
-	direct  *goredis.Client // to the server, not through the proxy
-	prefix  string          // the store's key prefix
 }
 
 func newLostReply(t *testing.T) *lostReply {
@@ -58,7 +56,7 @@ func newLostReply(t *testing.T) *lostReply {
 	if !broker.PairedWith(backend) {
 		t.Fatal("broker and backend on one store are not paired")
 	}
-	return &lostReply{proxy: proxy, broker: broker, backend: backend, queue: "q", direct: srv.Client(t), prefix: cnf.Redis.KeyPrefix}
+	return &lostReply{proxy: proxy, broker: broker, backend: backend, queue: "q"}
 }
 
 // loseReplyTo makes the reply to the next command that contains text
@@ -89,17 +87,6 @@ func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
 		t.Fatalf("Fetch: %d deliveries, %v", len(ds), err)
 	}
 	return ds[0]
-}
-
-// pendingIDs returns the ids the queue's pending list holds, in order,
-// read straight from Redis.
-func (l *lostReply) pendingIDs(t *testing.T) []string {
-	t.Helper()
-	ids, err := l.direct.LRange(ctxFor(t), l.prefix+":{"+l.queue+"}:pending", 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
 }
 
 func (l *lostReply) info(t *testing.T) iface.QueueInfo {
@@ -152,17 +139,17 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 // attempt sent again queues the task and reports success; then the first
 // attempt runs. It writes nothing: the task is pending once and taken
 // once, or, when it ran and was forgotten in between, not queued again.
-// The first attempt of a send that made its UUID looks up no earlier task
-// when it finds none there (it queued the task a second time, and a worker
-// ran it twice).
+// The first attempt of a send that made its UUID looked up nothing and
+// queued the task a second time, and a worker ran it twice; one with a
+// UUID the caller chose queued again a task that had run.
 func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
-		ctx  func(t *testing.T, id string) context.Context
+		ctx  func(ctx context.Context, id string) context.Context
 	}{
-		{"a UUID the caller chose", func(t *testing.T, _ string) context.Context { return ctxFor(t) }},
-		{"a UUID its send made", func(t *testing.T, id string) context.Context { return newid.With(ctxFor(t), id) }},
+		{"a UUID the caller chose", func(ctx context.Context, _ string) context.Context { return ctx }},
+		{"a UUID its send made", newid.With},
 	} {
 		for _, ran := range []bool{false, true} {
 			name := c.name + ", the task waiting"
@@ -172,23 +159,35 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				ctx := ctxFor(t)
-				l := newLostReply(t)
-				l.warmPublish(t)
+				p := newProxied(t)
+				sender := redisbroker.New(p.viaProxy, redisbroker.OptionsFrom(p.cnf))
+				worker := redisbroker.New(p.direct, redisbroker.OptionsFrom(p.cnf))
+				t.Cleanup(func() {
+					_ = sender.Close()
+					_ = worker.Close()
+				})
+				const queue = "q"
 				fetch := func(n int) []*iface.Delivery {
 					t.Helper()
-					ds, err := l.broker.Fetch(ctx, []string{l.queue}, n, nil)
+					ds, err := worker.Fetch(ctx, []string{queue}, n, nil)
 					if err != nil {
 						t.Fatalf("Fetch: %v", err)
 					}
 					return ds
 				}
-				if err := l.broker.Ack(ctx, fetch(1)[0]); err != nil { // the warm-up task
+				// The script is loaded first, so the attempt held is the
+				// publish's own.
+				if err := sender.PublishPending(ctx, &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: queue}); err != nil {
+					t.Fatalf("PublishPending: %v", err)
+				}
+				if err := worker.Ack(ctx, fetch(1)[0]); err != nil {
 					t.Fatalf("Ack: %v", err)
 				}
-				sig := &tasks.Signature{UUID: "task_overtaken", Name: "add", RoutingKey: l.queue}
-				hold := l.proxy.HoldCommandTo("evalsha", sig.UUID)
+
+				sig := &tasks.Signature{UUID: "task_overtaken", Name: "add", RoutingKey: queue}
+				hold := p.proxy.HoldCommandTo("evalsha", sig.UUID)
 				defer hold.Release()
-				if err := l.broker.PublishPending(c.ctx(t, sig.UUID), sig); err != nil {
+				if err := sender.PublishPending(c.ctx(ctx, sig.UUID), sig); err != nil {
 					t.Fatalf("PublishPending whose first attempt is held: %v, want nil (sent again)", err)
 				}
 				select {
@@ -198,7 +197,7 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 				}
 				if ran {
 					d := fetch(1)[0]
-					if _, err := l.broker.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), nil, nil); err != nil {
+					if _, err := worker.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), nil, nil); err != nil {
 						t.Fatalf("AckSuccess: %v", err)
 					}
 				}
@@ -208,7 +207,10 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 				case <-ctx.Done():
 					t.Fatal("the first attempt, let through, got no reply")
 				}
-				pending := l.pendingIDs(t)
+				pending, err := p.directClient.LRange(ctx, p.cnf.Redis.KeyPrefix+":{"+queue+"}:pending", 0, -1).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
 				want := []string{sig.UUID}
 				if ran {
 					want = nil
@@ -223,11 +225,11 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 				if len(ds) != 1 || ds[0].Signature.UUID != sig.UUID {
 					t.Fatalf("Fetch of 2 took %d deliveries, want the task once", len(ds))
 				}
-				if err := l.broker.Ack(ctx, ds[0]); err != nil {
+				if err := worker.Ack(ctx, ds[0]); err != nil {
 					t.Fatalf("Ack: %v", err)
 				}
-				if info := l.info(t); info.Pending != 0 || info.Active != 0 {
-					t.Fatalf("queue after the task ran: %+v, want it empty", info)
+				if info, err := worker.QueueInfo(ctx, queue); err != nil || info.Pending != 0 || info.Active != 0 {
+					t.Fatalf("queue after the task ran: %+v, %v; want it empty", info, err)
 				}
 			})
 		}
