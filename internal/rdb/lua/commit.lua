@@ -1,6 +1,9 @@
 -- commit: while the caller holds a task's lease, record its outcome in the
 -- task, write its state, and record a group member's final state in its
--- group; all of it or, for a caller whose lease is gone, nothing.
+-- group; all of it or, for a caller whose lease is gone, nothing. A final
+-- outcome frees the task's unique key here, not at its acknowledgement or
+-- archive: a send with the key is accepted once the final state shows
+-- (on a Cluster, where the state is written after this, before it shows).
 --
 -- KEYS[1] task hash
 -- KEYS[2] the task's state hash (optional: on a single server only)
@@ -27,6 +30,9 @@ if not held then
 end
 if ARGV[3] ~= "" then
 	redis.call("HSET", KEYS[1], "outcome", ARGV[3])
+end
+if ARGV[3] ~= "" or ARGV[10] == "SUCCESS" or ARGV[10] == "FAILURE" then
+	release_unique(KEYS[1], ARGV[1])
 end
 local finished = 0
 if #KEYS >= 2 then

@@ -91,6 +91,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"CommitTravelsToNextHolder", testCommitTravelsToNextHolder},
 		{"Reroute", testReroute},
 		{"UniqueTask", testUniqueTask},
+		{"UniqueFreedByCommit", testUniqueFreedByCommit},
 		{"UniqueRace", testUniqueRace},
 		{"UniqueReplace", testUniqueReplace},
 		{"TakeWaiting", testTakeWaiting},

@@ -42,6 +42,7 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 		{"AckSuccessKeepsOut", testAckSuccessKeepsOut},
 		{"AckSuccessTakes", testAckSuccessTakes},
 		{"AckSuccessChordDue", testAckSuccessChordDue},
+		{"UniqueFreedByFinalState", testUniqueFreedByFinalState},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -107,6 +109,66 @@ func testUniqueTask(t *testing.T, s *suite) {
 	wantNotUnique(t, "a send within UniqueFor", err, later, short)
 	waitUntil(sent.Add(uniqueFor + 50*time.Millisecond))
 	publish(t, b, later)
+}
+
+// testUniqueFreedByCommit: a unique task frees its key when its final
+// outcome is committed (a worker does so before its state shows), not
+// only at its acknowledgement or archive, which follow; a RETRY or
+// STARTED it writes keeps the key.
+func testUniqueFreedByCommit(t *testing.T, s *suite) {
+	b := s.broker(t)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	for _, final := range []string{tasks.StateFailure, tasks.StateSuccess} {
+		holder := uniqueSig(q, "report", time.Minute)
+		publish(t, b, holder)
+		d := fetchOne(t, b, q)
+		next := uniqueSig(q, "report", time.Minute)
+		wantNotUnique(t, "a send while the holder runs", b.Publish(ctx, next), next, holder)
+		outcome := tasks.NewSuccessTaskState(d.Signature, nil)
+		if final == tasks.StateFailure {
+			outcome = tasks.NewFailureTaskState(d.Signature, "boom")
+		}
+		must(t, "Commit", b.Commit(ctx, d, outcome))
+		if err := b.Publish(ctx, next); err != nil {
+			t.Fatalf("a send once the holder committed %s, before its settle: %v, want accepted", final, err)
+		}
+		if final == tasks.StateFailure {
+			must(t, "Archive", b.Archive(ctx, d, "boom"))
+		} else {
+			ack(t, b, d)
+		}
+		ack(t, b, fetchOne(t, b, q))
+	}
+}
+
+// testUniqueFreedByFinalState: on a broker paired with its backend, the
+// write that makes a unique task's final state show frees its key in the
+// same step; a STARTED or RETRY state keeps it.
+func testUniqueFreedByFinalState(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+	b, _ := pair(t, newPair)
+	ctx := context.Background()
+	q := queueName(t, "q")
+	for _, commit := range []bool{true, false} {
+		holder := uniqueSig(q, "report", time.Minute)
+		publish(t, b, holder)
+		d := fetchOne(t, b, q)
+		next := uniqueSig(q, "report", time.Minute)
+		for _, st := range []*tasks.TaskState{tasks.NewStartedTaskState(d.Signature), tasks.NewRetryTaskState(d.Signature)} {
+			if _, err := b.WriteState(ctx, d, st, false); err != nil {
+				t.Fatalf("WriteState %s: %v", st.State, err)
+			}
+			wantNotUnique(t, "a send once the holder wrote "+st.State, b.Publish(ctx, next), next, holder)
+		}
+		if _, err := b.WriteState(ctx, d, tasks.NewFailureTaskState(d.Signature, "boom"), commit); err != nil {
+			t.Fatalf("WriteState FAILURE (commit %v): %v", commit, err)
+		}
+		if err := b.Publish(ctx, next); err != nil {
+			t.Fatalf("a send once the holder's FAILURE shows (commit %v), before its archive: %v, want accepted", commit, err)
+		}
+		must(t, "Archive", b.Archive(ctx, d, "boom"))
+		ack(t, b, fetchOne(t, b, q))
+	}
 }
 
 // testUniqueRace: of many concurrent publishes of tasks with one unique

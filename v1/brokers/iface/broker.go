@@ -89,7 +89,9 @@ type Broker interface {
 	// callback), the worker that takes it next finds outcome in
 	// Delivery.Outcome and finishes that work instead. The worker commits
 	// before any write that other parts of the system see, so a worker that
-	// lost its lease changes nothing.
+	// lost its lease changes nothing. A unique task frees its key here (it
+	// has finished), so that a send with the key is accepted once its final
+	// state shows.
 	Commit(ctx context.Context, d *Delivery, outcome *tasks.TaskState) error
 
 	// Ack settles a task that is done: the broker forgets it (or keeps it

@@ -553,14 +553,17 @@ func (b *Broker) heldLocked(d *iface.Delivery) *task {
 	return t
 }
 
-// Commit records outcome in d's task, only while d holds its lease.
+// Commit records outcome in d's task, only while d holds its lease. The
+// task has finished: it frees its unique key now, before its state shows.
 func (b *Broker) Commit(ctx context.Context, d *iface.Delivery, outcome *tasks.TaskState) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.holdsLocked("commit", d); err != nil {
 		return err
 	}
-	b.heldLocked(d).outcome = copyState(outcome)
+	t := b.heldLocked(d)
+	t.outcome = copyState(outcome)
+	b.releaseUniqueLocked(t)
 	return nil
 }
 
@@ -642,6 +645,11 @@ func (b *Broker) takeNextLocked(queue string, take *iface.Take) *iface.Delivery 
 // its unique key if it still holds it.
 func (b *Broker) finishLocked(t *task) {
 	delete(b.held, t.uuid)
+	b.releaseUniqueLocked(t)
+}
+
+// releaseUniqueLocked frees t's unique key if t still holds it.
+func (b *Broker) releaseUniqueLocked(t *task) {
 	if h, ok := b.uniques[t.unique]; ok && h.uuid == t.uuid {
 		delete(b.uniques, t.unique)
 	}

@@ -92,7 +92,8 @@
 // name (Reroute) waits for a Fetch with names that include it, or, once no
 // worker announces the name, goes back to pending when the recoverer runs.
 // A unique task (Signature.UniqueFor) holds its key, by queue, from its
-// publish until it is acknowledged or archived or UniqueFor passes; a
+// publish until its final state is committed (or it is archived) or
+// UniqueFor passes; a
 // publish of another task with the key is refused (tasks.NotUniqueError),
 // or, with UniqueReplace, replaces the waiting holder's signature (all but
 // its UUID).

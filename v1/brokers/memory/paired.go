@@ -103,6 +103,7 @@ func (b *Broker) startedLocked(ctx context.Context, uuid string) bool {
 // WriteState writes state to the paired backend (recording a group
 // member's final state in its group) and, with commit, records it as the
 // task's outcome, under the broker's lock and only while d's lease holds.
+// A final state frees the task's unique key in the same step.
 func (b *Broker) WriteState(ctx context.Context, d *iface.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
 	if b.backend == nil {
 		return false, fmt.Errorf("memory broker: write state: no paired backend")
@@ -116,8 +117,12 @@ func (b *Broker) WriteState(ctx context.Context, d *iface.Delivery, state *tasks
 	if err != nil {
 		return false, err
 	}
+	t := b.heldLocked(d)
 	if commit {
-		b.heldLocked(d).outcome = copyState(state)
+		t.outcome = copyState(state)
+	}
+	if state.IsCompleted() {
+		b.releaseUniqueLocked(t) // in the step that makes the final state show
 	}
 	sig := d.Signature
 	return sig.GroupUUID != "" && finished >= sig.GroupTaskCount, nil
