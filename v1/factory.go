@@ -42,7 +42,7 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 	case rdb.IsURL(u):
 		b, err := redisbroker.Dial(u, cnf)
 		if err != nil {
-			return nil, fmt.Errorf("machinist: Broker: %w", err)
+			return nil, dialError("Broker", err)
 		}
 		return b, nil
 	default:
@@ -59,7 +59,7 @@ func LockFactory(cnf *config.Config) (lockiface.Lock, error) {
 	for _, scheme := range []string{"redis://", "rediss://", "redis+socket://"} {
 		if strings.HasPrefix(cnf.Lock, scheme) {
 			if _, err := rdb.Parse(cnf.Lock); err != nil {
-				return nil, fmt.Errorf("machinist: Lock: %w", err)
+				return nil, dialError("Lock", err)
 			}
 			return redislock.NewURL(cnf, cnf.Lock, 3), nil
 		}
@@ -82,7 +82,7 @@ func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 	case rdb.IsURL(u):
 		b, err := redisbackend.Dial(u, cnf)
 		if err != nil {
-			return nil, fmt.Errorf("machinist: ResultBackend: %w", err)
+			return nil, dialError("ResultBackend", err)
 		}
 		return b, nil
 	default:
@@ -91,6 +91,17 @@ func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 }
 
 var errUnsupported = fmt.Errorf("%w: unsupported URL", config.ErrInvalid)
+
+// dialError is err, from making the client of the Redis URL of field
+// (nothing is dialled then), naming field; a URL that cannot be used (a
+// port that is not a number, a host that is not host:port) is a
+// configuration error, wrapping config.ErrInvalid as Validate's do.
+func dialError(field string, err error) error {
+	if errors.Is(err, rdb.ErrURL) {
+		return fmt.Errorf("%w: %s: %w", config.ErrInvalid, field, err)
+	}
+	return fmt.Errorf("machinist: %s: %w", field, err)
+}
 
 // closeAll closes closers last to first and returns their errors.
 func closeAll(closers []io.Closer) error {
@@ -135,7 +146,7 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 	if rdb.IsURL(cnf.Broker) {
 		st, err := store(cnf.Broker)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("machinist: Broker: %w", err)
+			return nil, nil, nil, dialError("Broker", err)
 		}
 		broker = redisbroker.New(st, redisbroker.OptionsFrom(cnf))
 	} else if broker, err = BrokerFactory(cnf); err != nil {
@@ -145,7 +156,7 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 		st, err := store(cnf.ResultBackend)
 		if err != nil {
 			broker.Close()
-			return nil, nil, nil, fmt.Errorf("machinist: ResultBackend: %w", err)
+			return nil, nil, nil, dialError("ResultBackend", err)
 		}
 		backend = redisbackend.New(st, redisbackend.Options{})
 	} else if backend, err = BackendFactory(cnf); err != nil {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
@@ -45,6 +48,11 @@ func TestNewServerRefusesBadConfigNamingTheField(t *testing.T) {
 		{config.Config{ResultsExpireIn: -5}, "ResultsExpireIn"},
 		{config.Config{LeaseDuration: 10}, "LeaseDuration"},
 		{config.Config{LeaseRenewInterval: config.DefaultLeaseDuration}, "LeaseRenewInterval"},
+		{config.Config{DefaultQueue: "a{b"}, "DefaultQueue"},
+		// Refused before anything is dialled: the URL cannot be used.
+		{config.Config{Broker: "redis://:secret@localhost:notaport"}, "Broker"},
+		{config.Config{Broker: "redis://[::1"}, "Broker"},
+		{config.Config{Broker: "memory://", ResultBackend: "redis://localhost:0"}, "ResultBackend"},
 	} {
 		_, err := machinist.NewServer(&tc.cnf)
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
@@ -53,6 +61,37 @@ func TestNewServerRefusesBadConfigNamingTheField(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "secret") {
 			t.Errorf("error shows a password: %v", err)
 		}
+	}
+}
+
+// With Redis down, a send's error says which address it could not
+// reach, and nothing of the steps under way (no shards were configured).
+func TestSendToUnreachableRedisSaysWhere(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: a connection is refused
+	client := goredis.NewClient(&goredis.Options{Addr: addr, Password: "secret", MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { client.Close() })
+	s, err := machinist.NewServerWithRedisClient(&config.Config{Logger: slog.New(slog.DiscardHandler)}, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	_, err = s.SendTask(&tasks.Signature{Name: "add"})
+	if err == nil {
+		t.Fatal("SendTask with Redis down: nil error")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "could not reach Redis at "+addr+": ") || strings.Contains(msg, "shard") || strings.Contains(msg, "secret") {
+		t.Fatalf("SendTask with Redis down: %q, want it to say it could not reach Redis at %s, and nothing of shards or the password", msg, addr)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Fatalf("SendTask with Redis down: %v does not wrap the dial's *net.OpError", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -117,15 +118,42 @@ func Parse(raw string) (Target, error) {
 		if h == "" {
 			continue
 		}
-		if !strings.Contains(h, ":") {
-			h += ":6379"
+		addr, err := hostPort(h)
+		if err != nil {
+			return bad(err.Error())
 		}
-		t.Addrs = append(t.Addrs, h)
+		t.Addrs = append(t.Addrs, addr)
 	}
 	if len(t.Addrs) == 0 {
 		return bad("no host")
 	}
 	return t, nil
+}
+
+// hostPort returns h, an address of a Redis URL, as host:port: the port
+// 6379 when h has none, an IPv6 address in brackets. It refuses what
+// cannot be dialled, so that a mistyped URL is refused when the Server is
+// made rather than at its first command.
+func hostPort(h string) (string, error) {
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		switch {
+		case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"):
+			host = h[1 : len(h)-1]
+		case !strings.ContainsAny(h, ":[]"):
+			host = h
+		default:
+			return "", fmt.Errorf("%q is not host:port (an IPv6 address goes in brackets: [::1]:6379)", h)
+		}
+		port = "6379"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("the port of %q is not a number from 1 to 65535", h)
+	}
+	if strings.ContainsAny(host, "[]/ ") {
+		return "", fmt.Errorf("%q is not host:port", h)
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // NewClient returns a client for rawURL configured from cnf (which must have

@@ -56,6 +56,35 @@ func TestParseErrorsHideCredentials(t *testing.T) {
 	}
 }
 
+// An address that cannot be dialled is refused by Parse, naming it, so
+// that NewServer refuses it; IPv6 addresses in brackets are addresses.
+func TestParseAddresses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"redis://[::1]:6380", "[::1]:6380"},
+		{"redis://[::1]", "[::1]:6379"},
+		{"redis://:secret@h:65535", "h:65535"},
+	} {
+		got, err := Parse(tc.url)
+		if err != nil || len(got.Addrs) != 1 || got.Addrs[0] != tc.want {
+			t.Errorf("Parse(%q) = %v, %v; want the address %s", tc.url, got.Addrs, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ url, names string }{
+		{"redis://localhost:notaport", "localhost:notaport"},
+		{"redis://:secret@h:0", "h:0"},
+		{"redis://h:65536", "h:65536"},
+		{"redis://[::1", "[::1"},
+		{"redis://::1", "::1"},
+		{"redis://a:1,b:x", "b:x"},
+	} {
+		_, err := Parse(tc.url)
+		if !errors.Is(err, ErrURL) || !strings.Contains(err.Error(), tc.names) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Parse(%q): %v, want ErrURL naming %q, without the password", tc.url, err, tc.names)
+		}
+	}
+}
+
 func TestNewClientKinds(t *testing.T) {
 	t.Parallel()
 	cnf := (&config.Config{}).WithDefaults()

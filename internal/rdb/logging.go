@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,15 +23,49 @@ import (
 // unauthenticated multibulk length", which says nothing of passwords.
 var ErrAuth = backends.ErrAuth
 
-// Explain wraps err with ErrAuth when it is an authentication error, so
-// that what a user reads names the cause; other errors are returned as
-// they are.
+// Explain wraps err with ErrAuth when it is an authentication error, and
+// says which address could not be reached when Redis could not be
+// connected to, so that what a user reads names the cause rather than the
+// step that met it; other errors are returned as they are.
 func Explain(err error) error {
-	if err == nil || errors.Is(err, ErrAuth) || !isAuthError(err) {
+	if err == nil || errors.Is(err, ErrAuth) {
 		return err
 	}
-	return fmt.Errorf("%w (%v)", ErrAuth, err)
+	if isAuthError(err) {
+		return fmt.Errorf("%w (%v)", ErrAuth, err)
+	}
+	var op *net.OpError
+	var un *unreachableError
+	if !errors.As(err, &un) && errors.As(err, &op) && op.Op == "dial" {
+		return &unreachableError{op: op, err: err}
+	}
+	return err
 }
+
+// unreachableError is a failure to connect to Redis: it says where, and
+// why, without the steps that were under way (they are in the chain it
+// wraps). Addresses hold no credentials.
+type unreachableError struct {
+	op  *net.OpError // the failed dial
+	err error
+}
+
+func (e *unreachableError) Error() string {
+	addr := ""
+	var dns *net.DNSError
+	switch {
+	case e.op.Addr != nil:
+		addr = e.op.Addr.String()
+	case errors.As(e.op.Err, &dns):
+		addr = dns.Name
+	}
+	if addr == "" {
+		return "could not reach Redis: " + e.op.Error()
+	}
+	return fmt.Sprintf("could not reach Redis at %s: %v", addr, e.op.Err)
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // isAuthError reports whether err is Redis refusing an unauthenticated or
 // wrongly authenticated client, however it was wrapped.

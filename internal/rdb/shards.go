@@ -127,6 +127,12 @@ func (s *Store) shardsOf(ctx context.Context, queue string, now bool) ([]string,
 			s.keepShards(queue, set.names) // not read again for shardRefresh
 			return set.names, nil
 		}
+		if want == 0 {
+			// Reading the record is a step of every call on the queue; its
+			// failure (Redis down, most often) is the call's, with nothing
+			// to say about shards the caller did not configure.
+			return nil, err
+		}
 		return nil, fmt.Errorf("shards of queue %s: %w", queue, err)
 	}
 	if len(names) > 1 {

@@ -174,6 +174,9 @@ func (c *Config) ValidateSettings() error {
 	if strings.TrimSpace(c.DefaultQueue) == "" {
 		return bad("DefaultQueue", fmt.Sprintf("%q", c.DefaultQueue), "must not be blank")
 	}
+	if strings.ContainsAny(c.DefaultQueue, "{}") {
+		return bad("DefaultQueue", fmt.Sprintf("%q", c.DefaultQueue), "a queue name must not contain braces (they form the Redis Cluster hash tag)")
+	}
 	if c.ResultsExpireIn < 0 {
 		return bad("ResultsExpireIn", c.ResultsExpireIn, "must be 0 (default 3600) or a positive number of seconds")
 	}

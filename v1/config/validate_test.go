@@ -191,6 +191,8 @@ func TestValidateRefuses(t *testing.T) {
 		{"Broker", `"memory://a/b"`, func(c *Config) { c.Broker = "memory://a/b" }},
 		{"ResultBackend", `"mongodb://localhost"`, func(c *Config) { c.ResultBackend = "mongodb://localhost" }},
 		{"DefaultQueue", `"  "`, func(c *Config) { c.DefaultQueue = "  " }},
+		{"DefaultQueue", `"a{b"`, func(c *Config) { c.DefaultQueue = "a{b" }},
+		{"DefaultQueue", `"a}"`, func(c *Config) { c.DefaultQueue = "a}" }},
 		{"ResultsExpireIn", "-1", func(c *Config) { c.ResultsExpireIn = -1 }},
 		{"LeaseDuration", "500ms", func(c *Config) { c.LeaseDuration = 500 * time.Millisecond }},
 		{"LeaseRenewInterval", "10s", func(c *Config) { c.LeaseRenewInterval = c.LeaseDuration }},
