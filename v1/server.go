@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/telemetry"
@@ -39,6 +42,11 @@ type Server struct {
 	tracing         *telemetry.Tracing // the config's providers, taken when the Server is made, like its Logger
 	metrics         *telemetry.Metrics
 
+	// brokerName and backendName say which broker and backend the Server
+	// uses, for its workers' first log line: a URL (password redacted) or
+	// a type. Guarded by mu.
+	brokerName, backendName string
+
 	lock    lockiface.Lock // machinery's lock, for a broker that is not a Claimer
 	invalid error          // the config's error, for NewServerWithBrokerBackendLock
 
@@ -62,6 +70,7 @@ func NewServer(cnf *config.Config) (*Server, error) {
 		return nil, err
 	}
 	s := newServer(c, broker, backend)
+	s.brokerName, s.backendName = config.RedactURL(c.Broker), config.RedactURL(c.ResultBackend)
 	s.closers = closers
 	return s, nil
 }
@@ -80,6 +89,8 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 	broker := redisbroker.New(store, redisbroker.OptionsFrom(c))
 	backend := redisbackend.New(store, redisbackend.Options{})
 	s := newServer(c, broker, backend)
+	s.brokerName = clientName(client)
+	s.backendName = s.brokerName
 	s.closers = []io.Closer{store}
 	return s, nil
 }
@@ -134,6 +145,8 @@ func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface
 		registeredTasks: make(map[string]interface{}),
 		broker:          broker,
 		backend:         backend,
+		brokerName:      fmt.Sprintf("%T", broker),
+		backendName:     fmt.Sprintf("%T", backend),
 		log:             log,
 		tracing:         telemetry.NewTracing(c.TracerProvider, c.Propagator),
 		metrics:         telemetry.NewMetrics(c.MeterProvider),
@@ -177,6 +190,7 @@ func (s *Server) GetBroker() brokeriface.Broker {
 func (s *Server) SetBroker(broker brokeriface.Broker) {
 	s.mu.Lock()
 	s.broker = broker
+	s.brokerName = fmt.Sprintf("%T", broker)
 	s.mu.Unlock()
 	s.adopt(broker)
 }
@@ -205,6 +219,30 @@ func (s *Server) SetBackend(backend backendiface.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.backend = backend
+	s.backendName = fmt.Sprintf("%T", backend)
+}
+
+// names returns what the Server's broker and backend are (see brokerName).
+func (s *Server) names() (broker, backend string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.brokerName, s.backendName
+}
+
+// clientName says where client, a go-redis client given to
+// NewServerWithRedisClient, connects, without its credentials.
+func clientName(client redisbroker.UniversalClient) string {
+	switch c := client.(type) {
+	case *goredis.Client:
+		o := c.Options()
+		if o.Network == "unix" {
+			return "redis+socket://" + o.Addr
+		}
+		return "redis://" + o.Addr
+	case *goredis.ClusterClient:
+		return "redis://" + strings.Join(c.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("a %T", client)
 }
 
 // GetConfig returns the Server's configuration, with defaults applied.

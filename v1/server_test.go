@@ -2,6 +2,7 @@ package machinery_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/syncbuf"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -271,5 +274,57 @@ func TestEagerRetriesLoopNotRecurse(t *testing.T) {
 		if d != depths[0] {
 			t.Fatalf("run %d at stack depth %d, run 1 at %d: retries recurse", i+1, d, depths[0])
 		}
+	}
+}
+
+// A worker's first line names the broker and backend its Server uses,
+// once, with the password redacted.
+func TestWorkerLogsBrokerAndBackendOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	user := "logs_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	admin := srv.Client(t)
+	if err := admin.Do(context.Background(), "ACL", "SETUSER", user, "on", ">s3cret", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	var logs syncbuf.Buffer
+	u := "redis://" + user + ":s3cret@" + srv.Addr()
+	s, err := machinist.NewServer(&config.Config{Broker: u, ResultBackend: u, NoUnixSignals: true,
+		Redis:  &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")},
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	w := s.NewWorker("w1", 1)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	<-w.Started()
+	w.Quit()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if strings.Contains(out, "s3cret") {
+		t.Fatalf("the logs show the password:\n%s", out)
+	}
+	var found int
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["broker"] == nil && rec["result_backend"] == nil {
+			continue
+		}
+		found++
+		want := "redis://***@" + srv.Addr()
+		if rec["broker"] != want || rec["result_backend"] != want {
+			t.Errorf("log line %s: want broker and result_backend %s", line, want)
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d log lines name the broker, want 1:\n%s", found, out)
 	}
 }

@@ -198,9 +198,12 @@ func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 	if concurrency < 1 {
 		concurrency = 2 * runtime.NumCPU()
 	}
+	brokerName, backendName := s.names()
 	p := worker.Params{
 		Broker:           s.GetBroker(),
 		Backend:          s.GetBackend(),
+		BrokerName:       brokerName,
+		BackendName:      backendName,
 		Config:           cnf,
 		Logger:           s.log,
 		Tasks:            s,

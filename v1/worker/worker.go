@@ -34,6 +34,10 @@ type Registry interface {
 type Params struct {
 	Broker  brokers.Broker
 	Backend backends.Backend
+	// BrokerName and BackendName say which broker and backend these are,
+	// in the line Run logs when the worker starts: their URLs, passwords
+	// redacted, or their types. Empty: their types.
+	BrokerName, BackendName string
 	// Config must have been through WithDefaults.
 	Config *config.Config
 	Logger *slog.Logger
@@ -241,7 +245,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.reportError(err)
 		w.log.Warn("announcing the worker's tasks failed; it is tried again with the lease renewal", slog.Any("error", err))
 	}
-	w.log.Info("worker started", slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
+	w.log.Info("worker started", slog.String("broker", w.brokerName()), slog.String("result_backend", w.backendName()),
+		slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
 	if w.p.StartedFunc != nil {
 		w.p.StartedFunc()
 	}
@@ -830,6 +835,22 @@ func (w *Worker) tryLater(ctx context.Context, d *brokers.Delivery, log *slog.Lo
 	if err := w.p.Broker.Retry(ctx, d, at, why); err != nil {
 		log.Error("handing back task failed", slog.Any("error", err))
 	}
+}
+
+// brokerName and backendName say which broker and backend the worker
+// uses (see Params.BrokerName).
+func (w *Worker) brokerName() string {
+	if w.p.BrokerName != "" {
+		return w.p.BrokerName
+	}
+	return fmt.Sprintf("%T", w.p.Broker)
+}
+
+func (w *Worker) backendName() string {
+	if w.p.BackendName != "" {
+		return w.p.BackendName
+	}
+	return fmt.Sprintf("%T", w.p.Backend)
 }
 
 // reportError hands err to the error handler, if there is one.
