@@ -132,7 +132,15 @@ func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *broke
 		if done || ctx.Err() != nil {
 			return
 		}
-		if _, err := w.write(ctx, sig, d, tasks.NewStartedTaskState(sig), false); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
+		_, err := w.write(ctx, sig, d, tasks.NewStartedTaskState(sig), false)
+		switch {
+		case err == nil, errors.Is(err, brokers.ErrLeaseLost):
+		case ctx.Err() != nil:
+			// The task was stopped while STARTED was being written (it was
+			// cancelled, its lease lost, or the worker stopped at once):
+			// the write was cut short with it, as it should be.
+			log.Debug("writing state STARTED stopped with the task", slog.Any("error", err))
+		default:
 			log.Warn("writing state STARTED failed", slog.Any("error", err))
 		}
 	})

@@ -612,7 +612,7 @@ func (w *Worker) handle(ctx context.Context, r *running) *brokers.Delivery {
 		return nil
 	}
 	if !d.Lease.Valid() {
-		if r.cancelled.Load() {
+		if w.wasCancelled(ctx, r) {
 			log.Info("task cancelled while it ran; its outcome is not recorded")
 		} else {
 			log.Warn("task lease lost while it ran; its outcome is not recorded, the task runs again elsewhere")
@@ -625,11 +625,18 @@ func (w *Worker) handle(ctx context.Context, r *running) *brokers.Delivery {
 	defer cancel()
 	h := w.handoffFor(d)
 	if err := w.settle(sctx, sig, d, h, results, runErr, permanent, log); err != nil {
-		if errors.Is(err, brokers.ErrLeaseLost) {
+		switch {
+		case errors.Is(err, brokers.ErrLeaseLost) && w.wasCancelled(sctx, r):
+			// Cancelled as it finished: nothing was written.
+			log.Info("task cancelled while it ran; its outcome is not recorded")
+			_ = w.lost(ctx, r)
+		case errors.Is(err, brokers.ErrLeaseLost):
 			telemetry.Outcome(ctx, telemetry.OutcomeLeaseLost, err)
+			fallthrough
+		default:
+			w.reportError(err)
+			log.Error("settling task failed", slog.Any("error", err))
 		}
-		w.reportError(err)
-		log.Error("settling task failed", slog.Any("error", err))
 	}
 	if h == nil {
 		return nil
@@ -666,6 +673,31 @@ func (w *Worker) lost(ctx context.Context, r *running) string {
 	return telemetry.OutcomeLeaseLost
 }
 
+// wasCancelled reports whether r, whose lease is gone, was cancelled
+// rather than lost: the watch said so, or, when the lease renewal found
+// the lease gone first (the watch's message had not come yet, or the watch
+// was down), the broker holds the task archived as cancelled (a running
+// task is archived in the step that takes its lease: see
+// brokers.Canceller). Then the task does not run again, and its worker
+// says it was cancelled.
+func (w *Worker) wasCancelled(ctx context.Context, r *running) bool {
+	if r.cancelled.Load() {
+		return true
+	}
+	in, ok := w.p.Broker.(brokers.Inspector)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	info, err := in.GetTask(ctx, r.d.Queue, r.d.Signature.UUID)
+	if err != nil || info.Status != brokers.StatusArchived || !strings.HasPrefix(info.LastError, tasks.CancelledMessage) {
+		return false
+	}
+	r.cancelled.Store(true)
+	return true
+}
+
 // watchCancels stops the running tasks cancelled from any process (their
 // lease is gone: see brokers.Canceller), until ctx ends; a broken watch is
 // set up again after a backoff.
@@ -682,13 +714,23 @@ func (w *Worker) watchCancels(ctx context.Context, c brokers.Canceller, watching
 		}
 		w.cancelRunning(uuid)
 	}
+	// Logged as the other loops log: once, then once per interval while
+	// it goes on, and once when the watch is back. Meanwhile a cancelled
+	// task stops at its next lease renewal.
+	fails := service.NewFailureLog(w.log, w.clock, "watching cancellations", 0)
+	watched := func(uuid string) {
+		if uuid == "" {
+			fails.Succeeded()
+		}
+		onCancel(uuid)
+	}
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for failures := 1; ctx.Err() == nil; failures++ {
-		err := c.WatchCancels(ctx, onCancel)
+		err := c.WatchCancels(ctx, watched)
 		if ctx.Err() != nil || errors.Is(err, brokers.ErrClosed) {
 			return
 		}
-		w.log.Warn("watching cancellations failed; a cancelled task stops at its next lease renewal", slog.Any("error", err))
+		fails.Failed(err)
 		t := w.clock.NewTimer(backoff.Delay(failures))
 		select {
 		case <-ctx.Done():
