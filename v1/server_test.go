@@ -18,6 +18,9 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/syncbuf"
 	machinist "github.com/b6192125/machinist/v1"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1/backends/result"
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -326,5 +329,59 @@ func TestWorkerLogsBrokerAndBackendOnce(t *testing.T) {
 	}
 	if found != 1 {
 		t.Fatalf("%d log lines name the broker, want 1:\n%s", found, out)
+	}
+}
+
+// A task whose message is over MaxMessageSize is refused when it is sent,
+// naming both sizes, and nothing of it is written; a task whose results
+// would make its chain's next step too large fails once, with the reason,
+// rather than being run again.
+func TestMessageOverMaxMessageSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, url string }{{"memory", "memory://"}, {"redis", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cnf := &config.Config{Broker: tc.url, MaxMessageSize: 4096, NoUnixSignals: true}
+			if tc.url == "" {
+				srv := redistest.Shared(t)
+				cnf.Broker = srv.URL()
+				cnf.Redis = &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")}
+			}
+			s := newServer(t, cnf)
+			ctx := context.Background()
+			big := &tasks.Signature{Name: "echo", Args: []tasks.Arg{{Type: "string", Value: strings.Repeat("x", 8192)}}}
+			_, err := s.SendTaskWithContext(ctx, big)
+			var tooLarge *brokeriface.MessageTooLargeError
+			if !errors.Is(err, brokeriface.ErrMessageTooLarge) || !errors.As(err, &tooLarge) ||
+				!strings.Contains(err.Error(), "4096") || !strings.Contains(err.Error(), big.UUID) {
+				t.Fatalf("SendTask of an 8 KiB argument with a 4 KiB limit: %v, want ErrMessageTooLarge naming the task and the limit", err)
+			}
+			if _, err := s.GetBackend().GetStateContext(ctx, big.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+				t.Fatalf("state of the refused task: %v, want ErrStateNotFound (nothing written)", err)
+			}
+
+			if err := s.RegisterTasks(map[string]interface{}{
+				"grow": func() (string, error) { return strings.Repeat("y", 8192), nil },
+				"echo": func(s string) (string, error) { return s, nil },
+			}); err != nil {
+				t.Fatal(err)
+			}
+			w := s.NewWorker("w", 1)
+			errs := make(chan error, 1)
+			w.LaunchAsync(errs)
+			t.Cleanup(func() { w.Quit(); <-errs })
+			chain, err := tasks.NewChain(&tasks.Signature{Name: "grow"}, &tasks.Signature{Name: "echo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.SendChainWithContext(ctx, chain); err != nil {
+				t.Fatal(err)
+			}
+			first := result.NewAsyncResult(chain.Tasks[0], s.GetBackend())
+			_, err = first.GetWithContext(ctx, 5*time.Millisecond)
+			if err == nil || !strings.Contains(err.Error(), "over the limit of 4096 bytes") {
+				t.Fatalf("the step whose results are too large for the next: %v, want a failure saying the message is over the limit", err)
+			}
+		})
 	}
 }

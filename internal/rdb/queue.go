@@ -38,6 +38,10 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		if err := checkSig(sig); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
+		msg, err := s.message(sig)
+		if err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
 		queue, err := s.route(ctx, sig)
 		if err != nil {
 			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
@@ -50,7 +54,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			byQueue[queue] = q
 			order = append(order, queue)
 		}
-		if err := s.addTask(q, sig); err != nil {
+		if err := s.addEncoded(q, sig, msg); err != nil {
 			return fmt.Errorf("publish task %s: %w", sig.UUID, err)
 		}
 	}
@@ -140,12 +144,31 @@ func decodeStored(msg, id, queue string) (*tasks.Signature, error) {
 	return sig, nil
 }
 
-// addTask encodes sig into q.
-func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
+// message encodes sig, a task to send, for its task hash (storedMessage),
+// refusing a message over Options.MaxMessageSize: the one place a task is
+// encoded to be sent, before anything of it reaches Redis.
+func (s *Store) message(sig *tasks.Signature) ([]byte, error) {
 	msg, err := storedMessage(sig)
+	if err != nil {
+		return nil, fmt.Errorf("task %s (%s): %w", sig.UUID, sig.Name, err)
+	}
+	if err := brokers.CheckMessageSize(sig, msg, s.opts.MaxMessageSize); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// addTask encodes sig (message) into q.
+func (s *Store) addTask(q *enqueueArgs, sig *tasks.Signature) error {
+	msg, err := s.message(sig)
 	if err != nil {
 		return err
 	}
+	return s.addEncoded(q, sig, msg)
+}
+
+// addEncoded adds sig, whose message is msg, to q.
+func (s *Store) addEncoded(q *enqueueArgs, sig *tasks.Signature, msg []byte) error {
 	var eta int64
 	if sig.ETA != nil {
 		eta = msOf(*sig.ETA)
@@ -686,6 +709,10 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 		if err := checkSig(n); err != nil {
 			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)
 		}
+		msg, err := s.message(n)
+		if err != nil {
+			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)
+		}
 		queue, err := s.route(ctx, n)
 		if err != nil {
 			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
@@ -695,7 +722,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 			return nil, err
 		}
 		q := &enqueueArgs{queue: s.keys.queue(n.RoutingKey), keyed: true}
-		if err := s.addTask(q, n); err != nil {
+		if err := s.addEncoded(q, n, msg); err != nil {
 			return nil, fmt.Errorf("send task %s after task %s: %w", n.UUID, id, err)
 		}
 		nk := q.queue

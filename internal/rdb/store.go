@@ -53,6 +53,10 @@ type Options struct {
 	// nodesWait says a cluster client's nodes end their pipelines with
 	// WAIT themselves (NewClient's waitHook).
 	nodesWait bool
+	// MaxMessageSize, when positive, is the largest message a task sent
+	// may have (its encoded signature), in bytes: a larger one is refused
+	// with a *brokers.MessageTooLargeError before it is sent.
+	MaxMessageSize int
 	// QueueShards is the least number of shards of each queue it names
 	// (shards.go); a queue not named has the shards another process
 	// recorded, or none.
@@ -78,6 +82,7 @@ func OptionsFrom(cnf *config.Config) Options {
 		MinReplicas:        cnf.Redis.MinReplicas,
 		ReplicaTimeout:     replicaTimeout(cnf),
 		QueueShards:        cnf.Redis.QueueShards,
+		MaxMessageSize:     max(cnf.MaxMessageSize, 0),
 		Logger:             cnf.Logger,
 	}
 }

@@ -43,7 +43,7 @@
 // UnregisteredTaskTries 10, UnregisteredTaskDelay 5s, ArchiveMaxSize 10000,
 // ArchiveMaxAge 90 days, CompletedRetention 0, AggregationMaxSize 100,
 // AggregationMaxDelay 1m, AggregationGracePeriod 5s, AggregatorRetries 3,
-// AggregatorTimeout 1m,
+// AggregatorTimeout 1m, MaxMessageSize 16 MiB,
 // Redis.KeyPrefix "machinist",
 // Redis.NormalTasksPollPeriod 1000 (ms) and Redis.DelayedTasksPollPeriod 20
 // (ms). The other Redis fields left zero mean go-redis's defaults.
@@ -61,7 +61,7 @@
 //	SHUTDOWN_TIMEOUT, UNREGISTERED_TASK_TRIES, UNREGISTERED_TASK_DELAY,
 //	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE, COMPLETED_RETENTION,
 //	AGGREGATION_MAX_SIZE, AGGREGATION_MAX_DELAY, AGGREGATION_GRACE_PERIOD,
-//	AGGREGATOR_RETRIES, AGGREGATOR_TIMEOUT
+//	AGGREGATOR_RETRIES, AGGREGATOR_TIMEOUT, MAX_MESSAGE_SIZE
 //
 //	REDIS_MAX_IDLE, REDIS_MAX_ACTIVE, REDIS_IDLE_TIMEOUT, REDIS_WAIT,
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
@@ -122,6 +122,7 @@ const (
 	DefaultAggregationGracePeriod = 5 * time.Second
 	DefaultAggregatorRetries      = 3
 	DefaultAggregatorTimeout      = time.Minute
+	DefaultMaxMessageSize         = 16 << 20 // bytes: 16 MiB
 	DefaultRedisKeyPrefix         = "machinist"
 	DefaultNormalTasksPollPeriod  = 1000 // ms
 	DefaultDelayedTasksPollPeriod = 20   // ms
@@ -231,6 +232,13 @@ type Config struct {
 	// An aggregator builds a task, it does not do the task's work: default
 	// 1m.
 	AggregatorTimeout time.Duration `yaml:"aggregator_timeout" envconfig:"AGGREGATOR_TIMEOUT"`
+
+	// MaxMessageSize is the largest message a task may have, in bytes: its
+	// signature as sent, arguments and callbacks included. A send of a
+	// larger one fails, before anything reaches the broker, with an error
+	// wrapping brokers/iface.ErrMessageTooLarge that names both sizes.
+	// Default 16 MiB (DefaultMaxMessageSize); negative: no limit.
+	MaxMessageSize int `yaml:"max_message_size" envconfig:"MAX_MESSAGE_SIZE"`
 
 	// Logger receives the Server's and its workers' logs. Default:
 	// slog.Default(), or, once a program replaced machinery's level

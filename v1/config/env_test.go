@@ -87,6 +87,7 @@ func TestNewFromEnvironmentReadsEveryName(t *testing.T) {
 		{"AGGREGATION_GRACE_PERIOD", "10s", func(c *Config) any { return c.AggregationGracePeriod }, 10 * time.Second},
 		{"AGGREGATOR_RETRIES", "5", func(c *Config) any { return c.AggregatorRetries }, 5},
 		{"AGGREGATOR_TIMEOUT", "30s", func(c *Config) any { return c.AggregatorTimeout }, 30 * time.Second},
+		{"MAX_MESSAGE_SIZE", "1048576", func(c *Config) any { return c.MaxMessageSize }, 1048576},
 		{"REDIS_KEY_PREFIX", "envapp", func(c *Config) any { return c.Redis.KeyPrefix }, "envapp"},
 		{"REDIS_CA_CERT_FILE", "/etc/ca.pem", func(c *Config) any { return c.Redis.CACertFile }, "/etc/ca.pem"},
 	}

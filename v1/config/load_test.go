@@ -80,6 +80,7 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 		AggregationGracePeriod: 10 * time.Second,
 		AggregatorRetries:      5,
 		AggregatorTimeout:      30 * time.Second,
+		MaxMessageSize:         1 << 20,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewFromYaml(full.yml) =\n%+v\nAMQP %+v\nRedis %+v\nwant\n%+v\nAMQP %+v\nRedis %+v",

@@ -85,6 +85,9 @@ func (c *Config) WithDefaults() *Config {
 	if out.AggregatorTimeout == 0 {
 		out.AggregatorTimeout = DefaultAggregatorTimeout
 	}
+	if out.MaxMessageSize == 0 {
+		out.MaxMessageSize = DefaultMaxMessageSize
+	}
 	return out
 }
 
@@ -123,6 +126,7 @@ func (c *Config) copyFields() Config {
 		AggregationGracePeriod:  c.AggregationGracePeriod,
 		AggregatorRetries:       c.AggregatorRetries,
 		AggregatorTimeout:       c.AggregatorTimeout,
+		MaxMessageSize:          c.MaxMessageSize,
 		Logger:                  c.Logger,
 		TracerProvider:          c.TracerProvider,
 		MeterProvider:           c.MeterProvider,

@@ -43,6 +43,7 @@ func defaults() *Config {
 		AggregationGracePeriod: 5 * time.Second,
 		AggregatorRetries:      3,
 		AggregatorTimeout:      time.Minute,
+		MaxMessageSize:         16 << 20,
 	}
 }
 
@@ -90,6 +91,7 @@ func fullConfig() *Config {
 		AggregationGracePeriod: 3 * time.Second,
 		AggregatorRetries:      1,
 		AggregatorTimeout:      2 * time.Second,
+		MaxMessageSize:         -1,
 		Logger:                 slog.Default(),
 		TracerProvider:         tracenoop.NewTracerProvider(),
 		MeterProvider:          metricnoop.NewMeterProvider(),

@@ -596,12 +596,14 @@ func (w *Worker) sendCallback(ctx context.Context, d *brokers.Delivery, cb *task
 }
 
 // unstorable reports whether err says a task's results cannot be encoded
-// (a NaN, a channel, a function...): no retry will change that.
+// (a NaN, a channel, a function...), or make a callback's message larger
+// than MaxMessageSize: no retry will change that.
 func unstorable(err error) bool {
 	var value *json.UnsupportedValueError
 	var typ *json.UnsupportedTypeError
 	var marshaler *json.MarshalerError
-	return errors.As(err, &value) || errors.As(err, &typ) || errors.As(err, &marshaler)
+	return errors.As(err, &value) || errors.As(err, &typ) || errors.As(err, &marshaler) ||
+		errors.Is(err, brokers.ErrMessageTooLarge)
 }
 
 // resultArgs turns results into args for the next task.

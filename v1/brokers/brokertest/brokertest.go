@@ -61,6 +61,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 	}{
 		{"PublishFetchAck", testPublishFetchAck},
 		{"PublishValidation", testPublishValidation},
+		{"MessageTooLarge", testMessageTooLarge},
 		{"SignatureCopies", testSignatureCopies},
 		{"FIFO", testFIFO},
 		{"FetchBlocksUntilPublish", testFetchBlocksUntilPublish},
@@ -174,6 +175,37 @@ func testPublishValidation(t *testing.T, s *suite) {
 	if _, err := b.Fetch(ctx, nil, 1, nil); !errors.Is(err, iface.ErrNoQueue) {
 		t.Fatalf("Fetch without queues: err = %v, want ErrNoQueue", err)
 	}
+}
+
+// testMessageTooLarge: a task whose message is larger than MaxMessageSize
+// is refused with a *MessageTooLargeError naming the task, the message's
+// size and the limit, and nothing of its publish is queued; one within the
+// limit is published.
+func testMessageTooLarge(t *testing.T, s *suite) {
+	const limit = 4096
+	b := s.broker(t, func(cnf *config.Config) { cnf.MaxMessageSize = limit })
+	ctx := context.Background()
+	q := queueName(t, "q")
+	big := newSig(q, "big")
+	big.Args = []tasks.Arg{{Type: "string", Value: strings.Repeat("x", 2*limit)}}
+	small := newSig(q, "small")
+	small.Args = []tasks.Arg{{Type: "string", Value: strings.Repeat("x", limit/2)}}
+	err := b.Publish(ctx, small, big)
+	var tooLarge *iface.MessageTooLargeError
+	if !errors.Is(err, iface.ErrMessageTooLarge) || !errors.As(err, &tooLarge) {
+		t.Fatalf("Publish of a message over the limit: %v, want a *MessageTooLargeError", err)
+	}
+	if tooLarge.Task != big.UUID || tooLarge.Name != "big" || tooLarge.Limit != limit || tooLarge.Size <= 2*limit {
+		t.Fatalf("MessageTooLargeError %+v, want task %s (big), a size over %d and the limit %d", tooLarge, big.UUID, 2*limit, limit)
+	}
+	for _, want := range []string{big.UUID, "big", strconv.Itoa(tooLarge.Size), strconv.Itoa(limit)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	wantSizes(t, b, q, iface.QueueInfo{})
+	publish(t, b, small)
+	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
 }
 
 // testSignatureCopies checks that the broker shares no memory with its

@@ -42,7 +42,9 @@ type Broker interface {
 	// ErrDuplicateTask when a task with the same UUID is still held in the
 	// same queue (archived tasks do not count), or appears twice in sigs;
 	// UUIDs are unique per queue, which keeps each queue in one Redis
-	// Cluster slot (the memory broker refuses them across queues too).
+	// Cluster slot (the memory broker refuses them across queues too). A
+	// task whose message is larger than config.Config.MaxMessageSize is
+	// refused (a *MessageTooLargeError) before any of sigs is published.
 	// Publishing several tasks is one
 	// operation per queue where the implementation can make it so; on error,
 	// some of them may have been published.

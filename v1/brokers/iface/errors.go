@@ -2,6 +2,7 @@ package iface
 
 import (
 	"errors"
+	"fmt"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -39,6 +40,11 @@ var (
 	ErrChordDue = errors.New("brokers: the chord member completed its group; elect the callback's sender, then acknowledge")
 	// ErrClosed is returned by a broker that was closed.
 	ErrClosed = errors.New("brokers: broker closed")
+	// ErrMessageTooLarge is wrapped by the error of a send whose task's
+	// message (its signature as sent) is larger than
+	// config.Config.MaxMessageSize: a *MessageTooLargeError. Nothing of the
+	// send reaches the broker.
+	ErrMessageTooLarge = errors.New("brokers: message too large")
 	// ErrNoQueue is returned when an operation is given no queue name.
 	ErrNoQueue = errors.New("brokers: no queue given")
 	// ErrAuth is wrapped by errors that say Redis wants credentials the
@@ -46,6 +52,33 @@ var (
 	// backends/iface.ErrAuth.
 	ErrAuth = backends.ErrAuth
 )
+
+// MessageTooLargeError is the error of a Publish refused because a
+// task's message is larger than the limit (config.Config.MaxMessageSize).
+// It wraps ErrMessageTooLarge.
+type MessageTooLargeError struct {
+	Task  string // the task's UUID
+	Name  string // the task's name
+	Size  int    // the message's size in bytes
+	Limit int    // the largest size allowed, in bytes
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("task %s (%s) not sent: its message is %d bytes, over the limit of %d bytes (MaxMessageSize)",
+		e.Task, e.Name, e.Size, e.Limit)
+}
+
+// Unwrap returns ErrMessageTooLarge.
+func (e *MessageTooLargeError) Unwrap() error { return ErrMessageTooLarge }
+
+// CheckMessageSize returns a *MessageTooLargeError when msg, the message
+// of sig, is larger than limit; a limit of 0 or less allows any size.
+func CheckMessageSize(sig *tasks.Signature, msg []byte, limit int) error {
+	if limit <= 0 || len(msg) <= limit {
+		return nil
+	}
+	return &MessageTooLargeError{Task: sig.UUID, Name: sig.Name, Size: len(msg), Limit: limit}
+}
 
 // CancelledError is the error of a Publish refused because the task was
 // cancelled before it was sent (Canceller.CancelTask with a bar: a task of

@@ -35,6 +35,7 @@ type Broker struct {
 	maxRecoveries   int
 	archiveMaxSize  int
 	archiveMaxAge   time.Duration
+	maxMessageSize  int // Options.MaxMessageSize; 0 or less: none
 	defaultQueue    string
 	logger          *slog.Logger
 	backend         *memorybackend.Backend // the paired backend, from NewPair
@@ -148,6 +149,10 @@ type Options struct {
 	ArchiveMaxAge  time.Duration
 	// ResultsExpireIn is the state TTL of the backend NewPair makes.
 	ResultsExpireIn time.Duration
+	// MaxMessageSize is the largest message (a signature as a Redis broker
+	// would store it, encoded) a task published may have, in bytes, as on
+	// Redis; zero takes the default, as in Config; negative: no limit.
+	MaxMessageSize int
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Clock times leases, ETAs, retries and the recoverer. Default the
@@ -170,6 +175,7 @@ func OptionsFrom(cnf *config.Config) Options {
 		ArchiveMaxSize:  cnf.ArchiveMaxSize,
 		ArchiveMaxAge:   cnf.ArchiveMaxAge,
 		ResultsExpireIn: time.Duration(cnf.ResultsExpireIn) * time.Second,
+		MaxMessageSize:  cnf.MaxMessageSize,
 		Logger:          cnf.Logger,
 		MeterProvider:   cnf.MeterProvider,
 	}
@@ -186,6 +192,7 @@ func New(opts Options) *Broker {
 	opts.ArchiveMaxSize = cmp.Or(opts.ArchiveMaxSize, d.ArchiveMaxSize)
 	opts.ArchiveMaxAge = cmp.Or(opts.ArchiveMaxAge, d.ArchiveMaxAge)
 	opts.ResultsExpireIn = cmp.Or(opts.ResultsExpireIn, d.ResultsExpireIn)
+	opts.MaxMessageSize = cmp.Or(opts.MaxMessageSize, d.MaxMessageSize)
 	logger := cmp.Or(opts.Logger, slog.Default())
 	clk := opts.Clock
 	if clk == nil {
@@ -197,6 +204,7 @@ func New(opts Options) *Broker {
 		maxRecoveries:   opts.MaxRecoveries,
 		archiveMaxSize:  opts.ArchiveMaxSize,
 		archiveMaxAge:   opts.ArchiveMaxAge,
+		maxMessageSize:  opts.MaxMessageSize,
 		defaultQueue:    opts.DefaultQueue,
 		logger:          logger,
 		clock:           clk,
@@ -247,11 +255,21 @@ func errClosed(op string) error {
 // UUID is deleted from the archive. A member (a signature with an
 // AggregationKey) of a name no worker alive aggregates on its queue fails
 // with ErrNoAggregator; the others join their groups (aggregate.go), when
-// their ETA comes if they have one. The broker stores deep copies.
+// their ETA comes if they have one. A task whose message (encoded as the
+// Redis broker stores it) is larger than Options.MaxMessageSize fails with
+// a *iface.MessageTooLargeError. The broker stores deep copies.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := b.checkSizes("publish", sigs); err != nil {
+		return err
+	}
+	return b.publishSized(sigs)
+}
+
+// publishSized is Publish of sigs whose sizes were checked.
+func (b *Broker) publishSized(sigs []*tasks.Signature) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -317,6 +335,31 @@ func (b *Broker) replaceLocked(sig *tasks.Signature, now time.Time) bool {
 	}
 	sig.UUID = t.uuid
 	return true
+}
+
+// checkSizes refuses sigs when one's message is larger than
+// Options.MaxMessageSize. The memory broker keeps signatures, not
+// messages: it encodes each one as a Redis broker would, so that a task
+// refused there is refused here too.
+func (b *Broker) checkSizes(op string, sigs []*tasks.Signature) error {
+	if b.maxMessageSize <= 0 {
+		return nil
+	}
+	for _, sig := range sigs {
+		if sig == nil {
+			continue // checkPublish says why
+		}
+		c := *sig
+		c.UUID, c.RoutingKey = "", "" // as the Redis broker stores it
+		msg, err := tasks.EncodeSignature(&c)
+		if err != nil {
+			return fmt.Errorf("memory broker: %s task %s (%s): %w", op, sig.UUID, sig.Name, err)
+		}
+		if err := iface.CheckMessageSize(sig, msg, b.maxMessageSize); err != nil {
+			return fmt.Errorf("memory broker: %s: %w", op, err)
+		}
+	}
+	return nil
 }
 
 // checkPublishLocked reports why sigs cannot all be published at now, or

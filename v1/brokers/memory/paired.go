@@ -36,10 +36,17 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 	if b.backend == nil {
 		return fmt.Errorf("memory broker: publish pending: no paired backend")
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A message too large is refused before any state is written.
+	if err := b.checkSizes("publish", sigs); err != nil {
+		return err
+	}
 	if err := b.backend.SetStatePendingContext(ctx, sigs...); err != nil {
 		return err
 	}
-	return b.Publish(ctx, sigs...)
+	return b.publishSized(sigs)
 }
 
 // AckSuccess writes success, the SUCCESS state of d's task (a group
@@ -61,6 +68,9 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, success *tas
 		if err := checkPublish(i, sig); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.checkSizes("ack success", next); err != nil {
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
