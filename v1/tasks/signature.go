@@ -67,7 +67,7 @@ type Signature struct {
 	Priority       uint8        `json:",omitempty"` // accepted for compatibility; queues, not messages, carry priority here
 	Immutable      bool         `json:",omitempty"` // when true, the results of the previous chain member are not appended to Args
 	RetryCount     int          `json:",omitempty"` // how many more times a failing task is retried
-	RetryTimeout   int          `json:",omitempty"` // seconds before the next retry; advanced along the Fibonacci sequence on each retry
+	RetryTimeout   int          `json:",omitempty"` // before each retry, becomes the first Fibonacci number above it, and the retry waits that many seconds (from 1: 2 s, then 3 s)
 	OnSuccess      []*Signature `json:",omitempty"`
 	OnError        []*Signature `json:",omitempty"`
 	ChordCallback  *Signature   `json:",omitempty"`
