@@ -318,6 +318,10 @@ func TestActions(t *testing.T) {
 		"task cancel task_running",
 		"task show task_running",
 		"task cancel task_m1",
+		"task run task_m1",
+		"task delete task_m1",
+		"task archive task_m1",
+		"task requeue task_m1",
 		"task delete task_nowhere",
 		"task ls emails",
 		"queue resume reports",
@@ -374,7 +378,12 @@ func TestConfig(t *testing.T) {
 		{"missing file", noEnv, []string{"--config", "/nonexistent.yml", "stats"}, exitFailed, "/nonexistent.yml"},
 		{"unknown flag", noEnv, []string{"--bogus"}, exitUsage, "unknown flag"},
 		{"no subcommand", noEnv, []string{"task"}, exitUsage, "task needs a subcommand"},
-		{"missing argument", noEnv, []string{"--config", d.configPath, "task", "show"}, exitUsage, "accepts 1 arg"},
+		{"missing argument", noEnv, []string{"--config", d.configPath, "task", "show"}, exitUsage,
+			"accepts 1 arg(s), received 0\nUsage: machinist task show TASK_UUID [flags]\n"},
+		{"no queue to list", noEnv, []string{"task", "ls"}, exitUsage,
+			"accepts 1 arg(s), received 0\nUsage: machinist task ls QUEUE [flags]\n"},
+		{"too many arguments", noEnv, []string{"task", "cancel", "a", "b"}, exitUsage,
+			"accepts 1 arg(s), received 2\nUsage: machinist task cancel TASK_UUID [flags]\n"},
 	}
 	for _, c := range cases {
 		out, code := runWith(c.getenv, c.args...)

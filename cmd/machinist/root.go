@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, e env) int {
 	root.SetArgs(args)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -102,6 +102,11 @@ func run(ctx context.Context, args []string, e env) int {
 		msg += " (broker " + a.where + ")" // which Redis failed
 	}
 	fmt.Fprintf(e.stderr, "machinist: %s\n", msg)
+	if ran := (runError{}); cmd != nil && !errors.As(err, &ran) {
+		// A command line cobra refused (a wrong number of arguments, an
+		// unknown flag…) gets the usage line of the command it reached.
+		fmt.Fprintf(e.stderr, "Usage: %s\n", cmd.UseLine())
+	}
 	return code
 }
 
@@ -136,8 +141,10 @@ Output is a table for people; --json prints JSON for scripts. Colour is used
 only on a terminal (--color, NO_COLOR).
 
 Exit codes: 0 done; 1 failed (Redis unreachable, a bad configuration); 2 bad
-usage; 3 not found (queue, task or workflow); 4 refused (the action does not
-apply to where the task is, or it has finished).`,
+usage (with the command's usage line when the command line is wrong); 3 not
+found (queue, task or workflow); 4 refused (the action does not apply to
+where the task is, or the task has finished: the same answer from cancel,
+delete, archive, run and requeue).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

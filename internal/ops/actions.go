@@ -12,7 +12,8 @@ import (
 // error that wraps what callers branch on: ErrQueueNotFound,
 // brokers' ErrTaskNotFound (no queue holds the task) and ErrTaskNotWaiting
 // (the action does not apply to where the task is), machinery's
-// ErrTaskFinished (nothing to cancel), and the backend's
+// ErrTaskFinished (the task has finished and was forgotten by its queue:
+// no action applies, whichever it is), and the backend's
 // ErrWorkflowNotFound.
 
 // Pause stops the workers from taking tasks of queue until Resume; tasks
@@ -71,8 +72,9 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 		return fmt.Errorf("%s task: %w", action, err)
 	}
 	if t.Info == nil {
-		if action == Cancel && t.State != nil && t.State.IsCompleted() {
-			return fmt.Errorf("cancel task %s: it is %s: %w", uuid, t.State.State, machinery.ErrTaskFinished)
+		if t.State != nil && t.State.IsCompleted() {
+			// The same answer for every action: it has finished.
+			return fmt.Errorf("%s task %s: it is %s: %w", action, uuid, t.State.State, machinery.ErrTaskFinished)
 		}
 		hint := ""
 		if t.State != nil && t.State.Workflow != "" {

@@ -92,8 +92,17 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	offset, _ := strconv.Atoi(qv.Get("offset"))
-	offset = max(offset, 0)
+	offset := 0
+	if s := qv.Get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			h.fail(w, r, fmt.Errorf("%w: offset %q: want the position of the first task to list, a whole number from 0", errBadRequest, s))
+			return
+		}
+		// Past the end, the page is empty: from the end, the links count
+		// back (and never overflow).
+		offset = min(n, q.Count(status))
+	}
 	d := queueData{base: h.base(w, r, "Queue "+name, "queues"), Queue: q, Status: status, Offset: offset,
 		Name: strings.TrimSpace(qv.Get("name"))}
 	d.Live = d.Name == "" // a search is not run again by itself
