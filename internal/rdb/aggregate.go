@@ -299,8 +299,8 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.Tas
 			if !time.Now().Before(deadline) {
 				return nil
 			}
-		case ctx.Err() != nil:
-			return ctx.Err()
+		case expired(ctx) != nil: // perhaps what cut the read
+			return expired(ctx)
 		default:
 			return fmt.Errorf("wait for a due batch: %w", err)
 		}

@@ -1,9 +1,15 @@
 // Batcher sends the Redis commands of concurrent callers in
 // shared pipelines: a group commit by flat combining. A caller that finds
-// its lane idle sends its own commands at once, on its own goroutine, and
-// then whatever other callers queued meanwhile; a caller that finds the lane
-// busy queues its commands and waits. So an idle caller pays one round trip
-// and nothing more, and under load many tasks' writes share one.
+// its lane idle sends its own commands at once, and then whatever other
+// callers queued meanwhile; a caller that finds the lane busy queues its
+// commands and waits. So an idle caller pays one round trip and nothing
+// more, and under load many tasks' writes share one. A caller whose
+// context cannot end sends on its own goroutine, and so does one whose
+// deadline the client honours (NewClient's clients), with a pipeline of
+// its own commands alone, bounded by that deadline; any other has a
+// goroutine send for it. A caller stops waiting when its context ends
+// (deadline.go): its commands are dropped if they were still waiting their
+// turn, and otherwise go on with the pipeline that carries them.
 //
 // A Batcher has several lanes, each sending one pipeline at a time, so that
 // encoding the next pipeline overlaps with Redis running the last. Every
@@ -46,8 +52,11 @@ const Lanes = 8
 type Batcher struct {
 	client goredis.UniversalClient
 	repl   replicas // each pipeline ends with WAIT when set (replicas.go)
-	lanes  [Lanes]lane
-	closed atomic.Bool
+	// honours says the client bounds a call's reads and writes by its
+	// context's deadline (ContextTimeoutEnabled).
+	honours bool
+	lanes   [Lanes]lane
+	closed  atomic.Bool
 }
 
 // lane is a queue of ops and whether some goroutine is sending them.
@@ -63,15 +72,60 @@ type op struct {
 	cmds  []goredis.Cmder
 	done  chan struct{}
 	after func(cmds []goredis.Cmder) // run by the sender once the commands ran
+	// taken says a sender took the op into a pipeline; gone says its
+	// caller stopped waiting before that, so it is not sent. Both are
+	// guarded by the lane's mu.
+	taken, gone bool
 }
 
 // NewBatcher starts a Batcher on client. Close stops it; the client is not closed.
 func NewBatcher(client goredis.UniversalClient) *Batcher {
-	b := &Batcher{client: client}
+	b := &Batcher{client: client, honours: honoursDeadlines(client)}
 	for i := range b.lanes {
 		b.lanes[i].idle = sync.NewCond(&b.lanes[i].mu)
 	}
 	return b
+}
+
+// honoursDeadlines reports whether client bounds a call's reads and
+// writes by its context's deadline (ContextTimeoutEnabled, which NewClient
+// sets).
+func honoursDeadlines(client goredis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// sending is how a caller that finds its lane idle sends.
+type sending int
+
+const (
+	// byGoroutine: a goroutine started for it sends, so that the caller
+	// can stop waiting at its context's end.
+	byGoroutine sending = iota
+	// inline: the caller sends, on its own goroutine; its context cannot
+	// end, so it waits for its replies anyway.
+	inline
+	// inlineAlone: the caller sends its own commands alone, in a pipeline
+	// its context's deadline bounds, then leaves the rest to a goroutine.
+	inlineAlone
+)
+
+// sendingFor returns how a caller with ctx sends.
+func (b *Batcher) sendingFor(ctx context.Context) sending {
+	if ctx.Done() == nil {
+		return inline
+	}
+	if _, ok := ctx.Deadline(); ok && b.honours {
+		return inlineAlone
+	}
+	return byGoroutine
 }
 
 // lane returns the lane of key.
@@ -89,10 +143,9 @@ func laneOf(key string) uint32 {
 	return h % Lanes
 }
 
-// enqueue adds o to l. When l is idle, the caller becomes its sender: with
-// wait it sends now, on its own goroutine (the caller waits anyway);
-// without, a goroutine is started to send.
-func (b *Batcher) enqueue(l *lane, o *op, wait bool) bool {
+// enqueue adds o to l. When l is idle, the caller becomes its sender, and
+// sends as how says; with inlineAlone, ctx is the caller's.
+func (b *Batcher) enqueue(ctx context.Context, l *lane, o *op, how sending) bool {
 	l.mu.Lock()
 	if b.closed.Load() {
 		l.mu.Unlock()
@@ -105,12 +158,45 @@ func (b *Batcher) enqueue(l *lane, o *op, wait bool) bool {
 	}
 	l.sending = true
 	l.mu.Unlock()
-	if wait {
+	switch how {
+	case inline:
 		b.send(l)
-	} else {
+	case inlineAlone:
+		b.sendAlone(ctx, l, o)
+	default:
 		go b.send(l)
 	}
 	return true
+}
+
+// sendAlone sends o, which heads l's queue (l was idle), in a pipeline of
+// its own on ctx, its caller's, with a deadline the client honours, and
+// leaves what was queued behind it to a goroutine.
+func (b *Batcher) sendAlone(ctx context.Context, l *lane, o *op) {
+	l.mu.Lock()
+	if len(l.queue) == 0 || l.queue[0] != o { // not so: send as before
+		l.mu.Unlock()
+		b.send(l)
+		return
+	}
+	l.queue = l.queue[1:]
+	if len(l.queue) == 0 {
+		l.queue = nil
+	}
+	o.taken = true
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, execTimeout)
+	defer cancel()
+	b.execOn(ctx, []*op{o})
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.sending = false
+		l.idle.Broadcast()
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	go b.send(l)
 }
 
 // send sends l's queued ops, a pipeline at a time, until none are left.
@@ -124,13 +210,22 @@ func (b *Batcher) send(l *lane) {
 			return
 		}
 		n := min(len(l.queue), maxBatch)
-		batch := l.queue[:n:n]
+		queued := l.queue[:n:n]
 		l.queue = l.queue[n:]
 		if len(l.queue) == 0 {
 			l.queue = nil
 		}
+		batch := queued[:0]
+		for _, o := range queued {
+			if !o.gone { // its caller left: not sent
+				o.taken = true
+				batch = append(batch, o)
+			}
+		}
 		l.mu.Unlock()
-		b.exec(batch)
+		if len(batch) > 0 {
+			b.exec(batch)
+		}
 	}
 }
 
@@ -140,25 +235,34 @@ func (b *Batcher) Client() goredis.UniversalClient { return b.client }
 // Pending is a caller's queued commands.
 type Pending struct {
 	o   *op
+	l   *lane
 	err error
 }
 
 // Submit queues fn's commands for the next pipeline of key's lane. When
-// the lane is idle it sends them before returning (the caller is about to
-// wait for them anyway); otherwise the lane's current sender takes them.
+// the lane is idle they go at once: sent before Submit returns when ctx
+// cannot end (the caller is about to wait for them anyway), or when ctx
+// has a deadline the client honours (in a pipeline of their own, which
+// the deadline bounds), else by a goroutine started for them, so that the
+// caller can stop waiting at ctx's end; otherwise the lane's current
+// sender takes them. A ctx already ended queues nothing.
 func (b *Batcher) Submit(ctx context.Context, key string, fn QueueFunc) *Pending {
-	if err := ctx.Err(); err != nil {
-		return &Pending{err: err}
+	if err := expired(ctx); err != nil {
+		return &Pending{err: unsent(err)}
 	}
 	o := &op{queue: fn, done: make(chan struct{})}
-	if !b.enqueue(b.lane(key), o, true) {
+	l := b.lane(key)
+	if !b.enqueue(ctx, l, o, b.sendingFor(ctx)) {
 		return &Pending{err: errBatcherClosed}
 	}
-	return &Pending{o: o}
+	return &Pending{o: o, l: l}
 }
 
 // Wait waits until the commands have run and returns them, or ctx's error
-// when ctx ends first (queued commands still run).
+// when ctx ends first: commands still waiting for their pipeline are then
+// dropped, and the error says they were not sent (errUnsent); those
+// already sent go on, and the error says they may have run
+// (errUnanswered).
 func (p *Pending) Wait(ctx context.Context) ([]goredis.Cmder, error) {
 	if p.err != nil {
 		return nil, p.err
@@ -167,7 +271,19 @@ func (p *Pending) Wait(ctx context.Context) ([]goredis.Cmder, error) {
 	case <-p.o.done:
 		return p.o.cmds, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+	}
+	p.l.mu.Lock()
+	taken := p.o.taken
+	p.o.gone = !taken
+	p.l.mu.Unlock()
+	if !taken {
+		return nil, unsent(ctx.Err())
+	}
+	select {
+	case <-p.o.done: // answered meanwhile
+		return p.o.cmds, nil
+	default:
+		return nil, unanswered(ctx.Err())
 	}
 }
 
@@ -190,27 +306,56 @@ func (p *Pending) Err(ctx context.Context) error {
 // is called with them once they have run (on the goroutine that sends, so
 // it must be quick). It reports false when the batcher is closed.
 func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
-	return b.enqueue(b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, false)
+	return b.enqueue(context.Background(), b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, byGoroutine)
 }
 
-// Run queues fn's commands, sending them at once on the caller's
-// goroutine when a lane is idle: key's lane, or else the next idle one
-// after it (fn's commands need no order with anything else queued); when
-// every lane is busy they go in key's lane's next pipeline. after, when
-// not nil, is called with them once they have run, on the goroutine that
-// sends. It reports false when the batcher is closed. fn is called when
-// the pipeline is built, so a caller can still add to what it queues
-// until then.
-func (b *Batcher) Run(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
+// Run queues fn's commands, sending them at once when a lane is idle:
+// key's lane, or else the next idle one after it (fn's commands need no
+// order with anything else queued); when every lane is busy they go in
+// key's lane's next pipeline. They go on the caller's goroutine when ctx,
+// its context, cannot end, and otherwise on one started for them, so that
+// the caller can stop waiting for after at ctx's end (the commands are
+// sent all the same). after, when not nil, is called with them once they
+// have run, on the goroutine that sends. It reports false when the
+// batcher is closed. fn is called when the pipeline is built, so a caller
+// can still add to what it queues until then.
+func (b *Batcher) Run(ctx context.Context, key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
+	o := &op{queue: fn, done: make(chan struct{}), after: after}
+	// Not inlineAlone: fn may carry other callers' commands (a combined
+	// publish), which the caller's deadline must not cut.
+	how := byGoroutine
+	if ctx.Done() == nil {
+		how = inline
+	}
+	home := laneOf(key)
+	for i := range uint32(Lanes) {
+		if l := &b.lanes[(home+i)%Lanes]; b.claimIdle(l, o) {
+			if how == inline {
+				b.send(l)
+			} else {
+				go b.send(l)
+			}
+			return true
+		}
+	}
+	return b.enqueue(ctx, &b.lanes[home], o, how)
+}
+
+// RunAlone sends fn's commands alone in a pipeline on ctx, its caller's,
+// whose deadline the client honours (sendingFor says inlineAlone), on the
+// caller's goroutine, when a lane is idle (key's, or the next idle one
+// after it), calls after with them, and reports true; when every lane is
+// busy, or the batcher is closed, it queues nothing and reports false.
+func (b *Batcher) RunAlone(ctx context.Context, key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
 	o := &op{queue: fn, done: make(chan struct{}), after: after}
 	home := laneOf(key)
 	for i := range uint32(Lanes) {
 		if l := &b.lanes[(home+i)%Lanes]; b.claimIdle(l, o) {
-			b.send(l)
+			b.sendAlone(ctx, l, o)
 			return true
 		}
 	}
-	return b.enqueue(&b.lanes[home], o, true)
+	return false
 }
 
 // claimIdle queues o on l and makes the caller l's sender, when l is idle:
@@ -229,7 +374,7 @@ func (b *Batcher) claimIdle(l *lane, o *op) bool {
 // Do queues fn's commands, waits until they have run, and returns the
 // first error among them (goredis.Nil included). A ctx already ended
 // queues nothing; one that ends while Do waits makes it return ctx's
-// error, and the commands still run.
+// error at once, as Pending.Wait says.
 func (b *Batcher) Do(ctx context.Context, key string, fn QueueFunc) error {
 	return b.Submit(ctx, key, fn).Err(ctx)
 }
@@ -255,9 +400,20 @@ func (b *Batcher) Close() {
 	}
 }
 
+// exec sends batch in one pipeline. The pipeline runs on a context of its
+// own, not on its callers': each may stop waiting at its own context's end
+// (Pending.Wait), and the others still want their replies, as do the
+// lane's next pipelines, which follow this one. Its reads are bounded by
+// the client's read timeout and, with a client that honours context
+// deadlines (NewClient's), the whole by execTimeout.
 func (b *Batcher) exec(batch []*op) {
 	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
 	defer cancel()
+	b.execOn(ctx, batch)
+}
+
+// execOn sends batch in one pipeline on ctx.
+func (b *Batcher) execOn(ctx context.Context, batch []*op) {
 	pipe := b.client.Pipeline()
 	for _, o := range batch {
 		o.cmds = o.queue(pipe)
@@ -298,7 +454,7 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 		case err != nil:
 			cmd = errCmd(ctx, err)
 		case IsNoScript(cmds[0].Err()):
-			cmd = b.repl.eval(ctx, b.client, false, script, keys, args)
+			cmd = b.evalDetached(ctx, false, script, keys, args)
 		default:
 			cmd = cmds[0].(*goredis.Cmd)
 		}
@@ -337,7 +493,7 @@ func (b *Batcher) runOnce(ctx context.Context, key string, script *goredis.Scrip
 		case err != nil:
 			cmd = errCmd(ctx, err)
 		case IsNoScript(once.Err()):
-			cmd = b.repl.eval(ctx, b.client, true, script, keys, args)
+			cmd = b.evalDetached(ctx, true, script, keys, args)
 		default:
 			cmd = once.Cmd
 		}

@@ -180,7 +180,7 @@ func laneHolder(t *testing.T, b *Batcher, key string) (hold, free func()) {
 	t.Cleanup(free)
 	hold = func() {
 		held := make(chan struct{})
-		go b.Run(key, func(p goredis.Pipeliner) []goredis.Cmder {
+		go b.Run(context.Background(), key, func(p goredis.Pipeliner) []goredis.Cmder {
 			close(held)
 			<-release
 			return nil
@@ -202,7 +202,7 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 	incr := func() <-chan struct{} {
 		t.Helper()
 		ran := make(chan struct{})
-		ok := b.Run("k", func(p goredis.Pipeliner) []goredis.Cmder {
+		ok := b.Run(ctx, "k", func(p goredis.Pipeliner) []goredis.Cmder {
 			return []goredis.Cmder{p.Incr(ctx, prefix+"n")}
 		}, func([]goredis.Cmder) { close(ran) })
 		if !ok {

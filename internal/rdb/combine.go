@@ -18,7 +18,8 @@ import (
 // is built only when the lane sends it, with every publish that joined
 // meanwhile (enqueue.lua takes several independent publishes, each all or
 // nothing). A publish that finds no call of its queue waiting opens one,
-// which goes at once on any idle lane (Batcher.Run), so that concurrent
+// which goes at once on any idle lane (Batcher.Run: on a goroutine of its
+// own when the publish's context can end), so that concurrent
 // publishes keep every lane busy before they wait; once every lane is
 // busy, the call waits in its queue's lane (even if another lane frees
 // first), and the fixed cost of a script run (the call, the server's
@@ -61,21 +62,30 @@ type publishReq struct {
 
 // enqueue publishes q's tasks to queue name in a combined call, and on an
 // error that leaves it unsent or unknown, alone, as enqueueAlone does.
+// When ctx ends first it returns ctx's error at once, marked as not sent
+// when the call had not been built (the publish leaves it), else as
+// unanswered.
 func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if err := expired(ctx); err != nil {
+		return unsent(fmt.Errorf("publish to queue %s: %w", name, err))
 	}
 	r := &publishReq{q: q, token: randomHex(8)}
-	c := s.join(name, r)
+	c := s.join(ctx, name, r)
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 		s.comb.mu.Lock()
-		if !c.built {
-			r.gone = true // never sent
-		}
+		built := c.built
+		r.gone = !built // never sent
 		s.comb.mu.Unlock()
-		return ctx.Err()
+		if !built {
+			return unsent(fmt.Errorf("publish to queue %s: still waiting to be sent: %w", name, ctx.Err()))
+		}
+		select {
+		case <-c.done: // answered meanwhile
+		default:
+			return unanswered(fmt.Errorf("publish to queue %s: sent, no reply yet: %w", name, ctx.Err()))
+		}
 	}
 	if c.err != nil {
 		return s.enqueueAgain(ctx, name, q, r.token, c.err)
@@ -103,10 +113,20 @@ func publishOutcome(queue string, reply interface{}) error {
 }
 
 // join adds r to the call its queue's publishes are gathering, opening one
-// (and queueing it with Batcher.Run) when there is none or it is full.
-func (s *Store) join(name string, r *publishReq) *combined {
+// (and queueing it with Batcher.Run, with ctx, the publish's context) when
+// there is none or it is full. A publish whose deadline the client honours
+// sends a call of its own at once when a lane is idle (Batcher.RunAlone),
+// which no other publish joins: its deadline bounds the call.
+func (s *Store) join(ctx context.Context, name string, r *publishReq) *combined {
 	k := combineKey{queue: name, implicit: r.q.implicit}
 	n := r.q.count
+	if s.batch.sendingFor(ctx) == inlineAlone {
+		c := &combined{reqs: []*publishReq{r}, tasks: n, done: make(chan struct{})}
+		build, after := s.callOf(c, k, r.q.queue)
+		if s.batch.RunAlone(ctx, name, build, after) {
+			return c
+		}
+	}
 	s.comb.mu.Lock()
 	c := s.comb.open[k]
 	if c != nil && c.tasks+n <= maxCombined {
@@ -121,6 +141,24 @@ func (s *Store) join(name string, r *publishReq) *combined {
 	}
 	s.comb.open[k] = c
 	s.comb.mu.Unlock()
+	build, after := s.callOf(c, k, r.q.queue)
+	if !s.batch.Run(ctx, name, build, after) {
+		// Closed: the publishes that joined meanwhile fail with it.
+		s.comb.mu.Lock()
+		c.built = true
+		if s.comb.open[k] == c {
+			delete(s.comb.open, k)
+		}
+		c.err = errBatcherClosed
+		s.comb.mu.Unlock()
+		close(c.done)
+	}
+	return c
+}
+
+// callOf returns the functions that build c, a call of key k to queue qk,
+// in a pipeline, and read its reply.
+func (s *Store) callOf(c *combined, k combineKey, qk *queueKeys) (QueueFunc, func([]goredis.Cmder)) {
 	var cmd onceCmd
 	var sent []*publishReq
 	build := func(p goredis.Pipeliner) []goredis.Cmder {
@@ -138,7 +176,7 @@ func (s *Store) join(name string, r *publishReq) *combined {
 		if len(sent) == 0 {
 			return nil
 		}
-		keys, args := enqueueCall(r.q.queue, sent)
+		keys, args := enqueueCall(qk, sent)
 		cmd = evalShaOnce(context.Background(), enqueueScript, keys, args)
 		_ = p.Process(context.Background(), cmd)
 		return []goredis.Cmder{cmd}
@@ -160,18 +198,7 @@ func (s *Store) join(name string, r *publishReq) *combined {
 			r.reply = replies[i]
 		}
 	}
-	if !s.batch.Run(name, build, after) {
-		// Closed: the publishes that joined meanwhile fail with it.
-		s.comb.mu.Lock()
-		c.built = true
-		if s.comb.open[k] == c {
-			delete(s.comb.open, k)
-		}
-		c.err = errBatcherClosed
-		s.comb.mu.Unlock()
-		close(c.done)
-	}
-	return c
+	return build, after
 }
 
 // enqueueAgain publishes q alone after its combined call failed with

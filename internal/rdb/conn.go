@@ -177,7 +177,10 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		DialTimeout:     time.Duration(rc.ConnectTimeout) * time.Second,
 		ReadTimeout:     time.Duration(rc.ReadTimeout) * time.Second,
 		WriteTimeout:    time.Duration(rc.WriteTimeout) * time.Second,
-		IsClusterMode:   rc.ClusterMode || len(t.Addrs) > 1 && rc.MasterName == "",
+		// A call's deadline bounds its reads and writes too, not only
+		// the timeouts above (deadline.go).
+		ContextTimeoutEnabled: true,
+		IsClusterMode:         rc.ClusterMode || len(t.Addrs) > 1 && rc.MasterName == "",
 	}
 	if t.Socket != "" {
 		if rc.ClusterMode || rc.MasterName != "" {

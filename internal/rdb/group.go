@@ -38,7 +38,7 @@ func (s *Store) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []str
 	if err != nil {
 		return fmt.Errorf("init group %s: %w", groupUUID, err)
 	}
-	err = s.batch.repl.eval(ctx, s.client, false, initGroupScript, s.keys.group(groupUUID).all(), []interface{}{
+	err = s.batch.evalDetached(ctx, false, initGroupScript, s.keys.group(groupUUID).all(), []interface{}{
 		uuids, len(taskUUIDs), formatTime(time.Now()), s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}).Err()
 	if err != nil {
 		return fmt.Errorf("init group %s: %w", groupUUID, err)

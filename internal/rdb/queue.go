@@ -212,7 +212,11 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	if known {
 		return nil
 	}
-	if err := again(ctx, func() error { return s.client.SAdd(ctx, s.keys.queues(), q).Err() }, retry{}); err != nil {
+	// Not through the batcher, whose pipelines wait for replicas (with
+	// MinReplicas): the set is bookkeeping, and the enqueue after it
+	// waits for them.
+	add := func() error { return s.client.SAdd(ctx, s.keys.queues(), q).Err() }
+	if err := again(ctx, func() error { return detach(ctx, add) }, retry{}); err != nil {
 		return fmt.Errorf("register queue %s: %w", q, err)
 	}
 	s.mu.Lock()
@@ -425,8 +429,8 @@ func (s *Store) Wait(ctx context.Context, queues []string, names *brokers.TaskNa
 	switch {
 	case err == nil:
 		return byNotify[key], nil
-	case ctx.Err() != nil:
-		return "", ctx.Err()
+	case expired(ctx) != nil: // perhaps what cut the read
+		return "", expired(ctx)
 	}
 	return "", fmt.Errorf("wait for tasks: %w", err)
 }

@@ -96,10 +96,11 @@ type retry struct {
 
 // again calls try until it succeeds, fails with an error that is not
 // uncertain, or r says to stop, waiting between attempts, and returns its
-// last error. If an earlier attempt's outcome was unknown (the connection
-// failed or timed out) and the last error does not say so itself (Redis
-// refused the last attempt: READONLY, LOADING…), the error returned wraps
-// both: the call may have happened.
+// last error; it stops when ctx ends, and its error then wraps ctx's. If
+// an earlier attempt's outcome was unknown (the connection failed or timed
+// out) and the last error does not say so itself (Redis refused the last
+// attempt: READONLY, LOADING…; or ctx ended before it was sent), the error
+// returned wraps both: the call may have happened.
 func again(ctx context.Context, try func() error, r retry) error {
 	var unknown error // the first error that leaves unknown whether the call ran
 	wait := firstWait
@@ -108,21 +109,21 @@ func again(ctx context.Context, try func() error, r retry) error {
 		if unknown == nil && outcomeUnknown(err) {
 			unknown = err
 		}
-		stop := !uncertain(err) || r.refusedOnly && outcomeUnknown(err)
+		stop := !uncertain(err) || r.refusedOnly && outcomeUnknown(err) || expired(ctx) != nil
 		if r.while != nil {
 			stop = stop || !r.while()
 		} else {
 			stop = stop || attempt == attempts
 		}
 		if stop {
-			return withUnknown(err, unknown)
+			return ended(ctx, withUnknown(err, unknown))
 		}
 		t := time.NewTimer(wait + rand.N(wait/2))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return withUnknown(err, unknown)
+			return ended(ctx, withUnknown(err, unknown))
 		}
 		wait = min(2*wait, maxWait)
 		if r.before != nil {
@@ -138,12 +139,23 @@ func withUnknown(err, unknown error) error {
 	if err == nil || unknown == nil || outcomeUnknown(err) {
 		return err
 	}
-	return fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown)
+	return unanswered(fmt.Errorf("%w (an earlier attempt may have run: %w)", err, unknown))
 }
 
 // outcomeUnknown reports whether err leaves unknown whether Redis ran the
-// command: the connection failed or timed out after it may have been sent.
+// command: the connection failed or timed out after it may have been sent,
+// or the caller stopped waiting for a reply (errUnanswered). A call its
+// caller's context ended before it was sent (errUnsent) did not run. A
+// bare context.DeadlineExceeded (a net.Error) counts as unknown: go-redis
+// returns one when the deadline passes while it waits to send an attempt
+// again.
 func outcomeUnknown(err error) bool {
+	if errors.Is(err, errUnanswered) {
+		return true
+	}
+	if errors.Is(err, errUnsent) {
+		return false
+	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, ErrNotReplicated)

@@ -182,17 +182,27 @@ func (s *Store) readShards(ctx context.Context, queue string, retried bool) ([]s
 func (s *Store) shardRecord(ctx context.Context, queue string, retried bool) (string, error) {
 	var raw string
 	read := func() error {
-		v, err := s.client.HGet(ctx, s.keys.shards(), queue).Result()
-		if errors.Is(err, goredis.Nil) {
-			v, err = "", nil
-		}
-		raw = v
-		return err
+		// On the way of every send, when the record is due to be read
+		// again: the send returns at its deadline.
+		return detach(ctx, func() error {
+			v, err := s.client.HGet(ctx, s.keys.shards(), queue).Result()
+			if errors.Is(err, goredis.Nil) {
+				v, err = "", nil
+			}
+			raw = v
+			return err
+		})
 	}
-	if !retried {
-		return raw, read()
+	var err error
+	if retried {
+		err = again(ctx, read, retry{})
+	} else {
+		err = read()
 	}
-	return raw, again(ctx, read, retry{})
+	if err != nil {
+		return "", err // raw may still be written: not read
+	}
+	return raw, nil
 }
 
 // shardNames parses a record's field: the suffixes of queue's shards.

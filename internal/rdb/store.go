@@ -202,19 +202,31 @@ func (s *Store) Close() error {
 
 // loadScripts loads the scripts sent inside pipelines (where EVALSHA cannot
 // fall back to EVAL) once per store; a Cluster client loads them on every
-// master.
+// master. Callers that find them not loaded yet each load them (loading
+// twice is harmless), without holding s.mu, so that one waiting for a
+// Redis that does not answer holds up no one else, and returns at its
+// context's end.
 func (s *Store) loadScripts(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.scriptsLoaded {
+	loaded := s.scriptsLoaded
+	s.mu.Unlock()
+	if loaded {
 		return nil
 	}
-	for _, script := range pipelined {
-		if err := script.Load(ctx, s.client).Err(); err != nil {
-			return fmt.Errorf("load scripts: %w", err)
+	err := detach(ctx, func() error {
+		for _, script := range pipelined {
+			if err := script.Load(ctx, s.client).Err(); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load scripts: %w", err)
 	}
+	s.mu.Lock()
 	s.scriptsLoaded = true
+	s.mu.Unlock()
 	return nil
 }
 
