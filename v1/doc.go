@@ -22,6 +22,12 @@
 // places where machinist deliberately behaves differently (each one a
 // machinery defect).
 //
+// A send (SendTaskWithContext, SendChainWithContext, …) returns when its
+// context ends, whatever Redis does, and its error says what became of it:
+// errors.Is(err, ErrNotSent) when nothing was sent, errors.Is(err,
+// ErrMaybeSent) when the task may be queued (look it up by its UUID before
+// sending it again).
+//
 // Every task a worker takes is held under a lease that the worker renews
 // while the task runs; a task whose worker died comes back by itself once
 // the lease runs out (package worker describes the protocol).

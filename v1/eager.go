@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -16,7 +17,7 @@ import (
 
 // runEagerly runs each of sigs in turn, waiting for its ETA first.
 func (s *Server) runEagerly(ctx context.Context, sigs ...*tasks.Signature) error {
-	for _, sig := range sigs {
+	for i, sig := range sigs {
 		sig = tasks.CopySignature(sig)
 		if sig.ETA != nil {
 			if wait := time.Until(*sig.ETA); wait > 0 {
@@ -25,7 +26,10 @@ func (s *Server) runEagerly(ctx context.Context, sigs ...*tasks.Signature) error
 				case <-t.C:
 				case <-ctx.Done():
 					t.Stop()
-					return ctx.Err()
+					if i > 0 { // those before it ran
+						return brokeriface.MaybeSent(ctx.Err())
+					}
+					return brokeriface.NotSent(ctx.Err())
 				}
 			}
 		}

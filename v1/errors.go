@@ -1,6 +1,10 @@
 package machinery
 
-import "errors"
+import (
+	"errors"
+
+	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+)
 
 // Errors of the Server and Worker. Those machinery has keep machinery's text.
 var (
@@ -17,4 +21,29 @@ var (
 	ErrWorkerLaunched = errors.New("machinist: worker already launched")
 	// ErrServerClosed is returned by a Server after Close.
 	ErrServerClosed = errors.New("machinist: server closed")
+)
+
+// What became of a send that failed. Every error of SendTask, SendChain,
+// SendGroup and SendChord (and their WithContext forms) wraps exactly one
+// of them; one that ended with its context wraps the context's error too
+// (context.DeadlineExceeded or context.Canceled).
+var (
+	// ErrNotSent says nothing was sent: no request reached the broker
+	// (the context ended before it went out, the signature or config was
+	// refused, the broker was closed), or the broker refused the task (a
+	// duplicate UUID, a unique key held, a cancelled workflow, no
+	// aggregator). Nothing of it will run. Sending it again is a first
+	// send.
+	ErrNotSent = brokeriface.ErrNotSent
+	// ErrMaybeSent says the send may have happened: a request went out
+	// and its reply never came (the context ended first, or the
+	// connection failed or timed out), or a group was sent in part. The
+	// task may be queued and may run. Look it up by its UUID before
+	// sending it again: the broker holds it (its Inspector's GetTask), or
+	// its state is past PENDING. A send of the same signature (the same
+	// UUID) is refused with ErrDuplicateTask of brokers/iface while the
+	// first copy is held (queued, scheduled, waiting for a retry or
+	// running), so it cannot run twice then; once the first copy has run
+	// and the broker has forgotten it, a copy sent again runs again.
+	ErrMaybeSent = brokeriface.ErrMaybeSent
 )

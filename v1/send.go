@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -30,16 +31,20 @@ func (s *Server) SendTask(signature *tasks.Signature) (*result.AsyncResult, erro
 // calls the pre-publish handler, and publishes it. The signature is changed
 // in place, as in machinery. In eager mode the task has run when
 // this returns.
+//
+// It returns when ctx ends, whatever Redis does. Its error wraps ErrNotSent
+// (nothing was sent) or ErrMaybeSent (the task may be queued: look its
+// UUID up before sending it again), and ctx's error when ctx ended.
 func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	if s.invalid != nil {
-		return nil, s.invalid
+		return nil, brokeriface.NotSent(s.invalid)
 	}
 	if err := signature.Validate(); err != nil {
-		return nil, fmt.Errorf("machinist: send task: %w", err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task: %w", err))
 	}
 	if s.eager != nil && signature.AggregationKey != "" {
-		return nil, fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
-			signature.Name, signature.AggregationKey, brokeriface.ErrNoAggregator)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
+			signature.Name, signature.AggregationKey, brokeriface.ErrNoAggregator))
 	}
 	made := signature.UUID == ""
 	s.prepare(signature)
@@ -75,12 +80,22 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 		return result.NewAsyncResult(signature, backend), nil
 	}
 	if err := backend.SetStatePendingContext(ctx, signature); err != nil {
-		return nil, fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
 	}
 	if err := s.publish(ctx, signature); err != nil {
 		return nil, s.keptOut(ctx, signature, err)
 	}
 	return result.NewAsyncResult(signature, backend), nil
+}
+
+// sendFailed returns err, the error of a publish, as it is when it says
+// whether the tasks may have been sent (ErrNotSent, ErrMaybeSent), else
+// wrapping ErrMaybeSent: a broker that does not say may have sent them.
+func sendFailed(err error) error {
+	if errors.Is(err, brokeriface.ErrNotSent) || errors.Is(err, brokeriface.ErrMaybeSent) {
+		return err
+	}
+	return brokeriface.MaybeSent(err)
 }
 
 // keptOut returns err, the error of publishing signature, after writing
@@ -158,6 +173,7 @@ func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 		publish = s.runEagerly
 	}
 	if err := publish(ctx, sigs...); err != nil {
+		err = sendFailed(err)
 		if len(sigs) == 1 {
 			return fmt.Errorf("machinist: send task %s (%s): publish: %w", sigs[0].UUID, sigs[0].Name, err)
 		}
@@ -173,7 +189,7 @@ func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 func (s *Server) publishPending(ctx context.Context, sb brokeriface.StateBroker, sigs ...*tasks.Signature) error {
 	s.runPrePublish(sigs...)
 	if err := sb.PublishPending(ctx, sigs...); err != nil {
-		return err
+		return sendFailed(err)
 	}
 	s.countSent(ctx, sigs)
 	return nil
@@ -216,13 +232,14 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 // next when it succeeds. Every member's state is set to PENDING now, so that
 // the chain's result can be waited for from the start, and the chain is
 // recorded under a "chain_" WorkflowUUID, set on every task, for
-// CancelWorkflow.
+// CancelWorkflow. It returns when ctx ends, and its error says what
+// became of the chain as SendTaskWithContext's does.
 func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (_ *result.ChainAsyncResult, err error) {
 	if s.invalid != nil {
-		return nil, s.invalid
+		return nil, brokeriface.NotSent(s.invalid)
 	}
 	if err := chain.Validate(); err != nil {
-		return nil, fmt.Errorf("machinist: send chain: %w", err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	for _, sig := range chain.Tasks {
 		s.prepare(sig)
@@ -234,7 +251,7 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
 	if err := s.initWorkflow(ctx, "chain_"+uuid.NewString(), tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
-		return nil, fmt.Errorf("machinist: send chain: %w", err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
 		return nil, err
@@ -251,14 +268,16 @@ func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.A
 // group is recorded, all states are set to PENDING, and the tasks are
 // published in batches, at most sendConcurrency batches at a time (0 means
 // no limit). The group is recorded as a workflow under its GroupUUID, set
-// on every task as WorkflowUUID, for CancelWorkflow. On error nothing is returned but the error; some tasks may
-// have been published.
+// on every task as WorkflowUUID, for CancelWorkflow. On error nothing is returned but the error, which
+// says what became of the group as SendTaskWithContext's does: with
+// ErrMaybeSent some tasks may have been published; with ErrNotSent none
+// was. It returns when ctx ends.
 func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
 	if s.invalid != nil {
-		return nil, s.invalid
+		return nil, brokeriface.NotSent(s.invalid)
 	}
 	if err := group.Validate(); err != nil {
-		return nil, fmt.Errorf("machinist: send group: %w", err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send group: %w", err))
 	}
 	return s.sendGroup(ctx, group, sendConcurrency, tasks.WorkflowGroup, nil, telemetry.WorkflowKey.String("group"))
 }
@@ -277,7 +296,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
-		return nil, fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err))
 	}
 	// Recorded after the group's bookkeeping, which lists its members.
 	var pending []*tasks.Signature
@@ -285,7 +304,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 		pending = append(pending, callback)
 	}
 	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
-		return nil, fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
 		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
@@ -310,7 +329,8 @@ func commonQueue(sigs []*tasks.Signature) string {
 // publishMembers writes the PENDING states of members of a group and
 // publishes them, in batches of at most sendConcurrency at a time; with
 // a broker paired with the backend, each batch's states and tasks in one
-// step.
+// step. Its error wraps ErrMaybeSent when some batch may have been
+// published, else ErrNotSent.
 func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature, sendConcurrency int) error {
 	backend := s.GetBackend()
 	publish := s.publish
@@ -319,12 +339,15 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 			return s.publishPending(ctx, sb, sigs...)
 		}
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
-		return fmt.Errorf("set state pending: %w", err)
+		return brokeriface.NotSent(fmt.Errorf("set state pending: %w", err))
 	}
-	err := publishBatches(ctx, members, sendConcurrency, publish)
+	sent, err := publishBatches(ctx, members, sendConcurrency, publish)
+	if err == nil {
+		return nil
+	}
 	var ce *brokeriface.CancelledError
 	if !errors.As(err, &ce) {
-		return err
+		return groupOutcome(ctx, err, sent)
 	}
 	// The group was cancelled while it was being sent (CancelWorkflow),
 	// which keeps out, or deletes, every member: none runs. A member
@@ -338,12 +361,51 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 		}
 		errs = append(errs, backend.SetStateFailureContext(ctx, sig, ce.Reason))
 	}
-	return errors.Join(errs...)
+	return groupOutcome(ctx, errors.Join(errs...), false)
+}
+
+// groupOutcome returns err, the error of the batches of a group's send,
+// wrapping exactly one of ErrNotSent and ErrMaybeSent: ErrMaybeSent when
+// a batch was published (sent) or may have been, even if the errors of
+// the others say theirs were not (then it reads as err but no longer
+// matches ErrNotSent, nor the errors behind it but ctx's).
+func groupOutcome(ctx context.Context, err error, sent bool) error {
+	maybe := sent || errors.Is(err, brokeriface.ErrMaybeSent)
+	switch {
+	case !maybe:
+		if !errors.Is(err, brokeriface.ErrNotSent) {
+			return brokeriface.NotSent(err)
+		}
+		return err
+	case !errors.Is(err, brokeriface.ErrNotSent):
+		return err
+	}
+	return &partlySent{err: err, ctxErr: ctx.Err()}
+}
+
+// partlySent is the error of a group's send some of whose batches may
+// have been published while others surely were not. It reads as the
+// batches' errors, and matches ErrMaybeSent and, when the send's context
+// ended, the context's error.
+type partlySent struct {
+	err    error
+	ctxErr error
+}
+
+func (e *partlySent) Error() string {
+	return "some of its tasks may have been sent: " + e.err.Error()
+}
+
+func (e *partlySent) Unwrap() []error {
+	if e.ctxErr != nil {
+		return []error{brokeriface.ErrMaybeSent, e.ctxErr}
+	}
+	return []error{brokeriface.ErrMaybeSent}
 }
 
 // publishBatches publishes sigs with publish in batches, at most
-// concurrency at a time.
-func publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency int, publish func(context.Context, ...*tasks.Signature) error) error {
+// concurrency at a time, and reports whether a batch was published.
+func publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency int, publish func(context.Context, ...*tasks.Signature) error) (bool, error) {
 	var batches [][]*tasks.Signature
 	for start := 0; start < len(sigs); start += groupPublishBatch {
 		batches = append(batches, sigs[start:min(start+groupPublishBatch, len(sigs))])
@@ -355,6 +417,7 @@ func publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency in
 	defer cancel()
 	work := make(chan []*tasks.Signature)
 	errs := make(chan error, concurrency)
+	var sent atomic.Bool
 	for i := 0; i < concurrency; i++ {
 		go func() {
 			var err error
@@ -362,6 +425,8 @@ func publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency in
 				if err == nil {
 					if err = publish(ctx, batch...); err != nil {
 						cancel()
+					} else {
+						sent.Store(true)
 					}
 				}
 			}
@@ -376,7 +441,7 @@ func publishBatches(ctx context.Context, sigs []*tasks.Signature, concurrency in
 	for i := 0; i < concurrency; i++ {
 		all = append(all, <-errs)
 	}
-	return errors.Join(all...)
+	return sent.Load(), errors.Join(all...)
 }
 
 // SendChord sends a chord; see SendChordWithContext.
@@ -391,10 +456,10 @@ func (s *Server) SendChord(chord *tasks.Chord, sendConcurrency int) (*result.Cho
 // signatures are sent with that member's error.
 func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, sendConcurrency int) (*result.ChordAsyncResult, error) {
 	if s.invalid != nil {
-		return nil, s.invalid
+		return nil, brokeriface.NotSent(s.invalid)
 	}
 	if err := chord.Validate(); err != nil {
-		return nil, fmt.Errorf("machinist: send chord: %w", err)
+		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chord: %w", err))
 	}
 	cb := chord.Callback
 	if cb.UUID == "" {

@@ -94,7 +94,7 @@ func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error 
 }
 
 // publishOutcome is the error, or nil, that a publish's element of an
-// enqueue reply says.
+// enqueue reply says; a refusal is marked as not sent.
 func publishOutcome(queue string, reply interface{}) error {
 	code, id, holder, err := parseEnqueueReply(reply)
 	if err != nil {
@@ -103,11 +103,13 @@ func publishOutcome(queue string, reply interface{}) error {
 	switch code {
 	case statusNotUnique:
 		// Store.Publish adds the key, which it knows from the signature.
-		return &tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder}
+		return unsent(&tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder})
 	case statusReplaced:
 		return &replacedHolder{task: id, holder: holder}
 	case statusCancelled:
-		return &brokers.CancelledError{Task: id, Reason: holder}
+		return unsent(&brokers.CancelledError{Task: id, Reason: holder})
+	case statusDuplicate, statusNoAggregator:
+		return unsent(statusError(code, id))
 	}
 	return statusError(code, id)
 }

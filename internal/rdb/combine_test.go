@@ -106,8 +106,8 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-cancelledErr; !errors.Is(err, context.Canceled) {
-		t.Errorf("publish cancelled while it waited: %v, want context.Canceled", err)
+	if err := <-cancelledErr; !errors.Is(err, context.Canceled) || !errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
+		t.Errorf("publish cancelled while it waited: %v, want context.Canceled, not sent", err)
 	}
 	free()
 	wg.Wait()
@@ -120,8 +120,8 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 			t.Errorf("publish %d: %v", i, errs[i])
 		}
 	}
-	if !errors.Is(errs[publishes], brokers.ErrDuplicateTask) {
-		t.Errorf("publish with a queued task's id: %v, want ErrDuplicateTask", errs[publishes])
+	if err := errs[publishes]; !errors.Is(err, brokers.ErrDuplicateTask) || !errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
+		t.Errorf("publish with a queued task's id: %v, want ErrDuplicateTask, not sent", err)
 	}
 	qk := s.keys.queue(queue)
 	ids, err := client.LRange(ctx, qk.pending, 0, -1).Result()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // Deadlines.
@@ -35,7 +37,9 @@ import (
 // The error of a call its context ended wraps the context's error and says
 // whether its commands went out: errUnsent when they had not (they were
 // waiting their turn, and are dropped), errUnanswered when they had and
-// the reply had not come. outcomeUnknown reads the second.
+// the reply had not come. outcomeUnknown reads the second. A publish's
+// error says either to its caller (sendOutcome: brokers.ErrNotSent,
+// brokers.ErrMaybeSent).
 
 var (
 	// errUnsent marks the error of a call whose commands were not sent:
@@ -124,4 +128,34 @@ func (b *Batcher) evalDetached(ctx context.Context, once bool, script *goredis.S
 		return errCmd(ctx, err)
 	}
 	return cmd
+}
+
+// sendOutcome returns err, the error of a publish, wrapping ctx's error
+// when ctx has ended, and brokers.ErrMaybeSent when some of its tasks may
+// be queued (partly: a part of the publish went through before it failed;
+// or err, an enqueue's error when tried, says it may have run: a request
+// went out and its reply never came, or could not be read), else
+// brokers.ErrNotSent: nothing went out, or Redis refused it.
+func sendOutcome(ctx context.Context, err error, tried, partly bool) error {
+	if err == nil {
+		return nil
+	}
+	err = ended(ctx, err)
+	if partly || tried && mayHaveRun(err) {
+		return brokers.MaybeSent(err)
+	}
+	return brokers.NotSent(err)
+}
+
+// mayHaveRun reports whether err, the error of a call, leaves open that
+// Redis ran it: unless its outcome is known to be unknown, only a call
+// that was not sent (errUnsent, the batcher closed) or that Redis refused
+// (an error reply, but not one found inside a malformed reply) surely did
+// not run.
+func mayHaveRun(err error) bool {
+	if outcomeUnknown(err) || errors.Is(err, ErrMalformedReply) {
+		return true
+	}
+	var reply goredis.Error
+	return !errors.Is(err, errUnsent) && !errors.Is(err, errBatcherClosed) && !errors.As(err, &reply)
 }

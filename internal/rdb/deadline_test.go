@@ -10,6 +10,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // callMargin is how long past its deadline a call may return in these
@@ -121,6 +123,66 @@ func TestCallerLeavingQueuedCommandsDropsThem(t *testing.T) {
 	}
 	if n := client.Exists(ctx, prefix+"dropped").Val(); n != 0 {
 		t.Error("the commands of a caller that left before they were sent ran")
+	}
+}
+
+// TestPublishesEndAtTheirDeadline: a publish returns at its deadline
+// while Redis does not answer, saying whether it may have been sent: a
+// publish whose call went out may have been (and is, once Redis answers);
+// one whose call waited behind busy lanes was not (and is not).
+func TestPublishesEndAtTheirDeadline(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	client := goredis.NewClient(&goredis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	s := New(client, Options{KeyPrefix: srv.Prefix(t), ResultsExpireIn: time.Hour, LeaseDuration: 10 * time.Second}, false)
+	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(proxy.Unstall) // before s.Close, which waits for the lanes
+	ctx := context.Background()
+	const queue = "q"
+	sig := func(id string) []*tasks.Signature {
+		return []*tasks.Signature{{UUID: id, Name: "n", RoutingKey: queue}}
+	}
+	if err := s.Publish(ctx, sig("first"), true); err != nil { // the queue known, its shards read
+		t.Fatal(err)
+	}
+
+	proxy.Stall()
+	err := returnsBy(t, 300*time.Millisecond, proxy.Unstall, func(ctx context.Context) error {
+		return s.Publish(ctx, sig("sent"), true)
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, brokers.ErrMaybeSent) || errors.Is(err, brokers.ErrNotSent) {
+		t.Errorf("publish whose call went out: %v, want context.DeadlineExceeded and ErrMaybeSent only", err)
+	}
+	// Its call holds a lane until Redis answers: with every other lane
+	// held, the next publish waits behind them.
+	hold, free := laneHolder(t, s.batch, queue)
+	for range Lanes - 1 {
+		hold()
+	}
+	err = returnsBy(t, 300*time.Millisecond, func() { free(); proxy.Unstall() }, func(ctx context.Context) error {
+		return s.Publish(ctx, sig("unsent"), true)
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
+		t.Errorf("publish whose call waited for a lane: %v, want context.DeadlineExceeded and ErrNotSent only", err)
+	}
+	proxy.Unstall()
+	free()
+	// Through the lanes again, after the held calls.
+	if err := s.Publish(ctx, sig("last"), true); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := srv.Client(t).LRange(ctx, s.keys.queue(queue).pending, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, id := range pending {
+		got[id] = true
+	}
+	if !got["sent"] || got["unsent"] || !got["last"] {
+		t.Errorf("pending %v: want sent (its reply was held up) and last, not unsent (never sent)", pending)
 	}
 }
 

@@ -31,7 +31,15 @@ import (
 // every PENDING state is written first, in a round trip of its own before
 // the scripts, so a worker never finishes a task before its PENDING state
 // lands.
-func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) error {
+// It returns when ctx ends, whatever Redis does, and its error wraps
+// brokers.ErrMaybeSent when a task may have been published (sendOutcome),
+// else brokers.ErrNotSent.
+func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) (err error) {
+	// tried: the error is an enqueue's, which says whether it may have
+	// run; before, nothing of the tasks was sent. partly: a queue's tasks
+	// were published.
+	var tried, partly bool
+	defer func() { err = sendOutcome(ctx, err, tried, partly) }()
 	byQueue := make(map[string]*enqueueArgs)
 	var order []string
 	for _, sig := range sigs {
@@ -71,6 +79,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		if err := s.registerQueue(ctx, name); err != nil {
 			return err
 		}
+		tried = true
 		if err := s.enqueue(ctx, name, byQueue[name]); err != nil {
 			var r *replacedHolder
 			if errors.As(err, &r) {
@@ -79,6 +88,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 						sig.UUID = r.holder // its result is the holder's
 					}
 				}
+				partly = true
 				continue
 			}
 			var nu *tasks.NotUniqueError
@@ -91,6 +101,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 			}
 			return err
 		}
+		partly = true
 	}
 	return nil
 }

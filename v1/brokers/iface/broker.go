@@ -47,7 +47,9 @@ type Broker interface {
 	// refused (a *MessageTooLargeError) before any of sigs is published.
 	// Publishing several tasks is one
 	// operation per queue where the implementation can make it so; on error,
-	// some of them may have been published.
+	// some of them may have been published. machinist's brokers return when
+	// ctx ends, whatever Redis does, and their errors wrap either
+	// ErrNotSent or ErrMaybeSent.
 	Publish(ctx context.Context, sigs ...*tasks.Signature) error
 
 	// Fetch waits until at least one task is pending in one of queues, then

@@ -47,6 +47,24 @@ var (
 	ErrMessageTooLarge = errors.New("brokers: message too large")
 	// ErrNoQueue is returned when an operation is given no queue name.
 	ErrNoQueue = errors.New("brokers: no queue given")
+	// ErrNotSent is wrapped by the error of a Publish that published
+	// nothing: no request reached the broker (the context ended before it
+	// went out, the broker was closed, the signature was refused before
+	// sending), or the broker refused it (ErrDuplicateTask, ErrNoAggregator,
+	// a task that is not unique or was cancelled). Sending it again is a
+	// first send.
+	ErrNotSent = errors.New("brokers: not sent")
+	// ErrMaybeSent is wrapped by the error of a Publish whose tasks may
+	// have been published: a request went out and its reply never came
+	// (the context ended first, or the connection failed or timed out),
+	// or a part of it was published before another failed. Such a task may
+	// be queued and may run. Whether it was can be looked up by its UUID:
+	// the broker holds it (Inspector.GetTask, Claimer.Holds), or its state
+	// is past PENDING. Publishing the same signature again (the same UUID)
+	// is refused with ErrDuplicateTask while the first copy is held, so it
+	// does not run twice then; once the first copy has run and been
+	// forgotten (CompletedRetention), a copy published again runs again.
+	ErrMaybeSent = errors.New("brokers: may have been sent")
 	// ErrAuth is wrapped by errors that say Redis wants credentials the
 	// URL lacks, or refused those given; the same error as
 	// backends/iface.ErrAuth.
@@ -95,3 +113,11 @@ func (e *CancelledError) Error() string {
 
 // Unwrap returns tasks.ErrTaskCancelled.
 func (e *CancelledError) Unwrap() error { return tasks.ErrTaskCancelled }
+
+// NotSent returns err, the error of a Publish that published nothing,
+// wrapping ErrNotSent too.
+func NotSent(err error) error { return fmt.Errorf("%w (%w)", err, ErrNotSent) }
+
+// MaybeSent returns err, the error of a Publish whose tasks may have been
+// published, wrapping ErrMaybeSent too.
+func MaybeSent(err error) error { return fmt.Errorf("%w (%w)", err, ErrMaybeSent) }

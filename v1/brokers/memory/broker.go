@@ -259,8 +259,9 @@ func errClosed(op string) error {
 // Redis broker stores it) is larger than Options.MaxMessageSize fails with
 // a *iface.MessageTooLargeError. The broker stores deep copies.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
+	// All or nothing, in the process: an error says nothing was sent.
 	if err := ctx.Err(); err != nil {
-		return err
+		return iface.NotSent(err)
 	}
 	if err := b.checkSizes("publish", sigs); err != nil {
 		return err
@@ -273,13 +274,13 @@ func (b *Broker) publishSized(sigs []*tasks.Signature) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return errClosed("publish")
+		return iface.NotSent(errClosed("publish"))
 	}
 	if len(sigs) == 1 && sigs[0] != nil && sigs[0].UniqueReplace && b.replaceLocked(sigs[0], b.clock.Now()) {
 		return nil
 	}
 	if err := b.checkPublishLocked(sigs, b.clock.Now()); err != nil {
-		return err
+		return iface.NotSent(err)
 	}
 	b.publishLocked(sigs)
 	return nil

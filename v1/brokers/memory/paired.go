@@ -34,7 +34,7 @@ func (b *Broker) PairedWith(backend backends.Backend) bool {
 // PublishPending writes the PENDING states of sigs, then publishes them.
 func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
 	if b.backend == nil {
-		return fmt.Errorf("memory broker: publish pending: no paired backend")
+		return iface.NotSent(fmt.Errorf("memory broker: publish pending: no paired backend"))
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -44,7 +44,7 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 		return err
 	}
 	if err := b.backend.SetStatePendingContext(ctx, sigs...); err != nil {
-		return err
+		return iface.NotSent(err)
 	}
 	return b.publishSized(sigs)
 }

@@ -167,10 +167,11 @@ func wrap(err error) error {
 }
 
 // Publish adds tasks to their queues: one script per queue, all or nothing
-// within a queue.
+// within a queue. It returns when ctx ends, whatever Redis does; its error
+// wraps iface.ErrNotSent or iface.ErrMaybeSent.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
-		return err
+		return iface.NotSent(err)
 	}
 	return wrap(b.store.Publish(ctx, sigs, false))
 }
@@ -189,7 +190,7 @@ func (b *Broker) PairedWith(backend backends.Backend) bool {
 // left is deleted.
 func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
-		return err
+		return iface.NotSent(err)
 	}
 	return wrap(b.store.Publish(ctx, sigs, true))
 }

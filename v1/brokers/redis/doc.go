@@ -118,7 +118,11 @@
 //     in the buffer of a server that hung) finds in the same way what
 //     that attempt wrote, and writes nothing. On Cluster, where the states
 //     live on other nodes, a publish whose reply was lost is not sent
-//     again: its error says it may have happened.
+//     again: its error says it may have happened (iface.ErrMaybeSent). A
+//     publish whose context ends returns then: its error says
+//     iface.ErrNotSent when its call was still waiting for a batcher lane
+//     (it is then not sent), else iface.ErrMaybeSent; the call goes on
+//     without it.
 //  6. The queue's maintainer runs the recoverer every RecoverInterval: ids
 //     whose lease score is in the past lose their token, and go back to the
 //     head of pending with recovered+1, or, past MaxRecoveries, to the
