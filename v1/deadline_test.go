@@ -3,11 +3,16 @@ package machinery_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
+	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -195,6 +200,109 @@ func eventually(t *testing.T, what string, cond func() error) {
 			t.Fatalf("%s: still %v after 10 s", what, err)
 		}
 		<-tick.C
+	}
+}
+
+// noStateLeft returns nil when none of sigs has a state, nor workflow id
+// a record.
+func noStateLeft(ctx context.Context, s *machinist.Server, id string, sigs []*tasks.Signature) error {
+	for _, sig := range sigs {
+		st, err := s.GetBackend().GetStateContext(ctx, sig.UUID)
+		if err == nil {
+			return fmt.Errorf("task %s has state %s", sig.UUID, st.State)
+		}
+		if !errors.Is(err, backendiface.ErrStateNotFound) {
+			return err
+		}
+	}
+	if _, err := s.GetBackend().(backendiface.Workflows).GetWorkflowContext(ctx, id); !errors.Is(err, backendiface.ErrWorkflowNotFound) {
+		return fmt.Errorf("workflow %s: record read with %v, want none", id, err)
+	}
+	return nil
+}
+
+// TestChainRefusedLeavesNoState: a chain whose first task the broker
+// refuses (its unique key is held) sent nothing, and leaves neither the
+// PENDING states it wrote for its tasks nor its record.
+func TestChainRefusedLeavesNoState(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	s := newServer(t, &config.Config{Broker: srv.URL(), ResultBackend: srv.URL(), DefaultQueue: "q",
+		Redis: &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")}})
+	ctx := ctxFor(t)
+	unique := func() *tasks.Signature {
+		sig := addSig()
+		sig.UniqueFor, sig.UniqueKey = time.Hour, "only-one"
+		return sig
+	}
+	if _, err := s.SendTaskWithContext(ctx, unique()); err != nil {
+		t.Fatal(err)
+	}
+	chain, err := tasks.NewChain(unique(), addSig(), addSig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.SendChainWithContext(ctx, chain)
+	if !errors.Is(err, tasks.ErrNotUnique) {
+		t.Fatalf("SendChain whose first task's unique key is held: %v, want ErrNotUnique", err)
+	}
+	checkOutcome(t, err, machinist.ErrNotSent)
+	id := chain.Tasks[0].WorkflowUUID
+	eventually(t, "the refused chain's states", func() error { return noStateLeft(ctx, s, id, chain.Tasks) })
+}
+
+// TestChainSentWhileRedisIsStoppedLeavesNoState: a chain whose send gave
+// up at its deadline, its first step's writes sent to a stopped Redis,
+// sent none of its tasks; once Redis resumes and runs those writes, the
+// PENDING states and the record they wrote are deleted.
+func TestChainSentWhileRedisIsStoppedLeavesNoState(t *testing.T) {
+	t.Parallel()
+	s, srv := stoppableServer(t)
+	ctx := ctxFor(t)
+	admin := srv.Client(t)
+	if err := admin.ConfigSet(ctx, "notify-keyspace-events", "Kgh").Err(); err != nil {
+		t.Fatal(err)
+	}
+	chain, err := tasks.NewChain(addSig(), addSig(), addSig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := chain.Tasks[2]
+	last.UUID = "task_" + uuid.NewString()
+	// Every write of the last task's state: the chain's PENDING, then
+	// its deletion.
+	events := admin.PSubscribe(ctx, "__keyspace@*__:*:state:"+last.UUID)
+	t.Cleanup(func() { _ = events.Close() })
+	if _, err := events.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	_, err = whileStopped(t, srv, func(ctx context.Context) error {
+		_, err := s.SendChainWithContext(ctx, chain)
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SendChain while Redis is stopped: %v, want context.DeadlineExceeded", err)
+	}
+	checkOutcome(t, err, machinist.ErrNotSent)
+	// Redis has resumed, and runs what was sent to it while stopped.
+	next := func(what string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := events.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %s of the last task's state: %v", what, err)
+		}
+		return msg.Payload
+	}
+	if ev := next("the chain's PENDING write"); ev != "hset" {
+		t.Fatalf("first write of the last task's state: %s, want hset", ev)
+	}
+	for ev := "hset"; ev != "del"; {
+		ev = next("the deletion")
+	}
+	if err := noStateLeft(ctx, s, chain.Tasks[0].WorkflowUUID, chain.Tasks); err != nil {
+		t.Fatal(err)
 	}
 }
 

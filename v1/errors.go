@@ -32,8 +32,11 @@ var (
 	// (the context ended before it went out, the signature or config was
 	// refused, the broker was closed), or the broker refused the task (a
 	// duplicate UUID, a unique key held, a cancelled workflow, no
-	// aggregator). Nothing of it will run. Sending it again is a first
-	// send.
+	// aggregator). Nothing of it will run, and a chain, group or chord
+	// leaves no PENDING state or record behind (unless the broker refused
+	// it because a task with its UUID is queued, or its workflow was
+	// cancelled: the states are then that task's, or its workflow's).
+	// Sending it again is a first send.
 	ErrNotSent = brokeriface.ErrNotSent
 	// ErrMaybeSent says the send may have happened: a request went out
 	// and its reply never came (the context ended first, or the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -79,13 +80,67 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 		}
 		return result.NewAsyncResult(signature, backend), nil
 	}
+	// A task of a workflow (a chain's next step, a chord's callback) had
+	// its PENDING state written when its workflow was sent, and a send of
+	// it that fails is tried again: its state is not this send's to
+	// withdraw.
+	own := signature.WorkflowUUID == ""
 	if err := backend.SetStatePendingContext(ctx, signature); err != nil {
+		if own {
+			s.withdrawPending(ctx, signature) // the write may still land
+		}
 		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
 	}
 	if err := s.publish(ctx, signature); err != nil {
+		if own && withdrawable(err) {
+			s.withdrawPending(ctx, signature)
+		}
 		return nil, s.keptOut(ctx, signature, err)
 	}
 	return result.NewAsyncResult(signature, backend), nil
+}
+
+// withdrawable reports whether err, a send's error, lets the PENDING states
+// the send wrote be withdrawn: it sent nothing, and not because a task with
+// its UUID is queued (ErrDuplicateTask: the states are that task's) or its
+// workflow was cancelled (whose FAILURE states stand).
+func withdrawable(err error) bool {
+	return errors.Is(err, brokeriface.ErrNotSent) && !errors.Is(err, brokeriface.ErrDuplicateTask) &&
+		!errors.Is(err, tasks.ErrTaskCancelled)
+}
+
+// withdrawPending deletes the PENDING states of sigs, written by a send
+// that then published none of them, through a backend that can
+// (backends/iface.Withdrawer): after those writes, which may have been
+// still under way when the send gave up. It does not wait for the
+// deletion; a failure is logged.
+func (s *Server) withdrawPending(ctx context.Context, sigs ...*tasks.Signature) {
+	if w, ok := s.GetBackend().(backendiface.Withdrawer); ok {
+		s.logWithdrawal(w.WithdrawPendingContext(context.WithoutCancel(ctx), sigs...))
+	}
+}
+
+// withdrawWorkflow deletes the record of workflow id and the PENDING
+// states of pending, written by initWorkflow for a send that then
+// published nothing, as withdrawPending does.
+func (s *Server) withdrawWorkflow(ctx context.Context, id string, pending []*tasks.Signature) {
+	backend := s.GetBackend()
+	w, ok := backend.(backendiface.Withdrawer)
+	if !ok {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if _, ok := backend.(backendiface.Workflows); ok {
+		s.logWithdrawal(w.WithdrawWorkflowContext(ctx, id, pending...))
+	} else if len(pending) > 0 {
+		s.logWithdrawal(w.WithdrawPendingContext(ctx, pending...))
+	}
+}
+
+func (s *Server) logWithdrawal(err error) {
+	if err != nil && !errors.Is(err, backendiface.ErrClosed) {
+		s.log.Warn("deleting the PENDING states of a send that failed failed; they expire after ResultsExpireIn", slog.Any("error", err))
+	}
 }
 
 // sendFailed returns err, the error of a publish, as it is when it says
@@ -233,7 +288,8 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 // the chain's result can be waited for from the start, and the chain is
 // recorded under a "chain_" WorkflowUUID, set on every task, for
 // CancelWorkflow. It returns when ctx ends, and its error says what
-// became of the chain as SendTaskWithContext's does.
+// became of the chain as SendTaskWithContext's does; when it says
+// ErrNotSent, the chain's record and PENDING states are deleted.
 func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (_ *result.ChainAsyncResult, err error) {
 	if s.invalid != nil {
 		return nil, brokeriface.NotSent(s.invalid)
@@ -250,10 +306,18 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 		telemetry.WorkflowKey.String("chain"), telemetry.ChainLengthKey.Int(len(chain.Tasks)))
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
-	if err := s.initWorkflow(ctx, "chain_"+uuid.NewString(), tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
+	// The states are written before the first task is sent, not after: a
+	// task that ran meanwhile could have its next one's final state
+	// replaced by PENDING. A send that then sends nothing takes them back.
+	id := "chain_" + uuid.NewString()
+	if err := s.initWorkflow(ctx, id, tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
+		s.withdrawWorkflow(ctx, id, chain.Tasks) // the writes may still land
 		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
+		if withdrawable(err) {
+			s.withdrawWorkflow(ctx, id, chain.Tasks)
+		}
 		return nil, err
 	}
 	return result.NewChainAsyncResult(chain.Tasks, backend), nil
@@ -271,7 +335,8 @@ func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.A
 // on every task as WorkflowUUID, for CancelWorkflow. On error nothing is returned but the error, which
 // says what became of the group as SendTaskWithContext's does: with
 // ErrMaybeSent some tasks may have been published; with ErrNotSent none
-// was. It returns when ctx ends.
+// was, and the PENDING states the send wrote are deleted. It returns when
+// ctx ends.
 func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
 	if s.invalid != nil {
 		return nil, brokeriface.NotSent(s.invalid)
@@ -304,9 +369,13 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 		pending = append(pending, callback)
 	}
 	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
+		s.withdrawWorkflow(ctx, group.GroupUUID, pending) // the writes may still land
 		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
+		if withdrawable(err) {
+			s.withdrawWorkflow(ctx, group.GroupUUID, pending)
+		}
 		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
 	}
 	results := make([]*result.AsyncResult, len(group.Tasks))
@@ -330,15 +399,18 @@ func commonQueue(sigs []*tasks.Signature) string {
 // publishes them, in batches of at most sendConcurrency at a time; with
 // a broker paired with the backend, each batch's states and tasks in one
 // step. Its error wraps ErrMaybeSent when some batch may have been
-// published, else ErrNotSent.
+// published, else ErrNotSent (and the states it wrote are withdrawn).
 func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature, sendConcurrency int) error {
 	backend := s.GetBackend()
 	publish := s.publish
+	paired := false
 	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
+		paired = true
 		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
 			return s.publishPending(ctx, sb, sigs...)
 		}
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
+		s.withdrawPending(ctx, members...) // the writes may still land
 		return brokeriface.NotSent(fmt.Errorf("set state pending: %w", err))
 	}
 	sent, err := publishBatches(ctx, members, sendConcurrency, publish)
@@ -347,6 +419,9 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	}
 	var ce *brokeriface.CancelledError
 	if !errors.As(err, &ce) {
+		if !sent && withdrawable(err) && !errors.Is(err, brokeriface.ErrMaybeSent) && !paired {
+			s.withdrawPending(ctx, members...)
+		}
 		return groupOutcome(ctx, err, sent)
 	}
 	// The group was cancelled while it was being sent (CancelWorkflow),

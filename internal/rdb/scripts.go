@@ -200,6 +200,7 @@ var (
 	// States.
 	setStateScript = loadScript("set_state")
 	getStateScript = loadScript("get_state")
+	withdrawScript = loadScript("withdraw")
 
 	// A group's bookkeeping.
 	groupDoneScript    = loadScript("group_done")

@@ -161,6 +161,53 @@ func (s *Store) writePending(ctx context.Context, sigs []*tasks.Signature, newSt
 	return nil
 }
 
+// WithdrawPending queues the deletion of the PENDING states of sigs,
+// which WritePending wrote for tasks whose send then failed having
+// published nothing, and returns without waiting for it (a failure is
+// logged). Each chunk goes through the batcher lane its write went
+// through, after what the lane holds now, as WithdrawWorkflow says.
+func (s *Store) WithdrawPending(sigs []*tasks.Signature) error {
+	for i, sig := range sigs {
+		if err := checkSig(sig); err != nil {
+			return fmt.Errorf("withdraw state pending: signature %d: %w", i, err)
+		}
+	}
+	for start := 0; start < len(sigs); start += pendingChunk {
+		chunk := sigs[start:min(start+pendingChunk, len(sigs))]
+		withdraw := func(pipe goredis.Pipeliner) []goredis.Cmder { return s.withdrawStates(pipe, chunk) }
+		if !s.batch.Go(chunk[0].UUID, withdraw, s.logWithdrawal("task_id", chunk[0].UUID)) {
+			return fmt.Errorf("withdraw state pending of task %s: %w", chunk[0].UUID, errBatcherClosed)
+		}
+	}
+	return nil
+}
+
+// withdrawStates adds to pipe the deletion of the PENDING state of each of
+// sigs, as a send wrote it (naming the signature's workflow), unless it was
+// replaced since (withdraw.lua).
+func (s *Store) withdrawStates(pipe goredis.Pipeliner, sigs []*tasks.Signature) []goredis.Cmder {
+	ctx := context.Background() // queued without waiting: no caller's context
+	cmds := make([]goredis.Cmder, len(sigs))
+	for i, sig := range sigs {
+		cmds[i] = withdrawScript.Eval(ctx, pipe, []string{s.keys.state(sig.UUID)}, sig.WorkflowUUID)
+	}
+	return cmds
+}
+
+// logWithdrawal returns the callback that logs a withdrawal's failure,
+// with the attribute key and value that name it.
+func (s *Store) logWithdrawal(key, value string) func([]goredis.Cmder) {
+	return func(cmds []goredis.Cmder) {
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				s.log.Warn("deleting the PENDING states of a send that failed failed; they expire after ResultsExpireIn",
+					slog.String(key, value), slog.Any("error", err))
+				return
+			}
+		}
+	}
+}
+
 // SetState writes state, the state of sig, in one pipeline, with no lease
 // check (the Backend's SetState* methods); a final
 // state of a group member is recorded in its group by the same pipeline.

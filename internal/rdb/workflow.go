@@ -39,6 +39,35 @@ func (s *Store) InitWorkflow(ctx context.Context, wf *tasks.WorkflowMeta, pendin
 	return nil
 }
 
+// WithdrawWorkflow queues the deletion of the record of workflow id and
+// of the PENDING states of pending, which InitWorkflow wrote for a
+// workflow whose send then failed having published nothing, and returns
+// without waiting for it (a failure is logged). It goes through the
+// workflow's batcher lane, as InitWorkflow did, after what the lane holds
+// now: so it follows those writes even when they were still under way as
+// their caller gave up at its deadline (a lane's pipeline goes once its
+// earlier ones have ended), and comes before what is sent through the
+// lane later. A state is deleted only while it is still the PENDING the
+// send wrote (withdraw.lua).
+func (s *Store) WithdrawWorkflow(id string, pending []*tasks.Signature) error {
+	if id == "" {
+		return errors.New("withdraw workflow: no workflow UUID")
+	}
+	for _, sig := range pending {
+		if err := checkSig(sig); err != nil {
+			return fmt.Errorf("withdraw workflow %s: %w", id, err)
+		}
+	}
+	key := s.keys.workflow(id)
+	withdraw := func(pipe goredis.Pipeliner) []goredis.Cmder {
+		return append(s.withdrawStates(pipe, pending), pipe.Del(context.Background(), key))
+	}
+	if !s.batch.Go(id, withdraw, s.logWithdrawal("workflow_id", id)) {
+		return fmt.Errorf("withdraw workflow %s: %w", id, errBatcherClosed)
+	}
+	return nil
+}
+
 // GetWorkflow returns the record of the workflow id names: the workflow's
 // own UUID, or that of a task whose state names its workflow. None: an
 // error wrapping backends.ErrWorkflowNotFound.

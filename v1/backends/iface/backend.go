@@ -141,6 +141,23 @@ type Workflows interface {
 	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
 }
 
+// Withdrawer is a backend that takes back the PENDING states a send wrote
+// when the send failed having published nothing (brokers/iface.ErrNotSent),
+// so that no state reads as a task waiting to run that never will. Both of
+// machinist's backends implement it. A withdrawal may return before it is
+// done: it comes after the writes it takes back, even when those were
+// still under way as the send gave up at its deadline (where the backend
+// orders its writes: the Redis backend's go in order per task, or per
+// workflow), and it leaves a state that something wrote since.
+type Withdrawer interface {
+	// WithdrawPendingContext deletes the PENDING states of sigs that
+	// SetStatePendingContext wrote.
+	WithdrawPendingContext(ctx context.Context, sigs ...*tasks.Signature) error
+	// WithdrawWorkflowContext deletes the record of workflow id and the
+	// PENDING states of pending that InitWorkflowContext wrote.
+	WithdrawWorkflowContext(ctx context.Context, id string, pending ...*tasks.Signature) error
+}
+
 // QueueStateReader is a backend that reads a task's state sooner knowing
 // the queue it was sent to: the Redis backend on a single server, where a
 // task's PENDING state is implicit (its hash in its queue says it) and a

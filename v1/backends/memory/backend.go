@@ -394,6 +394,46 @@ func (b *Backend) PurgeStateContext(ctx context.Context, taskUUID string) error 
 	return nil
 }
 
+var _ iface.Withdrawer = (*Backend)(nil)
+
+// WithdrawPendingContext deletes the states of sigs that are still the
+// PENDING states a send wrote (naming the signature's workflow).
+func (b *Backend) WithdrawPendingContext(ctx context.Context, sigs ...*tasks.Signature) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("withdraw state pending")
+	}
+	b.withdrawLocked(sigs)
+	return nil
+}
+
+// WithdrawWorkflowContext deletes the record of workflow id and the states
+// of pending that are still the PENDING states InitWorkflowContext wrote.
+func (b *Backend) WithdrawWorkflowContext(ctx context.Context, id string, pending ...*tasks.Signature) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("withdraw workflow")
+	}
+	delete(b.workflows, id)
+	b.withdrawLocked(pending)
+	return nil
+}
+
+// withdrawLocked deletes the states of sigs that are PENDING and name
+// their signature's workflow.
+func (b *Backend) withdrawLocked(sigs []*tasks.Signature) {
+	for _, sig := range sigs {
+		if sig == nil {
+			continue
+		}
+		if e := b.states[sig.UUID]; e != nil && e.state.State == tasks.StatePending && e.state.Workflow == sig.WorkflowUUID {
+			delete(b.states, sig.UUID)
+		}
+	}
+}
+
 // PurgeGroupMetaContext deletes the group's bookkeeping; a missing group is not an
 // error.
 func (b *Backend) PurgeGroupMetaContext(ctx context.Context, groupUUID string) error {

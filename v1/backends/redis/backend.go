@@ -124,6 +124,30 @@ func (b *Backend) InitWorkflowContext(ctx context.Context, wf *tasks.WorkflowMet
 	return wrap(b.store.InitWorkflow(ctx, wf, pending))
 }
 
+var _ iface.Withdrawer = (*Backend)(nil)
+
+// WithdrawPendingContext queues the deletion of the PENDING states of sigs
+// that SetStatePendingContext wrote, behind those writes, and returns
+// without waiting for it (a failure is logged): a state written since is
+// kept.
+func (b *Backend) WithdrawPendingContext(ctx context.Context, sigs ...*tasks.Signature) error {
+	if err := b.checkOpen("withdraw state pending"); err != nil {
+		return err
+	}
+	return wrap(b.store.WithdrawPending(sigs))
+}
+
+// WithdrawWorkflowContext queues the deletion of the record of workflow id
+// and of the PENDING states of pending that InitWorkflowContext wrote,
+// behind those writes, and returns without waiting for it (a failure is
+// logged): a state written since is kept.
+func (b *Backend) WithdrawWorkflowContext(ctx context.Context, id string, pending ...*tasks.Signature) error {
+	if err := b.checkOpen("withdraw workflow"); err != nil {
+		return err
+	}
+	return wrap(b.store.WithdrawWorkflow(id, pending))
+}
+
 // GetWorkflowContext returns the record of the workflow id names (its own
 // UUID, or one of its tasks').
 func (b *Backend) GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error) {
