@@ -148,6 +148,37 @@ func TestRedisHungPastReadTimeout(t *testing.T) {
 	})
 }
 
+// TestRedisHungWithSendDeadlines: Redis is paused (SIGSTOP) for less than
+// the client's read timeout while tasks are sent, each send with a 300 ms
+// deadline, and run. Each send that gives up at its deadline says whether
+// it may have happened, and one that says it did not never runs.
+func TestRedisHungWithSendDeadlines(t *testing.T) {
+	t.Parallel()
+	repeat(t, func(round int) {
+		pause := []time.Duration{1 * time.Second, 2 * time.Second}[round%2]
+		ctx, cancel := context.WithTimeout(context.Background(), chaosTimeout)
+		defer cancel()
+		srv := redistest.Start(t)
+		l := newLedger(t)
+		l.SendTimeout = 300 * time.Millisecond
+		s := l.newServer(t, srv.URL(), "W")
+		l.startWorker(t, s, 10)
+		stopSending := l.sendEvery(ctx, s, 5*time.Millisecond)
+		l.waitAccepted(t, 100, 30*time.Second, "before the fault")
+		srv.Pause(t)
+		time.Sleep(pause) // the fault itself
+		srv.Resume(t)
+		resumedAt := time.Now()
+		l.waitAccepted(t, 100, 30*time.Second, "after the resume")
+		stopSending()
+		rep := l.verify(t, ctx, s)
+		if rep.Failed == 0 {
+			t.Fatal("no send gave up at its deadline: the test tested nothing")
+		}
+		t.Logf("Redis paused %v, sends with a 300 ms deadline: %v; all done %v after the resume", pause, rep, rep.since(resumedAt))
+	})
+}
+
 // TestClientKillLoop kills every client connection of the server every
 // 20 ms for 3 s (CLIENT KILL TYPE normal and TYPE pubsub) while tasks are
 // sent and run.

@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +21,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
@@ -60,6 +57,9 @@ type ledger struct {
 	// context: it finishes, and tries to settle, even after its worker lost
 	// the lease, as a task that ignores cancellation does.
 	WorkTime time.Duration
+	// SendTimeout, when not 0, is the deadline of each send: a send
+	// gives up then, whatever Redis does.
+	SendTimeout time.Duration
 
 	next atomic.Int64
 
@@ -214,6 +214,11 @@ func (l *ledger) send(ctx context.Context, s *machinist.Server) error {
 	chain, err := tasks.NewChain(work, after)
 	if err != nil {
 		return err
+	}
+	if l.SendTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.SendTimeout)
+		defer cancel()
 	}
 	_, err = s.SendChainWithContext(ctx, chain)
 	l.mu.Lock()
@@ -455,6 +460,9 @@ func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinist.Server) 
 			if rep.Failed <= 3 {
 				t.Logf("send failed: %v", snd.err)
 			}
+			if !saysOutcome(snd.err) {
+				violate("send of %s returned %q, an error that does not say whether it may have happened", snd.work.UUID, snd.err)
+			}
 			if len(runs) > 0 {
 				rep.FailedButRan++
 				if !mayHaveRun(snd.err) {
@@ -504,13 +512,18 @@ func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinist.Server) 
 	return rep
 }
 
-// mayHaveRun reports whether a send's error leaves open whether the send
-// happened: the connection failed, or timed out, at some point.
+// mayHaveRun reports whether a send's error says the send may have
+// happened (machinist.ErrMaybeSent): a request went out and its reply
+// never came. One that says it did not (machinist.ErrNotSent) must not
+// run.
 func mayHaveRun(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, rdb.ErrNotReplicated) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return errors.Is(err, machinist.ErrMaybeSent)
+}
+
+// saysOutcome reports whether a send's error says exactly one of
+// machinist.ErrNotSent and machinist.ErrMaybeSent.
+func saysOutcome(err error) bool {
+	return errors.Is(err, machinist.ErrNotSent) != errors.Is(err, machinist.ErrMaybeSent)
 }
 
 func runIDs(runs []*run) []string {

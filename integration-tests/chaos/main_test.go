@@ -10,8 +10,9 @@
 //   - no callback sent twice: every run of a callback carries the same
 //     parent run;
 //   - every send's reported outcome true: a send that returned an error
-//     did not run, unless the error left that unknown (the connection
-//     failed or timed out).
+//     says either machinist.ErrNotSent or machinist.ErrMaybeSent, and did
+//     not run unless it said ErrMaybeSent (its request went out and the
+//     reply never came).
 //
 // Duplicated runs are allowed (delivery is at least once: a worker that
 // lost its lease may have run the task) and counted. The tests check
