@@ -425,11 +425,31 @@ func (b *Batcher) execOn(ctx context.Context, batch []*op) {
 			mark(o.cmds, err)
 		}
 	}
+	if expired(ctx) != nil {
+		for _, o := range batch {
+			deadlineCut(ctx, o.cmds)
+		}
+	}
 	for _, o := range batch {
 		if o.after != nil {
 			o.after(o.cmds)
 		}
 		close(o.done)
+	}
+}
+
+// deadlineCut gives each of cmds that failed without a reply an error that
+// also wraps ctx's, which has ended: a client that bounds its reads and
+// writes by the context's deadline reports the ones it cut as i/o
+// timeouts, and a caller tells a deadline by context.DeadlineExceeded.
+func deadlineCut(ctx context.Context, cmds []goredis.Cmder) {
+	for _, c := range cmds {
+		err := c.Err()
+		var reply goredis.Error
+		if err == nil || err == goredis.Nil || errors.As(err, &reply) {
+			continue
+		}
+		c.SetErr(ended(ctx, err))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -235,4 +237,26 @@ func ctxWithDeadline(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestCommandCutByItsDeadlineSaysSo: a command a client cut at its
+// caller's deadline, which it reports as an i/o timeout (a Cluster client's
+// write, seen under load), is given an error that matches
+// context.DeadlineExceeded and leaves its outcome unknown; a reply, or
+// redis.Nil, is left as it is.
+func TestCommandCutByItsDeadlineSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	timeout := &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	cut, reply, none := goredis.NewCmd(ctx), goredis.NewCmd(ctx), goredis.NewCmd(ctx)
+	cut.SetErr(timeout)
+	reply.SetErr(goredis.Nil)
+	deadlineCut(ctx, []goredis.Cmder{cut, reply, none})
+	if err := cut.Err(); !errors.Is(err, context.DeadlineExceeded) || !outcomeUnknown(err) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a command cut at the deadline: %v, want context.DeadlineExceeded as well as the i/o timeout, its outcome unknown", err)
+	}
+	if reply.Err() != goredis.Nil || none.Err() != nil {
+		t.Errorf("a reply and a command that succeeded: %v, %v; want them as they were", reply.Err(), none.Err())
+	}
 }
