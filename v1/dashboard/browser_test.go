@@ -67,12 +67,28 @@ func (b *browserTab) waitJS(what, js string) {
 }
 
 // act clicks the action button sel, accepts its confirmation, and waits
-// for the page it leads to, returning its flash message.
+// for the page it leads to, returning its flash message. The page it
+// leaves is marked first, so that a flash it shows (of an earlier action)
+// is not taken for the new page's.
 func (b *browserTab) act(sel string) string {
 	b.t.Helper()
 	asked := len(b.dialogs())
-	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(".flash"))); err != nil {
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.documentElement.dataset.left = "1"; true`)); err != nil {
+		b.t.Fatalf("mark the page before clicking %s: %v", sel, err)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
 		b.t.Fatalf("click %s: %v", sel, err)
+	}
+	const arrived = `!document.documentElement.dataset.left && document.readyState === "complete" && !!document.querySelector(".flash")`
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		// Evaluating fails while the page is being replaced: try again.
+		if ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](arrived)); err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("click %s: no new page with a flash message within 20s", sel)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting in its place
 	}
 	if len(b.dialogs()) == asked {
 		b.t.Errorf("click %s: no confirmation was asked", sel)
