@@ -18,8 +18,10 @@ import (
 const (
 	// clusterSize is the number of masters of a test cluster.
 	clusterSize = 3
-	// clusterCreateTimeout bounds `redis-cli --cluster create`.
-	clusterCreateTimeout = 30 * time.Second
+	// clusterCreateTimeout bounds `redis-cli --cluster create`, which
+	// waits for the nodes to agree over their cluster bus: seconds, and
+	// more than 30 on a loaded 2-core machine.
+	clusterCreateTimeout = 90 * time.Second
 	// clusterReadyTimeout bounds the wait for a created (or restarted)
 	// cluster to serve every slot with every replica in sync.
 	clusterReadyTimeout = 20 * time.Second
