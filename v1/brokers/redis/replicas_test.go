@@ -139,7 +139,7 @@ func TestMinReplicasOnCluster(t *testing.T) {
 	cnf := (&config.Config{
 		Broker:        cluster.URL(),
 		ResultBackend: cluster.URL(),
-		Redis:         &config.RedisConfig{MinReplicas: 1, ReadTimeout: 1},
+		Redis:         &config.RedisConfig{MinReplicas: 1, ReadTimeout: 4},
 	}).WithDefaults()
 	b, err := redisbroker.Dial(cluster.URL(), cnf)
 	if err != nil {
