@@ -240,11 +240,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	// Announced before the first fetch, so that other workers reroute to
-	// this one the tasks they lack from the start, and sends of members of
-	// its aggregators are accepted once it has started; then by the
-	// heartbeat. A slow Redis has up to a lease for it: an announcement
-	// that comes later than that has lapsed anyway.
-	if err := w.announce(ctx, w.p.Config.LeaseDuration); err != nil {
+	// this one the tasks they lack from the start; then by the heartbeat.
+	if err := w.announce(ctx, min(w.p.Config.LeaseRenewInterval, time.Second)); err != nil {
 		w.reportError(err)
 		w.log.Warn("announcing the worker's tasks failed; it is tried again with the lease renewal", slog.Any("error", err))
 	}
