@@ -156,11 +156,12 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Started returns a channel closed once the worker runs: it has told the
-// broker its task names and aggregators (or tried to: a failure is
-// reported to the error handler, and the worker tries again with every
-// lease renewal), so that tasks sent from then on are rerouted to it and
-// aggregation members of its names are accepted, and it has begun
-// fetching. A worker that never runs never closes it.
+// broker its task names and aggregators, so that tasks sent from then on
+// are rerouted to it and aggregation members of its names are accepted, and
+// it has begun fetching. While the broker cannot be reached the worker
+// tries again, reporting each failure to the error handler, for up to a
+// LeaseDuration; then it starts anyway and goes on trying every
+// LeaseRenewInterval. A worker that never runs never closes it.
 func (w *Worker) Started() <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -44,9 +44,13 @@
 // task whose lease is lost (renewal refused, or its expiry passed without
 // a renewal) has its context cancelled, and when it returns nothing more
 // is written about it: the broker may already have handed it to another
-// worker; so does an aggregator whose batch's lease is lost. After renewing, the heartbeater announces
-// the worker's task names (and aggregators) to the broker, for a
-// LeaseDuration: a task this worker has not registered is rerouted to a
+// worker; so does an aggregator whose batch's lease is lost.
+//
+// Beside it, an announcer tells the broker the worker's task names (and
+// aggregators) every LeaseRenewInterval, for a LeaseDuration; each attempt
+// may take until the last announcement lapses. The worker's first
+// announcement is made before it fetches, tried again on failure for up to
+// a LeaseDuration. A task this worker has not registered is rerouted to a
 // worker alive that announced its name, or, when none has, tried again
 // after Config.UnregisteredTaskDelay and failed after
 // Config.UnregisteredTaskTries. An aggregation member delivered as a task
@@ -63,5 +67,5 @@
 // still building then has its context cancelled (its batch comes back
 // when its lease ends), and the tasks still running are cancelled and put
 // back at the head of their queue, and nothing they do afterwards is
-// written; then the heartbeater stops.
+// written; then the announcer and the heartbeater stop.
 package worker

@@ -92,8 +92,8 @@ type Params struct {
 	Clock clock.Clock
 
 	// StartedFunc, if set, is called once Run has announced the worker's
-	// task names and aggregators to the broker (or failed to) and is about
-	// to fetch.
+	// task names and aggregators to the broker (or tried to for a
+	// LeaseDuration, reporting each failure) and is about to fetch.
 	StartedFunc func()
 
 	// AggregationStepFunc, if set, is called after each step of a batch,
@@ -140,7 +140,8 @@ type Worker struct {
 	abandoning bool
 	wg         sync.WaitGroup
 
-	names atomic.Pointer[brokers.TaskNames] // the registry's names, as last announced
+	names     atomic.Pointer[brokers.TaskNames] // the registry's names, as last announced
+	announced atomic.Int64                      // when the last announcement lapses, in Unix ns
 
 	// identity is what the heartbeat reports of the worker, and tally
 	// the tasks it finished since (monitor.go).
@@ -239,11 +240,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start the lease renewal: %w", err)
 	}
 
-	// Announced before the first fetch, so that other workers reroute to
-	// this one the tasks they lack from the start; then by the heartbeat.
-	if err := w.announce(ctx, min(w.p.Config.LeaseRenewInterval, time.Second)); err != nil {
-		w.reportError(err)
-		w.log.Warn("announcing the worker's tasks failed; it is tried again with the lease renewal", slog.Any("error", err))
+	w.announceFirst(fetchCtx)
+	announcer := w.newAnnouncer()
+	if err := announcer.Start(context.WithoutCancel(ctx)); err != nil {
+		heartbeat.Stop()
+		return fmt.Errorf("worker: start the announcements: %w", err)
 	}
 	w.log.Info("worker started", slog.String("broker", w.brokerName()), slog.String("result_backend", w.backendName()),
 		slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
@@ -300,6 +301,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// renewing leases.
 	w.waitRunning(max(w.clock.Until(deadline), 0))
 	w.abandonRunning()
+	announcer.Stop()
 	heartbeat.Stop()
 	w.unregister()
 	w.log.Info("worker stopped")
@@ -903,22 +905,75 @@ func (w *Worker) reportError(err error) {
 }
 
 // newHeartbeat returns the loop that renews the leases of the running
-// tasks and of the batches being built every LeaseRenewInterval, and then announces the worker's task
-// names and aggregators (announce), so that a slow announcement never
-// delays a renewal. A failure is tried again at the next interval (not
-// later: a lease would run out) and logged once per 30 s with a count.
+// tasks and of the batches being built every LeaseRenewInterval. A failure
+// is tried again at the next interval (not later: a lease would run out)
+// and logged once per 30 s with a count.
 func (w *Worker) newHeartbeat() *service.Periodic {
 	interval := w.p.Config.LeaseRenewInterval
 	return service.NewPeriodic(service.PeriodicParams{
-		Name:     "heartbeat (lease renewal, announcement)",
+		Name:     "heartbeat (lease renewal)",
 		Interval: interval,
 		Backoff:  service.Backoff{Min: interval, Max: interval, Jitter: -1},
 		Clock:    w.clock,
 		Logger:   w.log,
 		RunFunc: func(ctx context.Context) error {
-			return errors.Join(w.renewLeases(ctx, interval), w.announce(ctx, interval))
+			return w.renewLeases(ctx, interval)
 		},
 	})
+}
+
+// newAnnouncer returns the loop that announces the worker again every
+// LeaseRenewInterval, beside the heartbeat so that a slow announcement
+// never delays a lease renewal. An attempt may take until the last
+// announcement lapses: on a slow Redis one that lands late still keeps the
+// worker's names alive, where one cut at the interval would let them lapse.
+func (w *Worker) newAnnouncer() *service.Periodic {
+	interval := w.p.Config.LeaseRenewInterval
+	return service.NewPeriodic(service.PeriodicParams{
+		Name:     "announcement of the task names",
+		Interval: interval,
+		Backoff:  service.Backoff{Min: interval, Max: interval, Jitter: -1},
+		Clock:    w.clock,
+		Logger:   w.log,
+		RunFunc: func(ctx context.Context) error {
+			return w.announce(ctx, max(interval, w.clock.Until(w.announcedUntil())))
+		},
+	})
+}
+
+// announceFirst announces the worker before its first fetch, so that
+// other workers reroute to it the tasks they lack from the start and sends
+// of its aggregators' members are accepted once it has started. A failure
+// is reported and tried again after a backoff, each attempt given twice the
+// time of the one before (the first has a second at most, so that an
+// unreachable Redis is reported at once), for up to a LeaseDuration; then
+// the worker starts anyway and the announcer goes on trying.
+func (w *Worker) announceFirst(ctx context.Context) {
+	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	fails := service.NewFailureLog(w.log, w.clock, "announcement of the task names", 0)
+	giveUp := w.clock.Now().Add(w.p.Config.LeaseDuration)
+	timeout := min(w.p.Config.LeaseRenewInterval, time.Second)
+	for failures := 1; ; failures++ {
+		err := w.announce(ctx, min(timeout, max(w.clock.Until(giveUp), time.Millisecond)))
+		if err == nil {
+			fails.Succeeded()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.reportError(err)
+		fails.Failed(err)
+		left := w.clock.Until(giveUp)
+		if left <= 0 {
+			w.log.Warn("the worker starts without its task names announced; it goes on trying")
+			return
+		}
+		if !w.sleep(ctx, min(backoff.Delay(failures), left)) {
+			return
+		}
+		timeout *= 2
+	}
 }
 
 // announce tells the broker the registry's task names (read again each
@@ -928,12 +983,26 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
 	names := brokers.NewTaskNames(w.p.Tasks.GetRegisteredTaskNames())
 	w.names.Store(names)
+	lapses := w.clock.Now().Add(w.p.Config.LeaseDuration)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := w.p.Broker.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
 		return fmt.Errorf("worker: announce the task names: %w", err)
 	}
-	return errors.Join(w.announceAggregators(actx), w.beat(actx, names.List(), w.p.Config.LeaseDuration))
+	if err := errors.Join(w.announceAggregators(actx), w.beat(actx, names.List(), w.p.Config.LeaseDuration)); err != nil {
+		return err
+	}
+	w.announced.Store(lapses.UnixNano())
+	return nil
+}
+
+// announcedUntil is when the last announcement lapses (the zero time
+// before the first).
+func (w *Worker) announcedUntil() time.Time {
+	if n := w.announced.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // waitRunning waits up to timeout for running tasks to finish, or until Abort.
