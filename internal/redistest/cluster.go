@@ -41,10 +41,17 @@ const (
 // been down (validity factor 0: a test kills masters on purpose), and a
 // full synchronisation starts at once rather than after the default 5 s.
 var replicaArgs = []string{
-	"--cluster-node-timeout", "1000",
+	"--cluster-node-timeout", replicaNodeTimeout,
 	"--cluster-replica-validity-factor", "0",
 	"--repl-diskless-sync-delay", "0",
 }
+
+// The cluster-node-timeout of the nodes of a cluster with replicas (ms),
+// and the one they have while they meet, when created.
+const (
+	replicaNodeTimeout = "1000"
+	joinNodeTimeout    = "5000"
+)
 
 // readyKeys are written through a ClusterClient to check that every master
 // serves its slots. Their hash tags fall in the three slot ranges that
@@ -367,6 +374,15 @@ func newCluster(cfg config) (*Cluster, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterCreateTimeout)
 	defer cancel()
+	// A node forgets a node it is meeting if their handshake takes more
+	// than its node timeout (1 s at least), and redis-cli meets each node
+	// once: with the 1 s of a cluster with replicas, a loaded machine could
+	// leave the cluster never joined. The nodes meet with the default 5 s.
+	if cfg.replicas > 0 {
+		if err := c.setNodeTimeout(ctx, joinNodeTimeout); err != nil {
+			return nil, errors.Join(err, c.close())
+		}
+	}
 	var args []string
 	if cfg.tls {
 		args = append(args, "--tls", "--cacert", c.CACertFile())
@@ -387,7 +403,22 @@ func newCluster(cfg config) (*Cluster, error) {
 	if _, err := c.waitHealthy(ctx, c.replicas, nil); err != nil {
 		return nil, errors.Join(err, c.close())
 	}
+	if cfg.replicas > 0 {
+		if err := c.setNodeTimeout(ctx, replicaNodeTimeout); err != nil {
+			return nil, errors.Join(err, c.close())
+		}
+	}
 	return c, nil
+}
+
+// setNodeTimeout sets cluster-node-timeout on every node.
+func (c *Cluster) setNodeTimeout(ctx context.Context, ms string) error {
+	for _, n := range c.nodes {
+		if _, err := n.probe(ctx, []string{"CONFIG", "SET", "cluster-node-timeout", ms}); err != nil {
+			return fmt.Errorf("redistest: %s: CONFIG SET cluster-node-timeout %s: %w", n.Addr(), ms, err)
+		}
+	}
+	return nil
 }
 
 // waitHealthy polls the cluster until check passes with wantReplicas, and
