@@ -85,8 +85,10 @@ for _ in $(seq 20); do
 		PIDS+=("$pid")
 		break
 	fi
-	kill "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
+	# Under set -e: the server may have exited already, and wait returns
+	# its status.
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
 done
 if [ -z "$PORT" ]; then
 	echo "machinery-compat: redis-server did not start on a loopback port" >&2
