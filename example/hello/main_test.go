@@ -1,0 +1,7 @@
+package main
+
+// The quick start prints the sum its worker computed.
+func Example() {
+	main()
+	// Output: 3
+}
