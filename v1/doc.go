@@ -18,9 +18,9 @@
 //
 // A program written for machinery v1 compiles against machinist after its
 // import prefix github.com/RichardKnop/machinery/v1 is rewritten to
-// github.com/b6192125/machinist/v1. See the README's migration notes for the
-// places where machinist deliberately behaves differently (each one a
-// machinery defect).
+// github.com/b6192125/machinist/v1. See docs/migrating.md for the places
+// where machinist deliberately behaves differently (each one a machinery
+// defect).
 //
 // A send (SendTaskWithContext, SendChainWithContext, …) returns when its
 // context ends, whatever Redis does, and its error says what became of it:

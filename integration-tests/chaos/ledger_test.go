@@ -361,8 +361,7 @@ func (l *ledger) witnessed(t *testing.T, ctx context.Context) (work, after map[s
 	return work, after, last
 }
 
-// report is what a ledger found: the figures of the README's failure
-// section.
+// report is what a ledger found: the figures of docs/reliability.md.
 type report struct {
 	Accepted     int // sends that returned without error
 	Failed       int // sends that returned an error

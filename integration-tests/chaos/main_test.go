@@ -17,7 +17,7 @@
 // Duplicated runs are allowed (delivery is at least once: a worker that
 // lost its lease may have run the task) and counted. The tests check
 // invariants, not timings; the figures they log (lost, duplicated, time to
-// recover) are the ones the README's failure section gives.
+// recover) are the ones docs/reliability.md gives.
 //
 // Every test runs in `make test`. `make chaos` runs the suite as a soak:
 // with -chaos.soak=D each test repeats its fault for at least D.

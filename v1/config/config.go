@@ -246,7 +246,7 @@ type Config struct {
 	Logger *slog.Logger `yaml:"-" ignored:"true"`
 
 	// TracerProvider makes the spans of sending and running tasks (see
-	// the README's Tracing section). Default: the global one
+	// docs/observability.md). Default: the global one
 	// (otel.GetTracerProvider): the one set with otel.SetTracerProvider,
 	// before the Server was made or, the first time, after;
 	// OpenTelemetry's default records nothing. Like Logger, it is taken

@@ -16,11 +16,11 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-var writeScreenshots = flag.Bool("screenshots", false, "write docs/dashboard-queues.png and docs/dashboard-workflow.png (the README's screenshots)")
+var writeScreenshots = flag.Bool("screenshots", false, "write docs/dashboard-queues.png and docs/dashboard-workflow.png (the screenshots of docs/operating.md)")
 
 // TestScreenshots renders the queues page (a few queues, with a chart of
 // the last hour) and the graph of a failed chord, checks them, and with
-// -screenshots writes them to docs/ for the README.
+// -screenshots writes them to docs/ for docs/operating.md.
 func TestScreenshots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{})

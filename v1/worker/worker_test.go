@@ -604,7 +604,7 @@ func TestRetryThroughBroker(t *testing.T) {
 			retryCount: 2, timeout: 0, wantIn: time.Second, wantCount: 1, wantTimeout: 1,
 		},
 		{
-			// The README's example: RetryTimeout 1 waits 2 s, then 3 s.
+			// docs/workflows.md's example: RetryTimeout 1 waits 2 s, then 3 s.
 			name: "RetryTimeout 1: the first retry after 2s", err: errors.New("boom"),
 			retryCount: 2, timeout: 1, wantIn: 2 * time.Second, wantCount: 1, wantTimeout: 2,
 		},
