@@ -42,6 +42,19 @@ func TestConformanceStandalone(t *testing.T) {
 	})
 }
 
+// The store on the engine that runs it for memory:// passes the suite that
+// it passes on Redis.
+func TestConformanceEmbedded(t *testing.T) {
+	t.Parallel()
+	engine := redistest.StartEmbedded(t)
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
+		cnf.Redis.KeyPrefix = keyPrefix(engine.Prefix())
+		b := newBackend(engine.Client(t), cnf, false)
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	})
+}
+
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)

@@ -59,6 +59,18 @@ func TestConformanceCluster(t *testing.T) {
 	})
 }
 
+// The store on the engine that runs it for memory:// passes the suite that
+// it passes on Redis.
+func TestConformanceEmbedded(t *testing.T) {
+	t.Parallel()
+	engine := redistest.StartEmbedded(t)
+	client := engine.Client(t)
+	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
+		b := newBroker(t, client, engine.Prefix(), cnf)
+		return conformant{b, client, cnf.Redis.KeyPrefix}
+	})
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -274,6 +286,20 @@ func TestConformancePairedStandalone(t *testing.T) {
 	client := srv.Client(t)
 	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(srv.Prefix(t), ":")
+		store := rdb.New(client, rdb.OptionsFrom(cnf), false)
+		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
+		be := redisbackend.New(store, redisbackend.Options{})
+		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
+		return conformant{b, client, cnf.Redis.KeyPrefix}, be
+	})
+}
+
+func TestConformancePairedEmbedded(t *testing.T) {
+	t.Parallel()
+	engine := redistest.StartEmbedded(t)
+	client := engine.Client(t)
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
+		cnf.Redis.KeyPrefix = strings.TrimSuffix(engine.Prefix(), ":")
 		store := rdb.New(client, rdb.OptionsFrom(cnf), false)
 		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 		be := redisbackend.New(store, redisbackend.Options{})
