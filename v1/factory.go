@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"strings"
-	"sync"
 
 	"github.com/b6192125/machinist/internal/rdb"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
@@ -24,22 +23,18 @@ import (
 // BrokerFactory returns the broker cnf.Broker names, on a Redis connection
 // of its own for a Redis URL (NewServer shares one between broker and
 // backend instead). cnf must have been through WithDefaults.
-// "memory://NAME" returns the process's shared broker of that name: every
-// Server naming it sees the same tasks; it is closed when the last of them
-// is closed. "eager" returns an idle in-process broker: eager is a mode of
-// the Server that Config.Broker selects (see NewServer), not a broker.
+// "memory://" runs the Redis store on an in-process engine of the broker's
+// own; "memory://NAME" on the process's engine of that name: every Server
+// naming it sees the same tasks, and the engine stops with the last of
+// them. "eager" returns an idle in-process broker: eager is a mode of the
+// Server that Config.Broker selects (see NewServer), not a broker.
 func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 	switch u := cnf.Broker; {
-	case u == "eager", u == "memory://":
+	case u == "eager":
 		// Eager is a mode of the Server (see NewServer); its broker is an
 		// idle in-process one.
 		return memorybroker.New(memorybroker.OptionsFrom(cnf)), nil
-	case strings.HasPrefix(u, "memory://"):
-		b, release := sharedBrokers.get(strings.TrimPrefix(u, "memory://"), func() io.Closer {
-			return memorybroker.New(memorybroker.OptionsFrom(cnf))
-		})
-		return &sharedBroker{Broker: b.(*memorybroker.Broker), release: release}, nil
-	case rdb.IsURL(u):
+	case rdb.IsURL(u), isMemoryURL(u):
 		b, err := redisbroker.Dial(u, cnf)
 		if err != nil {
 			return nil, dialError("Broker", err)
@@ -49,6 +44,9 @@ func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
 		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(u), errUnsupported)
 	}
 }
+
+// isMemoryURL reports whether u names the in-process engine.
+func isMemoryURL(u string) bool { return strings.HasPrefix(u, rdb.MemoryScheme) }
 
 // LockFactory returns the lock cnf.Lock names, as machinery's does: a Redis
 // lock for a Redis URL (redis://, rediss:// or redis+socket://, as a
@@ -68,18 +66,14 @@ func LockFactory(cnf *config.Config) (lockiface.Lock, error) {
 }
 
 // BackendFactory returns the result backend cnf.ResultBackend names. cnf must
-// have been through WithDefaults. "eager" is an in-process backend, like
-// "memory://"; "memory://NAME" is shared by name like the broker.
+// have been through WithDefaults. "eager" is an idle in-process backend;
+// "memory://" and "memory://NAME" run the store on an in-process engine,
+// as the broker's.
 func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
 	switch u := cnf.ResultBackend; {
-	case u == "eager", u == "memory://":
+	case u == "eager":
 		return memorybackend.New(memorybackend.OptionsFrom(cnf)), nil
-	case strings.HasPrefix(u, "memory://"):
-		b, release := sharedBackends.get(strings.TrimPrefix(u, "memory://"), func() io.Closer {
-			return memorybackend.New(memorybackend.OptionsFrom(cnf))
-		})
-		return &sharedBackend{Backend: b.(*memorybackend.Backend), release: release}, nil
-	case rdb.IsURL(u):
+	case rdb.IsURL(u), isMemoryURL(u):
 		b, err := redisbackend.Dial(u, cnf)
 		if err != nil {
 			return nil, dialError("ResultBackend", err)
@@ -119,6 +113,7 @@ func closeAll(closers []io.Closer) error {
 // in closers.
 func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend backendiface.Backend, closers []io.Closer, err error) {
 	stores := map[string]*rdb.Store{}
+	var made []io.Closer
 	store := func(u string) (*rdb.Store, error) {
 		if st, ok := stores[u]; ok {
 			return st, nil
@@ -128,22 +123,22 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 			return nil, err
 		}
 		stores[u] = st
-		closers = append(closers, st)
+		made = append(made, st)
 		return st, nil
 	}
+	// made, not closers: a return with an error sets closers to nil
+	// before this runs.
 	defer func() {
 		if err != nil {
-			closeAll(closers)
-			closers = nil
+			closeAll(made)
 		}
 	}()
-	inProcess := func(u string) bool { return u == "memory://" || u == "eager" }
-	if inProcess(cnf.Broker) && inProcess(cnf.ResultBackend) {
+	if cnf.Broker == "eager" && cnf.ResultBackend == "eager" {
 		// The in-process pair: the broker writes the backend's states.
 		b, be := memorybroker.NewPair(memorybroker.OptionsFrom(cnf))
 		return b, be, nil, nil
 	}
-	if rdb.IsURL(cnf.Broker) {
+	if rdb.IsURL(cnf.Broker) || isMemoryURL(cnf.Broker) {
 		st, err := store(cnf.Broker)
 		if err != nil {
 			return nil, nil, nil, dialError("Broker", err)
@@ -152,7 +147,7 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 	} else if broker, err = BrokerFactory(cnf); err != nil {
 		return nil, nil, nil, err
 	}
-	if rdb.IsURL(cnf.ResultBackend) {
+	if rdb.IsURL(cnf.ResultBackend) || isMemoryURL(cnf.ResultBackend) {
 		st, err := store(cnf.ResultBackend)
 		if err != nil {
 			broker.Close()
@@ -163,74 +158,5 @@ func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend ba
 		broker.Close()
 		return nil, nil, nil, err
 	}
-	return broker, backend, closers, nil
+	return broker, backend, made, nil
 }
-
-// registry holds the named in-process brokers or backends, counting the
-// Servers that use each so that the last one to close it closes it.
-type registry struct {
-	mu    sync.Mutex
-	items map[string]*sharedItem
-}
-
-type sharedItem struct {
-	item io.Closer
-	refs int
-}
-
-var (
-	sharedBrokers  = &registry{items: map[string]*sharedItem{}}
-	sharedBackends = &registry{items: map[string]*sharedItem{}}
-)
-
-// get returns the item named name, making it with newItem if the process has
-// none, and the function that releases this reference to it.
-func (r *registry) get(name string, newItem func() io.Closer) (io.Closer, func() error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	it, ok := r.items[name]
-	if !ok {
-		it = &sharedItem{item: newItem()}
-		r.items[name] = it
-	}
-	it.refs++
-	var once sync.Once
-	release := func() error {
-		var err error
-		once.Do(func() {
-			r.mu.Lock()
-			it.refs--
-			last := it.refs == 0
-			if last {
-				delete(r.items, name)
-			}
-			r.mu.Unlock()
-			if last {
-				err = it.item.Close()
-			}
-		})
-		return err
-	}
-	return it.item, release
-}
-
-// sharedBroker is one Server's reference to a named in-process broker,
-// with machinery's methods of its own: the registered task names and the
-// consumers are this Server's.
-type sharedBroker struct {
-	*memorybroker.Broker
-	brokeriface.Compat
-	release func() error
-}
-
-// Close releases this reference; the broker closes with the last one.
-func (s *sharedBroker) Close() error { return s.release() }
-
-// sharedBackend is one Server's reference to a named in-process backend.
-type sharedBackend struct {
-	*memorybackend.Backend
-	release func() error
-}
-
-// Close releases this reference; the backend closes with the last one.
-func (s *sharedBackend) Close() error { return s.release() }

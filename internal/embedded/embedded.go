@@ -9,11 +9,16 @@
 //     key may expire up to one tick early. TIME is the wall clock.
 //   - Its in-memory connections (Miniredis.Dial, a net.Pipe) have no
 //     buffer: a client writing a pipeline while the server writes the
-//     first replies blocks both. An Engine listens on a loopback port.
+//     first replies blocks both. An Engine listens on a loopback port,
+//     with a random password so that other processes of the machine cannot
+//     use it.
 package embedded
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -25,24 +30,32 @@ const ExpiryTick = 10 * time.Millisecond
 
 // Engine is a Redis-compatible server in the process, on a loopback port.
 type Engine struct {
-	m    *miniredis.Miniredis
-	stop chan struct{}
-	done chan struct{}
+	m        *miniredis.Miniredis
+	password string
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // Start starts an Engine. Close stops it.
 func Start() (*Engine, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	password := hex.EncodeToString(b[:])
 	m := miniredis.NewMiniRedis()
+	m.RequireAuth(password)
 	if err := m.Start(); err != nil {
 		return nil, fmt.Errorf("embedded: start the engine: %w", err)
 	}
-	e := &Engine{m: m, stop: make(chan struct{}), done: make(chan struct{})}
+	e := &Engine{m: m, password: password, stop: make(chan struct{}), done: make(chan struct{})}
 	go e.expire()
 	return e, nil
 }
 
 // Addr is the engine's address, host:port.
 func (e *Engine) Addr() string { return e.m.Addr() }
+
+// Password is the password a client gives (AUTH) before any command.
+func (e *Engine) Password() string { return e.password }
 
 // Close stops the engine; what it held is gone.
 func (e *Engine) Close() {
@@ -66,4 +79,56 @@ func (e *Engine) expire() {
 			last = now
 		}
 	}
+}
+
+var shared = struct {
+	sync.Mutex
+	engines map[string]*sharedEngine
+}{engines: map[string]*sharedEngine{}}
+
+type sharedEngine struct {
+	e    *Engine
+	refs int
+}
+
+// Acquire returns the process's engine named name, starting it if none
+// runs, and the function that releases this reference to it: the engine
+// stops with the last. Each call with the empty name starts an engine of
+// its own.
+func Acquire(name string) (*Engine, func(), error) {
+	if name == "" {
+		e, err := Start()
+		if err != nil {
+			return nil, nil, err
+		}
+		return e, e.Close, nil
+	}
+	shared.Lock()
+	defer shared.Unlock()
+	s, ok := shared.engines[name]
+	if !ok {
+		e, err := Start()
+		if err != nil {
+			return nil, nil, err
+		}
+		s = &sharedEngine{e: e}
+		shared.engines[name] = s
+	}
+	s.refs++
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			shared.Lock()
+			s.refs--
+			last := s.refs == 0
+			if last {
+				delete(shared.engines, name)
+			}
+			shared.Unlock()
+			if last {
+				s.e.Close()
+			}
+		})
+	}
+	return s.e, release, nil
 }

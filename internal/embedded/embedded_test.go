@@ -44,6 +44,12 @@ func TestKeysExpireAsTimePasses(t *testing.T) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	r := bufio.NewReader(conn)
+	if got := do(t, conn, r, "GET", "k"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Fatalf("GET before AUTH = %q, want a NOAUTH error: other processes must not use the engine", got)
+	}
+	if got := do(t, conn, r, "AUTH", e.Password()); got != "+OK" {
+		t.Fatalf("AUTH = %q", got)
+	}
 	before := time.Now() // the key is set after this
 	if got := do(t, conn, r, "SET", "k", "v", "PX", "50"); got != "+OK" {
 		t.Fatalf("SET = %q", got)

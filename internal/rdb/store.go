@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/embedded"
 	"github.com/b6192125/machinist/v1/config"
 )
 
@@ -93,7 +95,8 @@ func OptionsFrom(cnf *config.Config) Options {
 // and so one connection pool and one batcher.
 type Store struct {
 	client  goredis.UniversalClient
-	owned   bool // Close closes client
+	owned   bool   // Close closes client
+	release func() // if set, Close calls it last (the in-process engine's)
 	batch   *Batcher
 	comb    combiner // concurrent publishes' shared enqueue calls
 	keys    *keys
@@ -166,6 +169,9 @@ func replicaTimeout(cnf *config.Config) time.Duration {
 // "rediss://", several addresses for a Cluster), configured by cnf, which
 // must have been through WithDefaults.
 func Dial(rawURL string, cnf *config.Config) (*Store, error) {
+	if name, ok := strings.CutPrefix(rawURL, MemoryScheme); ok {
+		return dialEmbedded(name, cnf)
+	}
 	c, err := NewClient(rawURL, cnf)
 	if err != nil {
 		return nil, err
@@ -173,6 +179,28 @@ func Dial(rawURL string, cnf *config.Config) (*Store, error) {
 	opts := OptionsFrom(cnf)
 	_, opts.nodesWait = c.(*goredis.ClusterClient) // NewClient gave its nodes a waitHook
 	return New(c, opts, true), nil
+}
+
+// MemoryScheme starts the URLs of the in-process engine: "memory://" is an
+// engine of the store's own, "memory://NAME" the process's engine of that
+// name, shared by every store that names it.
+const MemoryScheme = "memory://"
+
+// dialEmbedded returns a store on the in-process engine named name (see
+// MemoryScheme), which it releases on Close.
+func dialEmbedded(name string, cnf *config.Config) (*Store, error) {
+	e, release, err := embedded.Acquire(name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewClient("redis://:"+e.Password()+"@"+e.Addr(), cnf)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	s := New(c, OptionsFrom(cnf), true)
+	s.release = release
+	return s, nil
 }
 
 // OneNode reports whether the store is a single Redis server, where one
@@ -192,12 +220,16 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.watch.close()
 	s.batch.Close()
+	var err error
 	if s.owned {
-		if err := s.client.Close(); err != nil {
-			return fmt.Errorf("close Redis client: %w", err)
+		if cerr := s.client.Close(); cerr != nil {
+			err = fmt.Errorf("close Redis client: %w", cerr)
 		}
 	}
-	return nil
+	if s.release != nil {
+		s.release()
+	}
+	return err
 }
 
 // loadScripts loads the scripts sent inside pipelines (where EVALSHA cannot

@@ -28,7 +28,7 @@ func StartEmbedded(tb testing.TB) *Embedded {
 // Client returns a client of the engine, closed when the test ends.
 func (e *Embedded) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: e.e.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: e.e.Addr(), Password: e.e.Password()})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -129,11 +129,12 @@ const (
 )
 
 // Config configures a Server and its workers. The zero value works: it runs
-// on the in-process memory broker and backend.
+// the Redis store on an in-process engine, with no Redis to set up.
 type Config struct {
-	// Broker is where tasks are queued: "memory://" (default; a private
-	// in-process broker), "memory://NAME" (an in-process broker shared by
-	// every Server of the process that names it), "eager" (each task runs
+	// Broker is where tasks are queued: "memory://" (default; the Redis
+	// store on an in-process engine of the Server's own), "memory://NAME"
+	// (on the process's engine of that name, shared by every Server that
+	// names it), "eager" (each task runs
 	// inside SendTask, before it returns), or "redis://", "rediss://" or
 	// "redis+socket://" (a Unix socket) for Redis.
 	Broker string `yaml:"broker" envconfig:"BROKER"`

@@ -1,6 +1,8 @@
-// Package memory is machinist's in-process result backend: the default
-// behind "memory://" (and "eager"). It has the semantics of the Redis
-// backend and passes the same conformance suite (backends/backendtest).
+// Package memory is an in-process result backend written in Go: eager
+// mode's, and what New returns. "memory://" is not this backend: it runs
+// the Redis backend's store on an in-process engine. This one has the
+// semantics of the Redis backend and passes the same conformance suite
+// (backends/backendtest).
 //
 //	be := memory.New(memory.OptionsFrom(cnf.WithDefaults()))
 //	defer be.Close()

@@ -1,8 +1,8 @@
-// Package memory is machinist's in-process broker: the default behind
-// "memory://", what the quick start runs on and what users' own unit tests
-// use. It has the semantics of the Redis broker, and passes the same
-// conformance suite (brokers/brokertest), so a program that works on it
-// works on Redis.
+// Package memory is an in-process broker written in Go: the idle broker of
+// eager mode, and what New returns. "memory://" is not this broker: it
+// runs the Redis broker's store on an in-process engine. This one has the
+// semantics of the Redis broker, and passes the same conformance suite
+// (brokers/brokertest).
 //
 //	b := memory.New(memory.OptionsFrom(cnf.WithDefaults()))
 //	defer b.Close()
