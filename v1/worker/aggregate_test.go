@@ -12,7 +12,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
-	brokermem "github.com/b6192125/machinist/v1/brokers/memory"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -50,7 +50,7 @@ func (h *harness) publishMembers(key string, n int) []*tasks.Signature {
 // cutOff is the memory broker as a worker cut off from it while building
 // a batch sees it: its renewals of the batch's lease never arrive (those of
 // a paused process are never sent).
-type cutOff struct{ *brokermem.Broker }
+type cutOff struct{ *redisbroker.Broker }
 
 func (cutOff) ExtendBatch(context.Context, *brokers.Batch) error {
 	return errors.New("connection refused")
@@ -59,7 +59,7 @@ func (cutOff) ExtendBatch(context.Context, *brokers.Batch) error {
 // countRenewals is the memory broker counting the batch renewals it
 // granted.
 type countRenewals struct {
-	*brokermem.Broker
+	*redisbroker.Broker
 	renewed chan struct{}
 }
 
@@ -168,7 +168,7 @@ func TestBatchesBuiltConcurrently(t *testing.T) {
 // fetchStops is the memory broker telling when a Fetch returned because
 // its worker is stopping.
 type fetchStops struct {
-	*brokermem.Broker
+	*redisbroker.Broker
 	once    sync.Once
 	stopped chan struct{}
 }

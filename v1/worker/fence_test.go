@@ -9,9 +9,7 @@ import (
 	"time"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	backendmem "github.com/b6192125/machinist/v1/backends/memory"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
-	brokermem "github.com/b6192125/machinist/v1/brokers/memory"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -68,10 +66,12 @@ func (c *writeCounter) TriggerChordContext(context.Context, string, string) (boo
 func TestRefusedCommitWritesNothing(t *testing.T) {
 	t.Parallel()
 	cnf := (&config.Config{Logger: discardLogger}).WithDefaults()
-	mem := brokermem.New(brokermem.OptionsFrom(cnf))
+	mem := newEngineBroker(t, cnf)
 	t.Cleanup(func() { _ = mem.Close() })
 	broker := &staleBroker{Broker: mem}
-	backend := &writeCounter{Backend: backendmem.New(backendmem.OptionsFrom(cnf))}
+	be := newEngineBackend(t, cnf)
+	t.Cleanup(func() { _ = be.Close() })
+	backend := &writeCounter{Backend: be}
 	var sent atomic.Int32
 	w := New(Params{Broker: broker, Backend: backend, Config: cnf, Logger: discardLogger,
 		SendFunc: func(context.Context, *tasks.Signature) error { sent.Add(1); return nil }})
@@ -134,10 +134,9 @@ func TestCommittedTaskIsFinishedNotRun(t *testing.T) {
 			var broker brokers.Broker
 			var backend backends.Backend
 			if paired {
-				b, be := brokermem.NewPair(brokermem.OptionsFrom(cnf))
-				broker, backend = b, be
+				broker, backend = newEnginePair(t, cnf)
 			} else {
-				broker, backend = brokermem.New(brokermem.OptionsFrom(cnf)), backendmem.New(backendmem.OptionsFrom(cnf))
+				broker, backend = newEngineBroker(t, cnf), newEngineBackend(t, cnf)
 			}
 			t.Cleanup(func() { _ = broker.Close(); _ = backend.Close() })
 			ctx := context.Background()

@@ -14,10 +14,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/b6192125/machinist/internal/rdb"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	backendmem "github.com/b6192125/machinist/v1/backends/memory"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
-	brokermem "github.com/b6192125/machinist/v1/brokers/memory"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -93,22 +94,58 @@ func waitTasksDone(t *testing.T, w *Worker) {
 type harness struct {
 	t       *testing.T
 	cnf     *config.Config
-	mem     *brokermem.Broker
-	backend *backendmem.Backend
+	mem     *redisbroker.Broker
+	backend *redisbackend.Backend
 	spy     *spyBroker
 	reg     registry
 	sent    *sendRecorder
 	errs    *errRecorder
 }
 
-// newHarness builds a harness on a memory broker and backend configured by
-// cnf (passed through WithDefaults), closed when the test ends.
+// newEngineBroker returns a broker on a store of its own, on an in-process
+// engine of its own (memory://), configured by cnf.
+func newEngineBroker(t *testing.T, cnf *config.Config) *redisbroker.Broker {
+	t.Helper()
+	b, err := redisbroker.Dial("memory://", cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// newEngineBackend returns a backend as newEngineBroker returns a broker:
+// on an engine of its own, so that the worker writes its states itself.
+func newEngineBackend(t *testing.T, cnf *config.Config) *redisbackend.Backend {
+	t.Helper()
+	b, err := redisbackend.Dial("memory://", cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// newEnginePair returns a broker and a backend on one store, on an
+// in-process engine of its own: the broker writes the backend's states
+// (brokers.Paired), as on one Redis.
+func newEnginePair(t *testing.T, cnf *config.Config) (*redisbroker.Broker, *redisbackend.Backend) {
+	t.Helper()
+	store, err := rdb.Dial("memory://", cnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return redisbroker.New(store, redisbroker.OptionsFrom(cnf)), redisbackend.New(store, redisbackend.Options{})
+}
+
+// newHarness builds a harness on a broker and a backend, each on an
+// in-process engine of its own, configured by cnf (passed through
+// WithDefaults), closed when the test ends.
 func newHarness(t *testing.T, cnf *config.Config) *harness {
 	t.Helper()
 	cnf.Logger = discardLogger
 	cnf = cnf.WithDefaults()
-	mem := brokermem.New(brokermem.OptionsFrom(cnf))
-	be := backendmem.New(backendmem.OptionsFrom(cnf))
+	mem := newEngineBroker(t, cnf)
+	be := newEngineBackend(t, cnf)
 	t.Cleanup(func() {
 		_ = mem.Close()
 		_ = be.Close()
