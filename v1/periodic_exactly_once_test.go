@@ -14,10 +14,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
-	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
-	memorybroker "github.com/b6192125/machinist/v1/brokers/memory"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -301,25 +302,28 @@ type sharedStore struct {
 	passLease func()
 }
 
-// memoryStore is a memory broker and backend on a fake clock, paired or
-// not; wrap, if given, wraps the broker.
-func memoryStore(t *testing.T, paired bool, wrap func(*memorybroker.Broker) brokeriface.Broker) sharedStore {
-	bc := clock.NewFake(periodicStart)
-	opts := memorybroker.OptionsFrom(quietConfig())
-	opts.Clock = bc
-	var broker *memorybroker.Broker
-	var backend *memorybackend.Backend
-	if paired {
-		broker, backend = memorybroker.NewPair(opts)
-	} else {
-		broker, backend = memorybroker.New(opts), memorybackend.New(memorybackend.Options{})
+// memoryStore is the store of memory:// on an engine whose clock the test
+// moves, its broker and backend on one store (paired) or on two; wrap, if
+// given, wraps the broker.
+func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) brokeriface.Broker) sharedStore {
+	engine := redistest.StartEmbedded(t)
+	now := periodicStart
+	engine.SetTime(now)
+	cnf := quietConfig()
+	cnf.Redis = &config.RedisConfig{KeyPrefix: strings.TrimSuffix(engine.Prefix(), ":")}
+	cnf = cnf.WithDefaults()
+	store := rdb.New(engine.Client(t), rdb.OptionsFrom(cnf), false)
+	backendStore := store
+	if !paired {
+		backendStore = rdb.New(engine.Client(t), rdb.OptionsFrom(cnf), false)
 	}
+	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
+	backend := redisbackend.New(backendStore, redisbackend.Options{})
 	var b brokeriface.Broker = broker
 	if wrap != nil {
 		b = wrap(broker)
 	}
-	t.Cleanup(func() { b.Close(); backend.Close() })
-	lease := quietConfig().WithDefaults().LeaseDuration
+	t.Cleanup(func() { b.Close(); backend.Close(); store.Close(); backendStore.Close() })
 	return sharedStore{
 		newServer: func() *Server {
 			s, err := NewServerWithBrokerBackend(quietConfig(), b, backend)
@@ -329,8 +333,14 @@ func memoryStore(t *testing.T, paired bool, wrap func(*memorybroker.Broker) brok
 			t.Cleanup(func() { s.scheduler.Stop() })
 			return s
 		},
-		setTime:   func(at time.Time) { bc.Set(at) },
-		passLease: func() { bc.Advance(lease) },
+		setTime: func(at time.Time) {
+			now = at
+			engine.SetTime(at)
+		},
+		passLease: func() {
+			now = now.Add(cnf.LeaseDuration)
+			engine.SetTime(now)
+		},
 	}
 }
 
@@ -494,7 +504,7 @@ func TestPeriodicLateTakeOverFindsTheTickSent(t *testing.T) {
 // fail Publish calls, then reports an error, as a broker that fails part
 // way through a publish does.
 type flakyBroker struct {
-	*memorybroker.Broker
+	*redisbroker.Broker
 	mu         sync.Mutex
 	fail, keep int
 }
@@ -520,7 +530,7 @@ func (b *flakyBroker) Publish(ctx context.Context, sigs ...*tasks.Signature) err
 // A send that the broker refuses is not lost: the process tries it again
 // when its claim's lease ends.
 func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
-	st := memoryStore(t, false, func(b *memorybroker.Broker) brokeriface.Broker { return &flakyBroker{Broker: b, fail: 1} })
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokeriface.Broker { return &flakyBroker{Broker: b, fail: 1} })
 	p := newProc(st.newServer(), periodicStart, 0)
 	runs := startWorker(t, p.s)
 	const spec, name = reportSpec, reportName
@@ -542,7 +552,7 @@ func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
 // next attempt sends the members that were not sent, and only those (two
 // have run by then), and the callback runs once, with every result.
 func TestPeriodicChordSentInPartGetsTheRest(t *testing.T) {
-	st := memoryStore(t, false, func(b *memorybroker.Broker) brokeriface.Broker {
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokeriface.Broker {
 		return &flakyBroker{Broker: b, fail: 1, keep: 2}
 	})
 	p := newProc(st.newServer(), periodicStart, 0)
@@ -597,7 +607,7 @@ type notClaimer struct {
 // On a broker that is not a Claimer, machinery's lock, given to
 // NewServerWithBrokerBackendLock, lets one Server send each tick.
 func TestPeriodicWithoutClaimerTakesTheLock(t *testing.T) {
-	st := memoryStore(t, false, func(b *memorybroker.Broker) brokeriface.Broker { return notClaimer{b, b} })
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokeriface.Broker { return notClaimer{b, b} })
 	base := st.newServer()
 	lock, err := LockFactory(&config.Config{})
 	if err != nil {

@@ -34,6 +34,10 @@ type Engine struct {
 	password string
 	stop     chan struct{}
 	done     chan struct{}
+
+	mu     sync.Mutex
+	frozen bool      // SetTime was called: the wall clock no longer moves it
+	now    time.Time // the engine's time once frozen
 }
 
 // Start starts an Engine. Close stops it.
@@ -64,7 +68,25 @@ func (e *Engine) Close() {
 	e.m.Close()
 }
 
-// expire moves the TTLs on by the time elapsed, every ExpiryTick.
+// SetTime sets the engine's clock to at, for tests that control time:
+// TIME answers at, and the keys' TTLs move on by the time from the
+// engine's last time to at (at the first call, from the wall clock's
+// now), at once. From then on the wall clock moves nothing.
+func (e *Engine) SetTime(at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.frozen {
+		e.frozen, e.now = true, time.Now()
+	}
+	e.m.SetTime(at)
+	if d := at.Sub(e.now); d > 0 {
+		e.m.FastForward(d)
+	}
+	e.now = at
+}
+
+// expire moves the TTLs on by the time elapsed, every ExpiryTick, until
+// SetTime.
 func (e *Engine) expire() {
 	defer close(e.done)
 	tick := time.NewTicker(ExpiryTick)
@@ -75,7 +97,11 @@ func (e *Engine) expire() {
 		case <-e.stop:
 			return
 		case now := <-tick.C:
-			e.m.FastForward(now.Sub(last))
+			e.mu.Lock()
+			if !e.frozen {
+				e.m.FastForward(now.Sub(last))
+			}
+			e.mu.Unlock()
 			last = now
 		}
 	}

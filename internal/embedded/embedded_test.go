@@ -65,3 +65,46 @@ func TestKeysExpireAsTimePasses(t *testing.T) {
 		t.Errorf("a key set with PX 50 was gone after %v, more than a tick early", gone)
 	}
 }
+
+// With SetTime a test moves the engine's clock: TIME answers the time set,
+// and a key expires when the clock passes its TTL, not before.
+func TestSetTimeMovesTheClock(t *testing.T) {
+	t.Parallel()
+	e, err := embedded.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	conn, err := net.Dial("tcp", e.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	r := bufio.NewReader(conn)
+	if got := do(t, conn, r, "AUTH", e.Password()); got != "+OK" {
+		t.Fatalf("AUTH = %q", got)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	e.SetTime(at)
+	if got := do(t, conn, r, "TIME"); got != "*2" {
+		t.Fatalf("TIME = %q, want an array", got)
+	}
+	r.ReadString('\n') // $10
+	secs, _ := r.ReadString('\n')
+	r.ReadString('\n')
+	r.ReadString('\n')
+	if got := strings.TrimSpace(secs); got != fmt.Sprint(at.Unix()) {
+		t.Errorf("TIME seconds = %s, want %d", got, at.Unix())
+	}
+	if got := do(t, conn, r, "SET", "k", "v", "PX", "1000"); got != "+OK" {
+		t.Fatalf("SET = %q", got)
+	}
+	e.SetTime(at.Add(999 * time.Millisecond))
+	if got := do(t, conn, r, "EXISTS", "k"); got != ":1" {
+		t.Errorf("EXISTS 999 ms into a 1 s TTL = %s, want 1", got)
+	}
+	e.SetTime(at.Add(time.Second))
+	if got := do(t, conn, r, "EXISTS", "k"); got != ":0" {
+		t.Errorf("EXISTS once the 1 s TTL passed = %s, want 0", got)
+	}
+}

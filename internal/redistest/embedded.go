@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,3 +37,7 @@ func (e *Embedded) Client(tb testing.TB) *redis.Client {
 // Prefix returns a key prefix no other test uses ("t7-9f86d081:"). Its
 // keys go with the engine.
 func (e *Embedded) Prefix() string { return newPrefix() }
+
+// SetTime sets the engine's clock to at: TIME answers at, and TTLs run
+// out by it. From then on only SetTime moves it (embedded.Engine.SetTime).
+func (e *Embedded) SetTime(at time.Time) { e.e.SetTime(at) }
