@@ -92,7 +92,7 @@ func TestAnnouncementMayTakeUntilTheLastOneLapses(t *testing.T) {
 	h.startStarted(p)
 	first := recv(t, b.left, "the first announcement")
 	if first > time.Second {
-		t.Errorf("the first announcement had %v, want a second at most (an unreachable Redis is reported at once)", first)
+		t.Errorf("the first announcement had %v, want a second at most (an unreachable Redis is reported soon)", first)
 	}
 	clk.BlockUntil(2) // the heartbeat's and the announcer's timers
 	clk.Advance(interval)

@@ -518,10 +518,20 @@ func (b *spyBroker) deliveries() []*brokers.Delivery {
 type losingBroker struct {
 	brokers.Broker
 	extends atomic.Int32
+	// after, if set, holds the losing back until it is closed: until then
+	// renewals are granted.
+	after chan struct{}
 }
 
-func (b *losingBroker) ExtendLeases(_ context.Context, ds ...*brokers.Delivery) error {
+func (b *losingBroker) ExtendLeases(ctx context.Context, ds ...*brokers.Delivery) error {
 	b.extends.Add(1)
+	if b.after != nil {
+		select {
+		case <-b.after:
+		default:
+			return b.Broker.ExtendLeases(ctx, ds...)
+		}
+	}
 	for _, d := range ds {
 		d.Lease.Lose()
 	}

@@ -945,14 +945,14 @@ func (w *Worker) newAnnouncer() *service.Periodic {
 // other workers reroute to it the tasks they lack from the start and sends
 // of its aggregators' members are accepted once it has started. A failure
 // is reported and tried again after a backoff, each attempt given twice the
-// time of the one before (the first has a second at most, so that an
-// unreachable Redis is reported at once), for up to a LeaseDuration; then
+// time of the one before (the first has a second, so that an unreachable
+// Redis is reported soon), for up to a LeaseDuration; then
 // the worker starts anyway and the announcer goes on trying.
 func (w *Worker) announceFirst(ctx context.Context) {
 	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	fails := service.NewFailureLog(w.log, w.clock, "announcement of the task names", 0)
 	giveUp := w.clock.Now().Add(w.p.Config.LeaseDuration)
-	timeout := min(w.p.Config.LeaseRenewInterval, time.Second)
+	timeout := time.Second
 	for failures := 1; ; failures++ {
 		err := w.announce(ctx, min(timeout, max(w.clock.Until(giveUp), time.Millisecond)))
 		if err == nil {

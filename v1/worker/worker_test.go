@@ -62,10 +62,14 @@ func TestLeaseLostWhileRunning(t *testing.T) {
 			sig.OnError = []*tasks.Signature{newSig("on_error")}
 			h.publish(sig)
 
-			losing := &losingBroker{Broker: h.spy}
+			// The lease is lost once STARTED is written, not before: a
+			// renewal that came first would cut that write short.
+			losing := &losingBroker{Broker: h.spy, after: make(chan struct{})}
 			p := h.params()
 			p.Broker = losing
 			r := h.start(p)
+			waitFor(t, "STARTED", func() bool { return h.state(sig.UUID) == tasks.StateStarted })
+			close(losing.after)
 
 			if err := recv(t, cancelled, "the task's context to be cancelled"); !errors.Is(err, context.Canceled) {
 				t.Fatalf("task context error = %v, want context.Canceled", err)
