@@ -53,6 +53,22 @@ type LeaseEnder interface {
 	EndBatchLease(ctx context.Context, b *iface.Batch) error
 }
 
+// ExpiryMargin may be implemented by a broker whose store can expire a
+// key up to a margin before its time, such as the in-process engine of
+// memory://, which moves its keys' TTLs on every few milliseconds. The
+// suite's checks that a key lives its whole TTL allow for it.
+type ExpiryMargin interface {
+	ExpiryMargin() time.Duration
+}
+
+// expiryMargin is b's ExpiryMargin, or 0.
+func expiryMargin(b any) time.Duration {
+	if m, ok := b.(ExpiryMargin); ok {
+		return m.ExpiryMargin()
+	}
+	return 0
+}
+
 type suite struct {
 	newBroker func(t *testing.T, cnf *config.Config) Broker
 }

@@ -2,9 +2,11 @@ package redisbroker_test
 
 import (
 	"context"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/embedded"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
 	"github.com/b6192125/machinist/v1/brokers/iface"
@@ -51,3 +53,9 @@ func (c conformant) EndBatchLease(ctx context.Context, b *iface.Batch) error {
 	agg := c.prefix + ":{" + b.Queue + "}:agg:"
 	return endLeaseScript.Run(ctx, c.client, []string{agg + "batch:" + b.ID, agg + "batches:" + b.Name}, b.ID, b.Lease.Token()).Err()
 }
+
+// onEngine is a conformant broker on the in-process engine, whose keys
+// may expire up to one of its ticks early.
+type onEngine struct{ conformant }
+
+func (onEngine) ExpiryMargin() time.Duration { return embedded.ExpiryTick }

@@ -67,7 +67,7 @@ func TestConformanceEmbedded(t *testing.T) {
 	client := engine.Client(t)
 	brokertest.Exercise(t, func(t *testing.T, cnf *config.Config) brokertest.Broker {
 		b := newBroker(t, client, engine.Prefix(), cnf)
-		return conformant{b, client, cnf.Redis.KeyPrefix}
+		return onEngine{conformant{b, client, cnf.Redis.KeyPrefix}}
 	})
 }
 
@@ -304,7 +304,7 @@ func TestConformancePairedEmbedded(t *testing.T) {
 		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 		be := redisbackend.New(store, redisbackend.Options{})
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
-		return conformant{b, client, cnf.Redis.KeyPrefix}, be
+		return onEngine{conformant{b, client, cnf.Redis.KeyPrefix}}, be
 	})
 }
 
