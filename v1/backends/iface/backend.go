@@ -8,8 +8,9 @@
 // expire while it is still running. TriggerChord elects exactly one member to
 // send the chord callback, with no global lock.
 //
-// Two implementations ship: backends/memory and backends/redis. Both pass the
-// conformance suite in backends/backendtest.
+// One implementation ships, backends/redis, on Redis or on an in-process
+// engine (backends/memory, "memory://"). It passes the conformance suite in
+// backends/backendtest.
 package iface
 
 import (

@@ -1,7 +1,7 @@
 // Package redisbackend is machinist's Redis result backend: task states and
-// results, and the bookkeeping of groups and chords. It has the semantics of
-// the in-process backend (backends/memory) and passes the same conformance
-// suite (backends/backendtest), on a standalone Redis and on Redis Cluster.
+// results, and the bookkeeping of groups and chords. It passes the
+// conformance suite (backends/backendtest) on a standalone Redis, on Redis
+// Cluster and on the in-process engine of "memory://" (backends/memory).
 // It is a thin adapter over the Redis store in internal/rdb, which owns every
 // key and script; NewServer builds it with the broker on one store when both
 // are on the same Redis.

@@ -12,8 +12,9 @@
 // pending by the broker's recoverer (see Config.MaxRecoveries), so a worker
 // that dies loses nothing.
 //
-// Two implementations ship: brokers/memory (in-process) and brokers/redis.
-// Both pass the conformance suite in brokers/brokertest.
+// One implementation ships, brokers/redis, on Redis or on an in-process
+// engine (brokers/memory, "memory://"). It passes the conformance suite in
+// brokers/brokertest, which a broker of your own can run too.
 package iface
 
 import (
@@ -42,7 +43,7 @@ type Broker interface {
 	// ErrDuplicateTask when a task with the same UUID is still held in the
 	// same queue (archived tasks do not count), or appears twice in sigs;
 	// UUIDs are unique per queue, which keeps each queue in one Redis
-	// Cluster slot (the memory broker refuses them across queues too). A
+	// Cluster slot. A
 	// task whose message is larger than config.Config.MaxMessageSize is
 	// refused (a *MessageTooLargeError) before any of sigs is published.
 	// Publishing several tasks is one
@@ -288,8 +289,8 @@ type Claimer interface {
 	// done until its record ends. It returns nil when the key is done (by
 	// this call or an earlier one), and an error wrapping ErrLeaseLost
 	// when another caller took the key over or its record ended. After
-	// the lease ended it may succeed, if no one took the key over (Redis),
-	// or fail with ErrLeaseLost (the memory broker forgets ended leases).
+	// the lease ended it may succeed, if no one took the key over, or fail
+	// with ErrLeaseLost (a broker may forget ended leases).
 	CompleteClaim(ctx context.Context, key, token string) error
 
 	// Holds reports, for each of sigs in order, whether the broker holds a
