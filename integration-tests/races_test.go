@@ -18,6 +18,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/syncbuf"
+	"github.com/b6192125/machinist/internal/waitfor"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
@@ -48,19 +49,6 @@ func chaosServer(t *testing.T, url, keyPrefix string, mutate ...func(*config.Con
 		}
 	})
 	return s
-}
-
-// pollUntil calls cond every interval until it returns true, failing the
-// test if it has not within timeout.
-func pollUntil(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(interval)
-	}
 }
 
 // TestThousandChordsFireExactlyOnce sends a thousand chords at once to fifty
@@ -243,7 +231,7 @@ func TestWorkerRetriesConnectionWithBackoff(t *testing.T) {
 	// commands before a fetch fails (about 1.7 s with go-redis's
 	// defaults), so the worker notices after more than a second: wait for
 	// its first error, then for a second more of outage.
-	pollUntil(t, 15*time.Second, 5*time.Millisecond, "the worker to report that Redis is unreachable", func() bool { return count() > 0 })
+	waitfor.True(t, 15*time.Second, "the worker to report that Redis is unreachable", func() bool { return count() > 0 })
 	noticedAfter := time.Since(launchedAt)
 	before := count()
 	time.Sleep(time.Second)
@@ -269,7 +257,7 @@ func TestWorkerRetriesConnectionWithBackoff(t *testing.T) {
 	// re-dials only once a second after repeated dial failures): retry.
 	var r *result.AsyncResult
 	var sendFailures int
-	pollUntil(t, 10*time.Second, 20*time.Millisecond, "a send to succeed once Redis lets the worker in", func() bool {
+	waitfor.True(t, 10*time.Second, "a send to succeed once Redis lets the worker in", func() bool {
 		var err error
 		r, err = server.SendTaskWithContext(ctx, sig("echo", strArg("back")))
 		if err != nil {

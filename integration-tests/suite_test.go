@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/waitfor"
 	machinist "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -310,5 +311,5 @@ func values(vs []reflect.Value) []interface{} {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	pollUntil(t, waitTimeout, poll, what, cond)
+	waitfor.True(t, waitTimeout, what, cond)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/waitfor"
 	machinist "github.com/b6192125/machinist/v1"
 	backendiface "github.com/b6192125/machinist/v1/backends/iface"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
@@ -188,19 +189,7 @@ func TestCallsEndAtTheirDeadlineWhileRedisIsStopped(t *testing.T) {
 // last error after 10 s.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %v after 10 s", what, err)
-		}
-		<-tick.C
-	}
+	waitfor.Nil(t, 10*time.Second, what, cond)
 }
 
 // noStateLeft returns nil when none of sigs has a state, nor workflow id

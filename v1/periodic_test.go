@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/waitfor"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -64,13 +65,7 @@ func waitArmed(t *testing.T, clk *clock.Fake) {
 // next receives the next firing, failing the test after a deadline.
 func next[T any](t *testing.T, c <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatal("timed out waiting for a periodic firing")
-		panic("unreachable")
-	}
+	return waitfor.Recv(t, 10*time.Second, "a periodic firing", c)
 }
 
 // drain returns what is left in c.

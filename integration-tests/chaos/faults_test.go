@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/waitfor"
 	"github.com/b6192125/machinist/v1/config"
 )
 
@@ -29,13 +30,7 @@ func withLease(d time.Duration) func(*config.Config) {
 // timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, timeout, what, cond)
 }
 
 // runsBy returns how many runs of work who has started and finished.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/waitfor"
 )
 
 var start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -27,11 +28,7 @@ func received(c <-chan time.Time) (time.Time, bool) {
 // on a signal, not a sleep.
 func within(t *testing.T, what string, done <-chan struct{}) {
 	t.Helper()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
+	waitfor.Recv(t, 10*time.Second, what, done)
 }
 
 func TestFakeNowSinceUntil(t *testing.T) {

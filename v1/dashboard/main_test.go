@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/waitfor"
 	machinery "github.com/b6192125/machinist/v1"
 	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -141,19 +142,7 @@ func (e *env) status(queue, uuid string) brokeriface.TaskStatus {
 // test with cond's last error after 20 s.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after 20 s: %v", what, err)
-		}
-		<-tick.C
-	}
+	waitfor.Poll(t, 20*time.Second, 20*time.Millisecond, what, cond)
 }
 
 // client is an HTTP client with a cookie jar that does not follow

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/waitfor"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -40,29 +41,13 @@ var discardLogger = slog.New(slog.DiscardHandler)
 // waitFor polls cond until it holds, failing the test after waitTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
+	waitfor.True(t, waitTimeout, what, cond)
 }
 
 // recv receives from ch, failing the test after waitTimeout.
 func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(waitTimeout)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v
-	case <-timer.C:
-		t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
-		panic("unreachable")
-	}
+	return waitfor.Recv(t, waitTimeout, what, ch)
 }
 
 // send sends v on ch, failing the test after waitTimeout.

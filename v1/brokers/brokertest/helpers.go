@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/b6192125/machinist/internal/waitfor"
 	"github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -244,15 +245,7 @@ func waitDone(t *testing.T, l *iface.Lease, what string) {
 // waitLong.
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not true after %s: %s", waitLong, msg)
-		}
-		<-tick.C
-	}
+	waitfor.True(t, waitLong, msg, cond)
 }
 
 // waitUntil blocks until the clock has passed ts. It waits for time to pass,

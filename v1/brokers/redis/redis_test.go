@@ -14,6 +14,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/waitfor"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
@@ -364,18 +365,10 @@ func TestOneElectedMaintainerPerQueue(t *testing.T) {
 	})
 }
 
-// waitFor polls cond every 10 ms until it holds, failing after 10 s.
+// waitFor polls cond until it holds, failing after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	waitfor.True(t, 10*time.Second, what, cond)
 }
 
 // A broker without the password of a Redis that wants one says so: its
