@@ -13,7 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	machinist "github.com/b6192125/machinist/v1"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -209,7 +209,7 @@ func (d *machinistDriver) Chain(ctx context.Context, steps [][]int64) (int64, er
 }
 
 func (d *machinistDriver) Outstanding(ctx context.Context) (int, error) {
-	qi, err := d.server.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, config.DefaultQueueName)
+	qi, err := d.server.GetBroker().(brokers.Inspector).QueueInfo(ctx, config.DefaultQueueName)
 	if err != nil {
 		return 0, err
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -34,7 +34,7 @@ func TestAggregationRunsOneTaskPerBatch(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 10, GracePeriod: 200 * time.Millisecond},
+		err := s.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 10, GracePeriod: 200 * time.Millisecond},
 			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 				uuids := make([]string, len(members))
 				for i, m := range members {
@@ -49,7 +49,7 @@ func TestAggregationRunsOneTaskPerBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		// No worker aggregates yet: a member is refused at once.
-		if _, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "alice"}); !errors.Is(err, brokeriface.ErrNoAggregator) {
+		if _, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "notify", AggregationKey: "alice"}); !errors.Is(err, brokers.ErrNoAggregator) {
 			t.Fatalf("SendTask of a member with no worker running: %v, want ErrNoAggregator", err)
 		}
 		w := s.NewWorker("aggregator", 4)
@@ -115,7 +115,7 @@ func TestFailingAggregatorArchivesTheMembers(t *testing.T) {
 		s := bareServer(t, p, func(c *config.Config) { c.AggregatorRetries = 1 })
 		ctx := testCtx(t)
 		var calls sync.Map
-		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
+		if err := s.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 3},
 			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 				n, _ := calls.LoadOrStore(key, new(int))
 				*n.(*int)++
@@ -136,7 +136,7 @@ func TestFailingAggregatorArchivesTheMembers(t *testing.T) {
 				t.Fatalf("member %s: %v, want the aggregator's failure, after 2 tries", r.Signature.UUID, err)
 			}
 		}
-		archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+		archived, err := s.GetBroker().(brokers.Inspector).ListTasks(ctx, config.DefaultQueueName, brokers.StatusArchived, 0, 10)
 		if err != nil || len(archived) != 3 {
 			t.Fatalf("archived: %d, %v; want the 3 members", len(archived), err)
 		}
@@ -159,7 +159,7 @@ func TestAggregationOfAFullGroupIsPrompt(t *testing.T) {
 		if err := s.RegisterTask("count", func(members []string) (int64, error) { return int64(len(members)), nil }); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3}, countMembers("")); err != nil {
+		if err := s.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 3}, countMembers("")); err != nil {
 			t.Fatal(err)
 		}
 		w := s.NewWorker("aggregator", 2)
@@ -188,10 +188,10 @@ func TestAggregateToAnotherQueue(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3}, countMembers(bulk)); err != nil {
+		if err := s.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 3}, countMembers(bulk)); err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range []*machinist.Worker{s.NewWorker("aggregator", 1), s.NewCustomQueueWorker("bulk", 1, bulk)} {
+		for _, w := range []*machinery.Worker{s.NewWorker("aggregator", 1), s.NewCustomQueueWorker("bulk", 1, bulk)} {
 			launch(t, w)
 			<-w.Started()
 		}
@@ -209,7 +209,7 @@ func TestAggregateToAnotherQueue(t *testing.T) {
 		}
 		// Once both queues are empty, any aggregate published twice has
 		// run: none has.
-		in := s.GetBroker().(brokeriface.Inspector)
+		in := s.GetBroker().(brokers.Inspector)
 		waitFor(t, "both queues to be empty", func() bool {
 			for _, q := range []string{config.DefaultQueueName, bulk} {
 				info, err := in.QueueInfo(ctx, q)
@@ -245,7 +245,7 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 		ctx := testCtx(t)
 		aggregating := bareServer(t, shared, fast)
 		var calls sync.Map
-		if err := aggregating.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 10, MaxDelay: 100 * time.Millisecond},
+		if err := aggregating.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 10, MaxDelay: 100 * time.Millisecond},
 			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 				calls.Store(key, true)
 				return &tasks.Signature{Name: "notify_many"}, nil
@@ -278,7 +278,7 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 
 // sendMembers sends n members of task "notify" with aggregation key key
 // through s, and returns their results.
-func sendMembers(ctx context.Context, t *testing.T, s *machinist.Server, key string, n int) []*result.AsyncResult {
+func sendMembers(ctx context.Context, t *testing.T, s *machinery.Server, key string, n int) []*result.AsyncResult {
 	t.Helper()
 	results := make([]*result.AsyncResult, n)
 	for i := range results {
@@ -317,7 +317,7 @@ func TestAggregationMemberGetIsWoken(t *testing.T) {
 		if err := s.RegisterTask("count", func(members []string) (int64, error) { return int64(len(members)), nil }); err != nil {
 			t.Fatal(err)
 		}
-		err := s.RegisterAggregator("member", machinist.AggregationPolicy{MaxSize: 3},
+		err := s.RegisterAggregator("member", machinery.AggregationPolicy{MaxSize: 3},
 			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 				uuids := make([]string, len(members))
 				for i, m := range members {

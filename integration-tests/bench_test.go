@@ -13,7 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -46,8 +46,8 @@ func benchRedis(b *testing.B) (*config.Config, *goredis.Client) {
 }
 
 // benchServer returns a Server on cnf, closed when the benchmark ends.
-func benchServer(b *testing.B, cnf *config.Config) *machinist.Server {
-	s, err := machinist.NewServer(cnf)
+func benchServer(b *testing.B, cnf *config.Config) *machinery.Server {
+	s, err := machinery.NewServer(cnf)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	machinist "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -69,7 +69,7 @@ func TestOperatorActionsOnWaitingTasks(t *testing.T) {
 		if out, err := rr.GetWithContext(ctx, poll); err != nil || out[0].Int() != 3 {
 			t.Fatalf("a task run now: %v, %v; want 3", out, err)
 		}
-		if err := operator.DeleteTask(ctx, q, deleted.UUID); !errors.Is(err, brokeriface.ErrTaskNotFound) {
+		if err := operator.DeleteTask(ctx, q, deleted.UUID); !errors.Is(err, brokers.ErrTaskNotFound) {
 			t.Fatalf("deleting a deleted task: %v, want ErrTaskNotFound", err)
 		}
 
@@ -139,9 +139,9 @@ func TestCancelTask(t *testing.T) {
 			if got := recvString(t, started); got != s.UUID {
 				t.Fatalf("started %s, want %s", got, s.UUID)
 			}
-			var opts []machinist.CancelOption
+			var opts []machinery.CancelOption
 			if withOnError {
-				opts = append(opts, machinist.WithOnError())
+				opts = append(opts, machinery.WithOnError())
 			}
 			cancelled := time.Now()
 			if err := operator.CancelTask(ctx, q, s.UUID, opts...); err != nil {
@@ -160,7 +160,7 @@ func TestCancelTask(t *testing.T) {
 			switch {
 			case withOnError && err != nil:
 				t.Fatalf("OnError callback asked for: its state: %v", err)
-			case !withOnError && !errors.Is(err, backendiface.ErrStateNotFound):
+			case !withOnError && !errors.Is(err, backends.ErrStateNotFound):
 				t.Fatalf("OnError callback not asked for, but its state is there (%v)", err)
 			}
 		}
@@ -168,7 +168,7 @@ func TestCancelTask(t *testing.T) {
 			t.Fatalf("hold ran %d times, want 2 (no retry after a cancel)", n)
 		}
 		// Both are archived, neither waits for a retry.
-		in := operator.GetBroker().(brokeriface.Inspector)
+		in := operator.GetBroker().(brokers.Inspector)
 		info, err := in.QueueInfo(ctx, q)
 		if err != nil || info.Retry != 0 || info.Archived != 2 {
 			t.Fatalf("queue after cancelling two running tasks: %+v, %v; want 2 archived, none to retry", info, err)
@@ -199,7 +199,7 @@ func TestCancelTask(t *testing.T) {
 		}
 		waitFor(t, "the finished task to leave its queue", func() bool {
 			err := operator.CancelTask(ctx, q, done.UUID)
-			return errors.Is(err, machinist.ErrTaskFinished)
+			return errors.Is(err, machinery.ErrTaskFinished)
 		})
 	})
 }

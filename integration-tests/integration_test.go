@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -425,7 +425,7 @@ func TestBadArgumentsFailOnceAndAreArchived(t *testing.T) {
 			}
 			// FAILURE is written before the task is settled in the archive.
 			waitFor(t, fmt.Sprintf("%s%v archived with its error", tc.sig.Name, tc.sig.Args), func() bool {
-				archived, err := e.server.GetBroker().(brokeriface.Inspector).ListTasks(e.ctx(), config.DefaultQueueName, brokeriface.StatusArchived, 0, 100)
+				archived, err := e.server.GetBroker().(brokers.Inspector).ListTasks(e.ctx(), config.DefaultQueueName, brokers.StatusArchived, 0, 100)
 				if err != nil {
 					t.Fatal(err)
 				}

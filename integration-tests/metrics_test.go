@@ -14,9 +14,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -24,7 +24,7 @@ import (
 // metered is a sending Server and a working one on a shared broker and
 // backend, as two processes, with their metrics read by hand.
 type metered struct {
-	sender, worker *machinist.Server
+	sender, worker *machinery.Server
 	reader         *sdkmetric.ManualReader
 }
 
@@ -266,7 +266,7 @@ func TestMetricsOfRecoveryAndDepth(t *testing.T) {
 		}
 		// A worker takes one and dies: nothing settles it.
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ds, err := m.worker.GetBroker().(brokeriface.Broker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
+		ds, err := m.worker.GetBroker().(brokers.Broker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
 		cancel()
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("Fetch: %d, %v", len(ds), err)

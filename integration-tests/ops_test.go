@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/ops"
-	machinist "github.com/b6192125/machinist/v1"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -127,7 +127,7 @@ func TestOperatorView(t *testing.T) {
 		task, err := o.Task(ctx, hold.UUID, "")
 		must(t, err)
 		host, _ := os.Hostname()
-		if task.Queue != "qa" || task.Info.Status != brokeriface.StatusActive || task.Attempts != 1 ||
+		if task.Queue != "qa" || task.Info.Status != brokers.StatusActive || task.Attempts != 1 ||
 			task.Holder.Tag != "ops-worker" || task.Holder.PID != os.Getpid() || task.Holder.Host != host ||
 			task.Info.LeaseExpiresAt.Before(time.Now()) {
 			t.Fatalf("running task: %+v, info %+v, holder %+v", task, task.Info, task.Holder)
@@ -158,10 +158,10 @@ func TestOperatorView(t *testing.T) {
 			st, err := sender.GetBackend().GetStateContext(ctx, hold.UUID)
 			return err == nil && st.State == tasks.StateFailure
 		})
-		if err := o.Do(ctx, ops.Cancel, chain.Tasks[0].UUID, ""); !errors.Is(err, machinist.ErrTaskFinished) {
+		if err := o.Do(ctx, ops.Cancel, chain.Tasks[0].UUID, ""); !errors.Is(err, machinery.ErrTaskFinished) {
 			t.Fatalf("cancel a finished task: %v, want ErrTaskFinished", err)
 		}
-		if err := o.Do(ctx, ops.Delete, "task_nowhere", ""); !errors.Is(err, brokeriface.ErrTaskNotFound) {
+		if err := o.Do(ctx, ops.Delete, "task_nowhere", ""); !errors.Is(err, brokers.ErrTaskNotFound) {
 			t.Fatalf("delete an unknown task: %v, want ErrTaskNotFound", err)
 		}
 		if _, err := o.Queue(ctx, "nowhere"); !errors.Is(err, ops.ErrQueueNotFound) {
@@ -177,7 +177,7 @@ func TestOperatorView(t *testing.T) {
 
 // chord sends a chord of members with a callback named callback, and
 // returns it.
-func chord(t *testing.T, s *machinist.Server, callback string, members ...*tasks.Signature) *chordSent {
+func chord(t *testing.T, s *machinery.Server, callback string, members ...*tasks.Signature) *chordSent {
 	t.Helper()
 	group, err := tasks.NewGroup(members...)
 	must(t, err)

@@ -19,7 +19,7 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/syncbuf"
 	"github.com/b6192125/machinist/internal/waitfor"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -31,7 +31,7 @@ const chaosPrefix = "chaos"
 
 // chaosServer returns a Server on the Redis at url with the default lease
 // settings, closed when the test ends.
-func chaosServer(t *testing.T, url, keyPrefix string, mutate ...func(*config.Config)) *machinist.Server {
+func chaosServer(t *testing.T, url, keyPrefix string, mutate ...func(*config.Config)) *machinery.Server {
 	t.Helper()
 	cnf := redisConfig(url, keyPrefix)
 	cnf.NoUnixSignals = true
@@ -39,7 +39,7 @@ func chaosServer(t *testing.T, url, keyPrefix string, mutate ...func(*config.Con
 	for _, m := range mutate {
 		m(cnf)
 	}
-	s, err := machinist.NewServer(cnf)
+	s, err := machinery.NewServer(cnf)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestThousandChordsFireExactlyOnce(t *testing.T) {
 			return sum, nil
 		},
 	}
-	ss := make([]*machinist.Server, servers)
+	ss := make([]*machinery.Server, servers)
 	stops := make([]func() error, servers)
 	for i := range ss {
 		ss[i] = chaosServer(t, srv.URL(), prefix)
@@ -330,7 +330,7 @@ func TestHungRedisIsReportedWithAPreConsumeHandler(t *testing.T) {
 		}
 	})
 	asked := make(chan struct{}, 1)
-	w.SetPreConsumeHandler(func(*machinist.Worker) bool {
+	w.SetPreConsumeHandler(func(*machinery.Worker) bool {
 		select {
 		case asked <- struct{}{}:
 		default:

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 )
 
@@ -35,7 +35,7 @@ func TestShardedDefaultQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if iface.LogicalQueue(s.RoutingKey) != config.DefaultQueueName {
+			if brokers.LogicalQueue(s.RoutingKey) != config.DefaultQueueName {
 				t.Fatalf("task sent to %s", s.RoutingKey)
 			}
 			shards[s.RoutingKey] = true

@@ -20,7 +20,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/waitfor"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -104,7 +104,7 @@ func forPairs(t *testing.T, ps []pair, test func(t *testing.T, p pair)) {
 // eager, a running worker.
 type env struct {
 	t      *testing.T
-	server *machinist.Server
+	server *machinery.Server
 	calls  *callLog
 }
 
@@ -121,7 +121,7 @@ func newEnv(t *testing.T, p pair, mutate ...func(*config.Config)) *env {
 	for _, m := range mutate {
 		m(cnf)
 	}
-	server, err := machinist.NewServer(cnf)
+	server, err := machinery.NewServer(cnf)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}

@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -30,7 +30,7 @@ import (
 // traced is a sending Server and a working one on a shared broker and
 // backend, as two processes, recording their spans.
 type traced struct {
-	sender, worker *machinist.Server
+	sender, worker *machinery.Server
 	rec            *tracetest.SpanRecorder
 }
 
@@ -411,7 +411,7 @@ func TestTraceOfARecoveredTask(t *testing.T) {
 		}
 		// A worker that takes the task and dies: nothing settles it.
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ds, err := tr.worker.GetBroker().(brokeriface.Broker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
+		ds, err := tr.worker.GetBroker().(brokers.Broker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
 		cancel()
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("Fetch: %d, %v", len(ds), err)
@@ -446,7 +446,7 @@ func i64(v int64) tasks.Arg { return tasks.Arg{Type: "int64", Value: v} }
 func TestTraceOfAnAggregate(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
 		tr := newTraced(t, p)
-		if err := tr.worker.RegisterAggregator("notify", machinist.AggregationPolicy{MaxSize: 3},
+		if err := tr.worker.RegisterAggregator("notify", machinery.AggregationPolicy{MaxSize: 3},
 			func(ctx context.Context, key string, members []*tasks.Signature) (*tasks.Signature, error) {
 				return &tasks.Signature{Name: "sum"}, nil
 			}); err != nil {
@@ -507,7 +507,7 @@ func TestTraceWithRedisotel(t *testing.T) {
 	cnf.NoUnixSignals = true
 	cnf.Logger = slog.New(slog.DiscardHandler)
 	cnf.TracerProvider, cnf.Propagator = tp, propagation.TraceContext{}
-	s, err := machinist.NewServerWithRedisClient(cnf, client)
+	s, err := machinery.NewServerWithRedisClient(cnf, client)
 	if err != nil {
 		t.Fatal(err)
 	}

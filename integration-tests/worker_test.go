@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
-	"github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -35,7 +35,7 @@ func forEachQueuedPair(t *testing.T, test func(t *testing.T, p pair)) {
 }
 
 // bareServer returns a Server with no worker and no tasks registered.
-func bareServer(t *testing.T, p pair, mutate ...func(*config.Config)) *machinist.Server {
+func bareServer(t *testing.T, p pair, mutate ...func(*config.Config)) *machinery.Server {
 	t.Helper()
 	cnf := p.config(t)
 	cnf.NoUnixSignals = true
@@ -43,7 +43,7 @@ func bareServer(t *testing.T, p pair, mutate ...func(*config.Config)) *machinist
 	for _, m := range mutate {
 		m(cnf)
 	}
-	s, err := machinist.NewServer(cnf)
+	s, err := machinery.NewServer(cnf)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -51,7 +51,7 @@ func bareServer(t *testing.T, p pair, mutate ...func(*config.Config)) *machinist
 	return s
 }
 
-func launch(t *testing.T, w *machinist.Worker) (stop func() error) {
+func launch(t *testing.T, w *machinery.Worker) (stop func() error) {
 	t.Helper()
 	errs := make(chan error, 1)
 	w.LaunchAsync(errs)
@@ -81,10 +81,10 @@ func sharedPair(t *testing.T, p pair) pair {
 
 // processes returns n Servers that share p's broker and backend, as n
 // processes share a Redis, each configured by mutate.
-func processes(t *testing.T, p pair, n int, mutate ...func(*config.Config)) []*machinist.Server {
+func processes(t *testing.T, p pair, n int, mutate ...func(*config.Config)) []*machinery.Server {
 	t.Helper()
 	shared := sharedPair(t, p)
-	out := make([]*machinist.Server, n)
+	out := make([]*machinery.Server, n)
 	for i := range out {
 		out[i] = bareServer(t, shared, mutate...)
 	}
@@ -210,7 +210,7 @@ func TestQuitIsSafe(t *testing.T) {
 		// Launching the same worker twice is refused.
 		w = s.NewWorker("twice", 1)
 		stop := launch(t, w)
-		if err := w.Launch(); !errors.Is(err, machinist.ErrWorkerLaunched) {
+		if err := w.Launch(); !errors.Is(err, machinery.ErrWorkerLaunched) {
 			t.Fatalf("second Launch: %v, want ErrWorkerLaunched", err)
 		}
 		if err := stop(); err != nil {
@@ -277,7 +277,7 @@ func TestUnregisteredTaskFailsOnceWithReason(t *testing.T) {
 		})
 		var handed atomic.Int32
 		w := s.NewWorker("w", 1)
-		w.SetPreConsumeHandler(func(*machinist.Worker) bool { handed.Add(1); return true })
+		w.SetPreConsumeHandler(func(*machinery.Worker) bool { handed.Add(1); return true })
 		launch(t, w)
 		ctx := testCtx(t)
 		r, err := s.SendTaskWithContext(ctx, sig("nobody_has_this"))
@@ -290,7 +290,7 @@ func TestUnregisteredTaskFailsOnceWithReason(t *testing.T) {
 		}
 		// FAILURE is written before the task is settled in the archive.
 		waitFor(t, "the task in the archive", func() bool {
-			archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+			archived, err := s.GetBroker().(brokers.Inspector).ListTasks(ctx, config.DefaultQueueName, brokers.StatusArchived, 0, 10)
 			return err == nil && len(archived) == 1 && archived[0].Signature.UUID == r.Signature.UUID
 		})
 		// Handed back with a delay, not in a hot loop.
@@ -321,7 +321,7 @@ func TestUnregisteredTaskIgnored(t *testing.T) {
 		}
 		// noop's acknowledgement follows its SUCCESS state.
 		waitFor(t, "an empty queue (the ignored task dropped, not kept)", func() bool {
-			info, err := s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, config.DefaultQueueName)
+			info, err := s.GetBroker().(brokers.Inspector).QueueInfo(ctx, config.DefaultQueueName)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func TestGetOnMissingStateReturnsError(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
-			if !errors.Is(err, iface.ErrStateNotFound) {
+			if !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("Get: %v, want ErrStateNotFound", err)
 			}
 		case <-time.After(waitTimeout):
@@ -396,7 +396,7 @@ func TestPeriodicTaskFiresOncePerTickAcrossServers(t *testing.T) {
 		shared := sharedPair(t, p)
 		var mu sync.Mutex
 		var fires []string // the UUIDs of the tasks run, one per tick
-		var servers []*machinist.Server
+		var servers []*machinery.Server
 		for i := 0; i < 2; i++ {
 			s := bareServer(t, shared)
 			s.RegisterTask("tick", func(ctx context.Context) error {
@@ -436,7 +436,7 @@ func TestPeriodicTaskFiresOncePerTickAcrossServers(t *testing.T) {
 // runOrder sends n "which" tasks to each of queues before any worker
 // runs, then launches worker and returns the queues in the order the tasks
 // ran.
-func runOrder(t *testing.T, s *machinist.Server, worker *machinist.Worker, n int, queues ...string) []string {
+func runOrder(t *testing.T, s *machinery.Server, worker *machinery.Worker, n int, queues ...string) []string {
 	t.Helper()
 	var mu sync.Mutex
 	var order []string
@@ -529,7 +529,7 @@ func TestUnstorableResultFailsOnce(t *testing.T) {
 			t.Fatalf("got %v, want a failure saying the results cannot be stored", err)
 		}
 		waitFor(t, "the task in the archive", func() bool {
-			archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, config.DefaultQueueName, brokeriface.StatusArchived, 0, 10)
+			archived, err := s.GetBroker().(brokers.Inspector).ListTasks(ctx, config.DefaultQueueName, brokers.StatusArchived, 0, 10)
 			return err == nil && len(archived) == 1
 		})
 		if n := runs.Load(); n != 1 {
@@ -609,7 +609,7 @@ func TestUndecodableMessageFailsWithTheReason(t *testing.T) {
 	})
 	// The state is written before the task is archived: wait for both.
 	waitFor(t, "the undecodable task archived with the decoding error", func() bool {
-		archived, err := s.GetBroker().(brokeriface.Inspector).ListTasks(ctx, queue, brokeriface.StatusArchived, 0, 10)
+		archived, err := s.GetBroker().(brokers.Inspector).ListTasks(ctx, queue, brokers.StatusArchived, 0, 10)
 		return err == nil && len(archived) == 1 && archived[0].Signature.UUID == "task_bad" &&
 			strings.Contains(archived[0].LastError, "cannot decode")
 	})

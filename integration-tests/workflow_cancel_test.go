@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	machinist "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -127,11 +127,11 @@ func TestCancelWorkflow(t *testing.T) {
 		})
 		wantCancelled("chain", third.UUID, fourth.UUID)
 		for _, cb := range errCallbacks {
-			if _, err := sender.GetBackend().GetStateContext(ctx, cb.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+			if _, err := sender.GetBackend().GetStateContext(ctx, cb.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("an OnError callback of the cancelled chain was sent (%v)", err)
 			}
 		}
-		if err := operator.CancelWorkflow(ctx, first.UUID); !errors.Is(err, machinist.ErrTaskFinished) {
+		if err := operator.CancelWorkflow(ctx, first.UUID); !errors.Is(err, machinery.ErrTaskFinished) {
 			t.Fatalf("cancelling a cancelled chain: %v, want ErrTaskFinished", err)
 		}
 
@@ -170,7 +170,7 @@ func TestCancelWorkflow(t *testing.T) {
 				return err == nil && st.IsFailure()
 			})
 		}
-		if _, err := sender.GetBackend().GetStateContext(ctx, cbError.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+		if _, err := sender.GetBackend().GetStateContext(ctx, cbError.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 			t.Fatalf("the cancelled chord's callback's OnError was sent (%v)", err)
 		}
 
@@ -191,7 +191,7 @@ func TestCancelWorkflow(t *testing.T) {
 		if _, err := sender.SendGroupWithContext(ctx, plain, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := operator.CancelWorkflow(ctx, g2.UUID, machinist.WithOnError()); err != nil {
+		if err := operator.CancelWorkflow(ctx, g2.UUID, machinery.WithOnError()); err != nil {
 			t.Fatal(err)
 		}
 		wantCancelled("group", g1.UUID, g2.UUID, g1Next.UUID)
@@ -202,10 +202,10 @@ func TestCancelWorkflow(t *testing.T) {
 		})
 
 		// Unknown: a clear error.
-		if err := operator.CancelWorkflow(ctx, "chain_unknown"); !errors.Is(err, backendiface.ErrWorkflowNotFound) {
+		if err := operator.CancelWorkflow(ctx, "chain_unknown"); !errors.Is(err, backends.ErrWorkflowNotFound) {
 			t.Fatalf("cancelling an unknown workflow: %v, want ErrWorkflowNotFound", err)
 		}
-		if err := operator.CancelWorkflow(ctx, ""); !errors.Is(err, backendiface.ErrWorkflowNotFound) {
+		if err := operator.CancelWorkflow(ctx, ""); !errors.Is(err, backends.ErrWorkflowNotFound) {
 			t.Fatalf("cancelling workflow \"\": %v, want ErrWorkflowNotFound", err)
 		}
 	})
@@ -281,14 +281,14 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 			}
 			err := operator.CancelWorkflow(ctx, group.GroupUUID)
 			returned := time.Now()
-			if err != nil && !errors.Is(err, machinist.ErrTaskFinished) {
+			if err != nil && !errors.Is(err, machinery.ErrTaskFinished) {
 				t.Fatal(err)
 			}
 			out, werr := r.GetWithContext(ctx, poll)
 			at, started := log.get(callback.UUID)
 			switch {
 			case werr == nil:
-				if !started || at.After(returned) || out[0].Int() != 2 || !errors.Is(err, machinist.ErrTaskFinished) {
+				if !started || at.After(returned) || out[0].Int() != 2 || !errors.Is(err, machinery.ErrTaskFinished) {
 					t.Fatalf("round %d: the callback succeeded (%v), started %v at %v, the cancellation returned %v at %v", i, out, started, at, err, returned)
 				}
 				ran++
@@ -312,12 +312,12 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 }
 
 // queueInfo returns the sizes of s's DefaultQueue.
-func queueInfo(ctx context.Context, s *machinist.Server) (*brokeriface.QueueInfo, error) {
-	return s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
+func queueInfo(ctx context.Context, s *machinery.Server) (*brokers.QueueInfo, error) {
+	return s.GetBroker().(brokers.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
 }
 
 // sendAddChord sends a chord of two "add" members and a "sum" callback.
-func sendAddChord(ctx context.Context, t *testing.T, sender *machinist.Server) (*tasks.Group, *tasks.Signature, *result.ChordAsyncResult) {
+func sendAddChord(ctx context.Context, t *testing.T, sender *machinery.Server) (*tasks.Group, *tasks.Signature, *result.ChordAsyncResult) {
 	t.Helper()
 	group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
 	if err != nil {
@@ -404,7 +404,7 @@ func TestUUIDSetByThePrePublishHandlerIsLookedUp(t *testing.T) {
 		if err != nil || st.State != tasks.StatePending || st.Error != "" {
 			t.Fatalf("state after the send: %+v, %v; want PENDING", st, err)
 		}
-		qi, err := s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
+		qi, err := s.GetBroker().(brokers.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
 		if err != nil || qi.Pending != 1 || qi.Archived != 0 {
 			t.Fatalf("queue: %+v, %v; want 1 pending, none archived", qi, err)
 		}

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"maps"
 
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/worker"
 )
 
 // AggregationPolicy says when a group of members is released as one batch:
 // once it holds MaxSize members, or its oldest member waited MaxDelay, or
 // no member joined for GracePeriod; a zero limit does not apply.
-type AggregationPolicy = brokeriface.AggregationPolicy
+type AggregationPolicy = brokers.AggregationPolicy
 
 // AggregatorFunc builds the task that runs in place of a batch of members
 // (tasks sent with the same Name and AggregationKey to one queue): key is
@@ -50,7 +50,7 @@ func (s *Server) RegisterAggregator(name string, policy AggregationPolicy, fn Ag
 	if err := policy.Validate(); err != nil {
 		return fmt.Errorf("machinist: register aggregator of %q: %w", name, err)
 	}
-	if _, ok := s.GetBroker().(brokeriface.Aggregator); !ok && s.eager == nil {
+	if _, ok := s.GetBroker().(brokers.Aggregator); !ok && s.eager == nil {
 		return fmt.Errorf("machinist: register aggregator of %q: broker %T does not aggregate", name, s.GetBroker())
 	}
 	s.mu.Lock()

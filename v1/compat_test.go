@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/v1"
-	backendsiface "github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokersiface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/log"
 	"github.com/b6192125/machinist/v1/retry"
@@ -132,7 +132,7 @@ func machineryProgram() error {
 	}
 
 	// The seams: machinery's methods on GetBackend() and GetBroker().
-	var backend backendsiface.Backend = server.GetBackend()
+	var backend backends.Backend = server.GetBackend()
 	var done bool
 	var states []*tasks.TaskState
 	err = backend.InitGroup("group", []string{sig.UUID})
@@ -153,11 +153,11 @@ func machineryProgram() error {
 	chainResult = result.NewChainAsyncResult([]*tasks.Signature{sig}, backend)
 	chordResult = result.NewChordAsyncResult([]*tasks.Signature{sig}, sig, backend)
 	_, _ = done, states
-	var broker brokersiface.Broker = server.GetBroker()
+	var broker brokers.Broker = server.GetBroker()
 	var _ *config.Config = broker.GetConfig()
 	broker.SetRegisteredTaskNames([]string{"add"})
 	_ = broker.IsTaskRegistered("add")
-	var processor brokersiface.TaskProcessor = worker
+	var processor brokers.TaskProcessor = worker
 	var retryConsuming bool
 	retryConsuming, err = broker.StartConsuming("machinery_worker", 1, processor)
 	_ = retryConsuming

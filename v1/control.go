@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -25,7 +25,7 @@ import (
 
 // DeleteTask deletes the task uuid that waits in queue.
 func (s *Server) DeleteTask(ctx context.Context, queue, uuid string) error {
-	return s.takeWaiting(ctx, queue, uuid, brokeriface.TakeDelete, "task deleted by an operator before it ran")
+	return s.takeWaiting(ctx, queue, uuid, brokers.TakeDelete, "task deleted by an operator before it ran")
 }
 
 // ArchiveTask moves the task uuid that waits in queue to the archive with
@@ -34,18 +34,18 @@ func (s *Server) ArchiveTask(ctx context.Context, queue, uuid, reason string) er
 	if reason == "" {
 		reason = "archived by an operator before it ran"
 	}
-	return s.takeWaiting(ctx, queue, uuid, brokeriface.TakeArchive, reason)
+	return s.takeWaiting(ctx, queue, uuid, brokers.TakeArchive, reason)
 }
 
 // RunTaskNow makes the task uuid, scheduled or waiting for its retry in
 // queue, pending now, at the head of its queue; a pending task is left as
 // it is.
 func (s *Server) RunTaskNow(ctx context.Context, queue, uuid string) error {
-	return s.takeWaiting(ctx, queue, uuid, brokeriface.TakeRun, "")
+	return s.takeWaiting(ctx, queue, uuid, brokers.TakeRun, "")
 }
 
-func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action brokeriface.TakeAction, reason string) error {
-	in, ok := s.GetBroker().(brokeriface.Inspector)
+func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action brokers.TakeAction, reason string) error {
+	in, ok := s.GetBroker().(brokers.Inspector)
 	if !ok {
 		return fmt.Errorf("machinist: %s task %s: the broker (%T) cannot inspect its queues", action, uuid, s.GetBroker())
 	}
@@ -56,7 +56,7 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 	if err != nil {
 		return fmt.Errorf("machinist: %w", err)
 	}
-	if action == brokeriface.TakeRun {
+	if action == brokers.TakeRun {
 		return nil
 	}
 	// Taken out: it will not run. Its state says so.
@@ -81,12 +81,12 @@ func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = tr
 
 // canceller returns the broker as a Canceller and the options opts set,
 // for cancelling what (a "task" or a "workflow") id.
-func (s *Server) canceller(what, id string, opts []CancelOption) (brokeriface.Canceller, cancelOptions, error) {
+func (s *Server) canceller(what, id string, opts []CancelOption) (brokers.Canceller, cancelOptions, error) {
 	var o cancelOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c, ok := s.GetBroker().(brokeriface.Canceller)
+	c, ok := s.GetBroker().(brokers.Canceller)
 	if !ok {
 		return nil, o, fmt.Errorf("machinist: cancel %s %s: the broker (%T) cannot cancel tasks", what, id, s.GetBroker())
 	}
@@ -115,7 +115,7 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 	msg := tasks.CancelledMessage + " by an operator"
 	sig, _, err := c.CancelTask(ctx, queue, uuid, msg, 0)
 	if err != nil {
-		if errors.Is(err, brokeriface.ErrTaskNotFound) || errors.Is(err, brokeriface.ErrTaskNotWaiting) {
+		if errors.Is(err, brokers.ErrTaskNotFound) || errors.Is(err, brokers.ErrTaskNotWaiting) {
 			if st, serr := s.GetBackend().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
 				return fmt.Errorf("machinist: cancel task %s: it is %s: %w", uuid, st.State, ErrTaskFinished)
 			}
@@ -165,12 +165,12 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 		return err
 	}
 	backend := s.GetBackend()
-	w, ok := backend.(backendiface.Workflows)
+	w, ok := backend.(backends.Workflows)
 	if !ok {
 		return fmt.Errorf("machinist: cancel workflow %s: the backend (%T) does not record workflows", id, backend)
 	}
 	if id == "" {
-		return fmt.Errorf("machinist: cancel workflow: no UUID given: %w", backendiface.ErrWorkflowNotFound)
+		return fmt.Errorf("machinist: cancel workflow: no UUID given: %w", backends.ErrWorkflowNotFound)
 	}
 	wf, err := w.GetWorkflowContext(ctx, id)
 	if err != nil {
@@ -181,7 +181,7 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 		// Won, the chord's election keeps a member from running its
 		// error path; lost, the winner's callback is kept out below.
 		if _, err := backend.TriggerChordContext(ctx, wf.WorkflowUUID, "cancel_"+wf.WorkflowUUID); err != nil &&
-			!errors.Is(err, backendiface.ErrGroupNotFound) {
+			!errors.Is(err, backends.ErrGroupNotFound) {
 			return fmt.Errorf("machinist: cancel workflow %s: elect the chord's canceller: %w", wf.WorkflowUUID, err)
 		}
 	}
@@ -191,7 +191,7 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 		// Purged (PurgeGroupMeta) or expired, the bookkeeping lists no
 		// member: what follows them is cancelled still.
 		states, err := backend.GroupTaskStatesContext(ctx, wf.WorkflowUUID, wf.Members)
-		if err != nil && !errors.Is(err, backendiface.ErrGroupNotFound) {
+		if err != nil && !errors.Is(err, backends.ErrGroupNotFound) {
 			return fmt.Errorf("machinist: cancel workflow %s: read its members: %w", wf.WorkflowUUID, err)
 		}
 		members := make([]tasks.WorkflowTask, len(states))
@@ -209,7 +209,7 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 // workflowCancel is one CancelWorkflow.
 type workflowCancel struct {
 	s       *Server
-	c       brokeriface.Canceller
+	c       brokers.Canceller
 	wf      *tasks.WorkflowMeta
 	msg     string
 	onError bool
@@ -281,7 +281,7 @@ func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (tak
 	}
 	sig, _, err := cw.c.CancelTask(ctx, queue, t.UUID, cw.msg, cw.bar)
 	switch {
-	case errors.Is(err, brokeriface.ErrTaskNotWaiting):
+	case errors.Is(err, brokers.ErrTaskNotWaiting):
 		return taken{}, nil // finishing, finished and kept, archived, or already kept out
 	case err != nil:
 		return taken{}, fmt.Errorf("task %s: %w", t.UUID, err)
@@ -297,7 +297,7 @@ func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (tak
 		return taken{stopped: true}, nil // its send, refused just now, wrote it
 	case err == nil && st.IsCompleted():
 		return taken{}, nil
-	case err != nil && !errors.Is(err, backendiface.ErrStateNotFound):
+	case err != nil && !errors.Is(err, backends.ErrStateNotFound):
 		return taken{}, fmt.Errorf("task %s: kept out, but its state cannot be read: %w", t.UUID, err)
 	}
 	return taken{sig: t.Signature(cw.wf.WorkflowUUID), unsent: true, stopped: true}, nil

@@ -12,9 +12,9 @@ import (
 
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/waitfor"
-	machinist "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -34,7 +34,7 @@ const (
 
 // stoppableServer returns a Server on a Redis of its own, which the test
 // may stop, after a first send (its queue is known, its scripts loaded).
-func stoppableServer(t *testing.T) (*machinist.Server, *redistest.Server) {
+func stoppableServer(t *testing.T) (*machinery.Server, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
 	s := newServer(t, &config.Config{Broker: srv.URL(), ResultBackend: srv.URL(), DefaultQueue: "q"})
@@ -85,7 +85,7 @@ func whileStopped(t *testing.T, srv *redistest.Server, call func(ctx context.Con
 }
 
 // sendOutcomes are the two things a send's error may say.
-var sendOutcomes = []error{machinist.ErrNotSent, machinist.ErrMaybeSent}
+var sendOutcomes = []error{machinery.ErrNotSent, machinery.ErrMaybeSent}
 
 // checkOutcome fails the test unless err matches want and not the other
 // send outcome.
@@ -109,16 +109,16 @@ func TestCallsEndAtTheirDeadlineWhileRedisIsStopped(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		// prepare runs before Redis stops and returns the call.
-		prepare func(t *testing.T, s *machinist.Server) func(ctx context.Context) error
+		prepare func(t *testing.T, s *machinery.Server) func(ctx context.Context) error
 		want    error // the send's outcome; nil for a read
 	}{
-		{"SendTaskWithContext", func(t *testing.T, s *machinist.Server) func(ctx context.Context) error {
+		{"SendTaskWithContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			return func(ctx context.Context) error {
 				_, err := s.SendTaskWithContext(ctx, addSig())
 				return err
 			}
-		}, machinist.ErrMaybeSent},
-		{"SendChainWithContext", func(t *testing.T, s *machinist.Server) func(ctx context.Context) error {
+		}, machinery.ErrMaybeSent},
+		{"SendChainWithContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			chain, err := tasks.NewChain(addSig(), addSig(), addSig())
 			if err != nil {
 				t.Fatal(err)
@@ -127,8 +127,8 @@ func TestCallsEndAtTheirDeadlineWhileRedisIsStopped(t *testing.T) {
 				_, err := s.SendChainWithContext(ctx, chain)
 				return err
 			}
-		}, machinist.ErrNotSent},
-		{"SendGroupWithContext", func(t *testing.T, s *machinist.Server) func(ctx context.Context) error {
+		}, machinery.ErrNotSent},
+		{"SendGroupWithContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			group, err := tasks.NewGroup(addSig(), addSig())
 			if err != nil {
 				t.Fatal(err)
@@ -137,8 +137,8 @@ func TestCallsEndAtTheirDeadlineWhileRedisIsStopped(t *testing.T) {
 				_, err := s.SendGroupWithContext(ctx, group, 0)
 				return err
 			}
-		}, machinist.ErrNotSent},
-		{"SendChordWithContext", func(t *testing.T, s *machinist.Server) func(ctx context.Context) error {
+		}, machinery.ErrNotSent},
+		{"SendChordWithContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			group, err := tasks.NewGroup(addSig(), addSig())
 			if err != nil {
 				t.Fatal(err)
@@ -151,14 +151,14 @@ func TestCallsEndAtTheirDeadlineWhileRedisIsStopped(t *testing.T) {
 				_, err := s.SendChordWithContext(ctx, chord, 0)
 				return err
 			}
-		}, machinist.ErrNotSent},
-		{"Backend.GetStateContext", func(t *testing.T, s *machinist.Server) func(ctx context.Context) error {
+		}, machinery.ErrNotSent},
+		{"Backend.GetStateContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			return func(ctx context.Context) error {
 				_, err := s.GetBackend().GetStateContext(ctx, "task_never_sent")
 				return err
 			}
 		}, nil},
-		{"AsyncResult.GetWithContext", func(t *testing.T, s *machinist.Server) func(ctx context.Context) error {
+		{"AsyncResult.GetWithContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			r, err := s.SendTaskWithContext(ctxFor(t), addSig()) // no worker runs it
 			if err != nil {
 				t.Fatal(err)
@@ -194,17 +194,17 @@ func eventually(t *testing.T, what string, cond func() error) {
 
 // noStateLeft returns nil when none of sigs has a state, nor workflow id
 // a record.
-func noStateLeft(ctx context.Context, s *machinist.Server, id string, sigs []*tasks.Signature) error {
+func noStateLeft(ctx context.Context, s *machinery.Server, id string, sigs []*tasks.Signature) error {
 	for _, sig := range sigs {
 		st, err := s.GetBackend().GetStateContext(ctx, sig.UUID)
 		if err == nil {
 			return fmt.Errorf("task %s has state %s", sig.UUID, st.State)
 		}
-		if !errors.Is(err, backendiface.ErrStateNotFound) {
+		if !errors.Is(err, backends.ErrStateNotFound) {
 			return err
 		}
 	}
-	if _, err := s.GetBackend().(backendiface.Workflows).GetWorkflowContext(ctx, id); !errors.Is(err, backendiface.ErrWorkflowNotFound) {
+	if _, err := s.GetBackend().(backends.Workflows).GetWorkflowContext(ctx, id); !errors.Is(err, backends.ErrWorkflowNotFound) {
 		return fmt.Errorf("workflow %s: record read with %v, want none", id, err)
 	}
 	return nil
@@ -235,7 +235,7 @@ func TestChainRefusedLeavesNoState(t *testing.T) {
 	if !errors.Is(err, tasks.ErrNotUnique) {
 		t.Fatalf("SendChain whose first task's unique key is held: %v, want ErrNotUnique", err)
 	}
-	checkOutcome(t, err, machinist.ErrNotSent)
+	checkOutcome(t, err, machinery.ErrNotSent)
 	id := chain.Tasks[0].WorkflowUUID
 	eventually(t, "the refused chain's states", func() error { return noStateLeft(ctx, s, id, chain.Tasks) })
 }
@@ -272,7 +272,7 @@ func TestChainSentWhileRedisIsStoppedLeavesNoState(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("SendChain while Redis is stopped: %v, want context.DeadlineExceeded", err)
 	}
-	checkOutcome(t, err, machinist.ErrNotSent)
+	checkOutcome(t, err, machinery.ErrNotSent)
 	// Redis has resumed, and runs what was sent to it while stopped.
 	next := func(what string) string {
 		t.Helper()
@@ -308,17 +308,17 @@ func TestTaskThatMayHaveBeenSentIsRefusedWhenSentAgain(t *testing.T) {
 		_, err := s.SendTaskWithContext(ctx, sig)
 		return err
 	})
-	checkOutcome(t, err, machinist.ErrMaybeSent)
-	inspector := s.GetBroker().(brokeriface.Inspector)
+	checkOutcome(t, err, machinery.ErrMaybeSent)
+	inspector := s.GetBroker().(brokers.Inspector)
 	eventually(t, "the task sent before Redis resumed", func() error {
 		_, err := inspector.GetTask(ctx, "q", sig.UUID)
 		return err
 	})
 	_, err = s.SendTaskWithContext(ctx, sig)
-	if !errors.Is(err, brokeriface.ErrDuplicateTask) {
+	if !errors.Is(err, brokers.ErrDuplicateTask) {
 		t.Fatalf("the same signature sent again: %v, want ErrDuplicateTask", err)
 	}
-	checkOutcome(t, err, machinist.ErrNotSent)
+	checkOutcome(t, err, machinery.ErrNotSent)
 	info, err := inspector.QueueInfo(ctx, "q")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -27,9 +27,9 @@ func (s *Server) runEagerly(ctx context.Context, sigs ...*tasks.Signature) error
 				case <-ctx.Done():
 					t.Stop()
 					if i > 0 { // those before it ran
-						return brokeriface.MaybeSent(ctx.Err())
+						return brokers.MaybeSent(ctx.Err())
 					}
-					return brokeriface.NotSent(ctx.Err())
+					return brokers.NotSent(ctx.Err())
 				}
 			}
 		}

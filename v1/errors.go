@@ -3,7 +3,7 @@ package machinery
 import (
 	"errors"
 
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // Errors of the Server and Worker. Those machinery has keep machinery's text.
@@ -37,7 +37,7 @@ var (
 	// it because a task with its UUID is queued, or its workflow was
 	// cancelled: the states are then that task's, or its workflow's).
 	// Sending it again is a first send.
-	ErrNotSent = brokeriface.ErrNotSent
+	ErrNotSent = brokers.ErrNotSent
 	// ErrMaybeSent says the send may have happened: a request went out
 	// and its reply never came (the context ended first, or the
 	// connection failed or timed out), or a group was sent in part. The
@@ -48,5 +48,5 @@ var (
 	// first copy is held (queued, scheduled, waiting for a retry or
 	// running), so it cannot run twice then; once the first copy has run
 	// and the broker has forgotten it, a copy sent again runs again.
-	ErrMaybeSent = brokeriface.ErrMaybeSent
+	ErrMaybeSent = brokers.ErrMaybeSent
 )

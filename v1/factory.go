@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/b6192125/machinist/internal/rdb"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	memorybroker "github.com/b6192125/machinist/v1/brokers/memory"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
@@ -28,7 +28,7 @@ import (
 // naming it sees the same tasks, and the engine stops with the last of
 // them. "eager" returns an idle in-process broker: eager is a mode of the
 // Server that Config.Broker selects (see NewServer), not a broker.
-func BrokerFactory(cnf *config.Config) (brokeriface.Broker, error) {
+func BrokerFactory(cnf *config.Config) (brokers.Broker, error) {
 	switch u := cnf.Broker; {
 	case u == "eager":
 		// Eager is a mode of the Server (see NewServer); its broker is an
@@ -69,7 +69,7 @@ func LockFactory(cnf *config.Config) (lockiface.Lock, error) {
 // have been through WithDefaults. "eager" is an idle in-process backend;
 // "memory://" and "memory://NAME" run the store on an in-process engine,
 // as the broker's.
-func BackendFactory(cnf *config.Config) (backendiface.Backend, error) {
+func BackendFactory(cnf *config.Config) (backends.Backend, error) {
 	switch u := cnf.ResultBackend; {
 	case u == "eager":
 		return memorybackend.New(memorybackend.OptionsFrom(cnf)), nil
@@ -111,7 +111,7 @@ func closeAll(closers []io.Closer) error {
 // broker writes task states in the same step as it moves tasks (see
 // brokers/iface.StateBroker); the stores the Server must close are returned
 // in closers.
-func newBrokerBackend(cnf *config.Config) (broker brokeriface.Broker, backend backendiface.Backend, closers []io.Closer, err error) {
+func newBrokerBackend(cnf *config.Config) (broker brokers.Broker, backend backends.Backend, closers []io.Closer, err error) {
 	stores := map[string]*rdb.Store{}
 	var made []io.Closer
 	store := func(u string) (*rdb.Store, error) {

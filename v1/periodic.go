@@ -14,8 +14,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -266,7 +266,7 @@ func (s *Server) sendOnce(ctx context.Context, t tick, root *tasks.Signature, se
 	if err != nil || len(unsent) == 0 {
 		return err
 	}
-	if err := send(ctx); err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) {
+	if err := send(ctx); err != nil && !errors.Is(err, brokers.ErrDuplicateTask) {
 		return err
 	}
 	return nil
@@ -306,7 +306,7 @@ func (s *Server) sendGroupOnce(ctx context.Context, t tick, group *tasks.Group, 
 // bookkeeping. The broker is asked first, so that a root leaving it
 // before the states are read is seen there.
 func (s *Server) unsent(ctx context.Context, groupUUID string, roots []*tasks.Signature) ([]*tasks.Signature, error) {
-	c, ok := s.GetBroker().(brokeriface.Claimer)
+	c, ok := s.GetBroker().(brokers.Claimer)
 	if !ok {
 		return roots, nil // no claims, no resends
 	}
@@ -347,7 +347,7 @@ func (s *Server) ran(ctx context.Context, groupUUID string, count int, sigs []*t
 	ran := make(map[string]bool)
 	if groupUUID != "" {
 		states, err := backend.GroupTaskStatesContext(ctx, groupUUID, count)
-		if errors.Is(err, backendiface.ErrGroupNotFound) {
+		if errors.Is(err, backends.ErrGroupNotFound) {
 			return ran, nil // recorded before any member is sent: none was
 		}
 		if err != nil {
@@ -363,7 +363,7 @@ func (s *Server) ran(ctx context.Context, groupUUID string, count int, sigs []*t
 	for _, sig := range sigs {
 		st, err := backend.GetStateContext(ctx, sig.UUID)
 		switch {
-		case errors.Is(err, backendiface.ErrStateNotFound):
+		case errors.Is(err, backends.ErrStateNotFound):
 		case err != nil:
 			return nil, err
 		case st.State != tasks.StatePending:
@@ -375,7 +375,7 @@ func (s *Server) ran(ctx context.Context, groupUUID string, count int, sigs []*t
 
 // completeClaim marks the tick key done for the holder of token.
 func (s *Server) completeClaim(ctx context.Context, key, token string) error {
-	c, ok := s.GetBroker().(brokeriface.Claimer)
+	c, ok := s.GetBroker().(brokers.Claimer)
 	if !ok || token == "" {
 		return nil
 	}
@@ -677,9 +677,9 @@ func (sc *scheduler) attempt(ctx context.Context, e *periodicEntry, t tick) {
 		return
 	}
 	switch claim.Status {
-	case brokeriface.ClaimDone:
+	case brokers.ClaimDone:
 		return
-	case brokeriface.ClaimHeld:
+	case brokers.ClaimHeld:
 		sc.lookAgain(ctx, log, e, t, sc.clock.Now().Add(claim.Remaining))
 		return
 	}
@@ -714,7 +714,7 @@ func (sc *scheduler) attempt(ctx context.Context, e *periodicEntry, t tick) {
 	// If this fails, the other processes take the tick over when its lease
 	// ends, and find it sent.
 	if err := sc.server.completeClaim(ctx, t.key, claim.Token); err != nil {
-		if errors.Is(err, brokeriface.ErrLeaseLost) {
+		if errors.Is(err, brokers.ErrLeaseLost) {
 			log.Warn("periodic task sent after its claim ended", slog.Any("error", err))
 		} else if ctx.Err() == nil {
 			log.Error("marking periodic tick done failed", slog.Any("error", err))

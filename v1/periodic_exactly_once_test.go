@@ -17,7 +17,7 @@ import (
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -149,7 +149,7 @@ func startWorker(t *testing.T, s *Server) <-chan ran {
 // run and left the broker.
 func waitIdle(t *testing.T, s *Server) {
 	t.Helper()
-	insp := s.GetBroker().(brokeriface.Inspector)
+	insp := s.GetBroker().(brokers.Inspector)
 	queue := s.GetConfig().DefaultQueue
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -305,7 +305,7 @@ type sharedStore struct {
 // memoryStore is the store of memory:// on an engine whose clock the test
 // moves, its broker and backend on one store (paired) or on two; wrap, if
 // given, wraps the broker.
-func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) brokeriface.Broker) sharedStore {
+func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) brokers.Broker) sharedStore {
 	engine := redistest.StartEmbedded(t)
 	now := periodicStart
 	engine.SetTime(now)
@@ -319,7 +319,7 @@ func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) broke
 	}
 	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 	backend := redisbackend.New(backendStore, redisbackend.Options{})
-	var b brokeriface.Broker = broker
+	var b brokers.Broker = broker
 	if wrap != nil {
 		b = wrap(broker)
 	}
@@ -530,7 +530,7 @@ func (b *flakyBroker) Publish(ctx context.Context, sigs ...*tasks.Signature) err
 // A send that the broker refuses is not lost: the process tries it again
 // when its claim's lease ends.
 func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
-	st := memoryStore(t, false, func(b *redisbroker.Broker) brokeriface.Broker { return &flakyBroker{Broker: b, fail: 1} })
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.Broker { return &flakyBroker{Broker: b, fail: 1} })
 	p := newProc(st.newServer(), periodicStart, 0)
 	runs := startWorker(t, p.s)
 	const spec, name = reportSpec, reportName
@@ -552,7 +552,7 @@ func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
 // next attempt sends the members that were not sent, and only those (two
 // have run by then), and the callback runs once, with every result.
 func TestPeriodicChordSentInPartGetsTheRest(t *testing.T) {
-	st := memoryStore(t, false, func(b *redisbroker.Broker) brokeriface.Broker {
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.Broker {
 		return &flakyBroker{Broker: b, fail: 1, keep: 2}
 	})
 	p := newProc(st.newServer(), periodicStart, 0)
@@ -600,14 +600,14 @@ func TestPeriodicChordSentInPartGetsTheRest(t *testing.T) {
 // notClaimer hides the Claimer of the broker it wraps, as a user's own
 // broker would lack one.
 type notClaimer struct {
-	brokeriface.Broker
-	brokeriface.Inspector
+	brokers.Broker
+	brokers.Inspector
 }
 
 // On a broker that is not a Claimer, machinery's lock, given to
 // NewServerWithBrokerBackendLock, lets one Server send each tick.
 func TestPeriodicWithoutClaimerTakesTheLock(t *testing.T) {
-	st := memoryStore(t, false, func(b *redisbroker.Broker) brokeriface.Broker { return notClaimer{b, b} })
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.Broker { return notClaimer{b, b} })
 	base := st.newServer()
 	lock, err := LockFactory(&config.Config{})
 	if err != nil {
@@ -658,7 +658,7 @@ func TestPeriodicClaimWhoseReplyWasLostIsKept(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	p := newProc(s, periodicStart, 0)
-	claimer := s.GetBroker().(brokeriface.Claimer)
+	claimer := s.GetBroker().(brokers.Claimer)
 	ctx := context.Background()
 	if _, err := claimer.ClaimLease(ctx, "warm", time.Second, time.Second); err != nil { // loads the script
 		t.Fatal(err)
@@ -672,7 +672,7 @@ func TestPeriodicClaimWhoseReplyWasLostIsKept(t *testing.T) {
 	if got := p.attemptAt(t, at); !got.claimed || !got.sent {
 		t.Fatalf("attempt whose claim's reply was lost: %+v, want it claimed and sent", got)
 	}
-	info, err := s.GetBroker().(brokeriface.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
+	info, err := s.GetBroker().(brokers.Inspector).QueueInfo(ctx, s.GetConfig().DefaultQueue)
 	if err != nil || info.Pending != 1 {
 		t.Fatalf("queue after the tick: %+v, %v; want its task pending", info, err)
 	}

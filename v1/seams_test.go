@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	lockiface "github.com/b6192125/machinist/v1/locks/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -19,10 +19,10 @@ import (
 
 // seamServers returns a Server on the memory pair and one on Redis, each
 // with the task "double" registered.
-func seamServers(t *testing.T) map[string]*machinist.Server {
+func seamServers(t *testing.T) map[string]*machinery.Server {
 	t.Helper()
 	srv := redistest.Shared(t)
-	out := map[string]*machinist.Server{
+	out := map[string]*machinery.Server{
 		"memory": newServer(t, &config.Config{NoUnixSignals: true}),
 		"redis": newServer(t, &config.Config{
 			Broker: srv.URL(), ResultBackend: srv.URL(), NoUnixSignals: true,
@@ -43,12 +43,12 @@ func TestBackendHasMachinerysMethods(t *testing.T) {
 	t.Parallel()
 	for name, s := range seamServers(t) {
 		t.Run(name, func(t *testing.T) {
-			var b backendiface.Backend = s.GetBackend()
+			var b backends.Backend = s.GetBackend()
 			if b.IsAMQP() {
 				t.Error("IsAMQP() = true")
 			}
 			sig := &tasks.Signature{UUID: "seam_" + name + "_" + t.Name(), Name: "double"}
-			if _, err := b.GetState(sig.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+			if _, err := b.GetState(sig.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("GetState of an unknown task: %v, want ErrStateNotFound", err)
 			}
 			steps := []struct {
@@ -80,7 +80,7 @@ func TestBackendHasMachinerysMethods(t *testing.T) {
 			if err := b.PurgeState(sig.UUID); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.GetState(sig.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+			if _, err := b.GetState(sig.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("GetState after PurgeState: %v, want ErrStateNotFound", err)
 			}
 
@@ -124,7 +124,7 @@ func TestBackendHasMachinerysMethods(t *testing.T) {
 			if err := b.PurgeGroupMeta(group); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.GroupTaskStates(group, 2); !errors.Is(err, backendiface.ErrGroupNotFound) {
+			if _, err := b.GroupTaskStates(group, 2); !errors.Is(err, backends.ErrGroupNotFound) {
 				t.Fatalf("GroupTaskStates after PurgeGroupMeta: %v, want ErrGroupNotFound", err)
 			}
 		})
@@ -138,7 +138,7 @@ func TestBrokerHasMachinerysMethods(t *testing.T) {
 	t.Parallel()
 	for name, s := range seamServers(t) {
 		t.Run(name, func(t *testing.T) {
-			var b brokeriface.Broker = s.GetBroker()
+			var b brokers.Broker = s.GetBroker()
 			if b.GetConfig() != s.GetConfig() {
 				t.Errorf("GetConfig() = %p, want the Server's %p", b.GetConfig(), s.GetConfig())
 			}
@@ -246,17 +246,17 @@ func TestServerOnCallersBrokerValidatesTheConfig(t *testing.T) {
 	t.Parallel()
 	base := newServer(t, &config.Config{NoUnixSignals: true})
 	bad := &config.Config{ResultsExpireIn: -1, Broker: "amqp://guest@localhost", NoUnixSignals: true}
-	if _, err := machinist.NewServerWithBrokerBackend(bad, base.GetBroker(), base.GetBackend()); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ResultsExpireIn") {
+	if _, err := machinery.NewServerWithBrokerBackend(bad, base.GetBroker(), base.GetBackend()); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ResultsExpireIn") {
 		t.Fatalf("NewServerWithBrokerBackend(ResultsExpireIn -1) = %v, want config.ErrInvalid naming the field", err)
 	}
 	// The URLs name nothing here: an AMQP one is not refused.
 	ok := &config.Config{Broker: "amqp://guest@localhost", NoUnixSignals: true}
-	if _, err := machinist.NewServerWithBrokerBackend(ok, base.GetBroker(), base.GetBackend()); err != nil {
+	if _, err := machinery.NewServerWithBrokerBackend(ok, base.GetBroker(), base.GetBackend()); err != nil {
 		t.Fatalf("NewServerWithBrokerBackend with an unused AMQP URL: %v", err)
 	}
 
 	lock := machinistLock(t)
-	s := machinist.NewServerWithBrokerBackendLock(bad, base.GetBroker(), base.GetBackend(), lock)
+	s := machinery.NewServerWithBrokerBackendLock(bad, base.GetBroker(), base.GetBackend(), lock)
 	if _, err := s.SendTask(&tasks.Signature{Name: "double"}); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("SendTask on a Server with a refused config = %v, want config.ErrInvalid", err)
 	}
@@ -268,7 +268,7 @@ func TestServerOnCallersBrokerValidatesTheConfig(t *testing.T) {
 		t.Fatalf("Launch on a Server with a refused config = %v, want config.ErrInvalid", err)
 	}
 
-	good := machinist.NewServerWithBrokerBackendLock(&config.Config{NoUnixSignals: true}, base.GetBroker(), base.GetBackend(), lock)
+	good := machinery.NewServerWithBrokerBackendLock(&config.Config{NoUnixSignals: true}, base.GetBroker(), base.GetBackend(), lock)
 	if err := good.RegisterTask("double", func(n int64) (int64, error) { return 2 * n, nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestServerOnCallersBrokerValidatesTheConfig(t *testing.T) {
 
 func machinistLock(t *testing.T) lockiface.Lock {
 	t.Helper()
-	lock, err := machinist.LockFactory(&config.Config{Lock: "eager"})
+	lock, err := machinery.LockFactory(&config.Config{Lock: "eager"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestEagerRefusesAggregationMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.SendTask(&tasks.Signature{Name: "notify", AggregationKey: "alice"})
-	if !errors.Is(err, brokeriface.ErrNoAggregator) || !strings.Contains(err.Error(), "eager") {
+	if !errors.Is(err, brokers.ErrNoAggregator) || !strings.Contains(err.Error(), "eager") {
 		t.Fatalf("SendTask of a member in eager mode: %v, want ErrNoAggregator saying why", err)
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/telemetry"
 
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -38,14 +38,14 @@ func (s *Server) SendTask(signature *tasks.Signature) (*result.AsyncResult, erro
 // UUID up before sending it again), and ctx's error when ctx ended.
 func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	if s.invalid != nil {
-		return nil, brokeriface.NotSent(s.invalid)
+		return nil, brokers.NotSent(s.invalid)
 	}
 	if err := signature.Validate(); err != nil {
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task: %w", err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send task: %w", err))
 	}
 	if s.eager != nil && signature.AggregationKey != "" {
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
-			signature.Name, signature.AggregationKey, brokeriface.ErrNoAggregator))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
+			signature.Name, signature.AggregationKey, brokers.ErrNoAggregator))
 	}
 	made := signature.UUID == ""
 	s.prepare(signature)
@@ -58,7 +58,7 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 	defer span.End()
 	r, err := s.sendPrepared(ctx, signature)
 	switch {
-	case errors.Is(err, brokeriface.ErrDuplicateTask):
+	case errors.Is(err, brokers.ErrDuplicateTask):
 		// Already queued (a callback sent again after a recovery): the
 		// message exists.
 		telemetry.Event(ctx, "duplicate: a task with this UUID is already queued")
@@ -74,7 +74,7 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 // publishes it.
 func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	backend := s.GetBackend()
-	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
+	if sb, ok := brokers.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		if err := s.publishPending(ctx, sb, signature); err != nil {
 			return nil, s.keptOut(ctx, signature, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err))
 		}
@@ -89,7 +89,7 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 		if own {
 			s.withdrawPending(ctx, signature) // the write may still land
 		}
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
 	}
 	if err := s.publish(ctx, signature); err != nil {
 		if own && withdrawable(err) {
@@ -105,7 +105,7 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 // its UUID is queued (ErrDuplicateTask: the states are that task's) or its
 // workflow was cancelled (whose FAILURE states stand).
 func withdrawable(err error) bool {
-	return errors.Is(err, brokeriface.ErrNotSent) && !errors.Is(err, brokeriface.ErrDuplicateTask) &&
+	return errors.Is(err, brokers.ErrNotSent) && !errors.Is(err, brokers.ErrDuplicateTask) &&
 		!errors.Is(err, tasks.ErrTaskCancelled)
 }
 
@@ -115,7 +115,7 @@ func withdrawable(err error) bool {
 // still under way when the send gave up. It does not wait for the
 // deletion; a failure is logged.
 func (s *Server) withdrawPending(ctx context.Context, sigs ...*tasks.Signature) {
-	if w, ok := s.GetBackend().(backendiface.Withdrawer); ok {
+	if w, ok := s.GetBackend().(backends.Withdrawer); ok {
 		s.logWithdrawal(w.WithdrawPendingContext(context.WithoutCancel(ctx), sigs...))
 	}
 }
@@ -125,12 +125,12 @@ func (s *Server) withdrawPending(ctx context.Context, sigs ...*tasks.Signature) 
 // published nothing, as withdrawPending does.
 func (s *Server) withdrawWorkflow(ctx context.Context, id string, pending []*tasks.Signature) {
 	backend := s.GetBackend()
-	w, ok := backend.(backendiface.Withdrawer)
+	w, ok := backend.(backends.Withdrawer)
 	if !ok {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	if _, ok := backend.(backendiface.Workflows); ok {
+	if _, ok := backend.(backends.Workflows); ok {
 		s.logWithdrawal(w.WithdrawWorkflowContext(ctx, id, pending...))
 	} else if len(pending) > 0 {
 		s.logWithdrawal(w.WithdrawPendingContext(ctx, pending...))
@@ -138,7 +138,7 @@ func (s *Server) withdrawWorkflow(ctx context.Context, id string, pending []*tas
 }
 
 func (s *Server) logWithdrawal(err error) {
-	if err != nil && !errors.Is(err, backendiface.ErrClosed) {
+	if err != nil && !errors.Is(err, backends.ErrClosed) {
 		s.log.Warn("deleting the PENDING states of a send that failed failed; they expire after ResultsExpireIn", slog.Any("error", err))
 	}
 }
@@ -147,10 +147,10 @@ func (s *Server) logWithdrawal(err error) {
 // whether the tasks may have been sent (ErrNotSent, ErrMaybeSent), else
 // wrapping ErrMaybeSent: a broker that does not say may have sent them.
 func sendFailed(err error) error {
-	if errors.Is(err, brokeriface.ErrNotSent) || errors.Is(err, brokeriface.ErrMaybeSent) {
+	if errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
 		return err
 	}
-	return brokeriface.MaybeSent(err)
+	return brokers.MaybeSent(err)
 }
 
 // keptOut returns err, the error of publishing signature, after writing
@@ -159,7 +159,7 @@ func sendFailed(err error) error {
 // written, by this send or the paired broker's, may have replaced the one
 // the cancellation wrote.
 func (s *Server) keptOut(ctx context.Context, signature *tasks.Signature, err error) error {
-	var ce *brokeriface.CancelledError
+	var ce *brokers.CancelledError
 	if !errors.As(err, &ce) {
 		return err
 	}
@@ -241,7 +241,7 @@ func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 // publishPending runs the pre-publish handler and publishes sigs with
 // their PENDING states in one step, in that order, through sb, a broker
 // paired with the backend.
-func (s *Server) publishPending(ctx context.Context, sb brokeriface.StateBroker, sigs ...*tasks.Signature) error {
+func (s *Server) publishPending(ctx context.Context, sb brokers.StateBroker, sigs ...*tasks.Signature) error {
 	s.runPrePublish(sigs...)
 	if err := sb.PublishPending(ctx, sigs...); err != nil {
 		return sendFailed(err)
@@ -264,7 +264,7 @@ func (s *Server) countSent(ctx context.Context, sigs []*tasks.Signature) {
 // FAILURE state is written instead.
 func (s *Server) sendCallback(ctx context.Context, sig *tasks.Signature) error {
 	_, err := s.SendTaskWithContext(ctx, sig)
-	if err != nil && !errors.Is(err, brokeriface.ErrDuplicateTask) && !errors.Is(err, tasks.ErrTaskCancelled) {
+	if err != nil && !errors.Is(err, brokers.ErrDuplicateTask) && !errors.Is(err, tasks.ErrTaskCancelled) {
 		return err
 	}
 	return nil
@@ -292,10 +292,10 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 // ErrNotSent, the chain's record and PENDING states are deleted.
 func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (_ *result.ChainAsyncResult, err error) {
 	if s.invalid != nil {
-		return nil, brokeriface.NotSent(s.invalid)
+		return nil, brokers.NotSent(s.invalid)
 	}
 	if err := chain.Validate(); err != nil {
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chain: %w", err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	for _, sig := range chain.Tasks {
 		s.prepare(sig)
@@ -312,7 +312,7 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 	id := "chain_" + uuid.NewString()
 	if err := s.initWorkflow(ctx, id, tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
 		s.withdrawWorkflow(ctx, id, chain.Tasks) // the writes may still land
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chain: %w", err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
 		if withdrawable(err) {
@@ -339,10 +339,10 @@ func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.A
 // ctx ends.
 func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
 	if s.invalid != nil {
-		return nil, brokeriface.NotSent(s.invalid)
+		return nil, brokers.NotSent(s.invalid)
 	}
 	if err := group.Validate(); err != nil {
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send group: %w", err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send group: %w", err))
 	}
 	return s.sendGroup(ctx, group, sendConcurrency, tasks.WorkflowGroup, nil, telemetry.WorkflowKey.String("group"))
 }
@@ -361,7 +361,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err))
 	}
 	// Recorded after the group's bookkeeping, which lists its members.
 	var pending []*tasks.Signature
@@ -370,7 +370,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	}
 	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
 		s.withdrawWorkflow(ctx, group.GroupUUID, pending) // the writes may still land
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
 		if withdrawable(err) {
@@ -404,22 +404,22 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	backend := s.GetBackend()
 	publish := s.publish
 	paired := false
-	if sb, ok := brokeriface.Paired(s.GetBroker(), backend); ok && s.eager == nil {
+	if sb, ok := brokers.Paired(s.GetBroker(), backend); ok && s.eager == nil {
 		paired = true
 		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
 			return s.publishPending(ctx, sb, sigs...)
 		}
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
 		s.withdrawPending(ctx, members...) // the writes may still land
-		return brokeriface.NotSent(fmt.Errorf("set state pending: %w", err))
+		return brokers.NotSent(fmt.Errorf("set state pending: %w", err))
 	}
 	sent, err := publishBatches(ctx, members, sendConcurrency, publish)
 	if err == nil {
 		return nil
 	}
-	var ce *brokeriface.CancelledError
+	var ce *brokers.CancelledError
 	if !errors.As(err, &ce) {
-		if !sent && withdrawable(err) && !errors.Is(err, brokeriface.ErrMaybeSent) && !paired {
+		if !sent && withdrawable(err) && !errors.Is(err, brokers.ErrMaybeSent) && !paired {
 			s.withdrawPending(ctx, members...)
 		}
 		return groupOutcome(ctx, err, sent)
@@ -445,14 +445,14 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 // the others say theirs were not (then it reads as err but no longer
 // matches ErrNotSent, nor the errors behind it but ctx's).
 func groupOutcome(ctx context.Context, err error, sent bool) error {
-	maybe := sent || errors.Is(err, brokeriface.ErrMaybeSent)
+	maybe := sent || errors.Is(err, brokers.ErrMaybeSent)
 	switch {
 	case !maybe:
-		if !errors.Is(err, brokeriface.ErrNotSent) {
-			return brokeriface.NotSent(err)
+		if !errors.Is(err, brokers.ErrNotSent) {
+			return brokers.NotSent(err)
 		}
 		return err
-	case !errors.Is(err, brokeriface.ErrNotSent):
+	case !errors.Is(err, brokers.ErrNotSent):
 		return err
 	}
 	return &partlySent{err: err, ctxErr: ctx.Err()}
@@ -473,9 +473,9 @@ func (e *partlySent) Error() string {
 
 func (e *partlySent) Unwrap() []error {
 	if e.ctxErr != nil {
-		return []error{brokeriface.ErrMaybeSent, e.ctxErr}
+		return []error{brokers.ErrMaybeSent, e.ctxErr}
 	}
-	return []error{brokeriface.ErrMaybeSent}
+	return []error{brokers.ErrMaybeSent}
 }
 
 // publishBatches publishes sigs with publish in batches, at most
@@ -531,10 +531,10 @@ func (s *Server) SendChord(chord *tasks.Chord, sendConcurrency int) (*result.Cho
 // signatures are sent with that member's error.
 func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, sendConcurrency int) (*result.ChordAsyncResult, error) {
 	if s.invalid != nil {
-		return nil, brokeriface.NotSent(s.invalid)
+		return nil, brokers.NotSent(s.invalid)
 	}
 	if err := chord.Validate(); err != nil {
-		return nil, brokeriface.NotSent(fmt.Errorf("machinist: send chord: %w", err))
+		return nil, brokers.NotSent(fmt.Errorf("machinist: send chord: %w", err))
 	}
 	cb := chord.Callback
 	if cb.UUID == "" {
@@ -558,7 +558,7 @@ func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, s
 // writes the states.
 func (s *Server) initWorkflow(ctx context.Context, id, kind string, roots, pending []*tasks.Signature) error {
 	backend := s.GetBackend()
-	w, ok := backend.(backendiface.Workflows)
+	w, ok := backend.(backends.Workflows)
 	if !ok {
 		if len(pending) == 0 {
 			return nil

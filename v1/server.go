@@ -16,9 +16,9 @@ import (
 
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/telemetry"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	lockiface "github.com/b6192125/machinist/v1/locks/iface"
@@ -35,8 +35,8 @@ type Server struct {
 	config          *config.Config
 	registeredTasks map[string]interface{}
 	aggregators     map[string]worker.Aggregation // by task name
-	broker          brokeriface.Broker
-	backend         backendiface.Backend
+	broker          brokers.Broker
+	backend         backends.Backend
 	prePublish      func(*tasks.Signature)
 	log             *slog.Logger
 	tracing         *telemetry.Tracing // the config's providers, taken when the Server is made, like its Logger
@@ -101,7 +101,7 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 // the Broker and ResultBackend URLs, which name nothing here (but
 // Broker "eager" still selects eager mode). Close closes broker and
 // backend.
-func NewServerWithBrokerBackend(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend) (*Server, error) {
+func NewServerWithBrokerBackend(cnf *config.Config, broker brokers.Broker, backend backends.Backend) (*Server, error) {
 	c := withDefaults(cnf)
 	if err := c.ValidateSettings(); err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func NewServerWithBrokerBackend(cnf *config.Config, broker brokeriface.Broker, b
 // lock is then unused). It has no error to return, so a config
 // NewServerWithBrokerBackend would refuse is logged, and every send,
 // worker and periodic task of the Server fails with that error.
-func NewServerWithBrokerBackendLock(cnf *config.Config, broker brokeriface.Broker, backend backendiface.Backend, lock lockiface.Lock) *Server {
+func NewServerWithBrokerBackendLock(cnf *config.Config, broker brokers.Broker, backend backends.Backend, lock lockiface.Lock) *Server {
 	c := withDefaults(cnf)
 	s := newServer(c, broker, backend)
 	s.lock = lock
@@ -138,7 +138,7 @@ func withDefaults(cnf *config.Config) *config.Config {
 	return c
 }
 
-func newServer(c *config.Config, broker brokeriface.Broker, backend backendiface.Backend) *Server {
+func newServer(c *config.Config, broker brokers.Broker, backend backends.Backend) *Server {
 	log := c.Logger
 	s := &Server{
 		config:          c,
@@ -178,7 +178,7 @@ func (s *Server) NewCustomQueueWorker(consumerTag string, concurrency int, queue
 }
 
 // GetBroker returns the broker.
-func (s *Server) GetBroker() brokeriface.Broker {
+func (s *Server) GetBroker() brokers.Broker {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.broker
@@ -187,7 +187,7 @@ func (s *Server) GetBroker() brokeriface.Broker {
 // SetBroker replaces the broker. The old one is not closed. The new one is
 // told the registered task names, and given the Server's config if it has
 // none.
-func (s *Server) SetBroker(broker brokeriface.Broker) {
+func (s *Server) SetBroker(broker brokers.Broker) {
 	s.mu.Lock()
 	s.broker = broker
 	s.brokerName = fmt.Sprintf("%T", broker)
@@ -198,7 +198,7 @@ func (s *Server) SetBroker(broker brokeriface.Broker) {
 // adopt tells broker the Server's registered task names and, if it has no
 // config of its own, the Server's config (machinery's GetConfig and
 // AdjustRoutingKey read it).
-func (s *Server) adopt(broker brokeriface.Broker) {
+func (s *Server) adopt(broker brokers.Broker) {
 	if broker.GetConfig() == nil {
 		if c, ok := broker.(interface{ SetConfig(*config.Config) }); ok {
 			c.SetConfig(s.GetConfig())
@@ -208,14 +208,14 @@ func (s *Server) adopt(broker brokeriface.Broker) {
 }
 
 // GetBackend returns the result backend.
-func (s *Server) GetBackend() backendiface.Backend {
+func (s *Server) GetBackend() backends.Backend {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.backend
 }
 
 // SetBackend replaces the result backend. The old one is not closed.
-func (s *Server) SetBackend(backend backendiface.Backend) {
+func (s *Server) SetBackend(backend backends.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.backend = backend
@@ -357,16 +357,16 @@ func (s *Server) Close() error {
 // machinery's lock, when the Server has one (NewServerWithBrokerBackendLock):
 // the process that takes the lock sends the tick, with nothing to complete;
 // with neither, each process sends its own ticks.
-func (s *Server) claim(ctx context.Context, key string, lease, keep time.Duration) (brokeriface.ClaimResult, error) {
-	if c, ok := s.GetBroker().(brokeriface.Claimer); ok {
+func (s *Server) claim(ctx context.Context, key string, lease, keep time.Duration) (brokers.ClaimResult, error) {
+	if c, ok := s.GetBroker().(brokers.Claimer); ok {
 		return c.ClaimLease(ctx, key, lease, keep)
 	}
-	won := brokeriface.ClaimResult{Status: brokeriface.ClaimWon}
+	won := brokers.ClaimResult{Status: brokers.ClaimWon}
 	if s.lock == nil {
 		return won, nil
 	}
 	if err := s.lock.Lock(key, time.Now().Add(keep).UnixNano()); err != nil {
-		return brokeriface.ClaimResult{Status: brokeriface.ClaimDone}, nil // held by another process
+		return brokers.ClaimResult{Status: brokers.ClaimDone}, nil // held by another process
 	}
 	return won, nil
 }

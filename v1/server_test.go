@@ -17,10 +17,10 @@ import (
 
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/syncbuf"
-	machinist "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -29,13 +29,13 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.RunMain(m))
 }
 
-func newServer(t *testing.T, cnf *config.Config) *machinist.Server {
+func newServer(t *testing.T, cnf *config.Config) *machinery.Server {
 	t.Helper()
 	if cnf == nil {
 		cnf = &config.Config{}
 	}
 	cnf.Logger = slog.New(slog.DiscardHandler)
-	s, err := machinist.NewServer(cnf)
+	s, err := machinery.NewServer(cnf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestNewServerRefusesBadConfigNamingTheField(t *testing.T) {
 		{config.Config{Broker: "redis://[::1"}, "Broker"},
 		{config.Config{Broker: "memory://", ResultBackend: "redis://localhost:0"}, "ResultBackend"},
 	} {
-		_, err := machinist.NewServer(&tc.cnf)
+		_, err := machinery.NewServer(&tc.cnf)
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: got %v, want ErrInvalid naming %s", tc.cnf, err, tc.field)
 		}
@@ -82,7 +82,7 @@ func TestSendToUnreachableRedisSaysWhere(t *testing.T) {
 	ln.Close() // nothing listens there now: a connection is refused
 	client := goredis.NewClient(&goredis.Options{Addr: addr, Password: "secret", MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { client.Close() })
-	s, err := machinist.NewServerWithRedisClient(&config.Config{Logger: slog.New(slog.DiscardHandler)}, client)
+	s, err := machinery.NewServerWithRedisClient(&config.Config{Logger: slog.New(slog.DiscardHandler)}, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestRegisteredTasks(t *testing.T) {
 	if got := s.GetRegisteredTaskNames(); strings.Join(got, ",") != "a,b" {
 		t.Fatalf("names %v", got)
 	}
-	if _, err := s.GetRegisteredTask("missing"); !errors.Is(err, machinist.ErrTaskNotRegistered) || !strings.Contains(err.Error(), "missing") {
+	if _, err := s.GetRegisteredTask("missing"); !errors.Is(err, machinery.ErrTaskNotRegistered) || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("GetRegisteredTask(missing): %v", err)
 	}
 }
@@ -213,7 +213,7 @@ func TestNewServerWithRedisClient(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	s, err := machinist.NewServerWithRedisClient(&config.Config{
+	s, err := machinery.NewServerWithRedisClient(&config.Config{
 		Logger:        slog.New(slog.DiscardHandler),
 		NoUnixSignals: true,
 		Redis:         &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")},
@@ -293,7 +293,7 @@ func TestWorkerLogsBrokerAndBackendOnce(t *testing.T) {
 	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
 	var logs syncbuf.Buffer
 	u := "redis://" + user + ":s3cret@" + srv.Addr()
-	s, err := machinist.NewServer(&config.Config{Broker: u, ResultBackend: u, NoUnixSignals: true,
+	s, err := machinery.NewServer(&config.Config{Broker: u, ResultBackend: u, NoUnixSignals: true,
 		Redis:  &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")},
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
@@ -351,12 +351,12 @@ func TestMessageOverMaxMessageSize(t *testing.T) {
 			ctx := context.Background()
 			big := &tasks.Signature{Name: "echo", Args: []tasks.Arg{{Type: "string", Value: strings.Repeat("x", 8192)}}}
 			_, err := s.SendTaskWithContext(ctx, big)
-			var tooLarge *brokeriface.MessageTooLargeError
-			if !errors.Is(err, brokeriface.ErrMessageTooLarge) || !errors.As(err, &tooLarge) ||
+			var tooLarge *brokers.MessageTooLargeError
+			if !errors.Is(err, brokers.ErrMessageTooLarge) || !errors.As(err, &tooLarge) ||
 				!strings.Contains(err.Error(), "4096") || !strings.Contains(err.Error(), big.UUID) {
 				t.Fatalf("SendTask of an 8 KiB argument with a 4 KiB limit: %v, want ErrMessageTooLarge naming the task and the limit", err)
 			}
-			if _, err := s.GetBackend().GetStateContext(ctx, big.UUID); !errors.Is(err, backendiface.ErrStateNotFound) {
+			if _, err := s.GetBackend().GetStateContext(ctx, big.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("state of the refused task: %v, want ErrStateNotFound (nothing written)", err)
 			}
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/b6192125/machinist/internal/service"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 	"github.com/b6192125/machinist/v1/worker"
 )
@@ -104,7 +104,7 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	broker := w.server.GetBroker()
 	consume := func() (bool, error) { return broker.StartConsuming(w.ConsumerTag, w.Concurrency, w) }
 	if c, ok := broker.(interface {
-		Consumer(brokeriface.TaskProcessor) func() (bool, error)
+		Consumer(brokers.TaskProcessor) func() (bool, error)
 	}); ok {
 		consume = c.Consumer(w)
 	}

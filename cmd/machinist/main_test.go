@@ -18,7 +18,7 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/syncbuf"
 	machinery "github.com/b6192125/machinist/v1"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -108,10 +108,10 @@ func newDeployment(t *testing.T) *deployment {
 
 	// reports: paused, with an archived task.
 	send(&tasks.Signature{UUID: "task_a1", Name: "render", RoutingKey: "reports"})
-	in := b.(brokeriface.Inspector)
-	_, err = in.TakeWaiting(ctx, "reports", "task_a1", brokeriface.TakeArchive, "printer on fire")
+	in := b.(brokers.Inspector)
+	_, err = in.TakeWaiting(ctx, "reports", "task_a1", brokers.TakeArchive, "printer on fire")
 	must(err)
-	must(b.(brokeriface.Pauser).PauseQueue(ctx, "reports"))
+	must(b.(brokers.Pauser).PauseQueue(ctx, "reports"))
 
 	// flows: a chord whose second member fails, run by a real worker.
 	must(srv.RegisterTasks(map[string]interface{}{
@@ -182,11 +182,11 @@ func newDeployment(t *testing.T) *deployment {
 
 	// A worker listed as running task_running, with counts of the last
 	// minute for emails.
-	mon := b.(brokeriface.Monitor)
-	must(mon.Heartbeat(ctx, &brokeriface.WorkerInfo{
+	mon := b.(brokers.Monitor)
+	must(mon.Heartbeat(ctx, &brokers.WorkerInfo{
 		ID: "worker_1", Tag: "mailer", Host: "host-a", PID: 101, Queues: []string{"emails"}, Concurrency: 4,
 		Running: []string{"task_running"}, Names: []string{"send"}, StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-	}, time.Hour, brokeriface.StatCount{Queue: "emails", At: time.Now(), Processed: 12, Failed: 2}))
+	}, time.Hour, brokers.StatCount{Queue: "emails", At: time.Now(), Processed: 12, Failed: 2}))
 	return d
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/b6192125/machinist/internal/ops"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 func (a *app) statsCommand() *cobra.Command {
@@ -105,7 +105,7 @@ func (a *app) queueCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(struct {
 					*ops.Queue
-					Aggregations []*brokeriface.AggregationInfo
+					Aggregations []*brokers.AggregationInfo
 				}{q, nonNil(groups)})
 			}
 			return a.printQueue(q, groups)
@@ -135,7 +135,7 @@ func (a *app) queueCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) printQueue(q *ops.Queue, groups []*brokeriface.AggregationInfo) error {
+func (a *app) printQueue(q *ops.Queue, groups []*brokers.AggregationInfo) error {
 	f := newFields(a.stdout)
 	f.add("Queue", q.Queue)
 	f.add("Paused", yesNo(q.Paused))

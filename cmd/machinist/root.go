@@ -15,8 +15,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/ops"
 	machinery "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 )
 
@@ -117,10 +117,10 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &usage), !errors.As(err, &ran):
 		return exitUsage
-	case errors.Is(err, ops.ErrQueueNotFound), errors.Is(err, brokeriface.ErrTaskNotFound),
-		errors.Is(err, backendiface.ErrWorkflowNotFound):
+	case errors.Is(err, ops.ErrQueueNotFound), errors.Is(err, brokers.ErrTaskNotFound),
+		errors.Is(err, backends.ErrWorkflowNotFound):
 		return exitNotFound
-	case errors.Is(err, brokeriface.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished):
+	case errors.Is(err, brokers.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished):
 		return exitRefused
 	}
 	return exitFailed

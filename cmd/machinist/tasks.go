@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/b6192125/machinist/internal/ops"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 func (a *app) taskCommand() *cobra.Command {
@@ -76,10 +76,10 @@ parked). Pages are read by position, so any page of any queue is quick.`,
 			if a.json {
 				return a.printJSON(struct {
 					Queue      string
-					State      brokeriface.TaskStatus
+					State      brokers.TaskStatus
 					Page, Size int
 					Total      int
-					Tasks      []*brokeriface.TaskInfo
+					Tasks      []*brokers.TaskInfo
 				}{q.Queue, status, page, size, total, nonNil(list)})
 			}
 			return a.printTasks(q.Queue, status, list, page, size, total)
@@ -93,15 +93,15 @@ parked). Pages are read by position, so any page of any queue is quick.`,
 
 // stateColumns are the columns a listing of tasks in a state shows
 // besides UUID, name, retried, recovered and the last error.
-var stateColumns = map[brokeriface.TaskStatus]struct {
+var stateColumns = map[brokers.TaskStatus]struct {
 	header string
-	value  func(*brokeriface.TaskInfo) string
+	value  func(*brokers.TaskInfo) string
 }{
-	brokeriface.StatusScheduled: {"RUNS AT", func(i *brokeriface.TaskInfo) string { return stamp(i.NextProcessAt) }},
-	brokeriface.StatusRetry:     {"RUNS AT", func(i *brokeriface.TaskInfo) string { return stamp(i.NextProcessAt) }},
-	brokeriface.StatusActive:    {"LEASE ENDS", func(i *brokeriface.TaskInfo) string { return stamp(i.LeaseExpiresAt) }},
-	brokeriface.StatusArchived:  {"ARCHIVED AT", func(i *brokeriface.TaskInfo) string { return stamp(i.LastFailedAt) }},
-	brokeriface.StatusLimited: {"LIMIT KEY", func(i *brokeriface.TaskInfo) string {
+	brokers.StatusScheduled: {"RUNS AT", func(i *brokers.TaskInfo) string { return stamp(i.NextProcessAt) }},
+	brokers.StatusRetry:     {"RUNS AT", func(i *brokers.TaskInfo) string { return stamp(i.NextProcessAt) }},
+	brokers.StatusActive:    {"LEASE ENDS", func(i *brokers.TaskInfo) string { return stamp(i.LeaseExpiresAt) }},
+	brokers.StatusArchived:  {"ARCHIVED AT", func(i *brokers.TaskInfo) string { return stamp(i.LastFailedAt) }},
+	brokers.StatusLimited: {"LIMIT KEY", func(i *brokers.TaskInfo) string {
 		if i.Signature.Limit == nil {
 			return ""
 		}
@@ -109,7 +109,7 @@ var stateColumns = map[brokeriface.TaskStatus]struct {
 	}},
 }
 
-func (a *app) printTasks(queue string, status brokeriface.TaskStatus, list []*brokeriface.TaskInfo, page, size, total int) error {
+func (a *app) printTasks(queue string, status brokers.TaskStatus, list []*brokers.TaskInfo, page, size, total int) error {
 	if len(list) == 0 {
 		if total > 0 {
 			fmt.Fprintf(a.stdout, "no %s tasks on page %d of %s (%d in all)\n", status, page, queue, total)

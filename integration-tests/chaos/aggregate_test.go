@@ -29,7 +29,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -92,7 +92,7 @@ func aggregationKilledAt(t *testing.T, step string) {
 	defer cancel()
 	srv := redistest.Start(t)
 	w := newAggWitness(t)
-	policy := machinist.AggregationPolicy{MaxSize: members}
+	policy := machinery.AggregationPolicy{MaxSize: members}
 	a := w.startAggregator(t, "A", policy, step, aggregatesQueue, aggregatorConfig(srv.URL())...)
 	s := w.newServer(t, srv.URL(), "B", policy, aggregatesQueue)
 
@@ -141,7 +141,7 @@ func tenProcessesOneKey(t *testing.T) {
 	defer cancel()
 	srv := redistest.Start(t)
 	w := newAggWitness(t)
-	policy := machinist.AggregationPolicy{MaxSize: 10, GracePeriod: 200 * time.Millisecond}
+	policy := machinery.AggregationPolicy{MaxSize: 10, GracePeriod: 200 * time.Millisecond}
 	cnf := aggregatorConfig(srv.URL())
 	var alive []*process
 	started := 0
@@ -223,7 +223,7 @@ func aggregatorConfig(url string) []string {
 // returns their results. With waitAnnounce, the first member, while it is
 // refused with ErrNoAggregator (no worker has announced yet), is sent
 // again.
-func sendMembers(t *testing.T, ctx context.Context, s *machinist.Server, waitAnnounce bool, n int, interval time.Duration) []*result.AsyncResult {
+func sendMembers(t *testing.T, ctx context.Context, s *machinery.Server, waitAnnounce bool, n int, interval time.Duration) []*result.AsyncResult {
 	t.Helper()
 	var out []*result.AsyncResult
 	for i := range n {
@@ -264,14 +264,14 @@ func killedBySIGKILL(err error) bool {
 }
 
 // launchWorker runs w in this process until the test ends.
-func launchWorker(t *testing.T, w *machinist.Worker) {
+func launchWorker(t *testing.T, w *machinery.Worker) {
 	t.Helper()
 	w.SetErrorHandler(func(error) {})
 	errs := make(chan error, 1)
 	w.LaunchAsync(errs)
 	t.Cleanup(func() {
 		w.Quit()
-		if err := <-errs; err != nil && !errors.Is(err, machinist.ErrWorkerQuitGracefully) {
+		if err := <-errs; err != nil && !errors.Is(err, machinery.ErrWorkerQuitGracefully) {
 			t.Errorf("worker stopped with %v", err)
 		}
 	})
@@ -295,9 +295,9 @@ func newAggWitness(t *testing.T) *aggWitness {
 // newServer returns a Server on the Redis at url that aggregates memberTask
 // with policy and runs aggregateTask, recording as who; it is closed when
 // the test ends.
-func (w *aggWitness) newServer(t *testing.T, url, who string, policy machinist.AggregationPolicy, queue string) *machinist.Server {
+func (w *aggWitness) newServer(t *testing.T, url, who string, policy machinery.AggregationPolicy, queue string) *machinery.Server {
 	t.Helper()
-	s, err := machinist.NewServer(&config.Config{
+	s, err := machinery.NewServer(&config.Config{
 		Broker:        url,
 		ResultBackend: url,
 		NoUnixSignals: true,
@@ -322,7 +322,7 @@ func (w *aggWitness) newServer(t *testing.T, url, who string, policy machinist.A
 // registerAggregation registers on s the aggregator of memberTask, with
 // policy, whose aggregates go to queue ("": the members'), and
 // aggregateTask; both record on the witness list key as who.
-func registerAggregation(s *machinist.Server, witness goredis.UniversalClient, key, who string, policy machinist.AggregationPolicy, queue string) error {
+func registerAggregation(s *machinery.Server, witness goredis.UniversalClient, key, who string, policy machinery.AggregationPolicy, queue string) error {
 	if err := s.RegisterTask(aggregateTask, func(ctx context.Context, members []string) (string, error) {
 		joined := strings.Join(members, ",")
 		if err := record(ctx, witness, key, "run", who, tasks.SignatureFromContext(ctx).UUID, joined); err != nil {
@@ -354,7 +354,7 @@ func record(ctx context.Context, witness goredis.UniversalClient, key, kind, who
 
 // startAggregator starts an aggregating worker process named who (see
 // aggregatorEnv) with env; it is killed when the test ends.
-func (w *aggWitness) startAggregator(t *testing.T, who string, policy machinist.AggregationPolicy, killAt, queue string, env ...string) *process {
+func (w *aggWitness) startAggregator(t *testing.T, who string, policy machinery.AggregationPolicy, killAt, queue string, env ...string) *process {
 	t.Helper()
 	spec := strings.Join([]string{"redis://" + w.client.Options().Addr, w.key, who,
 		strconv.Itoa(policy.MaxSize), policy.GracePeriod.String(), killAt, queue}, "|")
@@ -375,7 +375,7 @@ func runAggregator(spec string) {
 		fail("%s=%q: want 7 fields", aggregatorEnv, spec)
 	}
 	witnessURL, key, who, killAt, queue := f[0], f[1], f[2], f[5], f[6]
-	var policy machinist.AggregationPolicy
+	var policy machinery.AggregationPolicy
 	var err error
 	if policy.MaxSize, err = strconv.Atoi(f[3]); err != nil {
 		fail("max size: %v", err)
@@ -389,7 +389,7 @@ func runAggregator(spec string) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cnf.Logger = log
-	s, err := machinist.NewServer(cnf)
+	s, err := machinery.NewServer(cnf)
 	if err != nil {
 		fail("NewServer: %v", err)
 	}
@@ -524,7 +524,7 @@ func (r aggReport) String() string {
 // ran more than once only when each run but the last was in a process
 // killed (the times in killed) after that run began, the next run
 // beginning after that kill.
-func (w *aggWitness) verify(t *testing.T, ctx context.Context, s *machinist.Server, results []*result.AsyncResult, killed map[string]time.Time) aggReport {
+func (w *aggWitness) verify(t *testing.T, ctx context.Context, s *machinery.Server, results []*result.AsyncResult, killed map[string]time.Time) aggReport {
 	t.Helper()
 	var rep aggReport
 	backend := s.GetBackend()

@@ -22,7 +22,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -89,7 +89,7 @@ func newLedger(t *testing.T) *ledger {
 // the ledger's tasks registered as who, its log in a file shown if the test
 // fails; it is closed when the test ends. mutate may change the
 // configuration first.
-func (l *ledger) newServer(t *testing.T, url, who string, mutate ...func(*config.Config)) *machinist.Server {
+func (l *ledger) newServer(t *testing.T, url, who string, mutate ...func(*config.Config)) *machinery.Server {
 	t.Helper()
 	cnf := &config.Config{
 		Broker:        url,
@@ -101,7 +101,7 @@ func (l *ledger) newServer(t *testing.T, url, who string, mutate ...func(*config
 	for _, m := range mutate {
 		m(cnf)
 	}
-	s, err := machinist.NewServer(cnf)
+	s, err := machinery.NewServer(cnf)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -148,7 +148,7 @@ func tail(path string, n int) string {
 
 // register registers the ledger's tasks on s, recording on the witness
 // list key as who.
-func register(s *machinist.Server, witness goredis.UniversalClient, key, who string) error {
+func register(s *machinery.Server, witness goredis.UniversalClient, key, who string) error {
 	record := func(ctx context.Context, fields ...string) error {
 		entry := strings.Join(append(fields, strconv.FormatInt(time.Now().UnixMilli(), 10)), "|")
 		// A run whose context ended still records what it did.
@@ -185,7 +185,7 @@ func randomHex(n int) string {
 
 // startWorker launches a worker of s in this process and returns a
 // function that stops it (also called when the test ends).
-func (l *ledger) startWorker(t *testing.T, s *machinist.Server, concurrency int) (stop func()) {
+func (l *ledger) startWorker(t *testing.T, s *machinery.Server, concurrency int) (stop func()) {
 	t.Helper()
 	w := s.NewWorker("chaos", concurrency)
 	w.SetErrorHandler(func(error) {}) // failures show in the invariants
@@ -195,7 +195,7 @@ func (l *ledger) startWorker(t *testing.T, s *machinist.Server, concurrency int)
 	stop = func() {
 		once.Do(func() {
 			w.Quit()
-			if err := <-errs; err != nil && !errors.Is(err, machinist.ErrWorkerQuitGracefully) {
+			if err := <-errs; err != nil && !errors.Is(err, machinery.ErrWorkerQuitGracefully) {
 				t.Errorf("worker stopped with %v", err)
 			}
 		})
@@ -205,7 +205,7 @@ func (l *ledger) startWorker(t *testing.T, s *machinist.Server, concurrency int)
 }
 
 // send sends one chain, work then after, and records its outcome.
-func (l *ledger) send(ctx context.Context, s *machinist.Server) error {
+func (l *ledger) send(ctx context.Context, s *machinery.Server) error {
 	n := l.next.Add(1)
 	work := &tasks.Signature{Name: workTask, RetryCount: workRetries, Args: []tasks.Arg{
 		{Type: "int64", Value: n}, {Type: "int64", Value: l.WorkTime.Milliseconds()},
@@ -230,7 +230,7 @@ func (l *ledger) send(ctx context.Context, s *machinist.Server) error {
 // sendEvery sends a chain every interval, with ctx, until the returned
 // function is called; that function waits for the send under way to
 // return (it is not cancelled: its outcome counts like any other).
-func (l *ledger) sendEvery(ctx context.Context, s *machinist.Server, interval time.Duration) (stop func()) {
+func (l *ledger) sendEvery(ctx context.Context, s *machinery.Server, interval time.Duration) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -389,7 +389,7 @@ func (r report) since(t time.Time) time.Duration {
 // then checks the invariants, failing the test for each violation, and
 // returns the figures. Call it after the sending and the faults have
 // stopped, with workers running.
-func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinist.Server) report {
+func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinery.Server) report {
 	t.Helper()
 	l.mu.Lock()
 	sends := slices.Clone(l.sends)
@@ -516,13 +516,13 @@ func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinist.Server) 
 // never came. One that says it did not (machinist.ErrNotSent) must not
 // run.
 func mayHaveRun(err error) bool {
-	return errors.Is(err, machinist.ErrMaybeSent)
+	return errors.Is(err, machinery.ErrMaybeSent)
 }
 
 // saysOutcome reports whether a send's error says exactly one of
 // machinist.ErrNotSent and machinist.ErrMaybeSent.
 func saysOutcome(err error) bool {
-	return errors.Is(err, machinist.ErrNotSent) != errors.Is(err, machinist.ErrMaybeSent)
+	return errors.Is(err, machinery.ErrNotSent) != errors.Is(err, machinery.ErrMaybeSent)
 }
 
 func runIDs(runs []*run) []string {
@@ -649,7 +649,7 @@ func runChild(spec string) {
 		fail("config: %v", err)
 	}
 	cnf.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	server, err := machinist.NewServer(cnf)
+	server, err := machinery.NewServer(cnf)
 	if err != nil {
 		fail("NewServer: %v", err)
 	}
@@ -663,7 +663,7 @@ func runChild(spec string) {
 	w := server.NewWorker(who, concurrency)
 	w.SetErrorHandler(func(error) {})
 	err = w.Launch() // returns on SIGTERM or SIGINT
-	if err != nil && !errors.Is(err, machinist.ErrWorkerQuitGracefully) {
+	if err != nil && !errors.Is(err, machinery.ErrWorkerQuitGracefully) {
 		fail("worker stopped: %v", err)
 	}
 	os.Exit(0)

@@ -16,7 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	machinist "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -116,7 +116,7 @@ func sentinelFailover(t *testing.T, opts []redistest.Option, fault func(t *testi
 // kept (the latest, if several did). A chain that finished on a former
 // master, and was discarded with what it took, does not count. It returns
 // the zero time if there is none.
-func (l *ledger) firstKeptAfter(t *testing.T, ctx context.Context, s *machinist.Server, since time.Time) time.Time {
+func (l *ledger) firstKeptAfter(t *testing.T, ctx context.Context, s *machinery.Server, since time.Time) time.Time {
 	t.Helper()
 	_, after, _ := l.witnessed(t, ctx)
 	l.mu.Lock()

@@ -16,48 +16,48 @@ import (
 	"time"
 
 	machinery "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // Ops reads and drives what a Server's broker and backend hold.
 type Ops struct {
 	srv     *machinery.Server
-	in      brokeriface.Inspector
-	pauser  brokeriface.Pauser
-	mon     brokeriface.Monitor    // nil when the broker keeps no workers
-	agg     brokeriface.Aggregator // nil when the broker does not aggregate
-	backend backendiface.Backend
-	flows   backendiface.Workflows // nil when the backend keeps no workflows
+	in      brokers.Inspector
+	pauser  brokers.Pauser
+	mon     brokers.Monitor    // nil when the broker keeps no workers
+	agg     brokers.Aggregator // nil when the broker does not aggregate
+	backend backends.Backend
+	flows   backends.Workflows // nil when the backend keeps no workflows
 }
 
 // New returns the Ops of srv, whose broker must be able to list what it
 // holds (both of machinist's brokers can).
 func New(srv *machinery.Server) (*Ops, error) {
 	b := srv.GetBroker()
-	in, ok := b.(brokeriface.Inspector)
+	in, ok := b.(brokers.Inspector)
 	if !ok {
 		return nil, fmt.Errorf("the broker (%T) cannot list its queues: %w", b, ErrUnsupported)
 	}
 	o := &Ops{srv: srv, in: in, backend: srv.GetBackend()}
-	o.pauser, _ = b.(brokeriface.Pauser)
-	o.mon, _ = b.(brokeriface.Monitor)
-	o.agg, _ = b.(brokeriface.Aggregator)
-	o.flows, _ = o.backend.(backendiface.Workflows)
+	o.pauser, _ = b.(brokers.Pauser)
+	o.mon, _ = b.(brokers.Monitor)
+	o.agg, _ = b.(brokers.Aggregator)
+	o.flows, _ = o.backend.(backends.Workflows)
 	return o, nil
 }
 
 // Queue is a queue's sizes and recent throughput.
 type Queue struct {
-	brokeriface.QueueInfo
+	brokers.QueueInfo
 	// Processed and Failed count the tasks that finished (and those that
 	// failed) in the last minute and the last hour, as the workers
 	// reported them with their heartbeats.
 	Processed, Failed Window
 	// Stats are the counts by period over the last hour (nil when the
 	// broker keeps none).
-	Stats *brokeriface.QueueStats `json:"-"`
+	Stats *brokers.QueueStats `json:"-"`
 }
 
 // Window counts over the last minute and the last hour.
@@ -65,7 +65,7 @@ type Window struct{ Minute, Hour int }
 
 // Count is how many tasks q holds with status (0 for one ListTasks does
 // not take).
-func (q *Queue) Count(status brokeriface.TaskStatus) int {
+func (q *Queue) Count(status brokers.TaskStatus) int {
 	n, _ := q.QueueInfo.Count(status)
 	return n
 }
@@ -134,13 +134,13 @@ func (o *Ops) queue(ctx context.Context, name string) (*Queue, error) {
 }
 
 // Statuses are the statuses ListTasks takes, in the order they are shown.
-var Statuses = []brokeriface.TaskStatus{
-	brokeriface.StatusPending, brokeriface.StatusActive, brokeriface.StatusScheduled,
-	brokeriface.StatusRetry, brokeriface.StatusArchived, brokeriface.StatusLimited,
+var Statuses = []brokers.TaskStatus{
+	brokers.StatusPending, brokers.StatusActive, brokers.StatusScheduled,
+	brokers.StatusRetry, brokers.StatusArchived, brokers.StatusLimited,
 }
 
 // ParseStatus returns the status named s, or an error listing them.
-func ParseStatus(s string) (brokeriface.TaskStatus, error) {
+func ParseStatus(s string) (brokers.TaskStatus, error) {
 	for _, st := range Statuses {
 		if string(st) == s {
 			return st, nil
@@ -150,7 +150,7 @@ func ParseStatus(s string) (brokeriface.TaskStatus, error) {
 }
 
 // Tasks lists a page of the tasks of queue with status.
-func (o *Ops) Tasks(ctx context.Context, queue string, status brokeriface.TaskStatus, offset, limit int) ([]*brokeriface.TaskInfo, error) {
+func (o *Ops) Tasks(ctx context.Context, queue string, status brokers.TaskStatus, offset, limit int) ([]*brokers.TaskInfo, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("list tasks: a page of %d tasks (want at least 1)", limit)
 	}
@@ -165,12 +165,12 @@ type Task struct {
 	Queue string
 	// Info is where it is in Queue (nil when no queue holds it: it
 	// finished and was forgotten, or was deleted).
-	Info *brokeriface.TaskInfo
+	Info *brokers.TaskInfo
 	// State is its state in the result backend (nil when there is none:
 	// never written, or expired).
 	State *tasks.TaskState
 	// Holder is the worker whose heartbeat lists it running.
-	Holder *brokeriface.WorkerInfo
+	Holder *brokers.WorkerInfo
 	// Attempts estimates its runs from what its queue counts: those
 	// retried, those recovered after a lost lease, the one going on, and
 	// the one that finished it (kept as completed, or archived with the
@@ -199,7 +199,7 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	var mu sync.Mutex
 	err := each(ctx, len(queues), func(ctx context.Context, i int) error {
 		info, err := o.in.GetTask(ctx, queues[i], uuid)
-		if errors.Is(err, brokeriface.ErrTaskNotFound) {
+		if errors.Is(err, brokers.ErrTaskNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -219,16 +219,16 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	switch {
 	case err == nil:
 		t.State = st
-	case !errors.Is(err, backendiface.ErrStateNotFound):
+	case !errors.Is(err, backends.ErrStateNotFound):
 		return nil, err
 	}
 	if t.Info == nil && t.State == nil {
-		return nil, fmt.Errorf("task %s: %w", uuid, brokeriface.ErrTaskNotFound)
+		return nil, fmt.Errorf("task %s: %w", uuid, brokers.ErrTaskNotFound)
 	}
 	if t.Info != nil {
 		t.Attempts = attempts(t.Info, t.State)
 	}
-	if t.Info != nil && t.Info.Status == brokeriface.StatusActive && o.mon != nil {
+	if t.Info != nil && t.Info.Status == brokers.StatusActive && o.mon != nil {
 		ws, err := o.mon.Workers(ctx)
 		if err != nil {
 			return nil, err
@@ -245,12 +245,12 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 
 // attempts counts the runs of a task that info describes, with state
 // (nil when there is none): see Task.Attempts.
-func attempts(info *brokeriface.TaskInfo, state *tasks.TaskState) int {
+func attempts(info *brokers.TaskInfo, state *tasks.TaskState) int {
 	n := info.Retried + info.Recovered
 	switch {
-	case info.Status == brokeriface.StatusActive, info.Status == brokeriface.StatusCompleted:
+	case info.Status == brokers.StatusActive, info.Status == brokers.StatusCompleted:
 		n++
-	case info.Status == brokeriface.StatusArchived && state != nil && state.State == tasks.StateFailure &&
+	case info.Status == brokers.StatusArchived && state != nil && state.State == tasks.StateFailure &&
 		state.Error == info.LastError && !operatorReason(info.LastError):
 		n++ // its run failed for good
 	}
@@ -265,7 +265,7 @@ func operatorReason(reason string) bool {
 
 // Workers lists the workers alive (ErrUnsupported when the broker keeps
 // none).
-func (o *Ops) Workers(ctx context.Context) ([]*brokeriface.WorkerInfo, error) {
+func (o *Ops) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
 	if o.mon == nil {
 		return nil, fmt.Errorf("list workers: %w", ErrUnsupported)
 	}
@@ -273,7 +273,7 @@ func (o *Ops) Workers(ctx context.Context) ([]*brokeriface.WorkerInfo, error) {
 }
 
 // Aggregations lists the aggregation groups waiting in queue.
-func (o *Ops) Aggregations(ctx context.Context, queue string) ([]*brokeriface.AggregationInfo, error) {
+func (o *Ops) Aggregations(ctx context.Context, queue string) ([]*brokers.AggregationInfo, error) {
 	if o.agg == nil {
 		return nil, fmt.Errorf("list aggregation groups: %w", ErrUnsupported)
 	}

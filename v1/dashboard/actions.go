@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/b6192125/machinist/internal/ops"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // The operator's actions. Each is a POST of a dashboard form: refused
@@ -109,7 +109,7 @@ func (h *handler) taskAction(w http.ResponseWriter, r *http.Request) {
 		back += "?queue=" + url.QueryEscape(queue)
 	}
 	err := h.ops.Do(r.Context(), act, uuid, queue)
-	if err != nil && errors.Is(err, brokeriface.ErrTaskNotWaiting) {
+	if err != nil && errors.Is(err, brokers.ErrTaskNotWaiting) {
 		err = fmt.Errorf("task %s: %s does not apply to where it is now: %w", uuid, act, err)
 	}
 	past := map[ops.Action]string{

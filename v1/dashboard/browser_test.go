@@ -13,8 +13,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/browsertest"
 	machinery "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -107,7 +107,7 @@ func TestBrowserQueuesPageShowsTheCountsLive(t *testing.T) {
 	}
 	e.send("emails", "send_email", &eta)
 	archived := e.send("emails", "send_email", nil)
-	if _, err := e.in.TakeWaiting(testCtx(t), "emails", archived.UUID, brokeriface.TakeArchive, "test"); err != nil {
+	if _, err := e.in.TakeWaiting(testCtx(t), "emails", archived.UUID, brokers.TakeArchive, "test"); err != nil {
 		t.Fatal(err)
 	}
 	e.send("reports", "build_report", nil)
@@ -178,26 +178,26 @@ func TestBrowserActsOnTasks(t *testing.T) {
 	for _, tc := range []struct {
 		action   string
 		setup    func() *tasks.Signature
-		shown    brokeriface.TaskStatus
-		want     brokeriface.TaskStatus // "": in no queue
-		failure  string                 // the state's error after it, when it fails the task
+		shown    brokers.TaskStatus
+		want     brokers.TaskStatus // "": in no queue
+		failure  string             // the state's error after it, when it fails the task
 		flashHas string
 	}{
 		{action: "run", setup: func() *tasks.Signature { return e.send(q, "later", &eta) },
-			shown: brokeriface.StatusScheduled, want: brokeriface.StatusPending, flashHas: "made pending"},
+			shown: brokers.StatusScheduled, want: brokers.StatusPending, flashHas: "made pending"},
 		{action: "archive", setup: func() *tasks.Signature { return e.send(q, "now", nil) },
-			shown: brokeriface.StatusPending, want: brokeriface.StatusArchived, failure: "archived", flashHas: "archived"},
+			shown: brokers.StatusPending, want: brokers.StatusArchived, failure: "archived", flashHas: "archived"},
 		{action: "requeue", setup: func() *tasks.Signature {
 			s := e.send(q, "again", nil)
-			if _, err := e.in.TakeWaiting(testCtx(t), q, s.UUID, brokeriface.TakeArchive, "test"); err != nil {
+			if _, err := e.in.TakeWaiting(testCtx(t), q, s.UUID, brokers.TakeArchive, "test"); err != nil {
 				t.Fatal(err)
 			}
 			return s
-		}, shown: brokeriface.StatusArchived, want: brokeriface.StatusPending, flashHas: "requeued"},
+		}, shown: brokers.StatusArchived, want: brokers.StatusPending, flashHas: "requeued"},
 		{action: "delete", setup: func() *tasks.Signature { return e.send(q, "never", nil) },
-			shown: brokeriface.StatusPending, want: "", failure: "deleted", flashHas: "deleted"},
+			shown: brokers.StatusPending, want: "", failure: "deleted", flashHas: "deleted"},
 		{action: "cancel", setup: func() *tasks.Signature { return e.send(q, "stop", nil) },
-			shown: brokeriface.StatusPending, want: "", failure: "cancelled", flashHas: "cancelled"},
+			shown: brokers.StatusPending, want: "", failure: "cancelled", flashHas: "cancelled"},
 	} {
 		sig := tc.setup()
 		b.open("/tasks/"+sig.UUID+"?queue="+q, "#task-status")
@@ -337,7 +337,7 @@ func TestBrowserCancelsAWorkflowFoundByID(t *testing.T) {
 	}
 	for _, s := range steps {
 		st, err := e.srv.GetBackend().GetStateContext(testCtx(t), s.UUID)
-		if err != nil && !errors.Is(err, backendiface.ErrStateNotFound) {
+		if err != nil && !errors.Is(err, backends.ErrStateNotFound) {
 			t.Fatal(err)
 		}
 		if err == nil && st.State != tasks.StateFailure {
@@ -373,7 +373,7 @@ func TestBrowserShowsAggregationGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	groups, err := e.srv.GetBroker().(brokeriface.Aggregator).Aggregations(testCtx(t), "default")
+	groups, err := e.srv.GetBroker().(brokers.Aggregator).Aggregations(testCtx(t), "default")
 	if err != nil || len(groups) != 2 {
 		t.Fatalf("the broker's groups: %v, %v; want alice's and bob's", groups, err)
 	}

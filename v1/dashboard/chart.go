@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // chart is a throughput chart drawn as SVG bars: per bucket of time, the
@@ -34,7 +34,7 @@ type bar struct {
 
 // newChart draws periods (oldest first) as n bars in a width × height
 // box, each bar summing len(periods)/n consecutive periods.
-func newChart(periods []brokeriface.StatCount, n int, width, height float64) chart {
+func newChart(periods []brokers.StatCount, n int, width, height float64) chart {
 	c := chart{Width: width, Height: height, Empty: true}
 	if len(periods) == 0 || n < 1 {
 		return c
@@ -50,13 +50,13 @@ func newChart(periods []brokeriface.StatCount, n int, width, height float64) cha
 		if b.from.IsZero() {
 			b.from = p.At
 		}
-		b.to = p.At.Add(brokeriface.StatsPeriod)
+		b.to = p.At.Add(brokers.StatsPeriod)
 		b.done += p.Processed
 		b.failed += p.Failed
 		c.Processed += p.Processed
 		c.Failed += p.Failed
 	}
-	c.Bucket = brokeriface.StatsPeriod * time.Duration(len(periods)/n)
+	c.Bucket = brokers.StatsPeriod * time.Duration(len(periods)/n)
 	for _, s := range sums {
 		c.Max = max(c.Max, s.done)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/ops"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -75,9 +75,9 @@ func TestLayoutWorkflow(t *testing.T) {
 func TestNewChartSumsPeriodsIntoBars(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 27, 3, 41, 5, 0, time.UTC)
-	stats := &brokeriface.QueueStats{Periods: []brokeriface.StatCount{
-		{At: now.Truncate(brokeriface.StatsPeriod), Processed: 10, Failed: 4},
-		{At: now.Truncate(brokeriface.StatsPeriod).Add(-10 * time.Second), Processed: 6},
+	stats := &brokers.QueueStats{Periods: []brokers.StatCount{
+		{At: now.Truncate(brokers.StatsPeriod), Processed: 10, Failed: 4},
+		{At: now.Truncate(brokers.StatsPeriod).Add(-10 * time.Second), Processed: 6},
 		{At: now.Add(-2 * time.Hour), Processed: 99}, // outside the window
 	}}
 	ps := periodsOf(now, stats, stats)

@@ -14,13 +14,13 @@ import (
 	"github.com/b6192125/machinist/internal/ops"
 	"github.com/b6192125/machinist/internal/redistest"
 	machinery "github.com/b6192125/machinist/v1"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // opaqueBroker hides every interface of a broker but Broker.
-type opaqueBroker struct{ brokeriface.Broker }
+type opaqueBroker struct{ brokers.Broker }
 
 func TestNewRefusesABrokerThatCannotListItsQueues(t *testing.T) {
 	t.Parallel()
@@ -249,7 +249,7 @@ func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 			t.Errorf("POST %s (read-only) with a valid token: %d %q, want 403 saying read-only", p, resp.StatusCode, body)
 		}
 	}
-	if e.status("default", sig.UUID) != brokeriface.StatusScheduled || e.info("default").Paused {
+	if e.status("default", sig.UUID) != brokers.StatusScheduled || e.info("default").Paused {
 		t.Error("a read-only dashboard changed something")
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/waitfor"
 	machinery "github.com/b6192125/machinist/v1"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -36,7 +36,7 @@ type env struct {
 	t     *testing.T
 	redis *redistest.Server
 	srv   *machinery.Server
-	in    brokeriface.Inspector
+	in    brokers.Inspector
 	h     *handler
 	http  *httptest.Server
 	// base is the dashboard's URL: the server's, followed by the prefix.
@@ -69,7 +69,7 @@ func newEnv(t *testing.T, opts Options) *env {
 	}
 	hs := httptest.NewServer(hh)
 	t.Cleanup(hs.Close)
-	return &env{t: t, redis: r, srv: srv, in: srv.GetBroker().(brokeriface.Inspector), h: hh.(*handler), http: hs,
+	return &env{t: t, redis: r, srv: srv, in: srv.GetBroker().(brokers.Inspector), h: hh.(*handler), http: hs,
 		base: hs.URL + hh.(*handler).prefix}
 }
 
@@ -110,13 +110,13 @@ func (e *env) send(queue, name string, eta *time.Time, args ...tasks.Arg) *tasks
 // pause pauses queue through the broker.
 func (e *env) pause(queue string) {
 	e.t.Helper()
-	if err := e.srv.GetBroker().(brokeriface.Pauser).PauseQueue(testCtx(e.t), queue); err != nil {
+	if err := e.srv.GetBroker().(brokers.Pauser).PauseQueue(testCtx(e.t), queue); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 // info returns queue's counts from the broker.
-func (e *env) info(queue string) *brokeriface.QueueInfo {
+func (e *env) info(queue string) *brokers.QueueInfo {
 	e.t.Helper()
 	qi, err := e.in.QueueInfo(testCtx(e.t), queue)
 	if err != nil {
@@ -126,10 +126,10 @@ func (e *env) info(queue string) *brokeriface.QueueInfo {
 }
 
 // status returns where task uuid is in queue, "" when it is in none.
-func (e *env) status(queue, uuid string) brokeriface.TaskStatus {
+func (e *env) status(queue, uuid string) brokers.TaskStatus {
 	e.t.Helper()
 	ti, err := e.in.GetTask(testCtx(e.t), queue, uuid)
-	if errors.Is(err, brokeriface.ErrTaskNotFound) {
+	if errors.Is(err, brokers.ErrTaskNotFound) {
 		return ""
 	}
 	if err != nil {

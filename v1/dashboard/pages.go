@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/ops"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -38,7 +38,7 @@ func (h *handler) queuesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := queuesData{base: h.base(w, r, "Queues", "queues")}
 	d.Live = true
-	var stats []*brokeriface.QueueStats
+	var stats []*brokers.QueueStats
 	for _, q := range qs {
 		d.Queues = append(d.Queues, queueRow{Queue: q, Chart: newChart(periodsOf(d.Now, q.Stats), 60, 180, 28)})
 		if q.Stats != nil {
@@ -55,8 +55,8 @@ type queueData struct {
 	base
 	Queue  *ops.Queue
 	Tabs   []tab
-	Status brokeriface.TaskStatus
-	Tasks  []*brokeriface.TaskInfo
+	Status brokers.TaskStatus
+	Tasks  []*brokers.TaskInfo
 	// Offset is the position of the first task listed in its state, Total
 	// how many tasks the state holds.
 	Offset, Total    int
@@ -71,7 +71,7 @@ type queueData struct {
 
 // tab is a task state on a queue's page.
 type tab struct {
-	Status brokeriface.TaskStatus
+	Status brokers.TaskStatus
 	Count  int
 	URL    string
 }
@@ -85,7 +85,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	qv := r.URL.Query()
-	status := brokeriface.StatusPending
+	status := brokers.StatusPending
 	if s := qv.Get("state"); s != "" {
 		if status, err = ops.ParseStatus(s); err != nil {
 			h.fail(w, r, fmt.Errorf("%w: %w", errBadRequest, err))
@@ -144,7 +144,7 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 // stopping after a page of them. It returns how many positions it read
 // (a task that finished between listing and reading leaves its position
 // empty) and whether it reached the end of the list.
-func (h *handler) searchByName(r *http.Request, queue string, status brokeriface.TaskStatus, offset, total int, name string, found *[]*brokeriface.TaskInfo) (scanned int, end bool, err error) {
+func (h *handler) searchByName(r *http.Request, queue string, status brokers.TaskStatus, offset, total int, name string, found *[]*brokers.TaskInfo) (scanned int, end bool, err error) {
 	const chunk = 200
 	want := strings.ToLower(name)
 	for scanned < h.searchWindow {
@@ -173,7 +173,7 @@ func (h *handler) searchByName(r *http.Request, queue string, status brokeriface
 
 // queueURL links to the page of queue's tasks with status from offset,
 // searching for name when it is set.
-func (h *handler) queueURL(queue string, status brokeriface.TaskStatus, offset int, name string) string {
+func (h *handler) queueURL(queue string, status brokers.TaskStatus, offset int, name string) string {
 	v := url.Values{"state": {string(status)}}
 	if offset > 0 {
 		v.Set("offset", strconv.Itoa(offset))
@@ -211,7 +211,7 @@ func (h *handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := taskData{base: h.base(w, r, "Task "+shortID(uuid), "queues"), Task: t}
-	d.Live = t.Info != nil && t.Info.Status == brokeriface.StatusActive
+	d.Live = t.Info != nil && t.Info.Status == brokers.StatusActive
 	if t.Info != nil {
 		d.Sig = t.Info.Signature
 		for k, v := range d.Sig.Headers {
@@ -226,7 +226,7 @@ func (h *handler) taskPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // taskActions returns the actions that apply to a task with status.
-func taskActions(status brokeriface.TaskStatus, uuid string) []action {
+func taskActions(status brokers.TaskStatus, uuid string) []action {
 	id := shortID(uuid)
 	run := action{Name: ops.Run, Label: "Run now", Confirm: "Run task " + id + " now?"}
 	cancel := action{Name: ops.Cancel, Label: "Cancel", Confirm: "Cancel task " + id + "? It will not run (a running task is stopped).", Danger: true}
@@ -234,13 +234,13 @@ func taskActions(status brokeriface.TaskStatus, uuid string) []action {
 	archive := action{Name: ops.Archive, Label: "Archive", Confirm: "Archive task " + id + "? It will not run unless requeued."}
 	requeue := action{Name: ops.Requeue, Label: "Requeue", Confirm: "Requeue task " + id + "? It will run again."}
 	switch status {
-	case brokeriface.StatusPending, brokeriface.StatusLimited:
+	case brokers.StatusPending, brokers.StatusLimited:
 		return []action{cancel, del, archive}
-	case brokeriface.StatusScheduled, brokeriface.StatusRetry:
+	case brokers.StatusScheduled, brokers.StatusRetry:
 		return []action{run, cancel, del, archive}
-	case brokeriface.StatusActive, brokeriface.StatusAggregating:
+	case brokers.StatusActive, brokers.StatusAggregating:
 		return []action{cancel}
-	case brokeriface.StatusArchived:
+	case brokers.StatusArchived:
 		del.Confirm = "Delete archived task " + id + "? It is gone for good."
 		return []action{requeue, del}
 	}
@@ -328,7 +328,7 @@ func walk(n *ops.Node, fn func(*ops.Node)) {
 // workersData is the data of the workers page.
 type workersData struct {
 	base
-	Workers []*brokeriface.WorkerInfo
+	Workers []*brokers.WorkerInfo
 }
 
 func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
@@ -346,7 +346,7 @@ func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
 type aggregationsData struct {
 	base
 	Queue  *ops.Queue
-	Groups []*brokeriface.AggregationInfo
+	Groups []*brokers.AggregationInfo
 }
 
 func (h *handler) aggregationsPage(w http.ResponseWriter, r *http.Request) {
@@ -386,7 +386,7 @@ func (h *handler) find(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, u, http.StatusSeeOther)
 		return
-	case !errors.Is(err, brokeriface.ErrTaskNotFound):
+	case !errors.Is(err, brokers.ErrTaskNotFound):
 		h.fail(w, r, err)
 		return
 	case queue != "":
@@ -397,7 +397,7 @@ func (h *handler) find(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		http.Redirect(w, r, h.path("/workflows/"+url.PathEscape(wf.ID)), http.StatusSeeOther)
-	case errors.Is(err, backendiface.ErrWorkflowNotFound), errors.Is(err, ops.ErrUnsupported):
+	case errors.Is(err, backends.ErrWorkflowNotFound), errors.Is(err, ops.ErrUnsupported):
 		h.failStatus(w, r, http.StatusNotFound, fmt.Sprintf("No queue holds a task %s, the result backend has no state of it, and no workflow has this ID.", id))
 	default:
 		h.fail(w, r, err)
@@ -406,10 +406,10 @@ func (h *handler) find(w http.ResponseWriter, r *http.Request) {
 
 // periodsOf sums the periods of stats over the statistics window that
 // ends now, oldest first (zero counts where stats have none).
-func periodsOf(now time.Time, stats ...*brokeriface.QueueStats) []brokeriface.StatCount {
-	starts := brokeriface.StatsPeriods(now)
+func periodsOf(now time.Time, stats ...*brokers.QueueStats) []brokers.StatCount {
+	starts := brokers.StatsPeriods(now)
 	index := make(map[int64]int, len(starts))
-	out := make([]brokeriface.StatCount, len(starts))
+	out := make([]brokers.StatCount, len(starts))
 	for i, at := range starts {
 		index[at.Unix()] = i
 		out[i].At = at
@@ -419,7 +419,7 @@ func periodsOf(now time.Time, stats ...*brokeriface.QueueStats) []brokeriface.St
 			continue
 		}
 		for _, p := range st.Periods {
-			if i, ok := index[p.At.Truncate(brokeriface.StatsPeriod).Unix()]; ok {
+			if i, ok := index[p.At.Truncate(brokers.StatsPeriod).Unix()]; ok {
 				out[i].Processed += p.Processed
 				out[i].Failed += p.Failed
 			}

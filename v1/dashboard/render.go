@@ -17,8 +17,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/ops"
 	machinery "github.com/b6192125/machinist/v1"
-	backendiface "github.com/b6192125/machinist/v1/backends/iface"
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // assets are the templates, the stylesheet and the script, served as they
@@ -167,10 +167,10 @@ func (h *handler) postOnly(w http.ResponseWriter, r *http.Request) {
 // with it.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, brokeriface.ErrTaskNotFound), errors.Is(err, ops.ErrQueueNotFound),
-		errors.Is(err, backendiface.ErrWorkflowNotFound):
+	case errors.Is(err, brokers.ErrTaskNotFound), errors.Is(err, ops.ErrQueueNotFound),
+		errors.Is(err, backends.ErrWorkflowNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, brokeriface.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished):
+	case errors.Is(err, brokers.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished):
 		return http.StatusConflict
 	case errors.Is(err, ops.ErrUnsupported):
 		return http.StatusNotImplemented

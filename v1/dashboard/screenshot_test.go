@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	brokeriface "github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -44,7 +44,7 @@ func TestScreenshots(t *testing.T) {
 	publish("emails", "send_welcome_email", 42, nil)
 	publish("emails", "send_digest", 6, &later)
 	for _, s := range publish("emails", "send_receipt", 3, nil) {
-		if _, err := e.in.TakeWaiting(ctx, "emails", s.UUID, brokeriface.TakeArchive, "smtp: 550 mailbox unavailable"); err != nil {
+		if _, err := e.in.TakeWaiting(ctx, "emails", s.UUID, brokers.TakeArchive, "smtp: 550 mailbox unavailable"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,16 +54,16 @@ func TestScreenshots(t *testing.T) {
 	publish("webhooks", "deliver_webhook", 2, &later)
 
 	// An hour of throughput, as workers would have reported it.
-	mon := e.srv.GetBroker().(brokeriface.Monitor)
-	var counts []brokeriface.StatCount
-	for i, at := range brokeriface.StatsPeriods(time.Now()) {
+	mon := e.srv.GetBroker().(brokers.Monitor)
+	var counts []brokers.StatCount
+	for i, at := range brokers.StatsPeriods(time.Now()) {
 		x := float64(i)
 		counts = append(counts,
-			brokeriface.StatCount{Queue: "emails", At: at, Processed: int(30 + 18*math.Sin(x/23) + 6*math.Sin(x/5)), Failed: btoi(i%41 == 7) * 4},
-			brokeriface.StatCount{Queue: "webhooks", At: at, Processed: int(12 + 10*math.Sin(x/37+1)), Failed: btoi(i%29 == 3)},
-			brokeriface.StatCount{Queue: "reports", At: at, Processed: btoi(i%30 == 0) * 3})
+			brokers.StatCount{Queue: "emails", At: at, Processed: int(30 + 18*math.Sin(x/23) + 6*math.Sin(x/5)), Failed: btoi(i%41 == 7) * 4},
+			brokers.StatCount{Queue: "webhooks", At: at, Processed: int(12 + 10*math.Sin(x/37+1)), Failed: btoi(i%29 == 3)},
+			brokers.StatCount{Queue: "reports", At: at, Processed: btoi(i%30 == 0) * 3})
 	}
-	if err := mon.Heartbeat(ctx, &brokeriface.WorkerInfo{ID: "worker_screenshot", Host: "history", StartedAt: time.Now()}, time.Millisecond, counts...); err != nil {
+	if err := mon.Heartbeat(ctx, &brokers.WorkerInfo{ID: "worker_screenshot", Host: "history", StartedAt: time.Now()}, time.Millisecond, counts...); err != nil {
 		t.Fatal(err)
 	}
 

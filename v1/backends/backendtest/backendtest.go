@@ -1,16 +1,16 @@
 // Package backendtest is the conformance suite of result backends: every
-// implementation of iface.Backend runs Exercise in its tests, so that the
+// implementation of backends.Backend runs Exercise in its tests, so that the
 // memory and Redis backends are held to the same semantics.
 //
 //	func TestConformance(t *testing.T) {
-//		backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
+//		backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
 //			b := memory.New(memory.OptionsFrom(cnf))
 //			t.Cleanup(func() { b.Close() })
 //			return b
 //		})
 //	}
 //
-// Beyond what iface.Backend documents, the suite fixes these choices:
+// Beyond what backends.Backend documents, the suite fixes these choices:
 // GroupCompleted of a group with no bookkeeping is false with no error;
 // GroupTaskStates and TriggerChord of such a group fail with
 // ErrGroupNotFound; a group created implicitly by its members lists, in
@@ -29,7 +29,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -46,7 +46,7 @@ const waitLong = 10 * time.Second
 // parallel and use task and group UUIDs unique to the run, so the backends
 // may share one store (one Redis); newBackend must therefore register its
 // own teardown with t.Cleanup rather than defer it in the calling test.
-func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) iface.Backend) {
+func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) backends.Backend) {
 	t.Helper()
 	s := &suite{newBackend: newBackend}
 	for _, tc := range []struct {
@@ -77,12 +77,12 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) if
 }
 
 type suite struct {
-	newBackend func(t *testing.T, cnf *config.Config) iface.Backend
+	newBackend func(t *testing.T, cnf *config.Config) backends.Backend
 }
 
 // backend returns a fresh backend configured by cnf (after WithDefaults),
 // closed when the test ends.
-func (s *suite) backend(t *testing.T, cnf config.Config) iface.Backend {
+func (s *suite) backend(t *testing.T, cnf config.Config) backends.Backend {
 	t.Helper()
 	b := s.newBackend(t, cnf.WithDefaults())
 	t.Cleanup(func() { _ = b.Close() })
@@ -119,7 +119,7 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-func getState(t *testing.T, b iface.Backend, taskUUID string) *tasks.TaskState {
+func getState(t *testing.T, b backends.Backend, taskUUID string) *tasks.TaskState {
 	t.Helper()
 	st, err := b.GetStateContext(context.Background(), taskUUID)
 	if err != nil {
@@ -128,10 +128,10 @@ func getState(t *testing.T, b iface.Backend, taskUUID string) *tasks.TaskState {
 	return st
 }
 
-func wantNotFound(t *testing.T, b iface.Backend, taskUUID, when string) {
+func wantNotFound(t *testing.T, b backends.Backend, taskUUID, when string) {
 	t.Helper()
 	st, err := b.GetStateContext(context.Background(), taskUUID)
-	if !errors.Is(err, iface.ErrStateNotFound) {
+	if !errors.Is(err, backends.ErrStateNotFound) {
 		t.Fatalf("GetState %s: %+v, err %v; want ErrStateNotFound", when, st, err)
 	}
 }
@@ -284,7 +284,7 @@ func testStateExpires(t *testing.T, s *suite) {
 	deadline := written.Add(waitLong)
 	for {
 		_, err := b.GetStateContext(context.Background(), sig.UUID)
-		if errors.Is(err, iface.ErrStateNotFound) {
+		if errors.Is(err, backends.ErrStateNotFound) {
 			break
 		}
 		must(t, "GetState", err)
@@ -431,7 +431,7 @@ func testGroupTaskStatesOrder(t *testing.T, s *suite) {
 		t.Fatal("GroupTaskStates changed when the members' states were purged")
 	}
 
-	if _, err := b.GroupTaskStatesContext(ctx, "group_"+uuid.NewString(), 3); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.GroupTaskStatesContext(ctx, "group_"+uuid.NewString(), 3); !errors.Is(err, backends.ErrGroupNotFound) {
 		t.Fatalf("GroupTaskStates of an unknown group: err = %v, want ErrGroupNotFound", err)
 	}
 }
@@ -485,7 +485,7 @@ func testTriggerChordOnce(t *testing.T, s *suite) {
 		}
 		break
 	}
-	if _, err := b.TriggerChordContext(ctx, "group_"+uuid.NewString(), sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.TriggerChordContext(ctx, "group_"+uuid.NewString(), sigs[0].UUID); !errors.Is(err, backends.ErrGroupNotFound) {
 		t.Fatalf("TriggerChord of an unknown group: err = %v, want ErrGroupNotFound", err)
 	}
 }
@@ -542,7 +542,7 @@ func testGroupExpiresOnlyWhenComplete(t *testing.T, s *suite) {
 	deadline := finished.Add(waitLong)
 	for {
 		_, err := b.GroupTaskStatesContext(ctx, groupUUID, 2)
-		if errors.Is(err, iface.ErrGroupNotFound) {
+		if errors.Is(err, backends.ErrGroupNotFound) {
 			break
 		}
 		must(t, "GroupTaskStates", err)
@@ -570,10 +570,10 @@ func testPurgeGroupMeta(t *testing.T, s *suite) {
 	if done, err := b.GroupCompletedContext(ctx, groupUUID, 1); done || err != nil {
 		t.Fatalf("GroupCompleted after PurgeGroupMeta: %t, %v; want false, nil", done, err)
 	}
-	if _, err := b.GroupTaskStatesContext(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.GroupTaskStatesContext(ctx, groupUUID, 1); !errors.Is(err, backends.ErrGroupNotFound) {
 		t.Fatalf("GroupTaskStates after PurgeGroupMeta: err = %v, want ErrGroupNotFound", err)
 	}
-	if _, err := b.TriggerChordContext(ctx, groupUUID, sigs[0].UUID); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.TriggerChordContext(ctx, groupUUID, sigs[0].UUID); !errors.Is(err, backends.ErrGroupNotFound) {
 		t.Fatalf("TriggerChord after PurgeGroupMeta: err = %v, want ErrGroupNotFound", err)
 	}
 	getState(t, b, sigs[0].UUID) // the member's own state stays
@@ -587,22 +587,22 @@ func testClose(t *testing.T, s *suite) {
 	must(t, "SetStatePending", b.SetStatePendingContext(ctx, sig))
 	must(t, "Close", b.Close())
 	must(t, "second Close", b.Close())
-	if _, err := b.GetStateContext(ctx, sig.UUID); !errors.Is(err, iface.ErrClosed) {
+	if _, err := b.GetStateContext(ctx, sig.UUID); !errors.Is(err, backends.ErrClosed) {
 		t.Fatalf("GetState after Close: err = %v, want ErrClosed", err)
 	}
-	if err := b.SetStateStartedContext(ctx, sig); !errors.Is(err, iface.ErrClosed) {
+	if err := b.SetStateStartedContext(ctx, sig); !errors.Is(err, backends.ErrClosed) {
 		t.Fatalf("SetStateStarted after Close: err = %v, want ErrClosed", err)
 	}
 }
 
-// testWorkflow: a backend that records workflows (iface.Workflows) finds
+// testWorkflow: a backend that records workflows (backends.Workflows) finds
 // one from its own UUID and from any of its tasks' whose PENDING state
 // names it, written by InitWorkflowContext, by SetStatePendingContext or
 // kept through later writes; an unknown UUID, or a task of no workflow,
 // is ErrWorkflowNotFound.
 func testWorkflow(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
-	w, ok := b.(iface.Workflows)
+	w, ok := b.(backends.Workflows)
 	if !ok {
 		t.Skipf("%T does not record workflows", b)
 	}
@@ -674,7 +674,7 @@ func testWorkflow(t *testing.T, s *suite) {
 	plain := newSig("plain")
 	must(t, "SetStatePending", b.SetStatePendingContext(ctx, plain))
 	for _, key := range []string{"workflow_unknown", plain.UUID} {
-		if _, err := w.GetWorkflowContext(ctx, key); !errors.Is(err, iface.ErrWorkflowNotFound) {
+		if _, err := w.GetWorkflowContext(ctx, key); !errors.Is(err, backends.ErrWorkflowNotFound) {
 			t.Fatalf("GetWorkflow(%s): %v, want ErrWorkflowNotFound", key, err)
 		}
 	}
@@ -689,16 +689,16 @@ func mustEncode(t *testing.T, sig *tasks.Signature) []byte {
 	return raw
 }
 
-// testWatchFinished holds an iface.Notifier to its notices: every watch of
+// testWatchFinished holds an backends.Notifier to its notices: every watch of
 // a task hears of its final states, and a stopped watch hears nothing
 // more. (A notice may also come when nothing final was written: it only
 // says "read the state now".) A backend that cannot watch (nil channel:
 // Redis Cluster) skips it.
 func testWatchFinished(t *testing.T, s *suite) {
 	b := s.backend(t, config.Config{})
-	n, ok := b.(iface.Notifier)
+	n, ok := b.(backends.Notifier)
 	if !ok {
-		t.Skip("the backend is not an iface.Notifier")
+		t.Skip("the backend is not a backends.Notifier")
 	}
 	ctx := context.Background()
 	sig := newSig("add")

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/b6192125/machinist/internal/rdb"
-	"github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -17,16 +17,16 @@ import (
 // ResultsExpireIn after their last write.
 const GroupSafetyTTL = rdb.GroupSafetyTTL
 
-var _ iface.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
-// Backend is the Redis result backend: an adapter of iface.Backend over the
+// Backend is the Redis result backend: an adapter of backends.Backend over the
 // store in internal/rdb. Create it with New or Dial. Every method is safe
 // for concurrent use.
 type Backend struct {
-	iface.Compat // machinery's methods
-	store        *rdb.Store
-	ownsStore    bool
-	closed       atomic.Bool
+	backends.Compat // machinery's methods
+	store           *rdb.Store
+	ownsStore       bool
+	closed          atomic.Bool
 }
 
 // Options configures a Backend. The state TTL (ResultsExpireIn) and key
@@ -40,7 +40,7 @@ type Options struct {
 // of concurrent callers share round trips through the store's batcher.
 func New(store *rdb.Store, opts Options) *Backend {
 	b := &Backend{store: store, ownsStore: opts.OwnsStore}
-	b.Compat = iface.NewCompat(b)
+	b.Compat = backends.NewCompat(b)
 	return b
 }
 
@@ -113,7 +113,7 @@ func (b *Backend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Sig
 	return wrap(b.store.WritePending(ctx, sigs))
 }
 
-var _ iface.Workflows = (*Backend)(nil)
+var _ backends.Workflows = (*Backend)(nil)
 
 // InitWorkflowContext records wf and writes the PENDING states of pending
 // in one pipeline.
@@ -124,7 +124,7 @@ func (b *Backend) InitWorkflowContext(ctx context.Context, wf *tasks.WorkflowMet
 	return wrap(b.store.InitWorkflow(ctx, wf, pending))
 }
 
-var _ iface.Withdrawer = (*Backend)(nil)
+var _ backends.Withdrawer = (*Backend)(nil)
 
 // WithdrawPendingContext queues the deletion of the PENDING states of sigs
 // that SetStatePendingContext wrote, behind those writes, and returns
@@ -252,10 +252,10 @@ func (b *Backend) GetStateContext(ctx context.Context, taskUUID string) (*tasks.
 	return st, wrap(err)
 }
 
-var _ iface.QueueStateReader = (*Backend)(nil)
+var _ backends.QueueStateReader = (*Backend)(nil)
 
 // GetStateInContext is GetStateContext for a task sent to queue (see
-// iface.QueueStateReader): a task with no state hash is looked for in
+// backends.QueueStateReader): a task with no state hash is looked for in
 // queue first.
 func (b *Backend) GetStateInContext(ctx context.Context, queue, taskUUID string) (*tasks.TaskState, error) {
 	if err := b.checkOpen("get state"); err != nil {
@@ -265,9 +265,9 @@ func (b *Backend) GetStateInContext(ctx context.Context, queue, taskUUID string)
 	return st, wrap(err)
 }
 
-var _ iface.Notifier = (*Backend)(nil)
+var _ backends.Notifier = (*Backend)(nil)
 
-// WatchFinished starts watching task taskUUID's state (see iface.Notifier):
+// WatchFinished starts watching task taskUUID's state (see backends.Notifier):
 // on a single server, one subscription per store carries the notice that
 // the state became final; on a Cluster it returns a nil channel.
 func (b *Backend) WatchFinished(ctx context.Context, taskUUID string) (<-chan struct{}, func()) {
@@ -308,7 +308,7 @@ func (b *Backend) Close() error {
 
 func (b *Backend) checkOpen(op string) error {
 	if b.closed.Load() {
-		return fmt.Errorf("redisbackend: %s: %w", op, iface.ErrClosed)
+		return fmt.Errorf("redisbackend: %s: %w", op, backends.ErrClosed)
 	}
 	return nil
 }

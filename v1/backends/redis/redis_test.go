@@ -17,7 +17,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/v1/backends/backendtest"
-	"github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -34,7 +34,7 @@ func keyPrefix(prefix string) string { return strings.TrimSuffix(prefix, ":") }
 func TestConformanceStandalone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(srv.Prefix(t))
 		b := newBackend(goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), cnf, true)
 		t.Cleanup(func() { _ = b.Close() })
@@ -47,7 +47,7 @@ func TestConformanceStandalone(t *testing.T) {
 func TestConformanceEmbedded(t *testing.T) {
 	t.Parallel()
 	engine := redistest.StartEmbedded(t)
-	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(engine.Prefix())
 		b := newBackend(engine.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })
@@ -58,7 +58,7 @@ func TestConformanceEmbedded(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
-	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) iface.Backend {
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(cluster.Prefix(t))
 		b := newBackend(cluster.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })
@@ -525,10 +525,10 @@ func TestUnencodableResultWritesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), sigs[0].UUID) {
 		t.Fatalf("SetStateSuccess of NaN: err = %v, want an error naming the task", err)
 	}
-	if _, err := b.GetStateContext(ctx, sigs[0].UUID); !errors.Is(err, iface.ErrStateNotFound) {
+	if _, err := b.GetStateContext(ctx, sigs[0].UUID); !errors.Is(err, backends.ErrStateNotFound) {
 		t.Fatalf("GetState after a failed write: %v, want ErrStateNotFound", err)
 	}
-	if _, err := b.GroupTaskStatesContext(ctx, groupUUID, 1); !errors.Is(err, iface.ErrGroupNotFound) {
+	if _, err := b.GroupTaskStatesContext(ctx, groupUUID, 1); !errors.Is(err, backends.ErrGroupNotFound) {
 		t.Fatalf("GroupTaskStates after a failed write: %v, want ErrGroupNotFound", err)
 	}
 }
@@ -559,15 +559,15 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	missing := "task_" + uuid.NewString()
 	_, err := b.GetStateContext(ctx, missing)
-	if !errors.Is(err, iface.ErrStateNotFound) || errors.Is(err, goredis.Nil) ||
+	if !errors.Is(err, backends.ErrStateNotFound) || errors.Is(err, goredis.Nil) ||
 		!strings.HasPrefix(err.Error(), "redisbackend: ") || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("GetState of a missing task: %v; want a redisbackend error naming it, wrapping ErrStateNotFound", err)
 	}
 	group := "group_" + uuid.NewString()
-	if _, err := b.GroupTaskStatesContext(ctx, group, 1); !errors.Is(err, iface.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
+	if _, err := b.GroupTaskStatesContext(ctx, group, 1); !errors.Is(err, backends.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
 		t.Fatalf("GroupTaskStates of a missing group: %v", err)
 	}
-	if _, err := b.TriggerChordContext(ctx, group, "task_x"); !errors.Is(err, iface.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
+	if _, err := b.TriggerChordContext(ctx, group, "task_x"); !errors.Is(err, backends.ErrGroupNotFound) || !strings.Contains(err.Error(), group) {
 		t.Fatalf("TriggerChord of a missing group: %v", err)
 	}
 	if err := b.InitGroupContext(ctx, "", nil); !errors.Is(err, tasks.ErrEmptyGroupUUID) {

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -30,7 +30,7 @@ var (
 	ErrTimeoutReached = errors.New("Timeout reached")
 	// ErrStateNotFound is wrapped by the error of a Get whose task has no
 	// state: it was never sent, or its state was purged or expired.
-	ErrStateNotFound = iface.ErrStateNotFound
+	ErrStateNotFound = backends.ErrStateNotFound
 )
 
 // TaskError is the error of a task that failed for good, as a result reports it.
@@ -60,11 +60,11 @@ type AsyncResult struct {
 
 	mu        sync.Mutex
 	taskState *tasks.TaskState
-	backend   iface.Backend
+	backend   backends.Backend
 }
 
 // NewAsyncResult returns the handle of signature's task on backend.
-func NewAsyncResult(signature *tasks.Signature, backend iface.Backend) *AsyncResult {
+func NewAsyncResult(signature *tasks.Signature, backend backends.Backend) *AsyncResult {
 	return &AsyncResult{
 		Signature: signature,
 		taskState: &tasks.TaskState{TaskUUID: signature.UUID, TaskName: signature.Name},
@@ -123,9 +123,9 @@ func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 }
 
 // readState reads the state of task uuid, sent to the signature's queue
-// as far as it knows (backends/iface.QueueStateReader).
+// as far as it knows (backends/backends.QueueStateReader).
 func (r *AsyncResult) readState(ctx context.Context, uuid string) (*tasks.TaskState, error) {
-	if qr, ok := r.backend.(iface.QueueStateReader); ok && r.Signature.RoutingKey != "" {
+	if qr, ok := r.backend.(backends.QueueStateReader); ok && r.Signature.RoutingKey != "" {
 		return qr.GetStateInContext(ctx, r.Signature.RoutingKey, uuid)
 	}
 	return r.backend.GetStateContext(ctx, uuid)
@@ -158,17 +158,17 @@ func withTimeout(timeout, sleep time.Duration, get func(context.Context, time.Du
 
 // poll calls touch until it reports done (results or an error), waiting
 // sleep between calls, or until ctx ends. With a backend that is an
-// iface.Notifier, it watches the task whose end ends the wait (watched
+// backends.Notifier, it watches the task whose end ends the wait (watched
 // names it, asked before the first call and after each) from before it
 // reads it, and calls touch again as soon as the backend says that task
 // finished, without waiting for the next tick: noticed tells touch that
 // the call is for that task (a notice, or a watch just begun), not a
 // tick's.
-func poll(ctx context.Context, sleep time.Duration, backend iface.Backend, watched func() string, touch func(noticed bool) ([]reflect.Value, error)) ([]reflect.Value, error) {
+func poll(ctx context.Context, sleep time.Duration, backend backends.Backend, watched func() string, touch func(noticed bool) ([]reflect.Value, error)) ([]reflect.Value, error) {
 	if sleep <= 0 {
 		sleep = defaultSleep
 	}
-	n, _ := backend.(iface.Notifier)
+	n, _ := backend.(backends.Notifier)
 	var (
 		notices <-chan struct{}
 		stop    = func() {}

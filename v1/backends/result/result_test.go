@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/memory"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -15,7 +15,7 @@ import (
 
 // countingBackend counts GetState calls.
 type countingBackend struct {
-	iface.Backend
+	backends.Backend
 	reads atomic.Int64
 }
 
@@ -122,7 +122,7 @@ func (q *queueBackend) GetStateInContext(ctx context.Context, queue, uuid string
 }
 
 // A backend that reads a state sooner knowing the task's queue
-// (iface.QueueStateReader) is told the signature's.
+// (backends.QueueStateReader) is told the signature's.
 func TestGetNamesTheQueueToABackendThatReadsByQueue(t *testing.T) {
 	t.Parallel()
 	b := &queueBackend{countingBackend: newBackend(t)}

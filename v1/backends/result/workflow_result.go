@@ -6,18 +6,18 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/b6192125/machinist/v1/backends/iface"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // ChainAsyncResult is the handle of a sent chain.
 type ChainAsyncResult struct {
 	asyncResults []*AsyncResult
-	backend      iface.Backend
+	backend      backends.Backend
 }
 
 // NewChainAsyncResult returns the handle of a chain of sigs on backend.
-func NewChainAsyncResult(sigs []*tasks.Signature, backend iface.Backend) *ChainAsyncResult {
+func NewChainAsyncResult(sigs []*tasks.Signature, backend backends.Backend) *ChainAsyncResult {
 	rs := make([]*AsyncResult, len(sigs))
 	for i, s := range sigs {
 		rs[i] = NewAsyncResult(s, backend)
@@ -46,7 +46,7 @@ func (r *ChainAsyncResult) GetWithTimeout(timeoutDuration, sleepDuration time.Du
 // success, so once the last task succeeded the chain did, and one read
 // answers. Otherwise it reads, in order, the tasks not yet known to have
 // succeeded, to report the first failure; except in a round a notice
-// about the last task began (backends/iface.Notifier), which is about the
+// about the last task began (backends/backends.Notifier), which is about the
 // last task alone: the others are read at the next tick of the poll
 // (every sleepDuration).
 func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Duration) ([]reflect.Value, error) {
@@ -77,12 +77,12 @@ func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration tim
 type ChordAsyncResult struct {
 	groupAsyncResults []*AsyncResult
 	chordAsyncResult  *AsyncResult
-	backend           iface.Backend
+	backend           backends.Backend
 }
 
 // NewChordAsyncResult returns the handle of a chord of groupTasks and
 // chordCallback on backend.
-func NewChordAsyncResult(groupTasks []*tasks.Signature, chordCallback *tasks.Signature, backend iface.Backend) *ChordAsyncResult {
+func NewChordAsyncResult(groupTasks []*tasks.Signature, chordCallback *tasks.Signature, backend backends.Backend) *ChordAsyncResult {
 	rs := make([]*AsyncResult, len(groupTasks))
 	for i, s := range groupTasks {
 		rs[i] = NewAsyncResult(s, backend)

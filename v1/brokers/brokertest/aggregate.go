@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// The aggregation suite: iface.Aggregator's contract (see the top of
+// The aggregation suite: brokers.Aggregator's contract (see the top of
 // iface/aggregate.go).
 
 func aggregationTests() []struct {
@@ -48,8 +48,8 @@ func aggregationTests() []struct {
 
 // aggregation returns the broker of an aggregation test, its queue, and the
 // names of the worker the test plays: those of "notify".
-func aggregation(t *testing.T, s *suite) (Broker, string, *iface.TaskNames) {
-	return s.broker(t), queueName(t, "q"), iface.NewTaskNames([]string{"notify"})
+func aggregation(t *testing.T, s *suite) (Broker, string, *brokers.TaskNames) {
+	return s.broker(t), queueName(t, "q"), brokers.NewTaskNames([]string{"notify"})
 }
 
 // member returns a member of the group name/key of queue.
@@ -63,19 +63,19 @@ func member(queue, name, key string) *tasks.Signature {
 // group of two members of key.
 func fullGroupOfTwo(t *testing.T, b Broker, queue, key string) []*tasks.Signature {
 	t.Helper()
-	announce(t, b, queue, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	announce(t, b, queue, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}})
 	members := []*tasks.Signature{member(queue, "notify", key), member(queue, "notify", key)}
 	publish(t, b, members...)
 	return members
 }
 
-func announce(t *testing.T, b Broker, queue string, policies map[string]iface.AggregationPolicy) {
+func announce(t *testing.T, b Broker, queue string, policies map[string]brokers.AggregationPolicy) {
 	t.Helper()
 	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{queue}, policies, time.Minute))
 }
 
 // claim calls ClaimBatch once, failing the test on an error.
-func claim(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) *iface.Batch {
+func claim(t *testing.T, b Broker, names *brokers.TaskNames, queues ...string) *brokers.Batch {
 	t.Helper()
 	batch, err := b.ClaimBatch(context.Background(), queues, names)
 	if err != nil {
@@ -85,9 +85,9 @@ func claim(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) *if
 }
 
 // claimEventually polls ClaimBatch until it returns a batch.
-func claimEventually(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) *iface.Batch {
+func claimEventually(t *testing.T, b Broker, names *brokers.TaskNames, queues ...string) *brokers.Batch {
 	t.Helper()
-	var batch *iface.Batch
+	var batch *brokers.Batch
 	eventually(t, fmt.Sprintf("a batch of %v to be due", queues), func() bool {
 		batch = claim(t, b, names, queues...)
 		return batch != nil
@@ -95,7 +95,7 @@ func claimEventually(t *testing.T, b Broker, names *iface.TaskNames, queues ...s
 	return batch
 }
 
-func wantBatch(t *testing.T, what string, batch *iface.Batch, queue, name, key string, members ...*tasks.Signature) {
+func wantBatch(t *testing.T, what string, batch *brokers.Batch, queue, name, key string, members ...*tasks.Signature) {
 	t.Helper()
 	if batch == nil {
 		t.Fatalf("%s: no batch, want one of %d members", what, len(members))
@@ -115,7 +115,7 @@ func wantBatch(t *testing.T, what string, batch *iface.Batch, queue, name, key s
 // claimNotBefore claims a batch once, failing the test when it takes one
 // before at; it returns the batch it took (after at: the machine held the
 // test up), or nil.
-func claimNotBefore(t *testing.T, b Broker, names *iface.TaskNames, at time.Time, queues ...string) *iface.Batch {
+func claimNotBefore(t *testing.T, b Broker, names *brokers.TaskNames, at time.Time, queues ...string) *brokers.Batch {
 	t.Helper()
 	batch := claim(t, b, names, queues...)
 	if batch != nil && time.Now().Before(at) {
@@ -124,7 +124,7 @@ func claimNotBefore(t *testing.T, b Broker, names *iface.TaskNames, at time.Time
 	return batch
 }
 
-func noBatch(t *testing.T, what string, b Broker, names *iface.TaskNames, queues ...string) {
+func noBatch(t *testing.T, what string, b Broker, names *brokers.TaskNames, queues ...string) {
 	t.Helper()
 	if batch := claim(t, b, names, queues...); batch != nil {
 		t.Fatalf("%s: ClaimBatch took batch %s of %d members (%s/%s), want none", what, batch.ID, len(batch.Members), batch.Name, batch.Key)
@@ -135,36 +135,36 @@ func testAggregationNeedsAnAggregator(t *testing.T, s *suite) {
 	b := s.broker(t)
 	q := queueName(t, "q")
 	m := member(q, "notify", "alice")
-	if err := b.Publish(context.Background(), m); !errors.Is(err, iface.ErrNoAggregator) {
+	if err := b.Publish(context.Background(), m); !errors.Is(err, brokers.ErrNoAggregator) {
 		t.Fatalf("Publish of a member no worker aggregates: %v, want ErrNoAggregator", err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 	// An announcement on another queue, or of another name, does not do.
 	other := queueName(t, "other")
-	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{other}, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}}, time.Minute))
-	announce(t, b, q, map[string]iface.AggregationPolicy{"index": {MaxSize: 2}})
-	if err := b.Publish(context.Background(), m); !errors.Is(err, iface.ErrNoAggregator) {
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{other}, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}}, time.Minute))
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"index": {MaxSize: 2}})
+	if err := b.Publish(context.Background(), m); !errors.Is(err, brokers.ErrNoAggregator) {
 		t.Fatalf("Publish of a member aggregated on another queue only: %v, want ErrNoAggregator", err)
 	}
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}})
 	publish(t, b, m)
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
-	if err := b.Publish(context.Background(), m); !errors.Is(err, iface.ErrDuplicateTask) {
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 1})
+	if err := b.Publish(context.Background(), m); !errors.Is(err, brokers.ErrDuplicateTask) {
 		t.Fatalf("Publish of a member already waiting: %v, want ErrDuplicateTask", err)
 	}
 	// A member is no pending task: Fetch does not take it.
 	fetchNone(t, b, q)
 	// An announcement lasts its ttl.
 	expiring := queueName(t, "expiring")
-	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{expiring}, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}}, 100*time.Millisecond))
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{expiring}, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}}, 100*time.Millisecond))
 	eventually(t, "the announcement to end", func() bool {
-		return errors.Is(b.Publish(context.Background(), member(expiring, "notify", "bob")), iface.ErrNoAggregator)
+		return errors.Is(b.Publish(context.Background(), member(expiring, "notify", "bob")), brokers.ErrNoAggregator)
 	})
 }
 
 func testAggregationMaxSize(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 3}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 3}})
 	var alice []*tasks.Signature
 	for i := 0; i < 7; i++ {
 		alice = append(alice, member(q, "notify", "alice"))
@@ -176,7 +176,7 @@ func testAggregationMaxSize(t *testing.T, s *suite) {
 		t.Fatalf("NextDue of groups due by size only: %v, %v; want the zero time", due, err)
 	}
 	publish(t, b, alice[2])
-	noBatch(t, "a full group, to a worker without its name", b, iface.NewTaskNames([]string{"index"}), q)
+	noBatch(t, "a full group, to a worker without its name", b, brokers.NewTaskNames([]string{"index"}), q)
 	first := claim(t, b, names, q)
 	wantBatch(t, "the full group", first, q, "notify", "alice", alice[:3]...)
 	noBatch(t, "after the full group was taken", b, names, q)
@@ -193,13 +193,13 @@ func testAggregationMaxSize(t *testing.T, s *suite) {
 	if len(info) != 2 || info[0].Key != "alice" || info[0].Size != 1 || info[1].Key != "bob" || info[1].Size != 1 {
 		t.Fatalf("Aggregations: %s, want alice (1) and bob (1)", describeAggregations(info))
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 8})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 8})
 }
 
 func testAggregationGracePeriod(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	const grace = 300 * time.Millisecond
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {GracePeriod: grace}})
 	m1 := member(q, "notify", "alice")
 	joined := time.Now()
 	publish(t, b, m1)
@@ -234,7 +234,7 @@ func testAggregationGracePeriod(t *testing.T, s *suite) {
 func testAggregationGraceMovesOn(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	const grace = 400 * time.Millisecond
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {GracePeriod: grace}})
 	for attempt := 1; ; attempt++ {
 		key := fmt.Sprintf("alice%d", attempt)
 		m1, m2 := member(q, "notify", key), member(q, "notify", key)
@@ -284,10 +284,10 @@ func testAggregationMaxDelay(t *testing.T, s *suite) {
 	const maxDelay = 400 * time.Millisecond
 	// The grace period alone would keep the group waiting while members
 	// arrive more often than it; MaxDelay releases it.
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxDelay: maxDelay, GracePeriod: time.Hour}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxDelay: maxDelay, GracePeriod: time.Hour}})
 	first := time.Now()
 	var members []*tasks.Signature
-	var batch *iface.Batch
+	var batch *brokers.Batch
 	for batch == nil {
 		m := member(q, "notify", "alice")
 		publish(t, b, m)
@@ -315,21 +315,21 @@ func testAggregationCompleteBatch(t *testing.T, s *suite) {
 
 	aggregate := newSig(q, "notify_many")
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, batch, aggregate))
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 	d := fetchOne(t, b, q)
 	sameSignature(t, "the aggregate", d.Signature, aggregate)
 	ack(t, b, d)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 	if info := aggregations(t, b, q); len(info) != 0 {
 		t.Fatalf("Aggregations after the batch completed: %s, want none", describeAggregations(info))
 	}
 	// The members are forgotten: their UUIDs can be published again.
 	publish(t, b, members[0])
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 1})
 	// A batch is completed once.
 	err := b.CompleteBatch(ctx, batch, newSig(q, "notify_many"))
 	wantLost(t, "CompleteBatch of a completed batch", err, batch.Lease)
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 1})
 }
 
 // An aggregate may go to another queue (on Redis Cluster, another slot:
@@ -344,8 +344,8 @@ func testAggregationCompleteToAnotherQueue(t *testing.T, s *suite) {
 	wantBatch(t, "the full group", batch, q, "notify", "alice", members...)
 	aggregate := newSig(other, "notify_many")
 	must(t, "CompleteBatch to another queue", b.CompleteBatch(ctx, batch, aggregate))
-	wantSizes(t, b, q, iface.QueueInfo{})
-	wantSizes(t, b, other, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{})
+	wantSizes(t, b, other, brokers.QueueInfo{Pending: 1})
 	d := fetchOne(t, b, other)
 	sameSignature(t, "the aggregate", d.Signature, aggregate)
 	ack(t, b, d)
@@ -355,8 +355,8 @@ func testAggregationCompleteToAnotherQueue(t *testing.T, s *suite) {
 	noBatch(t, "after the batch completed", b, names, q)
 	// The members are forgotten: their UUIDs can be published again.
 	publish(t, b, members[0])
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
-	wantSizes(t, b, other, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 1})
+	wantSizes(t, b, other, brokers.QueueInfo{})
 }
 
 func testAggregationLeaseEnds(t *testing.T, s *suite) {
@@ -384,9 +384,9 @@ func testAggregationLeaseEnds(t *testing.T, s *suite) {
 	}
 	err := b.CompleteBatch(ctx, stale, newSig(q, "agg"))
 	wantLost(t, "CompleteBatch under the ended lease", err, stale.Lease)
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 3})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 3})
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Aggregating: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Aggregating: 1})
 }
 
 // A batch lease's renewal runs LeaseDuration from when it is made, and the
@@ -411,7 +411,7 @@ func testAggregationExtendBatch(t *testing.T, s *suite) {
 		first = batch.Lease.ExpiresAt()
 		noBatch(t, "while its lease is renewed", b, names, q)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 2})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 2})
 	endBatchLease(t, b, batch)
 
 	// Its holder dies: the batch is taken again, and the stale lease
@@ -423,7 +423,7 @@ func testAggregationExtendBatch(t *testing.T, s *suite) {
 	wantLost(t, "ExtendBatch of the ended lease", b.ExtendBatch(ctx, batch), batch.Lease)
 	must(t, "ExtendBatch of the new lease", b.ExtendBatch(ctx, again))
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 	wantLost(t, "ExtendBatch of a completed batch", b.ExtendBatch(ctx, again), again.Lease)
 }
 
@@ -451,7 +451,7 @@ func testAggregationRetryBatch(t *testing.T, s *suite) {
 		t.Fatalf("batch taken again as %s (Failed %d), want %s (Failed 1)", again.ID, again.Failed, batch.ID)
 	}
 	wantBatch(t, "the retried batch", again, q, "notify", "k", members...)
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 2})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 2})
 }
 
 func testAggregationArchiveBatch(t *testing.T, s *suite) {
@@ -460,8 +460,8 @@ func testAggregationArchiveBatch(t *testing.T, s *suite) {
 	members := fullGroupOfTwo(t, b, q, "k")
 	batch := claim(t, b, names, q)
 	must(t, "ArchiveBatch", b.ArchiveBatch(ctx, batch, "the aggregator panicked"))
-	wantSizes(t, b, q, iface.QueueInfo{Archived: 2})
-	archived := list(t, b, q, iface.StatusArchived)
+	wantSizes(t, b, q, brokers.QueueInfo{Archived: 2})
+	archived := list(t, b, q, brokers.StatusArchived)
 	got := infoUUIDs(archived)
 	sort.Strings(got)
 	want := sigUUIDs(members)
@@ -482,13 +482,13 @@ func testAggregationArchiveBatch(t *testing.T, s *suite) {
 	if err != nil || n != 2 {
 		t.Fatalf("RequeueArchived: %d, %v; want 2", n, err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 3})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 3})
 	wantBatch(t, "the requeued members", claimEventually(t, b, names, q), q, "notify", "k", members...)
 }
 
 func testAggregationETA(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}})
 	eta := time.Now().Add(300 * time.Millisecond)
 	later := member(q, "notify", "k")
 	later.ETA = &eta
@@ -513,7 +513,7 @@ func testAggregationConcurrentClaimers(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	ctx := context.Background()
 	const keys, perKey = 20, 5
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: perKey}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: perKey}})
 	var all []*tasks.Signature
 	for k := 0; k < keys; k++ {
 		for i := 0; i < perKey; i++ {
@@ -558,10 +558,10 @@ func testAggregationConcurrentClaimers(t *testing.T, s *suite) {
 			t.Fatalf("member %s in %d batches, want 1", m.UUID, seen[m.UUID])
 		}
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: keys})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: keys})
 }
 
-func aggregations(t *testing.T, b Broker, queue string) []*iface.AggregationInfo {
+func aggregations(t *testing.T, b Broker, queue string) []*brokers.AggregationInfo {
 	t.Helper()
 	info, err := b.Aggregations(context.Background(), queue)
 	if err != nil {
@@ -570,7 +570,7 @@ func aggregations(t *testing.T, b Broker, queue string) []*iface.AggregationInfo
 	return info
 }
 
-func describeAggregations(info []*iface.AggregationInfo) string {
+func describeAggregations(info []*brokers.AggregationInfo) string {
 	s := "["
 	for i, a := range info {
 		if i > 0 {
@@ -600,7 +600,7 @@ func testAggregationPaused(t *testing.T, s *suite) {
 func testAggregationWaitDue(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}})
 	must(t, "WaitDue with nothing due", b.WaitDue(ctx, []string{q}, names, 50*time.Millisecond))
 
 	woken := make(chan error, 1)
@@ -629,7 +629,7 @@ func testAggregationWaitDueByTime(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	ctx := context.Background()
 	const grace = 200 * time.Millisecond
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {GracePeriod: grace}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {GracePeriod: grace}})
 	m := member(q, "notify", "k")
 	publish(t, b, m)
 	joined := time.Now()
@@ -659,9 +659,9 @@ func testAggregationWaitDueByTime(t *testing.T, s *suite) {
 func testAggregationWaitDueByName(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}, "other": {MaxSize: 2}})
-	others := iface.NewTaskNames([]string{"other"})
-	wait := func(names *iface.TaskNames) chan error {
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}, "other": {MaxSize: 2}})
+	others := brokers.NewTaskNames([]string{"other"})
+	wait := func(names *brokers.TaskNames) chan error {
 		woken := make(chan error, 1)
 		go func() { woken <- b.WaitDue(ctx, []string{q}, names, time.Hour) }()
 		return woken
@@ -694,7 +694,7 @@ func testAggregationWaitDueByName(t *testing.T, s *suite) {
 func testAggregationStranded(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
 	ctx := context.Background()
-	policy := map[string]iface.AggregationPolicy{"notify": {MaxSize: 2, GracePeriod: 50 * time.Millisecond}}
+	policy := map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2, GracePeriod: 50 * time.Millisecond}}
 	announced := time.Now()
 	must(t, "AnnounceAggregators", b.AnnounceAggregators(ctx, []string{q}, policy, 500*time.Millisecond))
 	full := []*tasks.Signature{member(q, "notify", "full"), member(q, "notify", "full")}
@@ -716,7 +716,7 @@ func testAggregationStranded(t *testing.T, s *suite) {
 	}
 	endBatchLease(t, b, batch)
 	must(t, "Archive", b.Archive(ctx, stranded, "no worker alive aggregates it"))
-	var fromBatch []*iface.Delivery
+	var fromBatch []*brokers.Delivery
 	for len(fromBatch) < 2 {
 		fromBatch = append(fromBatch, fetch(t, b, []string{q}, 2-len(fromBatch))...)
 	}
@@ -736,7 +736,7 @@ func testAggregationStranded(t *testing.T, s *suite) {
 	again := claimEventually(t, b, names, q)
 	wantBatch(t, "the member tried again", again, q, "notify", "full", full[0])
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Archived: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Archived: 1})
 }
 
 // testAggregationWaitDueOnEveryQueue: a WaitDue on several queues is woken
@@ -747,7 +747,7 @@ func testAggregationWaitDueOnEveryQueue(t *testing.T, s *suite) {
 	q2 := queueName(t, "second")
 	ctx := context.Background()
 	for _, q := range []string{q1, q2} {
-		announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 2}})
+		announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}})
 	}
 	woken := make(chan error, 1)
 	go func() { woken <- b.WaitDue(ctx, []string{q1, q2}, names, time.Hour) }()

@@ -1,5 +1,5 @@
 // Package brokertest is the conformance suite of brokers: every
-// implementation of iface.Broker runs Exercise in its tests, so that the
+// implementation of brokers.Broker runs Exercise in its tests, so that the
 // memory and Redis brokers are held to the same semantics.
 //
 //	func TestConformance(t *testing.T) {
@@ -10,7 +10,7 @@
 //		})
 //	}
 //
-// The suite holds a broker to iface.Broker and to the optional interfaces
+// The suite holds a broker to brokers.Broker and to the optional interfaces
 // Inspector, Pauser, Claimer, Aggregator, Canceller, Monitor and Relay,
 // which both shipped brokers implement.
 // Beyond what they document, the suite fixes these choices: a
@@ -36,7 +36,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -129,7 +129,7 @@ func testPublishFetchAck(t *testing.T, s *suite) {
 	want := tasks.CopySignature(sig)
 
 	publish(t, b, sig)
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 
 	before := time.Now()
 	d := fetchOne(t, b, q)
@@ -143,18 +143,18 @@ func testPublishFetchAck(t *testing.T, s *suite) {
 	if exp := d.Lease.ExpiresAt(); exp.Before(before.Add(leaseDuration)) || exp.After(time.Now().Add(leaseDuration)) {
 		t.Fatalf("lease expires at %s, want LeaseDuration (%s) after the fetch at %s", exp, leaseDuration, before)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
-	if got := list(t, b, q, iface.StatusActive); len(got) != 1 || got[0].Signature.UUID != sig.UUID || got[0].Status != iface.StatusActive {
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 1})
+	if got := list(t, b, q, brokers.StatusActive); len(got) != 1 || got[0].Signature.UUID != sig.UUID || got[0].Status != brokers.StatusActive {
 		t.Fatalf("active tasks = %v, want [%s]", infoUUIDs(got), sig.UUID)
 	}
 
 	ack(t, b, d)
-	wantSizes(t, b, q, iface.QueueInfo{})
-	if got := list(t, b, q, iface.StatusPending); len(got) != 0 {
+	wantSizes(t, b, q, brokers.QueueInfo{})
+	if got := list(t, b, q, brokers.StatusPending); len(got) != 0 {
 		t.Fatalf("pending after Ack = %v, want none", infoUUIDs(got))
 	}
 	fetchNone(t, b, q)
-	if err := b.Ack(context.Background(), d); !errors.Is(err, iface.ErrLeaseLost) {
+	if err := b.Ack(context.Background(), d); !errors.Is(err, brokers.ErrLeaseLost) {
 		t.Fatalf("second Ack: err = %v, want ErrLeaseLost", err)
 	}
 }
@@ -164,7 +164,7 @@ func testPublishValidation(t *testing.T, s *suite) {
 	ctx := context.Background()
 
 	noQueue := newSig("", "no_queue")
-	if err := b.Publish(ctx, noQueue); !errors.Is(err, iface.ErrNoQueue) {
+	if err := b.Publish(ctx, noQueue); !errors.Is(err, brokers.ErrNoQueue) {
 		t.Fatalf("Publish without RoutingKey: err = %v, want ErrNoQueue", err)
 	}
 	noUUID := newSig(queueName(t, "q"), "no_uuid")
@@ -172,7 +172,7 @@ func testPublishValidation(t *testing.T, s *suite) {
 	if err := b.Publish(ctx, noUUID); err == nil {
 		t.Fatal("Publish without UUID: err = nil, want an error")
 	}
-	if _, err := b.Fetch(ctx, nil, 1, nil); !errors.Is(err, iface.ErrNoQueue) {
+	if _, err := b.Fetch(ctx, nil, 1, nil); !errors.Is(err, brokers.ErrNoQueue) {
 		t.Fatalf("Fetch without queues: err = %v, want ErrNoQueue", err)
 	}
 }
@@ -191,8 +191,8 @@ func testMessageTooLarge(t *testing.T, s *suite) {
 	small := newSig(q, "small")
 	small.Args = []tasks.Arg{{Type: "string", Value: strings.Repeat("x", limit/2)}}
 	err := b.Publish(ctx, small, big)
-	var tooLarge *iface.MessageTooLargeError
-	if !errors.Is(err, iface.ErrMessageTooLarge) || !errors.As(err, &tooLarge) {
+	var tooLarge *brokers.MessageTooLargeError
+	if !errors.Is(err, brokers.ErrMessageTooLarge) || !errors.As(err, &tooLarge) {
 		t.Fatalf("Publish of a message over the limit: %v, want a *MessageTooLargeError", err)
 	}
 	if tooLarge.Task != big.UUID || tooLarge.Name != "big" || tooLarge.Limit != limit || tooLarge.Size <= 2*limit {
@@ -203,9 +203,9 @@ func testMessageTooLarge(t *testing.T, s *suite) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 	publish(t, b, small)
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 }
 
 // testSignatureCopies checks that the broker shares no memory with its
@@ -224,7 +224,7 @@ func testSignatureCopies(t *testing.T, s *suite) {
 	sig.Args[0].Value.([]int64)[0] = 99
 	sig.Headers["k"] = "changed"
 
-	listed := list(t, b, q, iface.StatusPending)
+	listed := list(t, b, q, brokers.StatusPending)
 	sameSignature(t, "listed after the caller changed its signature", listed[0].Signature, want)
 	listed[0].Signature.Name = "changed by lister"
 
@@ -258,7 +258,7 @@ func testFIFO(t *testing.T, s *suite) {
 
 	batch := newSigs(q, "batch", 6)
 	publish(t, b, batch...) // one Publish for all
-	wantOrder(t, "pending order", infoUUIDs(list(t, b, q, iface.StatusPending)), sigUUIDs(batch))
+	wantOrder(t, "pending order", infoUUIDs(list(t, b, q, brokers.StatusPending)), sigUUIDs(batch))
 	got = got[:0]
 	for len(got) < len(batch) {
 		ds := fetch(t, b, []string{q}, 4)
@@ -269,14 +269,14 @@ func testFIFO(t *testing.T, s *suite) {
 }
 
 type fetchResult struct {
-	ds  []*iface.Delivery
+	ds  []*brokers.Delivery
 	err error
 	at  time.Time
 }
 
 // goFetch runs Fetch in a goroutine and returns the channel its result
 // arrives on.
-func goFetch(ctx context.Context, b iface.Broker, queues []string, max int) <-chan fetchResult {
+func goFetch(ctx context.Context, b brokers.Broker, queues []string, max int) <-chan fetchResult {
 	ch := make(chan fetchResult, 1)
 	go func() {
 		ds, err := b.Fetch(ctx, queues, max, nil)
@@ -355,7 +355,7 @@ func testFetchContextEnds(t *testing.T, s *suite) {
 	if !errors.Is(err, context.Canceled) || len(ds) != 0 {
 		t.Fatalf("Fetch with a cancelled ctx: %d deliveries, err %v; want none and context.Canceled", len(ds), err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 	d := fetchOne(t, b, q)
 	if d.Signature.UUID != sig.UUID {
 		t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
@@ -400,7 +400,7 @@ func testFetchMaxAndQueueOrder(t *testing.T, s *suite) {
 	publish(t, b, more...)
 	ds = fetch(t, b, []string{q1}, 3)
 	wantOrder(t, "Fetch([q1], 3)", deliveryUUIDs(ds), []string{a2.UUID, more[0].UUID, more[1].UUID})
-	wantSizes(t, b, q1, iface.QueueInfo{Pending: 2, Active: 3})
+	wantSizes(t, b, q1, brokers.QueueInfo{Pending: 2, Active: 3})
 	ack(t, b, ds...)
 }
 
@@ -413,7 +413,7 @@ func testPauseResume(t *testing.T, s *suite) {
 	}
 	a, c := newSig(q1, "a"), newSig(q2, "c")
 	publish(t, b, a, c)
-	wantSizes(t, b, q1, iface.QueueInfo{Paused: true, Pending: 1})
+	wantSizes(t, b, q1, brokers.QueueInfo{Paused: true, Pending: 1})
 
 	ds := fetch(t, b, []string{q1, q2}, 10)
 	wantOrder(t, "Fetch([paused q1, q2])", deliveryUUIDs(ds), []string{c.UUID})
@@ -431,7 +431,7 @@ func testPauseResume(t *testing.T, s *suite) {
 	if r.err != nil || len(r.ds) != 1 || r.ds[0].Signature.UUID != a.UUID {
 		t.Fatalf("Fetch after resume: %d deliveries, err %v; want %s", len(r.ds), r.err, a.UUID)
 	}
-	wantSizes(t, b, q1, iface.QueueInfo{Active: 1})
+	wantSizes(t, b, q1, brokers.QueueInfo{Active: 1})
 	ack(t, b, r.ds...)
 }
 
@@ -448,14 +448,14 @@ func testETA(t *testing.T, s *suite) {
 	sig.ETA, later.ETA = &eta, &hour
 	publish(t, b, later)
 
-	got := list(t, b, q, iface.StatusScheduled)
-	if len(got) != 1 || got[0].Signature.UUID != later.UUID || got[0].Status != iface.StatusScheduled {
+	got := list(t, b, q, brokers.StatusScheduled)
+	if len(got) != 1 || got[0].Signature.UUID != later.UUID || got[0].Status != brokers.StatusScheduled {
 		t.Fatalf("scheduled tasks = %v, want [%s]", infoUUIDs(got), later.UUID)
 	}
 	if !near(got[0].NextProcessAt, hour, time.Millisecond) {
 		t.Fatalf("NextProcessAt = %s, want the ETA %s", got[0].NextProcessAt, hour)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Scheduled: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Scheduled: 1})
 	fetchNone(t, b, q)
 
 	publish(t, b, sig)
@@ -467,13 +467,13 @@ func testETA(t *testing.T, s *suite) {
 		t.Fatalf("fetched %s with ETA %v, want %s with ETA %s", d.Signature.UUID, d.Signature.ETA, sig.UUID, eta)
 	}
 	ack(t, b, d)
-	wantSizes(t, b, q, iface.QueueInfo{Scheduled: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Scheduled: 1})
 
 	past := time.Now().Add(-time.Hour)
 	now := newSig(q, "past_eta")
 	now.ETA = &past
 	publish(t, b, now)
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Scheduled: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Scheduled: 1})
 	ack(t, b, fetchOne(t, b, q))
 }
 
@@ -500,19 +500,19 @@ func testRetry(t *testing.T, s *suite) {
 		t.Fatalf("Retry: %v", err)
 	}
 
-	got := list(t, b, q, iface.StatusRetry)
+	got := list(t, b, q, brokers.StatusRetry)
 	if len(got) != 1 {
 		t.Fatalf("retry tasks = %v, want [%s]", infoUUIDs(got), later.UUID)
 	}
 	in := got[0]
-	if in.Status != iface.StatusRetry || in.Retried != 1 || in.LastError != "boom" || in.Queue != q {
+	if in.Status != brokers.StatusRetry || in.Retried != 1 || in.LastError != "boom" || in.Queue != q {
 		t.Fatalf("retry task: %+v, want status retry, Retried 1, LastError boom, Queue %s", in, q)
 	}
 	if !near(in.NextProcessAt, hour, time.Millisecond) || !near(in.LastFailedAt, time.Now(), 5*time.Second) {
 		t.Fatalf("retry task: NextProcessAt %s LastFailedAt %s, want %s and about now", in.NextProcessAt, in.LastFailedAt, hour)
 	}
 	sameSignature(t, "listed retry task", in.Signature, want)
-	wantSizes(t, b, q, iface.QueueInfo{Active: 1, Retry: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 1, Retry: 1})
 	wantLeaseLost(t, "Ack after Retry", b.Ack(ctx, dl), dl)
 
 	d.Signature.Args = append(d.Signature.Args, tasks.Arg{Type: "string", Value: "added by the worker"})
@@ -523,12 +523,12 @@ func testRetry(t *testing.T, s *suite) {
 	}
 	// Pending at its time, never before.
 	eventually(t, "retry task becomes pending", func() bool {
-		return len(list(t, b, q, iface.StatusPending)) == 1
+		return len(list(t, b, q, brokers.StatusPending)) == 1
 	})
 	if now := time.Now(); now.Before(at) {
 		t.Fatalf("retry task pending at %s, %s before its time", now, at.Sub(now))
 	}
-	pending := list(t, b, q, iface.StatusPending)[0]
+	pending := list(t, b, q, brokers.StatusPending)[0]
 	if pending.Retried != 1 || pending.LastError != "boom" {
 		t.Fatalf("pending after retry: Retried %d LastError %q, want 1 and boom", pending.Retried, pending.LastError)
 	}
@@ -539,7 +539,7 @@ func testRetry(t *testing.T, s *suite) {
 	}
 	sameSignature(t, "fetched after Retry (the worker's changes are kept)", d2.Signature, want)
 	ack(t, b, d2)
-	wantSizes(t, b, q, iface.QueueInfo{Retry: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Retry: 1})
 }
 
 func testArchive(t *testing.T, s *suite) {
@@ -560,24 +560,24 @@ func testArchive(t *testing.T, s *suite) {
 	}
 	wantLeaseLost(t, "Ack after Archive", b.Ack(ctx, ds[0]), ds[0])
 
-	got := list(t, b, q, iface.StatusArchived)
+	got := list(t, b, q, brokers.StatusArchived)
 	wantOrder(t, "archived (newest first)", infoUUIDs(got), []string{sigs[2].UUID, sigs[1].UUID, sigs[0].UUID})
 	for i, in := range got {
-		if wantReason := "reason " + strconv.Itoa(2-i); in.Status != iface.StatusArchived || in.LastError != wantReason || in.Queue != q {
+		if wantReason := "reason " + strconv.Itoa(2-i); in.Status != brokers.StatusArchived || in.LastError != wantReason || in.Queue != q {
 			t.Fatalf("archived %d: status %s LastError %q Queue %s, want archived %q %s", i, in.Status, in.LastError, in.Queue, wantReason, q)
 		}
 		if !near(in.LastFailedAt, time.Now(), 5*time.Second) {
 			t.Fatalf("archived %d: LastFailedAt %s, want about now", i, in.LastFailedAt)
 		}
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Archived: 3})
+	wantSizes(t, b, q, brokers.QueueInfo{Archived: 3})
 	fetchNone(t, b, q)
 
 	n, err := b.RequeueArchived(ctx, q, sigs[0].UUID, "task_unknown")
 	if err != nil || n != 1 {
 		t.Fatalf("RequeueArchived(one): %d, %v; want 1", n, err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Archived: 2})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Archived: 2})
 	d := fetchOne(t, b, q)
 	if d.Signature.UUID != sigs[0].UUID {
 		t.Fatalf("fetched %s after RequeueArchived, want %s", d.Signature.UUID, sigs[0].UUID)
@@ -588,7 +588,7 @@ func testArchive(t *testing.T, s *suite) {
 	if err != nil || n != 1 {
 		t.Fatalf("DeleteArchived(one): %d, %v; want 1", n, err)
 	}
-	wantOrder(t, "archived after DeleteArchived", infoUUIDs(list(t, b, q, iface.StatusArchived)), []string{sigs[2].UUID})
+	wantOrder(t, "archived after DeleteArchived", infoUUIDs(list(t, b, q, brokers.StatusArchived)), []string{sigs[2].UUID})
 
 	n, err = b.RequeueArchived(ctx, q)
 	if err != nil || n != 1 {
@@ -605,7 +605,7 @@ func testArchive(t *testing.T, s *suite) {
 	if err != nil || n != 1 {
 		t.Fatalf("DeleteArchived(all): %d, %v; want 1", n, err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 // archiveAll publishes sigs and archives them one by one, at distinct times.
@@ -628,7 +628,7 @@ func testArchiveMaxSize(t *testing.T, s *suite) {
 	q := queueName(t, "q")
 	sigs := newSigs(q, "dead", 3)
 	archiveAll(t, b, q, sigs)
-	wantOrder(t, "archive trimmed to 2, oldest gone", infoUUIDs(list(t, b, q, iface.StatusArchived)),
+	wantOrder(t, "archive trimmed to 2, oldest gone", infoUUIDs(list(t, b, q, brokers.StatusArchived)),
 		[]string{sigs[2].UUID, sigs[1].UUID})
 }
 
@@ -639,13 +639,13 @@ func testArchiveMaxAge(t *testing.T, s *suite) {
 	old, young := newSig(q, "old"), newSig(q, "young")
 	archiveAll(t, b, q, []*tasks.Signature{old})
 	archivedAt := time.Now()
-	if got := list(t, b, q, iface.StatusArchived); len(got) != 1 {
+	if got := list(t, b, q, brokers.StatusArchived); len(got) != 1 {
 		t.Fatalf("archived = %v, want [%s]", infoUUIDs(got), old.UUID)
 	}
 
 	waitUntil(archivedAt.Add(maxAge + 100*time.Millisecond))
 	archiveAll(t, b, q, []*tasks.Signature{young})
-	wantOrder(t, "archive without dead letters older than ArchiveMaxAge", infoUUIDs(list(t, b, q, iface.StatusArchived)),
+	wantOrder(t, "archive without dead letters older than ArchiveMaxAge", infoUUIDs(list(t, b, q, brokers.StatusArchived)),
 		[]string{young.UUID})
 }
 
@@ -661,7 +661,7 @@ func testRequeueToHead(t *testing.T, s *suite) {
 		t.Fatalf("Requeue: %v", err)
 	}
 	wantLeaseLost(t, "Ack after Requeue", b.Ack(ctx, d), d)
-	wantOrder(t, "pending after Requeue", infoUUIDs(list(t, b, q, iface.StatusPending)), sigUUIDs(sigs))
+	wantOrder(t, "pending after Requeue", infoUUIDs(list(t, b, q, brokers.StatusPending)), sigUUIDs(sigs))
 
 	ds := fetch(t, b, []string{q}, 2)
 	if err := b.Requeue(ctx, ds...); err != nil {
@@ -694,15 +694,15 @@ func testLeaseExpiryRecovers(t *testing.T, s *suite) {
 	other := newSig(q, "other")
 	publish(t, b, other)
 	waitUntil(time.Now().Add(waitShort)) // recoveries run meanwhile (RecoverInterval 50ms)
-	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 1, Active: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Paused: true, Pending: 1, Active: 1})
 	endLease(t, b, stale)
 	eventually(t, "task with an expired lease back in pending", func() bool {
 		return queueInfo(t, b, q).Pending == 2
 	})
-	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 2})
-	wantOrder(t, "pending after recovery (recovered task at the head)", infoUUIDs(list(t, b, q, iface.StatusPending)),
+	wantSizes(t, b, q, brokers.QueueInfo{Paused: true, Pending: 2})
+	wantOrder(t, "pending after recovery (recovered task at the head)", infoUUIDs(list(t, b, q, brokers.StatusPending)),
 		[]string{sig.UUID, other.UUID})
-	if in := list(t, b, q, iface.StatusPending)[0]; in.Recovered != 1 || in.Retried != 0 {
+	if in := list(t, b, q, brokers.StatusPending)[0]; in.Recovered != 1 || in.Retried != 0 {
 		t.Fatalf("recovered task listed with Recovered %d Retried %d, want 1 0", in.Recovered, in.Retried)
 	}
 	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
@@ -722,7 +722,7 @@ func testLeaseExpiryRecovers(t *testing.T, s *suite) {
 	}
 	wantLeaseLost(t, "stale holder's Ack", b.Ack(ctx, stale), stale)
 	ack(t, b, ds...)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 func testExtendLeasesKeepsTask(t *testing.T, s *suite) {
@@ -753,7 +753,7 @@ func testExtendLeasesKeepsTask(t *testing.T, s *suite) {
 		first = d.Lease.ExpiresAt()
 	}
 	fetchNone(t, b, q)
-	active := list(t, b, q, iface.StatusActive)
+	active := list(t, b, q, brokers.StatusActive)
 	if len(active) != 1 || active[0].Recovered != 0 {
 		t.Fatalf("active tasks = %+v, want the renewed task, never recovered", active)
 	}
@@ -789,7 +789,7 @@ func testMaxRecoveries(t *testing.T, s *suite) {
 	sig := newSig(q, "killer")
 	publish(t, b, sig)
 
-	var last *iface.Delivery
+	var last *brokers.Delivery
 	for i := 0; i <= maxRecoveries; i++ {
 		last = fetchOne(t, b, q)
 		if last.Recovered != i {
@@ -798,9 +798,9 @@ func testMaxRecoveries(t *testing.T, s *suite) {
 		endLease(t, b, last)
 	}
 	eventually(t, "task archived after MaxRecoveries", func() bool {
-		return len(list(t, b, q, iface.StatusArchived)) == 1
+		return len(list(t, b, q, brokers.StatusArchived)) == 1
 	})
-	in := list(t, b, q, iface.StatusArchived)[0]
+	in := list(t, b, q, brokers.StatusArchived)[0]
 	if in.Signature.UUID != sig.UUID {
 		t.Fatalf("archived %s, want %s", in.Signature.UUID, sig.UUID)
 	}
@@ -810,7 +810,7 @@ func testMaxRecoveries(t *testing.T, s *suite) {
 	if in.Recovered != maxRecoveries+1 {
 		t.Fatalf("archived with Recovered %d, want %d (every lease that ended)", in.Recovered, maxRecoveries+1)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Archived: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Archived: 1})
 	fetchNone(t, b, q)
 	wantLeaseLost(t, "Ack after archiving", b.Ack(ctx, last), last)
 }
@@ -824,7 +824,7 @@ func testDuplicateTask(t *testing.T, s *suite) {
 
 	wantDup := func(what string, sigs ...*tasks.Signature) {
 		t.Helper()
-		if err := b.Publish(ctx, sigs...); !errors.Is(err, iface.ErrDuplicateTask) {
+		if err := b.Publish(ctx, sigs...); !errors.Is(err, brokers.ErrDuplicateTask) {
 			t.Fatalf("Publish %s: err = %v, want ErrDuplicateTask", what, err)
 		}
 	}
@@ -848,7 +848,7 @@ func testDuplicateTask(t *testing.T, s *suite) {
 		t.Fatalf("Archive: %v", err)
 	}
 	publish(t, b, sig) // archived tasks do not count, and are replaced
-	if got := list(t, b, q, iface.StatusArchived); len(got) != 0 {
+	if got := list(t, b, q, brokers.StatusArchived); len(got) != 0 {
 		t.Fatalf("archived after publishing the same UUID again = %v, want none", infoUUIDs(got))
 	}
 	d = fetchOne(t, b, q)
@@ -924,7 +924,7 @@ func testConcurrentFetchers(t *testing.T, s *suite) {
 			t.Fatalf("task %s received %d times, want once", sig.UUID, n)
 		}
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 func testClaim(t *testing.T, s *suite) {
@@ -937,7 +937,7 @@ func testClaim(t *testing.T, s *suite) {
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			if r, err := b.ClaimLease(ctx, k, time.Minute, time.Minute); err == nil && r.Status == iface.ClaimWon {
+			if r, err := b.ClaimLease(ctx, k, time.Minute, time.Minute); err == nil && r.Status == brokers.ClaimWon {
 				wins.Add(1)
 			}
 		})
@@ -954,7 +954,7 @@ func testClaim(t *testing.T, s *suite) {
 }
 
 // claimLease calls ClaimLease, failing the test on an error.
-func claimLease(t *testing.T, b Broker, k string, lease, keep time.Duration) iface.ClaimResult {
+func claimLease(t *testing.T, b Broker, k string, lease, keep time.Duration) brokers.ClaimResult {
 	t.Helper()
 	r, err := b.ClaimLease(context.Background(), k, lease, keep)
 	if err != nil {
@@ -969,22 +969,22 @@ func testClaimLease(t *testing.T, b Broker) {
 	ctx := context.Background()
 	k := queueName(t, "lease")
 	first := claimLease(t, b, k, time.Minute, time.Hour)
-	if first.Status != iface.ClaimWon || first.TakenOver || first.Token == "" {
+	if first.Status != brokers.ClaimWon || first.TakenOver || first.Token == "" {
 		t.Fatalf("first ClaimLease = %+v, want won, not taken over, with a token", first)
 	}
 	second := claimLease(t, b, k, time.Minute, time.Hour)
-	if second.Status != iface.ClaimHeld || second.Remaining <= 0 || second.Remaining > time.Minute || second.Token != "" {
+	if second.Status != brokers.ClaimHeld || second.Remaining <= 0 || second.Remaining > time.Minute || second.Token != "" {
 		t.Fatalf("ClaimLease of a held key = %+v, want held for at most 1m", second)
 	}
-	if err := b.CompleteClaim(ctx, k, "not-the-token"); !errors.Is(err, iface.ErrLeaseLost) {
+	if err := b.CompleteClaim(ctx, k, "not-the-token"); !errors.Is(err, brokers.ErrLeaseLost) {
 		t.Fatalf("CompleteClaim with another token: %v, want ErrLeaseLost", err)
 	}
-	if err := b.CompleteClaim(ctx, queueName(t, "never"), first.Token); !errors.Is(err, iface.ErrLeaseLost) {
+	if err := b.CompleteClaim(ctx, queueName(t, "never"), first.Token); !errors.Is(err, brokers.ErrLeaseLost) {
 		t.Fatalf("CompleteClaim of a key never claimed: %v, want ErrLeaseLost", err)
 	}
 	must(t, "CompleteClaim", b.CompleteClaim(ctx, k, first.Token))
 	must(t, "CompleteClaim again", b.CompleteClaim(ctx, k, first.Token))
-	if r := claimLease(t, b, k, time.Minute, time.Hour); r.Status != iface.ClaimDone {
+	if r := claimLease(t, b, k, time.Minute, time.Hour); r.Status != brokers.ClaimDone {
 		t.Fatalf("ClaimLease of a completed key = %+v, want done", r)
 	}
 
@@ -997,9 +997,9 @@ func testClaimLease(t *testing.T, b Broker) {
 			r, err := b.ClaimLease(ctx, k2, time.Minute, time.Hour)
 			switch {
 			case err != nil:
-			case r.Status == iface.ClaimWon:
+			case r.Status == brokers.ClaimWon:
 				won.Add(1)
-			case r.Status == iface.ClaimHeld:
+			case r.Status == brokers.ClaimHeld:
 				held.Add(1)
 			}
 		})
@@ -1020,16 +1020,16 @@ func testClaimTakeOver(t *testing.T, b Broker) {
 	k := queueName(t, "takeover")
 	claimedAt := time.Now()
 	first := claimLease(t, b, k, lease, time.Minute)
-	if first.Status != iface.ClaimWon {
+	if first.Status != brokers.ClaimWon {
 		t.Fatalf("first ClaimLease = %+v, want won", first)
 	}
-	var next iface.ClaimResult
+	var next brokers.ClaimResult
 	eventually(t, "the lease taken over once it ended", func() bool {
 		next = claimLease(t, b, k, leaseDuration, time.Minute)
-		if next.Status == iface.ClaimHeld && next.Remaining > lease {
+		if next.Status == brokers.ClaimHeld && next.Remaining > lease {
 			t.Fatalf("ClaimLease = %+v, held for longer than the lease (%v)", next, lease)
 		}
-		return next.Status == iface.ClaimWon
+		return next.Status == brokers.ClaimWon
 	})
 	if since := time.Since(claimedAt); since < lease {
 		t.Fatalf("lease taken over %v after it was won, before it ended (%v)", since, lease)
@@ -1037,14 +1037,14 @@ func testClaimTakeOver(t *testing.T, b Broker) {
 	if !next.TakenOver || next.Token == "" || next.Token == first.Token {
 		t.Fatalf("ClaimLease after the lease ended = %+v, want won with a new token, taken over", next)
 	}
-	if err := b.CompleteClaim(ctx, k, first.Token); !errors.Is(err, iface.ErrLeaseLost) {
+	if err := b.CompleteClaim(ctx, k, first.Token); !errors.Is(err, brokers.ErrLeaseLost) {
 		t.Fatalf("CompleteClaim by the holder whose lease was taken over: %v, want ErrLeaseLost", err)
 	}
-	if r := claimLease(t, b, k, leaseDuration, time.Minute); r.Status != iface.ClaimHeld {
+	if r := claimLease(t, b, k, leaseDuration, time.Minute); r.Status != brokers.ClaimHeld {
 		t.Fatalf("ClaimLease during the new lease = %+v, want held", r)
 	}
 	must(t, "CompleteClaim by the new holder", b.CompleteClaim(ctx, k, next.Token))
-	if r := claimLease(t, b, k, leaseDuration, time.Minute); r.Status != iface.ClaimDone {
+	if r := claimLease(t, b, k, leaseDuration, time.Minute); r.Status != brokers.ClaimDone {
 		t.Fatalf("ClaimLease after CompleteClaim = %+v, want done", r)
 	}
 }
@@ -1056,7 +1056,7 @@ func testClaimKeep(t *testing.T, b Broker) {
 	const lease, keep = 300 * time.Millisecond, 300 * time.Millisecond
 	var k string
 	var claimedAt time.Time
-	var first iface.ClaimResult
+	var first brokers.ClaimResult
 	for attempt := 1; ; attempt++ {
 		k = queueName(t, "keep")
 		claimedAt = time.Now()
@@ -1067,14 +1067,14 @@ func testClaimKeep(t *testing.T, b Broker) {
 		}
 		// A machine that held the test up past the lease makes the
 		// completion come too late: that run shows nothing.
-		if !errors.Is(err, iface.ErrLeaseLost) || time.Since(claimedAt) < lease || attempt == 3 {
+		if !errors.Is(err, brokers.ErrLeaseLost) || time.Since(claimedAt) < lease || attempt == 3 {
 			t.Fatalf("CompleteClaim %v after the claim (lease %v): %v", time.Since(claimedAt), lease, err)
 		}
 	}
-	var again iface.ClaimResult
+	var again brokers.ClaimResult
 	eventually(t, "a completed key free once its record ended", func() bool {
 		again = claimLease(t, b, k, lease, keep)
-		return again.Status == iface.ClaimWon
+		return again.Status == brokers.ClaimWon
 	})
 	if since := time.Since(claimedAt); since < keep-expiryMargin(b) {
 		t.Fatalf("completed key won again %v after it was taken, before its record ended (%v)", since, keep)
@@ -1082,7 +1082,7 @@ func testClaimKeep(t *testing.T, b Broker) {
 	if again.TakenOver {
 		t.Fatalf("ClaimLease of a key whose record ended = %+v, want not taken over", again)
 	}
-	if err := b.CompleteClaim(ctx, k, first.Token); !errors.Is(err, iface.ErrLeaseLost) {
+	if err := b.CompleteClaim(ctx, k, first.Token); !errors.Is(err, brokers.ErrLeaseLost) {
 		t.Fatalf("CompleteClaim with the token of a record that ended: %v, want ErrLeaseLost", err)
 	}
 }
@@ -1118,7 +1118,7 @@ func testClaimHolds(t *testing.T, b Broker) {
 	publish(t, b, c)
 	ack(t, b, fetchOne(t, b, q))
 	holds("acknowledged", []*tasks.Signature{c, later}, false, true)
-	if _, err := b.Holds(ctx, &tasks.Signature{UUID: "task_x", Name: "x"}); !errors.Is(err, iface.ErrNoQueue) {
+	if _, err := b.Holds(ctx, &tasks.Signature{UUID: "task_x", Name: "x"}); !errors.Is(err, brokers.ErrNoQueue) {
 		t.Fatalf("Holds of a task with no RoutingKey: %v, want ErrNoQueue", err)
 	}
 }
@@ -1132,7 +1132,7 @@ func testQueueInfo(t *testing.T, s *suite) {
 	eta := time.Now().Add(time.Hour)
 	later.ETA = &eta
 	publish(t, b, append(sigs, later)...)
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 4, Scheduled: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 4, Scheduled: 1})
 
 	ds := fetch(t, b, []string{q}, 3)
 	if err := b.Retry(ctx, ds[1], time.Now().Add(time.Hour), "again"); err != nil {
@@ -1141,11 +1141,11 @@ func testQueueInfo(t *testing.T, s *suite) {
 	if err := b.Archive(ctx, ds[2], "dead"); err != nil {
 		t.Fatalf("Archive: %v", err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 1, Scheduled: 1, Retry: 1, Archived: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Active: 1, Scheduled: 1, Retry: 1, Archived: 1})
 	if err := b.PauseQueue(ctx, q); err != nil {
 		t.Fatalf("PauseQueue: %v", err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 1, Active: 1, Scheduled: 1, Retry: 1, Archived: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Paused: true, Pending: 1, Active: 1, Scheduled: 1, Retry: 1, Archived: 1})
 
 	queues, err := b.Queues(ctx)
 	if err != nil {
@@ -1170,12 +1170,12 @@ func testListTasksPaging(t *testing.T, s *suite) {
 
 	page := func(offset, limit int) []string {
 		t.Helper()
-		infos, err := b.ListTasks(ctx, q, iface.StatusPending, offset, limit)
+		infos, err := b.ListTasks(ctx, q, brokers.StatusPending, offset, limit)
 		if err != nil {
 			t.Fatalf("ListTasks(%d, %d): %v", offset, limit, err)
 		}
 		for _, in := range infos {
-			if in.Status != iface.StatusPending || in.Queue != q {
+			if in.Status != brokers.StatusPending || in.Queue != q {
 				t.Fatalf("listed %s with status %s queue %s, want pending in %s", in.Signature.UUID, in.Status, in.Queue, q)
 			}
 		}
@@ -1194,7 +1194,7 @@ func testListTasksPaging(t *testing.T, s *suite) {
 		sched = append(sched, sig)
 	}
 	publish(t, b, sched...)
-	wantOrder(t, "scheduled by time", infoUUIDs(list(t, b, q, iface.StatusScheduled)),
+	wantOrder(t, "scheduled by time", infoUUIDs(list(t, b, q, brokers.StatusScheduled)),
 		[]string{sched[1].UUID, sched[2].UUID, sched[0].UUID})
 }
 
@@ -1272,16 +1272,16 @@ func testClose(t *testing.T, s *suite) {
 		t.Fatalf("Close: %v", err)
 	}
 	r := result(t, ch, "after Close")
-	if !errors.Is(r.err, iface.ErrClosed) || len(r.ds) != 0 {
+	if !errors.Is(r.err, brokers.ErrClosed) || len(r.ds) != 0 {
 		t.Fatalf("Fetch blocked at Close: %d deliveries, err %v; want none and ErrClosed", len(r.ds), r.err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := b.Publish(context.Background(), newSig(q, "late")); !errors.Is(err, iface.ErrClosed) {
+	if err := b.Publish(context.Background(), newSig(q, "late")); !errors.Is(err, brokers.ErrClosed) {
 		t.Fatalf("Publish after Close: err = %v, want ErrClosed", err)
 	}
-	if _, err := b.Fetch(ctx, []string{q}, 1, nil); !errors.Is(err, iface.ErrClosed) {
+	if _, err := b.Fetch(ctx, []string{q}, 1, nil); !errors.Is(err, brokers.ErrClosed) {
 		t.Fatalf("Fetch after Close: err = %v, want ErrClosed", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -42,11 +42,11 @@ func testCancelTask(t *testing.T, s *suite) {
 	d := fetchOne(t, b, q)
 	must(t, "Retry", b.Retry(ctx, d, later, "later"))
 	cancel(retrying, false)
-	announce(t, b, q, map[string]iface.AggregationPolicy{"notify": {MaxSize: 3}})
+	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 3}})
 	m := member(q, "notify", "k")
 	publish(t, b, m, member(q, "notify", "k"))
 	cancel(m, false)
-	wantSizes(t, b, q, iface.QueueInfo{Aggregating: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Aggregating: 1})
 	publish(t, b, uniqueSig(q, "p", time.Minute)) // the key was freed
 
 	// Running: watched.
@@ -65,7 +65,7 @@ func testCancelTask(t *testing.T, s *suite) {
 	}
 	running := newSig(q, "running")
 	publish(t, b, running)
-	var rd *iface.Delivery
+	var rd *brokers.Delivery
 	for rd == nil {
 		if d := fetchOne(t, b, q); d.Signature.UUID == running.UUID {
 			rd = d
@@ -88,20 +88,20 @@ func testCancelTask(t *testing.T, s *suite) {
 		"Retry":  b.Retry(ctx, rd, time.Now(), "again"),
 		"Commit": b.Commit(ctx, rd, tasks.NewSuccessTaskState(running, nil)),
 	} {
-		if !errors.Is(err, iface.ErrLeaseLost) {
+		if !errors.Is(err, brokers.ErrLeaseLost) {
 			t.Fatalf("%s of a cancelled task: %v, want ErrLeaseLost", what, err)
 		}
 	}
-	archived := list(t, b, q, iface.StatusArchived)
+	archived := list(t, b, q, brokers.StatusArchived)
 	if len(archived) != 1 || archived[0].Signature.UUID != running.UUID || archived[0].LastError != "task cancelled by a test" {
 		t.Fatalf("archive after cancelling a running task: %+v", archived)
 	}
 
 	// Gone, or archived: refused.
-	if _, _, err := b.CancelTask(ctx, q, running.UUID, "again", 0); !errors.Is(err, iface.ErrTaskNotWaiting) {
+	if _, _, err := b.CancelTask(ctx, q, running.UUID, "again", 0); !errors.Is(err, brokers.ErrTaskNotWaiting) {
 		t.Fatalf("CancelTask of an archived task: %v, want ErrTaskNotWaiting", err)
 	}
-	if _, _, err := b.CancelTask(ctx, q, "task_unknown", "x", 0); !errors.Is(err, iface.ErrTaskNotFound) {
+	if _, _, err := b.CancelTask(ctx, q, "task_unknown", "x", 0); !errors.Is(err, brokers.ErrTaskNotFound) {
 		t.Fatalf("CancelTask of an unknown task: %v, want ErrTaskNotFound", err)
 	}
 	stopWatch()
@@ -125,14 +125,14 @@ func testCancelTaskBar(t *testing.T, s *suite) {
 	wantKeptOut := func(sig *tasks.Signature) {
 		t.Helper()
 		err := b.Publish(ctx, tasks.CopySignature(sig))
-		var ce *iface.CancelledError
+		var ce *brokers.CancelledError
 		if !errors.As(err, &ce) || ce.Task != sig.UUID || ce.Reason != reason || !errors.Is(err, tasks.ErrTaskCancelled) {
 			t.Fatalf("Publish of a task kept out: %v, want a *CancelledError for %s with reason %q", err, sig.UUID, reason)
 		}
-		if _, _, err := b.CancelTask(ctx, q, sig.UUID, reason, time.Minute); !errors.Is(err, iface.ErrTaskNotWaiting) {
+		if _, _, err := b.CancelTask(ctx, q, sig.UUID, reason, time.Minute); !errors.Is(err, brokers.ErrTaskNotWaiting) {
 			t.Fatalf("CancelTask of a task kept out: %v, want ErrTaskNotWaiting", err)
 		}
-		if _, err := b.TakeWaiting(ctx, q, sig.UUID, iface.TakeRun, ""); !errors.Is(err, iface.ErrTaskNotWaiting) {
+		if _, err := b.TakeWaiting(ctx, q, sig.UUID, brokers.TakeRun, ""); !errors.Is(err, brokers.ErrTaskNotWaiting) {
 			t.Fatalf("TakeWaiting of a task kept out: %v, want ErrTaskNotWaiting", err)
 		}
 	}
@@ -149,7 +149,7 @@ func testCancelTaskBar(t *testing.T, s *suite) {
 	if err := b.Publish(ctx, other, tasks.CopySignature(unsent)); !errors.Is(err, tasks.ErrTaskCancelled) {
 		t.Fatalf("Publish of a task kept out with another: %v, want ErrTaskCancelled", err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 
 	// Waiting: deleted and kept out.
 	pending := newSig(q, "pending")
@@ -159,7 +159,7 @@ func testCancelTaskBar(t *testing.T, s *suite) {
 		t.Fatalf("CancelTask with a bar of a pending task: %v, running %v", err, running)
 	}
 	sameSignature(t, "CancelTask's signature", sig, pending)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 	wantKeptOut(pending)
 
 	// Running: cancelled and archived as without a bar.
@@ -170,11 +170,11 @@ func testCancelTaskBar(t *testing.T, s *suite) {
 		t.Fatalf("CancelTask with a bar of a running task: %v, running %v", err, running)
 	}
 	wantLeaseLost(t, "Ack of a cancelled task", b.Ack(ctx, d), d)
-	wantSizes(t, b, q, iface.QueueInfo{Archived: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Archived: 1})
 
 	// Without a bar nothing is kept out; with one, only until it ends.
 	free := newSig(q, "free")
-	if _, _, err := b.CancelTask(ctx, q, free.UUID, reason, 0); !errors.Is(err, iface.ErrTaskNotFound) {
+	if _, _, err := b.CancelTask(ctx, q, free.UUID, reason, 0); !errors.Is(err, brokers.ErrTaskNotFound) {
 		t.Fatalf("CancelTask without a bar of a task not sent: %v, want ErrTaskNotFound", err)
 	}
 	publish(t, b, free)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -33,7 +33,7 @@ func testExpiredLeaseRefusedBeforeRecovery(t *testing.T, s *suite) {
 	if err := b.Requeue(ctx, d); err == nil {
 		t.Fatal("Requeue after expiry: nil error, want ErrLeaseLost")
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Active: 1}) // still leased, for the recoverer
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 1}) // still leased, for the recoverer
 }
 
 // An outcome committed by the holder travels with the task to the worker
@@ -64,5 +64,5 @@ func testCommitTravelsToNextHolder(t *testing.T, s *suite) {
 	failure := tasks.NewFailureTaskState(first.Signature, "stale")
 	wantLeaseLost(t, "stale holder's Commit", b.Commit(ctx, first, failure), first)
 	ack(t, b, second)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/b6192125/machinist/internal/waitfor"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -28,14 +28,14 @@ const (
 // Broker is what the suite exercises: the core seam and the optional
 // interfaces both shipped brokers implement.
 type Broker interface {
-	iface.Broker
-	iface.Inspector
-	iface.Pauser
-	iface.Claimer
-	iface.Aggregator
-	iface.Canceller
-	iface.Monitor
-	iface.Relay
+	brokers.Broker
+	brokers.Inspector
+	brokers.Pauser
+	brokers.Claimer
+	brokers.Aggregator
+	brokers.Canceller
+	brokers.Monitor
+	brokers.Relay
 	LeaseEnder
 }
 
@@ -49,9 +49,9 @@ type LeaseEnder interface {
 	// EndLease makes the broker hold d's lease as ended at once: it
 	// refuses d's settles and renewals, and its recoverer takes the task
 	// back at its next run. d itself is left alone (the suite marks it).
-	EndLease(ctx context.Context, d *iface.Delivery) error
+	EndLease(ctx context.Context, d *brokers.Delivery) error
 	// EndBatchLease is EndLease for the lease of an aggregation batch.
-	EndBatchLease(ctx context.Context, b *iface.Batch) error
+	EndBatchLease(ctx context.Context, b *brokers.Batch) error
 }
 
 // ExpiryMargin may be implemented by a broker whose store can expire a
@@ -129,13 +129,13 @@ func publish(t *testing.T, b Broker, sigs ...*tasks.Signature) {
 
 // fetch takes up to n tasks from queues, failing the test when none comes
 // within waitLong.
-func fetch(t *testing.T, b Broker, queues []string, n int) []*iface.Delivery {
+func fetch(t *testing.T, b Broker, queues []string, n int) []*brokers.Delivery {
 	t.Helper()
 	return fetchFor(t, b, nil, queues, n)
 }
 
 // fetchFor is fetch for a worker with names.
-func fetchFor(t *testing.T, b Broker, names *iface.TaskNames, queues []string, n int) []*iface.Delivery {
+func fetchFor(t *testing.T, b Broker, names *brokers.TaskNames, queues []string, n int) []*brokers.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
@@ -155,7 +155,7 @@ func fetchFor(t *testing.T, b Broker, names *iface.TaskNames, queues []string, n
 }
 
 // fetchOne takes one task from queue.
-func fetchOne(t *testing.T, b Broker, queue string) *iface.Delivery {
+func fetchOne(t *testing.T, b Broker, queue string) *brokers.Delivery {
 	t.Helper()
 	return fetch(t, b, []string{queue}, 1)[0]
 }
@@ -167,7 +167,7 @@ func fetchNone(t *testing.T, b Broker, queues ...string) {
 }
 
 // fetchNoneFor is fetchNone for a worker with names.
-func fetchNoneFor(t *testing.T, b Broker, names *iface.TaskNames, queues ...string) {
+func fetchNoneFor(t *testing.T, b Broker, names *brokers.TaskNames, queues ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
 	defer cancel()
@@ -187,7 +187,7 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-func ack(t *testing.T, b Broker, ds ...*iface.Delivery) {
+func ack(t *testing.T, b Broker, ds ...*brokers.Delivery) {
 	t.Helper()
 	for _, d := range ds {
 		if err := b.Ack(context.Background(), d); err != nil {
@@ -198,15 +198,15 @@ func ack(t *testing.T, b Broker, ds ...*iface.Delivery) {
 
 // wantLeaseLost checks that err wraps ErrLeaseLost and that d's lease was
 // marked lost.
-func wantLeaseLost(t *testing.T, what string, err error, d *iface.Delivery) {
+func wantLeaseLost(t *testing.T, what string, err error, d *brokers.Delivery) {
 	t.Helper()
 	wantLost(t, what, err, d.Lease)
 }
 
 // wantLost checks that err is ErrLeaseLost and l is marked lost.
-func wantLost(t *testing.T, what string, err error, l *iface.Lease) {
+func wantLost(t *testing.T, what string, err error, l *brokers.Lease) {
 	t.Helper()
-	if !errors.Is(err, iface.ErrLeaseLost) {
+	if !errors.Is(err, brokers.ErrLeaseLost) {
 		t.Fatalf("%s: err = %v, want ErrLeaseLost", what, err)
 	}
 	select {
@@ -218,21 +218,21 @@ func wantLost(t *testing.T, what string, err error, l *iface.Lease) {
 
 // endLease ends d's lease now, in the broker and in d, as an unrenewed
 // lease ends when its time runs out.
-func endLease(t *testing.T, b Broker, d *iface.Delivery) {
+func endLease(t *testing.T, b Broker, d *brokers.Delivery) {
 	t.Helper()
 	must(t, "EndLease", b.EndLease(context.Background(), d))
 	d.Lease.Lose()
 }
 
 // endBatchLease is endLease for an aggregation batch.
-func endBatchLease(t *testing.T, b Broker, batch *iface.Batch) {
+func endBatchLease(t *testing.T, b Broker, batch *brokers.Batch) {
 	t.Helper()
 	must(t, "EndBatchLease", b.EndBatchLease(context.Background(), batch))
 	batch.Lease.Lose()
 }
 
 // waitDone waits for the lease to be lost.
-func waitDone(t *testing.T, l *iface.Lease, what string) {
+func waitDone(t *testing.T, l *brokers.Lease, what string) {
 	t.Helper()
 	select {
 	case <-l.Done():
@@ -257,7 +257,7 @@ func waitUntil(ts time.Time) {
 	}
 }
 
-func list(t *testing.T, b Broker, queue string, status iface.TaskStatus) []*iface.TaskInfo {
+func list(t *testing.T, b Broker, queue string, status brokers.TaskStatus) []*brokers.TaskInfo {
 	t.Helper()
 	infos, err := b.ListTasks(context.Background(), queue, status, 0, 0)
 	if err != nil {
@@ -266,7 +266,7 @@ func list(t *testing.T, b Broker, queue string, status iface.TaskStatus) []*ifac
 	return infos
 }
 
-func getTask(t *testing.T, b Broker, queue, id string) *iface.TaskInfo {
+func getTask(t *testing.T, b Broker, queue, id string) *brokers.TaskInfo {
 	t.Helper()
 	info, err := b.GetTask(context.Background(), queue, id)
 	if err != nil {
@@ -275,7 +275,7 @@ func getTask(t *testing.T, b Broker, queue, id string) *iface.TaskInfo {
 	return info
 }
 
-func queueInfo(t *testing.T, b Broker, queue string) iface.QueueInfo {
+func queueInfo(t *testing.T, b Broker, queue string) brokers.QueueInfo {
 	t.Helper()
 	info, err := b.QueueInfo(context.Background(), queue)
 	if err != nil {
@@ -287,7 +287,7 @@ func queueInfo(t *testing.T, b Broker, queue string) iface.QueueInfo {
 	return *info
 }
 
-func wantSizes(t *testing.T, b Broker, queue string, want iface.QueueInfo) {
+func wantSizes(t *testing.T, b Broker, queue string, want brokers.QueueInfo) {
 	t.Helper()
 	want.Queue = queue
 	if got := queueInfo(t, b, queue); got != want {
@@ -295,7 +295,7 @@ func wantSizes(t *testing.T, b Broker, queue string, want iface.QueueInfo) {
 	}
 }
 
-func infoUUIDs(infos []*iface.TaskInfo) []string {
+func infoUUIDs(infos []*brokers.TaskInfo) []string {
 	out := make([]string, len(infos))
 	for i, in := range infos {
 		out[i] = in.Signature.UUID
@@ -303,7 +303,7 @@ func infoUUIDs(infos []*iface.TaskInfo) []string {
 	return out
 }
 
-func deliveryUUIDs(ds []*iface.Delivery) []string {
+func deliveryUUIDs(ds []*brokers.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.Signature.UUID

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -38,13 +38,13 @@ func testLimitConcurrency(t *testing.T, s *suite) {
 	got := fetch(t, b, []string{q}, 10)
 	wantOrder(t, "first fetch", deliveryUUIDs(got), []string{sigs[0].UUID, sigs[1].UUID, other.UUID, plain.UUID})
 	sameSignature(t, "a limited task", got[0].Signature, sigs[0])
-	wantSizes(t, b, q, iface.QueueInfo{Active: 4, Limited: 4})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 4, Limited: 4})
 	fetchNone(t, b, q)
 	// A limit that cannot be applied is refused, and nothing is written.
 	if err := b.Publish(ctx, limited(q, "call", tasks.Limit{Key: "k", Concurrency: -1})); !errors.Is(err, tasks.ErrBadLimit) {
 		t.Fatalf("Publish of a task with a negative limit: %v, want ErrBadLimit", err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Active: 4, Limited: 4})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 4, Limited: 4})
 
 	// Each way a holder stops running frees its slot for a parked task.
 	holders := got[:2]
@@ -65,33 +65,33 @@ func testLimitConcurrency(t *testing.T, s *suite) {
 	last := fetchOne(t, b, q)
 	wantOrder(t, "fetched as slots freed", []string{next2.Signature.UUID, next3.Signature.UUID, last.Signature.UUID},
 		[]string{sigs[3].UUID, sigs[4].UUID, sigs[5].UUID})
-	wantSizes(t, b, q, iface.QueueInfo{Active: 2, Retry: 1, Archived: 2})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 2, Retry: 1, Archived: 2})
 
 	// A parked task can be cancelled, deleted, archived, run now.
 	parked := []*tasks.Signature{limited(q, "call", l), limited(q, "call", l), limited(q, "call", l)}
 	publish(t, b, parked...)
 	fetchNone(t, b, q)
-	wantSizes(t, b, q, iface.QueueInfo{Active: 2, Retry: 1, Archived: 2, Limited: 3})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 2, Retry: 1, Archived: 2, Limited: 3})
 	if _, running, err := b.CancelTask(ctx, q, parked[0].UUID, "cancelled", 0); err != nil || running {
 		t.Fatalf("CancelTask of a parked task: %v, running %v", err, running)
 	}
-	if _, err := b.TakeWaiting(ctx, q, parked[1].UUID, iface.TakeRun, ""); err != nil {
+	if _, err := b.TakeWaiting(ctx, q, parked[1].UUID, brokers.TakeRun, ""); err != nil {
 		t.Fatalf("TakeWaiting(run) of a parked task: %v", err)
 	}
-	if _, err := b.TakeWaiting(ctx, q, parked[1].UUID, iface.TakeArchive, "archived"); err != nil {
+	if _, err := b.TakeWaiting(ctx, q, parked[1].UUID, brokers.TakeArchive, "archived"); err != nil {
 		t.Fatalf("TakeWaiting(archive) of a parked task: %v", err)
 	}
 	// A waiting task of the key that leaves lets a parked one try again
 	// (a holder's end may have let it go for the slot it freed): back in
 	// pending, it is parked again while the key is full.
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 2, Retry: 1, Archived: 3})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Active: 2, Retry: 1, Archived: 3})
 	fetchNone(t, b, q)
-	wantSizes(t, b, q, iface.QueueInfo{Active: 2, Retry: 1, Archived: 3, Limited: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 2, Retry: 1, Archived: 3, Limited: 1})
 	ack(t, b, next2, last)
 	got = fetch(t, b, []string{q}, 10)
 	wantOrder(t, "the parked task left", deliveryUUIDs(got), []string{parked[2].UUID})
 	ack(t, b, got...)
-	wantSizes(t, b, q, iface.QueueInfo{Retry: 1, Archived: 3})
+	wantSizes(t, b, q, brokers.QueueInfo{Retry: 1, Archived: 3})
 }
 
 // testLimitDeadHolder: a holder whose lease ran out (its worker died)
@@ -111,7 +111,7 @@ func testLimitDeadHolder(t *testing.T, s *suite) {
 	// Not renewed, the lease runs out; one of the two runs then, never
 	// both.
 	endLease(t, b, d)
-	var taken *iface.Delivery
+	var taken *brokers.Delivery
 	eventually(t, "a task of the key to be taken after its holder died", func() bool {
 		ds, err := b.Fetch(ctxTimeout(t, 50*time.Millisecond), []string{q}, 10, nil)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -128,7 +128,7 @@ func testLimitDeadHolder(t *testing.T, s *suite) {
 	fetchNone(t, b, q)
 	ack(t, b, taken)
 	ack(t, b, fetchOne(t, b, q))
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 // testLimitRate: the tasks of a key with a rate start one every Per /

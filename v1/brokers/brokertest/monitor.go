@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -30,7 +30,7 @@ func testGetTask(t *testing.T, s *suite) {
 	wantOrder(t, "fetched", deliveryUUIDs(taken), []string{holder.UUID})
 	publish(t, b, pending, later)
 
-	get := func(uuid string, want iface.TaskStatus) *iface.TaskInfo {
+	get := func(uuid string, want brokers.TaskStatus) *brokers.TaskInfo {
 		t.Helper()
 		info, err := b.GetTask(ctx, q, uuid)
 		if err != nil {
@@ -41,37 +41,37 @@ func testGetTask(t *testing.T, s *suite) {
 		}
 		return info
 	}
-	sameSignature(t, "a pending task", get(pending.UUID, iface.StatusPending).Signature, pending)
-	if info := get(later.UUID, iface.StatusScheduled); info.NextProcessAt.Sub(eta).Abs() > time.Millisecond {
+	sameSignature(t, "a pending task", get(pending.UUID, brokers.StatusPending).Signature, pending)
+	if info := get(later.UUID, brokers.StatusScheduled); info.NextProcessAt.Sub(eta).Abs() > time.Millisecond {
 		t.Fatalf("GetTask of a scheduled task: NextProcessAt %v, want %v", info.NextProcessAt, eta)
 	}
-	get(parked.UUID, iface.StatusLimited)
-	active := get(holder.UUID, iface.StatusActive)
+	get(parked.UUID, brokers.StatusLimited)
+	active := get(holder.UUID, brokers.StatusActive)
 	if d := active.LeaseExpiresAt.Sub(taken[0].Lease.ExpiresAt()); d < -time.Second || d > time.Second {
 		t.Fatalf("GetTask of an active task: lease ends %v, the delivery's at %v", active.LeaseExpiresAt, taken[0].Lease.ExpiresAt())
 	}
 
-	infos, err := b.ListTasks(ctx, q, iface.StatusLimited, 0, 10)
-	if err != nil || len(infos) != 1 || infos[0].Signature.UUID != parked.UUID || infos[0].Status != iface.StatusLimited {
+	infos, err := b.ListTasks(ctx, q, brokers.StatusLimited, 0, 10)
+	if err != nil || len(infos) != 1 || infos[0].Signature.UUID != parked.UUID || infos[0].Status != brokers.StatusLimited {
 		t.Fatalf("ListTasks(limited): %v, %v; want %s", infos, err, parked.UUID)
 	}
-	if active, err := b.ListTasks(ctx, q, iface.StatusActive, 0, 10); err != nil || len(active) != 1 || active[0].LeaseExpiresAt.IsZero() {
+	if active, err := b.ListTasks(ctx, q, brokers.StatusActive, 0, 10); err != nil || len(active) != 1 || active[0].LeaseExpiresAt.IsZero() {
 		t.Fatalf("ListTasks(active): %v, %v; want one with its lease's end", active, err)
 	}
 
 	must(t, "Archive", b.Archive(ctx, taken[0], "broken"))
-	if info := get(holder.UUID, iface.StatusArchived); info.LastError != "broken" {
+	if info := get(holder.UUID, brokers.StatusArchived); info.LastError != "broken" {
 		t.Fatalf("GetTask of an archived task: LastError %q, want the reason", info.LastError)
 	}
-	if infos, err := b.ListTasks(ctx, q, iface.StatusLimited, 0, 10); err != nil || len(infos) != 0 {
+	if infos, err := b.ListTasks(ctx, q, brokers.StatusLimited, 0, 10); err != nil || len(infos) != 0 {
 		t.Fatalf("ListTasks(limited) once the slot freed: %v, %v; want none", infos, err)
 	}
 	for _, uuid := range []string{"task_never_sent", ""} {
-		if _, err := b.GetTask(ctx, q, uuid); err == nil || (uuid != "" && !errors.Is(err, iface.ErrTaskNotFound)) {
+		if _, err := b.GetTask(ctx, q, uuid); err == nil || (uuid != "" && !errors.Is(err, brokers.ErrTaskNotFound)) {
 			t.Fatalf("GetTask(%q): %v, want ErrTaskNotFound", uuid, err)
 		}
 	}
-	if _, err := b.GetTask(ctx, queueName(t, "other"), pending.UUID); !errors.Is(err, iface.ErrTaskNotFound) {
+	if _, err := b.GetTask(ctx, queueName(t, "other"), pending.UUID); !errors.Is(err, brokers.ErrTaskNotFound) {
 		t.Fatalf("GetTask in another queue: %v, want ErrTaskNotFound", err)
 	}
 }
@@ -83,23 +83,23 @@ func testMonitor(t *testing.T, s *suite) {
 	ctx := context.Background()
 	q, other := queueName(t, "q"), queueName(t, "other")
 	started := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	long := &iface.WorkerInfo{ID: "w_" + uuid.NewString(), Tag: "mailer", Host: "host-a", PID: 41,
+	long := &brokers.WorkerInfo{ID: "w_" + uuid.NewString(), Tag: "mailer", Host: "host-a", PID: 41,
 		Queues: []string{q}, Concurrency: 8, Running: []string{"task_1", "task_2"}, Names: []string{"send"}, StartedAt: started}
-	short := &iface.WorkerInfo{ID: "w_" + uuid.NewString(), Tag: "indexer", Host: "host-a", PID: 42, Queues: []string{q}, StartedAt: started}
+	short := &brokers.WorkerInfo{ID: "w_" + uuid.NewString(), Tag: "indexer", Host: "host-a", PID: 42, Queues: []string{q}, StartedAt: started}
 	now := time.Now()
 	must(t, "Heartbeat", b.Heartbeat(ctx, long, time.Minute,
-		iface.StatCount{Queue: q, At: now, Processed: 3, Failed: 1},
-		iface.StatCount{Queue: q, At: now.Add(-iface.StatsPeriod), Processed: 2},
-		iface.StatCount{Queue: q, At: now.Add(-2 * iface.StatsWindow), Processed: 100},
-		iface.StatCount{Queue: other, At: now, Processed: 7, Failed: 7}))
-	must(t, "Heartbeat", b.Heartbeat(ctx, short, 2*time.Second, iface.StatCount{Queue: q, At: now, Processed: 1}))
+		brokers.StatCount{Queue: q, At: now, Processed: 3, Failed: 1},
+		brokers.StatCount{Queue: q, At: now.Add(-brokers.StatsPeriod), Processed: 2},
+		brokers.StatCount{Queue: q, At: now.Add(-2 * brokers.StatsWindow), Processed: 100},
+		brokers.StatCount{Queue: other, At: now, Processed: 7, Failed: 7}))
+	must(t, "Heartbeat", b.Heartbeat(ctx, short, 2*time.Second, brokers.StatCount{Queue: q, At: now, Processed: 1}))
 
-	mine := func() []*iface.WorkerInfo {
+	mine := func() []*brokers.WorkerInfo {
 		ws, err := b.Workers(ctx)
 		if err != nil {
 			t.Fatalf("Workers: %v", err)
 		}
-		return slices.DeleteFunc(ws, func(w *iface.WorkerInfo) bool { return w.ID != long.ID && w.ID != short.ID })
+		return slices.DeleteFunc(ws, func(w *brokers.WorkerInfo) bool { return w.ID != long.ID && w.ID != short.ID })
 	}
 	ws := mine()
 	if len(ws) != 2 || ws[0].ID != long.ID || ws[1].ID != short.ID {
@@ -120,27 +120,27 @@ func testMonitor(t *testing.T, s *suite) {
 	}
 
 	// Counts add up by period; those older than the window are dropped.
-	must(t, "Heartbeat", b.Heartbeat(ctx, long, time.Minute, iface.StatCount{Queue: q, At: now, Processed: 1, Failed: 1}))
+	must(t, "Heartbeat", b.Heartbeat(ctx, long, time.Minute, brokers.StatCount{Queue: q, At: now, Processed: 1, Failed: 1}))
 	st, err := b.QueueStats(ctx, q)
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
-	if n := int(iface.StatsWindow / iface.StatsPeriod); len(st.Periods) != n || st.Queue != q {
+	if n := int(brokers.StatsWindow / brokers.StatsPeriod); len(st.Periods) != n || st.Queue != q {
 		t.Fatalf("QueueStats: %d periods of %q, want %d of %q", len(st.Periods), st.Queue, n, q)
 	}
 	last := st.Periods[len(st.Periods)-1]
 	// The heartbeats may straddle a period's end: count from both.
-	if p, f := st.Since(now.Add(-iface.StatsPeriod).Truncate(iface.StatsPeriod)); p != 7 || f != 2 {
+	if p, f := st.Since(now.Add(-brokers.StatsPeriod).Truncate(brokers.StatsPeriod)); p != 7 || f != 2 {
 		t.Fatalf("QueueStats: %d processed, %d failed in the last periods, want 7 and 2", p, f)
 	}
 	if p, f := st.Since(time.Time{}); p != 7 || f != 2 {
 		t.Fatalf("QueueStats: %d processed, %d failed in the window, want 7 and 2 (none from before it)", p, f)
 	}
-	if !last.At.Equal(time.Now().Truncate(iface.StatsPeriod)) && !last.At.Equal(now.Truncate(iface.StatsPeriod)) {
+	if !last.At.Equal(time.Now().Truncate(brokers.StatsPeriod)) && !last.At.Equal(now.Truncate(brokers.StatsPeriod)) {
 		t.Fatalf("QueueStats: the last period starts at %v, want the current one", last.At)
 	}
 	for i := 1; i < len(st.Periods); i++ {
-		if st.Periods[i].At.Sub(st.Periods[i-1].At) != iface.StatsPeriod {
+		if st.Periods[i].At.Sub(st.Periods[i-1].At) != brokers.StatsPeriod {
 			t.Fatalf("QueueStats: periods %v and %v are not one StatsPeriod apart", st.Periods[i-1].At, st.Periods[i].At)
 		}
 	}
@@ -149,7 +149,7 @@ func testMonitor(t *testing.T, s *suite) {
 	} else if p, f := st.Since(time.Time{}); p != 7 || f != 7 {
 		t.Fatalf("QueueStats(other): %d processed, %d failed, want 7 and 7", p, f)
 	}
-	if err := b.Heartbeat(ctx, &iface.WorkerInfo{}, time.Minute); err == nil {
+	if err := b.Heartbeat(ctx, &brokers.WorkerInfo{}, time.Minute); err == nil {
 		t.Fatal("Heartbeat of a worker with no ID: no error")
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -17,11 +17,11 @@ import (
 // PairedBroker is what ExercisePaired exercises.
 type PairedBroker interface {
 	Broker
-	iface.StateBroker
+	brokers.StateBroker
 }
 
 // ExercisePaired runs the conformance suite of brokers paired with their
-// result backend (iface.StateBroker): the memory pair, and the Redis broker
+// result backend (brokers.StateBroker): the memory pair, and the Redis broker
 // and backend on one server. newPair returns a broker and the backend it is
 // paired with, configured by cnf (through WithDefaults), closed by newPair's
 // own t.Cleanup.
@@ -53,7 +53,7 @@ func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config)
 
 // noTake is the error of a settle (AckSuccess, AckTake) that took nothing,
 // or was asked to take nothing.
-func noTake(taken *iface.Delivery, err error) error {
+func noTake(taken *brokers.Delivery, err error) error {
 	if err == nil && taken != nil {
 		return fmt.Errorf("took task %s, want none", taken.Signature.UUID)
 	}
@@ -82,9 +82,9 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	wantState(t, be, sig.UUID, tasks.StateSuccess)
 	wantState(t, be, now.UUID, tasks.StatePending)
 	wantState(t, be, later.UUID, tasks.StatePending)
-	wantSizes(t, b, q, iface.QueueInfo{})
-	wantSizes(t, b, nextQ, iface.QueueInfo{Pending: 2})
-	wantSizes(t, b, laterQ, iface.QueueInfo{Scheduled: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{})
+	wantSizes(t, b, nextQ, brokers.QueueInfo{Pending: 2})
+	wantSizes(t, b, laterQ, brokers.QueueInfo{Scheduled: 1})
 	got := fetch(t, b, []string{nextQ}, 2)
 	wantOrder(t, "next queue", deliveryUUIDs(got), []string{queued.UUID, now.UUID})
 	sameSignature(t, "next task", got[1].Signature, now)
@@ -144,7 +144,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	}
 	eventually(t, "both tasks recovered", func() bool { return queueInfo(t, b, q).Pending == 2 })
 	fresh := fetch(t, b, []string{q}, 2)
-	byUUID := func(ds []*iface.Delivery, id string) *iface.Delivery {
+	byUUID := func(ds []*brokers.Delivery, id string) *brokers.Delivery {
 		for _, d := range ds {
 			if d.Signature.UUID == id {
 				return d
@@ -159,7 +159,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 	nextQ := queueName(t, "next")
 	next := newSig(nextQ, "double")
 	wantLeaseLost(t, "stale AckSuccess", noTake(ackSuccess(ctx, b, stalePlain, results, []*tasks.Signature{next}, nil)), stalePlain)
-	wantSizes(t, b, nextQ, iface.QueueInfo{})
+	wantSizes(t, b, nextQ, brokers.QueueInfo{})
 	if st, err := be.GetStateContext(ctx, next.UUID); err == nil {
 		t.Fatalf("the stale AckSuccess wrote the next task's state %s", st.State)
 	}
@@ -209,7 +209,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 		t.Fatalf("holder's result: %+v, want int64 7", st.Results)
 	}
 	ack(t, b, freshMember)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 // pair returns a pair with the suite's lease (leaseDuration) whose
@@ -280,12 +280,12 @@ func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *co
 	must(t, "AckSuccess", noTake(ackSuccess(ctx, b, fetchOne(t, b, q), nil, []*tasks.Signature{n1, n2}, nil)))
 	got := fetch(t, b, []string{nextQ}, 2)
 	wantOrder(t, "next queue", deliveryUUIDs(got), []string{n1.UUID})
-	wantSizes(t, b, nextQ, iface.QueueInfo{Active: 1, Limited: 1})
+	wantSizes(t, b, nextQ, brokers.QueueInfo{Active: 1, Limited: 1})
 	ack(t, b, got...)
 	ack(t, b, fetchOne(t, b, nextQ))
 }
 
 // ackSuccess is b.AckSuccess of d with the SUCCESS state of results.
-func ackSuccess(ctx context.Context, b iface.StateBroker, d *iface.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
+func ackSuccess(ctx context.Context, b brokers.StateBroker, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
 	return b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, results), next, take)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -28,7 +28,7 @@ func testAckTake(t *testing.T, s *suite) {
 	publish(t, b, sigs...)
 
 	d := fetchOne(t, b, q)
-	next, err := b.AckTake(ctx, d, iface.Take{})
+	next, err := b.AckTake(ctx, d, brokers.Take{})
 	must(t, "AckTake", err)
 	if next == nil || next.Signature.UUID != sigs[1].UUID {
 		t.Fatalf("AckTake took %v, want the next task %s", describeDelivery(next), sigs[1].UUID)
@@ -38,15 +38,15 @@ func testAckTake(t *testing.T, s *suite) {
 		t.Fatalf("task taken: queue %q, lease valid %t, token %q (the settled task's %q); want %q, a valid lease of its own",
 			next.Queue, next.Lease.Valid(), next.Lease.Token(), d.Lease.Token(), q)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Active: 1})
 
 	// The settled task's holder takes nothing more.
-	stale, err := b.AckTake(ctx, d, iface.Take{})
+	stale, err := b.AckTake(ctx, d, brokers.Take{})
 	wantLeaseLost(t, "AckTake of a settled task", err, d)
 	if stale != nil {
 		t.Fatalf("a refused AckTake took %s", stale.Signature.UUID)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1, Active: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1, Active: 1})
 
 	// The lease taken renews like a fetched one's.
 	must(t, "ExtendLeases", b.ExtendLeases(ctx, next))
@@ -56,22 +56,22 @@ func testAckTake(t *testing.T, s *suite) {
 
 	// Paused: nothing is taken.
 	must(t, "PauseQueue", b.PauseQueue(ctx, q))
-	none, err := b.AckTake(ctx, next, iface.Take{})
+	none, err := b.AckTake(ctx, next, brokers.Take{})
 	must(t, "AckTake on a paused queue", err)
 	if none != nil {
 		t.Fatalf("AckTake took %s from a paused queue", none.Signature.UUID)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Paused: true, Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Paused: true, Pending: 1})
 	must(t, "ResumeQueue", b.ResumeQueue(ctx, q))
 
 	// Empty: nothing is taken.
 	last := fetchOne(t, b, q)
-	none, err = b.AckTake(ctx, last, iface.Take{})
+	none, err = b.AckTake(ctx, last, brokers.Take{})
 	must(t, "AckTake on an empty queue", err)
 	if none != nil {
 		t.Fatalf("AckTake took %s from an empty queue", none.Signature.UUID)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 // testAckTakeRerouted: AckTake takes the tasks rerouted to the caller's
@@ -80,7 +80,7 @@ func testAckTakeRerouted(t *testing.T, s *suite) {
 	b := s.broker(t)
 	ctx := context.Background()
 	q := queueName(t, "q")
-	mul := iface.NewTaskNames([]string{"mul"})
+	mul := brokers.NewTaskNames([]string{"mul"})
 	holder, m, p := newSig(q, "add"), newSig(q, "mul"), newSig(q, "add")
 	publish(t, b, holder, m, p)
 	ds := fetch(t, b, []string{q}, 2)
@@ -90,22 +90,22 @@ func testAckTakeRerouted(t *testing.T, s *suite) {
 		t.Fatalf("Reroute = %v, %v; want true, nil", ok, err)
 	}
 
-	next, err := b.AckTake(ctx, ds[0], iface.Take{})
+	next, err := b.AckTake(ctx, ds[0], brokers.Take{})
 	must(t, "AckTake without names", err)
 	if next == nil || next.Signature.UUID != p.UUID {
 		t.Fatalf("AckTake without names took %v, want the pending %s, not the rerouted %s", describeDelivery(next), p.UUID, m.UUID)
 	}
-	next, err = b.AckTake(ctx, next, iface.Take{Names: mul})
+	next, err = b.AckTake(ctx, next, brokers.Take{Names: mul})
 	must(t, "AckTake with names", err)
 	if next == nil || next.Signature.UUID != m.UUID {
 		t.Fatalf("AckTake with names took %v, want the rerouted %s", describeDelivery(next), m.UUID)
 	}
 	ack(t, b, next)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }
 
 // describeDelivery names d's task, or says there is none.
-func describeDelivery(d *iface.Delivery) string {
+func describeDelivery(d *brokers.Delivery) string {
 	if d == nil {
 		return "nothing"
 	}
@@ -125,7 +125,7 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 	first, step, elsewhere := newSig(q, "add"), newSig(q, "add"), newSig(other, "add")
 	must(t, "PublishPending", b.PublishPending(ctx, first))
 	d := fetchOne(t, b, q)
-	next, err := ackSuccess(ctx, b, d, results, []*tasks.Signature{step}, &iface.Take{})
+	next, err := ackSuccess(ctx, b, d, results, []*tasks.Signature{step}, &brokers.Take{})
 	must(t, "AckSuccess with a take", err)
 	if next == nil || next.Signature.UUID != step.UUID || !next.Lease.Valid() {
 		t.Fatalf("AckSuccess took %v, want the next step %s under a valid lease", describeDelivery(next), step.UUID)
@@ -133,15 +133,15 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 	sameSignature(t, "step taken", next.Signature, step)
 	wantState(t, be, first.UUID, tasks.StateSuccess)
 	wantState(t, be, step.UUID, tasks.StatePending)
-	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 1})
 
-	none, err := ackSuccess(ctx, b, next, results, []*tasks.Signature{elsewhere}, &iface.Take{})
+	none, err := ackSuccess(ctx, b, next, results, []*tasks.Signature{elsewhere}, &brokers.Take{})
 	must(t, "AckSuccess sending to another queue", err)
 	if none != nil {
 		t.Fatalf("AckSuccess took %s, want nothing: its queue is empty", none.Signature.UUID)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{})
-	wantSizes(t, b, other, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{})
+	wantSizes(t, b, other, brokers.QueueInfo{Pending: 1})
 	wantState(t, be, step.UUID, tasks.StateSuccess)
 }
 
@@ -165,7 +165,7 @@ func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config
 	must(t, "PublishPending", b.PublishPending(ctx, members...))
 
 	first := fetchOne(t, b, q)
-	next, err := ackSuccess(ctx, b, first, results, nil, &iface.Take{})
+	next, err := ackSuccess(ctx, b, first, results, nil, &brokers.Take{})
 	must(t, "AckSuccess of a member that leaves its group unfinished", err)
 	if next == nil || next.Signature.UUID != members[1].UUID {
 		t.Fatalf("AckSuccess took %v, want the next member %s", describeDelivery(next), members[1].UUID)
@@ -173,8 +173,8 @@ func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config
 	must(t, "AckSuccess of the second member", noTake(ackSuccess(ctx, b, next, results, nil, nil)))
 
 	last := fetchOne(t, b, q)
-	taken, err := ackSuccess(ctx, b, last, results, nil, &iface.Take{})
-	if !errors.Is(err, iface.ErrChordDue) || taken != nil {
+	taken, err := ackSuccess(ctx, b, last, results, nil, &brokers.Take{})
+	if !errors.Is(err, brokers.ErrChordDue) || taken != nil {
 		t.Fatalf("AckSuccess of the member that completes its group: took %v, %v; want nothing, ErrChordDue", describeDelivery(taken), err)
 	}
 	if !last.Lease.Valid() {
@@ -184,7 +184,7 @@ func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config
 	if done, err := be.GroupCompletedContext(ctx, group, len(members)); !done || err != nil {
 		t.Fatalf("GroupCompleted = %t, %v; want true", done, err)
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 1})
 
 	// Its worker dies before the election: the next holder finishes it.
 	endLease(t, b, last)
@@ -194,5 +194,5 @@ func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config
 		t.Fatalf("the member taken again has outcome %+v, want its committed SUCCESS", again.Outcome)
 	}
 	must(t, "Ack", b.Ack(ctx, again))
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // testReroute holds a broker to Announce and Reroute: a task a worker does
@@ -18,7 +18,7 @@ func testReroute(t *testing.T, s *suite) {
 	b := s.broker(t)
 	ctx := context.Background()
 	q := queueName(t, "q")
-	add, mul := iface.NewTaskNames([]string{"add"}), iface.NewTaskNames([]string{"mul"})
+	add, mul := brokers.NewTaskNames([]string{"add"}), brokers.NewTaskNames([]string{"mul"})
 
 	a := newSig(q, "add")
 	publish(t, b, a)
@@ -29,7 +29,7 @@ func testReroute(t *testing.T, s *suite) {
 	if !d.Lease.Valid() {
 		t.Fatal("a Reroute that found no worker gave up the lease")
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Active: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Active: 1})
 
 	must(t, "Announce", b.Announce(ctx, []string{q}, add, time.Minute))
 	if ok, err := b.Reroute(ctx, d); !ok || err != nil {
@@ -40,8 +40,8 @@ func testReroute(t *testing.T, s *suite) {
 	if ok {
 		t.Fatal("Reroute of a task already rerouted = true")
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
-	wantOrder(t, "pending tasks with one rerouted", infoUUIDs(list(t, b, q, iface.StatusPending)), []string{a.UUID})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
+	wantOrder(t, "pending tasks with one rerouted", infoUUIDs(list(t, b, q, brokers.StatusPending)), []string{a.UUID})
 
 	// Only a worker that has the name takes it: not one with other names,
 	// nor one without names.
@@ -49,7 +49,7 @@ func testReroute(t *testing.T, s *suite) {
 	fetchNoneFor(t, b, nil, q)
 	m := newSig(q, "mul")
 	publish(t, b, m)
-	addSub := iface.NewTaskNames([]string{"add", "sub"})
+	addSub := brokers.NewTaskNames([]string{"add", "sub"})
 	must(t, "Announce", b.Announce(ctx, []string{q}, addSub, time.Minute))
 	ds := fetchFor(t, b, addSub, []string{q}, 2)
 	wantOrder(t, "a fetch with the rerouted name", deliveryUUIDs(ds), []string{a.UUID, m.UUID})
@@ -58,14 +58,14 @@ func testReroute(t *testing.T, s *suite) {
 			ds[0].Retried, ds[0].Recovered, ds[0].Lease.Valid())
 	}
 	ack(t, b, ds...)
-	wantSizes(t, b, q, iface.QueueInfo{})
+	wantSizes(t, b, q, brokers.QueueInfo{})
 
 	// A rerouted task whose workers stop announcing goes back to pending
 	// (the recoverer's work), where any worker takes it.
 	div := newSig(q, "div")
 	publish(t, b, div)
 	d = fetchFor(t, b, mul, []string{q}, 1)[0]
-	must(t, "Announce", b.Announce(ctx, []string{q}, iface.NewTaskNames([]string{"div"}), time.Second))
+	must(t, "Announce", b.Announce(ctx, []string{q}, brokers.NewTaskNames([]string{"div"}), time.Second))
 	if ok, err := b.Reroute(ctx, d); !ok || err != nil {
 		t.Fatalf("Reroute = %v, %v; want true, nil", ok, err)
 	}
@@ -87,8 +87,8 @@ func testListRerouted(t *testing.T, s *suite) {
 	q := queueName(t, "q")
 	a := newSig(q, "add")
 	publish(t, b, a)
-	d := fetchFor(t, b, iface.NewTaskNames([]string{"mul"}), []string{q}, 1)[0]
-	must(t, "Announce", b.Announce(ctx, []string{q}, iface.NewTaskNames([]string{"add"}), time.Minute))
+	d := fetchFor(t, b, brokers.NewTaskNames([]string{"mul"}), []string{q}, 1)[0]
+	must(t, "Announce", b.Announce(ctx, []string{q}, brokers.NewTaskNames([]string{"add"}), time.Minute))
 	if ok, err := b.Reroute(ctx, d); !ok || err != nil {
 		t.Fatalf("Reroute = %v, %v; want true, nil", ok, err)
 	}
@@ -104,7 +104,7 @@ func testListRerouted(t *testing.T, s *suite) {
 		{0, 0, []string{p[0].UUID, p[1].UUID, a.UUID}},
 		{3, 1, []string{}},
 	} {
-		infos, err := b.ListTasks(ctx, q, iface.StatusPending, c.offset, c.limit)
+		infos, err := b.ListTasks(ctx, q, brokers.StatusPending, c.offset, c.limit)
 		if err != nil {
 			t.Fatalf("ListTasks(%d, %d): %v", c.offset, c.limit, err)
 		}

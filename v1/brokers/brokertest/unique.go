@@ -8,7 +8,7 @@ import (
 	"time"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -48,7 +48,7 @@ func testUniqueTask(t *testing.T, s *suite) {
 	// Refused with a task that could go: the publish is all or nothing.
 	plain := newSig(q, "plain")
 	wantNotUnique(t, "a publish with a refused unique task", b.Publish(ctx, plain, second), second, first)
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 	// Two of one key in one publish: the second is refused.
 	a, c := uniqueSig(q, "pair", time.Minute), uniqueSig(q, "pair", time.Minute)
 	wantNotUnique(t, "two tasks with one key in a publish", b.Publish(ctx, a, c), c, a)
@@ -64,7 +64,7 @@ func testUniqueTask(t *testing.T, s *suite) {
 	publish(t, b, named)
 	wantNotUnique(t, "another task name with the same UniqueKey", b.Publish(ctx, namedToo), namedToo, named)
 	// The holder again (a publish repeated): a duplicate, not a key refused.
-	if err := b.Publish(ctx, first); !errors.Is(err, iface.ErrDuplicateTask) {
+	if err := b.Publish(ctx, first); !errors.Is(err, brokers.ErrDuplicateTask) {
 		t.Fatalf("publish of the holder again: %v, want ErrDuplicateTask", err)
 	}
 
@@ -204,7 +204,7 @@ func testUniqueRace(t *testing.T, s *suite) {
 			t.Fatalf("key %d: %d of %d concurrent publishes accepted, want exactly 1", k, won, senders)
 		}
 	}
-	wantSizes(t, b, q, iface.QueueInfo{Pending: keys})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: keys})
 }
 
 // testUniqueReplace: a unique task that debounces (UniqueReplace) replaces
@@ -233,7 +233,7 @@ func testUniqueReplace(t *testing.T, s *suite) {
 	if again.UUID != holder.UUID {
 		t.Fatalf("the replacing signature's UUID is %s, want the holder's %s", again.UUID, holder.UUID)
 	}
-	scheduled := list(t, b, q, iface.StatusScheduled)
+	scheduled := list(t, b, q, brokers.StatusScheduled)
 	if len(scheduled) != 1 || scheduled[0].Signature.UUID != holder.UUID || !near(scheduled[0].NextProcessAt, inTwo, time.Second) {
 		t.Fatalf("scheduled after a replacement: %+v, want the holder due at %v", scheduled, inTwo)
 	}
@@ -241,7 +241,7 @@ func testUniqueReplace(t *testing.T, s *suite) {
 	// Now: pending, its args replaced again.
 	now := debounced(3, time.Time{})
 	publish(t, b, now)
-	wantSizes(t, b, q, iface.QueueInfo{Pending: 1})
+	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 	d := fetchOne(t, b, q)
 	sameSignature(t, "the holder made pending", d.Signature, now)
 	// Started: refused.

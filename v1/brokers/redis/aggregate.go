@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-var _ iface.Aggregator = (*Broker)(nil)
+var _ brokers.Aggregator = (*Broker)(nil)
 
 // AnnounceAggregators records that a worker alive aggregates each task name
-// of policies on queues, with that policy, for ttl; see iface.Aggregator.
-func (b *Broker) AnnounceAggregators(ctx context.Context, queues []string, policies map[string]iface.AggregationPolicy, ttl time.Duration) error {
+// of policies on queues, with that policy, for ttl; see brokers.Aggregator.
+func (b *Broker) AnnounceAggregators(ctx context.Context, queues []string, policies map[string]brokers.AggregationPolicy, ttl time.Duration) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -28,9 +28,9 @@ func (b *Broker) AnnounceAggregators(ctx context.Context, queues []string, polic
 // shards from one picked at random), whose task name is in names, under a
 // lease, or returns nil. It starts the queues' maintenance,
 // as Fetch does, so that members with an ETA join their groups when due.
-func (b *Broker) ClaimBatch(ctx context.Context, queues []string, names *iface.TaskNames) (*iface.Batch, error) {
+func (b *Broker) ClaimBatch(ctx context.Context, queues []string, names *brokers.TaskNames) (*brokers.Batch, error) {
 	if len(queues) == 0 {
-		return nil, iface.ErrNoQueue
+		return nil, brokers.ErrNoQueue
 	}
 	if err := b.checkOpen(); err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func (b *Broker) ClaimBatch(ctx context.Context, queues []string, names *iface.T
 
 // NextDue returns when the next group or batch of queues whose task name is
 // in names becomes due, or the zero time.
-func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.TaskNames) (time.Time, error) {
+func (b *Broker) NextDue(ctx context.Context, queues []string, names *brokers.TaskNames) (time.Time, error) {
 	if err := b.checkOpen(); err != nil {
 		return time.Time{}, err
 	}
@@ -65,7 +65,7 @@ func (b *Broker) NextDue(ctx context.Context, queues []string, names *iface.Task
 // be due, or max has passed. A member that fills a group wakes it; the due
 // times are watched by each queue's elected maintainer (which this broker
 // stands for, as ClaimBatch does), so no worker polls for them.
-func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.TaskNames, max time.Duration) error {
+func (b *Broker) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, max time.Duration) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (b *Broker) WaitDue(ctx context.Context, queues []string, names *iface.Task
 // script, only while the caller holds batch's lease. On Redis Cluster an
 // aggregate bound for another queue is handed over in steps (see the
 // package documentation) and batch.Aggregate set.
-func (b *Broker) CompleteBatch(ctx context.Context, batch *iface.Batch, aggregate *tasks.Signature) error {
+func (b *Broker) CompleteBatch(ctx context.Context, batch *brokers.Batch, aggregate *tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (b *Broker) CompleteBatch(ctx context.Context, batch *iface.Batch, aggregat
 
 // ExtendBatch renews batch's lease for a LeaseDuration, only while the
 // caller holds it.
-func (b *Broker) ExtendBatch(ctx context.Context, batch *iface.Batch) error {
+func (b *Broker) ExtendBatch(ctx context.Context, batch *brokers.Batch) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (b *Broker) ExtendBatch(ctx context.Context, batch *iface.Batch) error {
 
 // RetryBatch gives batch back, whole, to be taken again from at, only
 // while the caller holds its lease.
-func (b *Broker) RetryBatch(ctx context.Context, batch *iface.Batch, at time.Time, errMsg string) error {
+func (b *Broker) RetryBatch(ctx context.Context, batch *brokers.Batch, at time.Time, errMsg string) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (b *Broker) RetryBatch(ctx context.Context, batch *iface.Batch, at time.Tim
 
 // ArchiveBatch keeps batch's members as dead letters with reason, only
 // while the caller holds its lease.
-func (b *Broker) ArchiveBatch(ctx context.Context, batch *iface.Batch, reason string) error {
+func (b *Broker) ArchiveBatch(ctx context.Context, batch *brokers.Batch, reason string) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -22,10 +22,10 @@ import (
 // *redis.ClusterClient, *redis.Ring, or a Sentinel client.
 type UniversalClient = rdb.UniversalClient
 
-// Broker is the Redis broker: an adapter of iface.Broker over the store in
+// Broker is the Redis broker: an adapter of brokers.Broker over the store in
 // internal/rdb. See the package documentation for the protocol.
 type Broker struct {
-	iface.Compat // machinery's methods
+	brokers.Compat // machinery's methods
 
 	store     *rdb.Store
 	ownsStore bool
@@ -46,10 +46,10 @@ type Broker struct {
 }
 
 var (
-	_ iface.Broker      = (*Broker)(nil)
-	_ iface.StateBroker = (*Broker)(nil)
-	_ iface.Relay       = (*Broker)(nil)
-	_ iface.Canceller   = (*Broker)(nil)
+	_ brokers.Broker      = (*Broker)(nil)
+	_ brokers.StateBroker = (*Broker)(nil)
+	_ brokers.Relay       = (*Broker)(nil)
+	_ brokers.Canceller   = (*Broker)(nil)
 )
 
 // Options configures a Broker.
@@ -152,7 +152,7 @@ func (b *Broker) isClosed() bool {
 // checkOpen returns ErrClosed once Close was called.
 func (b *Broker) checkOpen() error {
 	if b.isClosed() {
-		return iface.ErrClosed
+		return brokers.ErrClosed
 	}
 	return nil
 }
@@ -168,10 +168,10 @@ func wrap(err error) error {
 
 // Publish adds tasks to their queues: one script per queue, all or nothing
 // within a queue. It returns when ctx ends, whatever Redis does; its error
-// wraps iface.ErrNotSent or iface.ErrMaybeSent.
+// wraps brokers.ErrNotSent or brokers.ErrMaybeSent.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
-		return iface.NotSent(err)
+		return brokers.NotSent(err)
 	}
 	return wrap(b.store.Publish(ctx, sigs, false))
 }
@@ -190,7 +190,7 @@ func (b *Broker) PairedWith(backend backends.Backend) bool {
 // left is deleted.
 func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
-		return iface.NotSent(err)
+		return brokers.NotSent(err)
 	}
 	return wrap(b.store.Publish(ctx, sigs, true))
 }
@@ -199,9 +199,9 @@ func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) e
 // queue, tasks rerouted to names first; a sharded queue's shards from one
 // picked at random), waiting on the queues' wake-up lists while there are
 // none.
-func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *iface.TaskNames) ([]*iface.Delivery, error) {
+func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
 	if len(queues) == 0 {
-		return nil, iface.ErrNoQueue
+		return nil, brokers.ErrNoQueue
 	}
 	for _, q := range queues {
 		if err := rdb.ValidQueue(q); err != nil {
@@ -237,7 +237,7 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *ifa
 			return nil, b.fetchError(ctx, err)
 		}
 		b.maintain(queues)
-		var out []*iface.Delivery
+		var out []*brokers.Delivery
 		servedWoken := false // whether the queue whose token we took was tried
 		var fetchErr error
 		for _, q := range queues {
@@ -271,7 +271,7 @@ func (b *Broker) Fetch(ctx context.Context, queues []string, max int, names *ifa
 
 // Announce records that a worker with names consumes queues (each shard
 // of them), for ttl.
-func (b *Broker) Announce(ctx context.Context, queues []string, names *iface.TaskNames, ttl time.Duration) error {
+func (b *Broker) Announce(ctx context.Context, queues []string, names *brokers.TaskNames, ttl time.Duration) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -284,7 +284,7 @@ func (b *Broker) Announce(ctx context.Context, queues []string, names *iface.Tas
 
 // Reroute hands d's task to the workers that announced its name, or
 // reports false when none alive has.
-func (b *Broker) Reroute(ctx context.Context, d *iface.Delivery) (bool, error) {
+func (b *Broker) Reroute(ctx context.Context, d *brokers.Delivery) (bool, error) {
 	if err := b.checkOpen(); err != nil {
 		return false, err
 	}
@@ -297,7 +297,7 @@ func (b *Broker) Reroute(ctx context.Context, d *iface.Delivery) (bool, error) {
 func (b *Broker) fetchError(ctx context.Context, err error) error {
 	switch {
 	case b.isClosed():
-		return iface.ErrClosed
+		return brokers.ErrClosed
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
@@ -305,7 +305,7 @@ func (b *Broker) fetchError(ctx context.Context, err error) error {
 }
 
 // ExtendLeases renews the leases of ds: one script per queue.
-func (b *Broker) ExtendLeases(ctx context.Context, ds ...*iface.Delivery) error {
+func (b *Broker) ExtendLeases(ctx context.Context, ds ...*brokers.Delivery) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, ds ...*iface.Delivery) error 
 }
 
 // Ack forgets a task that is done, or keeps it for CompletedRetention.
-func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
+func (b *Broker) Ack(ctx context.Context, d *brokers.Delivery) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -322,8 +322,8 @@ func (b *Broker) Ack(ctx context.Context, d *iface.Delivery) error {
 }
 
 // AckTake acknowledges d's task and takes the next task of its queue in
-// the same script (see iface.Relay).
-func (b *Broker) AckTake(ctx context.Context, d *iface.Delivery, take iface.Take) (*iface.Delivery, error) {
+// the same script (see brokers.Relay).
+func (b *Broker) AckTake(ctx context.Context, d *brokers.Delivery, take brokers.Take) (*brokers.Delivery, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -334,8 +334,8 @@ func (b *Broker) AckTake(ctx context.Context, d *iface.Delivery, take iface.Take
 // AckSuccess writes the task's SUCCESS state, publishes next (PENDING as
 // PublishPending makes them) and acknowledges the task in one script, only if the
 // caller holds the lease, and with take takes the next task of its queue
-// (see iface.StateBroker).
-func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, success *tasks.TaskState, next []*tasks.Signature, take *iface.Take) (*iface.Delivery, error) {
+// (see brokers.StateBroker).
+func (b *Broker) AckSuccess(ctx context.Context, d *brokers.Delivery, success *tasks.TaskState, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (b *Broker) AckSuccess(ctx context.Context, d *iface.Delivery, success *tas
 }
 
 // Retry schedules the task to run again at at.
-func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, errMsg string) error {
+func (b *Broker) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, errMsg string) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (b *Broker) Retry(ctx context.Context, d *iface.Delivery, at time.Time, err
 }
 
 // Archive keeps the task as a dead letter with reason.
-func (b *Broker) Archive(ctx context.Context, d *iface.Delivery, reason string) error {
+func (b *Broker) Archive(ctx context.Context, d *brokers.Delivery, reason string) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (b *Broker) Archive(ctx context.Context, d *iface.Delivery, reason string) 
 }
 
 // Requeue puts unfinished tasks back at the head of their queues.
-func (b *Broker) Requeue(ctx context.Context, ds ...*iface.Delivery) error {
+func (b *Broker) Requeue(ctx context.Context, ds ...*brokers.Delivery) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -368,16 +368,16 @@ func (b *Broker) Requeue(ctx context.Context, ds ...*iface.Delivery) error {
 }
 
 // ClaimLease takes key for lease unless another lease on it runs or it is
-// done; see iface.Claimer.
-func (b *Broker) ClaimLease(ctx context.Context, key string, lease, keep time.Duration) (iface.ClaimResult, error) {
+// done; see brokers.Claimer.
+func (b *Broker) ClaimLease(ctx context.Context, key string, lease, keep time.Duration) (brokers.ClaimResult, error) {
 	if err := b.checkOpen(); err != nil {
-		return iface.ClaimResult{}, err
+		return brokers.ClaimResult{}, err
 	}
 	res, err := b.store.ClaimLease(ctx, key, lease, keep)
 	return res, wrap(err)
 }
 
-// CompleteClaim marks key done for the holder of token; see iface.Claimer.
+// CompleteClaim marks key done for the holder of token; see brokers.Claimer.
 func (b *Broker) CompleteClaim(ctx context.Context, key, token string) error {
 	if err := b.checkOpen(); err != nil {
 		return err
@@ -385,7 +385,7 @@ func (b *Broker) CompleteClaim(ctx context.Context, key, token string) error {
 	return wrap(b.store.CompleteClaim(ctx, key, token))
 }
 
-// Holds reports which of sigs their queues hold; see iface.Claimer.
+// Holds reports which of sigs their queues hold; see brokers.Claimer.
 func (b *Broker) Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
@@ -419,7 +419,7 @@ func (b *Broker) Close() error {
 }
 
 // Commit records the task's outcome, only if the caller holds the lease.
-func (b *Broker) Commit(ctx context.Context, d *iface.Delivery, outcome *tasks.TaskState) error {
+func (b *Broker) Commit(ctx context.Context, d *brokers.Delivery, outcome *tasks.TaskState) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -428,7 +428,7 @@ func (b *Broker) Commit(ctx context.Context, d *iface.Delivery, outcome *tasks.T
 
 // WriteState writes a state of the task (and records it as its outcome with
 // commit) in one script, only if the caller holds the lease.
-func (b *Broker) WriteState(ctx context.Context, d *iface.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
+func (b *Broker) WriteState(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
 	if err := b.checkOpen(); err != nil {
 		return false, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -28,8 +28,8 @@ type woken struct {
 	b      *redisbroker.Broker
 	client goredis.UniversalClient
 	queue  string
-	fnext  string           // the maintainer's plan: when it runs forward.lua next (ms)
-	names  *iface.TaskNames // of the aggregated task, notify
+	fnext  string             // the maintainer's plan: when it runs forward.lua next (ms)
+	names  *brokers.TaskNames // of the aggregated task, notify
 }
 
 func newWoken(t *testing.T) *woken {
@@ -53,7 +53,7 @@ func newWokenWith(t *testing.T, lease time.Duration, clk clock.Clock) *woken {
 	opts.OwnsStore, opts.Clock = true, clk
 	b := redisbroker.New(rdb.New(client, rdb.OptionsFrom(cnf), false), opts)
 	t.Cleanup(func() { b.Close() })
-	w := &woken{b: b, client: client, queue: "q", names: iface.NewTaskNames([]string{"notify"})}
+	w := &woken{b: b, client: client, queue: "q", names: brokers.NewTaskNames([]string{"notify"})}
 	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"
 	// A first Fetch starts the queue's maintainer, which plans its next
 	// run an hour off: nothing is due. The Fetch waits on the empty queue
@@ -93,7 +93,7 @@ func (w *woken) waitPlan(t *testing.T, after time.Time) {
 
 // fetch takes the next task of the queue, failing the test when none
 // comes within 20 s (an hour without a wake).
-func (w *woken) fetch(t *testing.T) *iface.Delivery {
+func (w *woken) fetch(t *testing.T) *brokers.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -191,7 +191,7 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("AggregationGrace", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
+		w.announce(t, brokers.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
 		w.waitDue(t)
 	})
@@ -200,10 +200,10 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("PolicyChangedSooner", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		w.announce(t, iface.AggregationPolicy{GracePeriod: time.Hour})
+		w.announce(t, brokers.AggregationPolicy{GracePeriod: time.Hour})
 		w.publish(t, &tasks.Signature{UUID: "task_member", Name: "notify", AggregationKey: "alice"})
 		w.waitPlan(t, time.Now().Add(30*time.Minute))
-		w.announce(t, iface.AggregationPolicy{GracePeriod: 200 * time.Millisecond})
+		w.announce(t, brokers.AggregationPolicy{GracePeriod: 200 * time.Millisecond})
 		w.waitDue(t)
 	})
 
@@ -211,7 +211,7 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 		// A member whose UUID its send made takes enqueue.lua's prelude.
 		t.Parallel()
 		w := newWoken(t)
-		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
+		w.announce(t, brokers.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		sig := &tasks.Signature{UUID: "task_made", Name: "notify", AggregationKey: "alice", RoutingKey: w.queue}
 		if err := w.b.Publish(newid.With(ctxFor(t), sig.UUID), sig); err != nil {
 			t.Fatalf("Publish: %v", err)
@@ -244,7 +244,7 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 	t.Run("Resume", func(t *testing.T) {
 		t.Parallel()
 		w := newWoken(t)
-		w.announce(t, iface.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
+		w.announce(t, brokers.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		if err := w.b.PauseQueue(ctxFor(t), w.queue); err != nil {
 			t.Fatalf("PauseQueue: %v", err)
 		}
@@ -275,18 +275,18 @@ func (w *woken) waitDue(t *testing.T) {
 }
 
 // announce announces an aggregator of notify with policy.
-func (w *woken) announce(t *testing.T, policy iface.AggregationPolicy) {
+func (w *woken) announce(t *testing.T, policy brokers.AggregationPolicy) {
 	t.Helper()
-	if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]iface.AggregationPolicy{"notify": policy}, time.Minute); err != nil {
+	if err := w.b.AnnounceAggregators(ctxFor(t), []string{w.queue}, map[string]brokers.AggregationPolicy{"notify": policy}, time.Minute); err != nil {
 		t.Fatalf("AnnounceAggregators: %v", err)
 	}
 }
 
 // fullBatch announces an aggregator of notify that takes two members a
 // batch, sends two and claims their batch.
-func (w *woken) fullBatch(t *testing.T) *iface.Batch {
+func (w *woken) fullBatch(t *testing.T) *brokers.Batch {
 	t.Helper()
-	w.announce(t, iface.AggregationPolicy{MaxSize: 2})
+	w.announce(t, brokers.AggregationPolicy{MaxSize: 2})
 	w.publish(t, &tasks.Signature{UUID: "task_member1", Name: "notify", AggregationKey: "alice"})
 	w.publish(t, &tasks.Signature{UUID: "task_member2", Name: "notify", AggregationKey: "alice"})
 	// The second member filled the group, whose workers it woke itself.

@@ -9,7 +9,7 @@ import (
 	"github.com/b6192125/machinist/internal/embedded"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 )
@@ -44,12 +44,12 @@ if redis.call("HGET", KEYS[1], "lease") == ARGV[2] then
 end
 return 0`)
 
-func (c conformant) EndLease(ctx context.Context, d *iface.Delivery) error {
+func (c conformant) EndLease(ctx context.Context, d *brokers.Delivery) error {
 	q := c.prefix + ":{" + d.Queue + "}:"
 	return endLeaseScript.Run(ctx, c.client, []string{q + "t:" + d.Signature.UUID, q + "lease"}, d.Signature.UUID, d.Lease.Token()).Err()
 }
 
-func (c conformant) EndBatchLease(ctx context.Context, b *iface.Batch) error {
+func (c conformant) EndBatchLease(ctx context.Context, b *brokers.Batch) error {
 	agg := c.prefix + ":{" + b.Queue + "}:agg:"
 	return endLeaseScript.Run(ctx, c.client, []string{agg + "batch:" + b.ID, agg + "batches:" + b.Name}, b.ID, b.Lease.Token()).Err()
 }

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
 var (
-	_ iface.Monitor   = (*Broker)(nil)
-	_ iface.Inspector = (*Broker)(nil)
-	_ iface.Canceller = (*Broker)(nil)
+	_ brokers.Monitor   = (*Broker)(nil)
+	_ brokers.Inspector = (*Broker)(nil)
+	_ brokers.Canceller = (*Broker)(nil)
 )
 
 // WatchCancels calls fn with the UUID of each task cancelled,
@@ -32,7 +32,7 @@ func (b *Broker) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 	}()
 	err := b.store.WatchCancels(ctx, fn)
 	if b.ctx.Err() != nil {
-		return wrap(fmt.Errorf("watch cancellations: %w", iface.ErrClosed))
+		return wrap(fmt.Errorf("watch cancellations: %w", brokers.ErrClosed))
 	}
 	return wrap(err)
 }
@@ -43,7 +43,7 @@ func (b *Broker) GetPendingTasks(queue string) ([]*tasks.Signature, error) {
 	if queue == "" {
 		queue = b.opts.DefaultQueue
 	}
-	infos, err := b.ListTasks(context.Background(), queue, iface.StatusPending, 0, 0)
+	infos, err := b.ListTasks(context.Background(), queue, brokers.StatusPending, 0, 0)
 	return signatures(infos), err
 }
 
@@ -57,7 +57,7 @@ func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
 	}
 	var out []*tasks.Signature
 	for _, q := range queues {
-		for _, st := range []iface.TaskStatus{iface.StatusScheduled, iface.StatusRetry} {
+		for _, st := range []brokers.TaskStatus{brokers.StatusScheduled, brokers.StatusRetry} {
 			infos, err := b.ListTasks(ctx, q, st, 0, 0)
 			if err != nil {
 				return nil, err
@@ -68,7 +68,7 @@ func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
 	return out, nil
 }
 
-func signatures(infos []*iface.TaskInfo) []*tasks.Signature {
+func signatures(infos []*brokers.TaskInfo) []*tasks.Signature {
 	out := make([]*tasks.Signature, len(infos))
 	for i, info := range infos {
 		out[i] = info.Signature
@@ -77,8 +77,8 @@ func signatures(infos []*iface.TaskInfo) []*tasks.Signature {
 }
 
 // Heartbeat records w alive for ttl and adds counts to their queues'
-// statistics; see iface.Monitor.
-func (b *Broker) Heartbeat(ctx context.Context, w *iface.WorkerInfo, ttl time.Duration, counts ...iface.StatCount) error {
+// statistics; see brokers.Monitor.
+func (b *Broker) Heartbeat(ctx context.Context, w *brokers.WorkerInfo, ttl time.Duration, counts ...brokers.StatCount) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
@@ -91,13 +91,13 @@ func (b *Broker) Unregister(ctx context.Context, id string) error {
 }
 
 // Workers lists the workers alive.
-func (b *Broker) Workers(ctx context.Context) ([]*iface.WorkerInfo, error) {
+func (b *Broker) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
 	ws, err := b.store.Workers(ctx)
 	return ws, wrap(err)
 }
 
 // QueueStats returns the counts of queue over the last StatsWindow.
-func (b *Broker) QueueStats(ctx context.Context, queue string) (*iface.QueueStats, error) {
+func (b *Broker) QueueStats(ctx context.Context, queue string) (*brokers.QueueStats, error) {
 	st, err := b.store.QueueStats(ctx, queue)
 	return st, wrap(err)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -76,7 +76,7 @@ func (l *lostReply) warmPublish(t *testing.T) {
 	}
 }
 
-func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
+func (l *lostReply) take(t *testing.T, id string) *brokers.Delivery {
 	t.Helper()
 	sig := &tasks.Signature{UUID: "task_" + id, Name: "add", RoutingKey: l.queue}
 	if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
@@ -89,7 +89,7 @@ func (l *lostReply) take(t *testing.T, id string) *iface.Delivery {
 	return ds[0]
 }
 
-func (l *lostReply) info(t *testing.T) iface.QueueInfo {
+func (l *lostReply) info(t *testing.T) brokers.QueueInfo {
 	t.Helper()
 	info, err := l.broker.QueueInfo(ctxFor(t), l.queue)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 			if info := l.info(t); info.Pending != 2 {
 				t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
 			}
-			if err := l.broker.PublishPending(ctx, sig); !errors.Is(err, iface.ErrDuplicateTask) {
+			if err := l.broker.PublishPending(ctx, sig); !errors.Is(err, brokers.ErrDuplicateTask) {
 				t.Fatalf("the same publish again: %v, want ErrDuplicateTask", err)
 			}
 		})
@@ -167,7 +167,7 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 					_ = worker.Close()
 				})
 				const queue = "q"
-				fetch := func(n int) []*iface.Delivery {
+				fetch := func(n int) []*brokers.Delivery {
 					t.Helper()
 					ds, err := worker.Fetch(ctx, []string{queue}, n, nil)
 					if err != nil {
@@ -244,26 +244,26 @@ func TestLostReplySettleReportsSuccess(t *testing.T) {
 	results := []*tasks.TaskResult{{Type: "int64", Value: 2}}
 	for _, tc := range []struct {
 		name   string
-		settle func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error
-		want   iface.QueueInfo
+		settle func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) error
+		want   brokers.QueueInfo
 	}{
-		{"Ack", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+		{"Ack", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) error {
 			return b.Ack(ctx, d)
-		}, iface.QueueInfo{}},
-		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+		}, brokers.QueueInfo{}},
+		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) error {
 			next := &tasks.Signature{UUID: "task_next_" + d.Signature.UUID, Name: "add", RoutingKey: d.Queue}
 			_, err := b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, results), []*tasks.Signature{next}, nil)
 			return err
-		}, iface.QueueInfo{Pending: 1}},
-		{"Retry", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+		}, brokers.QueueInfo{Pending: 1}},
+		{"Retry", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) error {
 			return b.Retry(ctx, d, time.Now().Add(time.Hour), "later")
-		}, iface.QueueInfo{Retry: 1}},
-		{"Archive", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+		}, brokers.QueueInfo{Retry: 1}},
+		{"Archive", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) error {
 			return b.Archive(ctx, d, "boom")
-		}, iface.QueueInfo{Archived: 1}},
-		{"Requeue", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) error {
+		}, brokers.QueueInfo{Archived: 1}},
+		{"Requeue", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) error {
 			return b.Requeue(ctx, d)
-		}, iface.QueueInfo{Pending: 1}},
+		}, brokers.QueueInfo{Pending: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -295,13 +295,13 @@ func TestLostReplySettleTakePutsBackItsTask(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		settle func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error)
+		settle func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) (*brokers.Delivery, error)
 	}{
-		{"AckTake", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error) {
-			return b.AckTake(ctx, d, iface.Take{})
+		{"AckTake", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) (*brokers.Delivery, error) {
+			return b.AckTake(ctx, d, brokers.Take{})
 		}},
-		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *iface.Delivery) (*iface.Delivery, error) {
-			return b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), nil, &iface.Take{})
+		{"AckSuccess", func(ctx context.Context, b *redisbroker.Broker, d *brokers.Delivery) (*brokers.Delivery, error) {
+			return b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), nil, &brokers.Take{})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,10 +345,10 @@ func TestLostReplyClaimIsKept(t *testing.T) {
 	key := "tick:" + t.Name()
 	l.loseReplyTo(t, key)
 	r, err := l.broker.ClaimLease(ctxFor(t), key, time.Minute, time.Minute)
-	if err != nil || r.Status != iface.ClaimWon {
+	if err != nil || r.Status != brokers.ClaimWon {
 		t.Fatalf("ClaimLease with its reply lost: %+v, %v; want won, nil", r, err)
 	}
-	if r, err := l.broker.ClaimLease(ctxFor(t), key, time.Minute, time.Minute); err != nil || r.Status != iface.ClaimHeld {
+	if r, err := l.broker.ClaimLease(ctxFor(t), key, time.Minute, time.Minute); err != nil || r.Status != brokers.ClaimHeld {
 		t.Fatalf("second ClaimLease: %+v, %v; want held, nil", r, err)
 	}
 }
@@ -498,14 +498,14 @@ func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 		_ = other.Close()
 	})
 	const queue, nextQueue = "q", "nq"
-	take := func(b *redisbroker.Broker, q string) *iface.Delivery {
+	take := func(b *redisbroker.Broker, q string) *brokers.Delivery {
 		ds, err := b.Fetch(ctx, []string{q}, 1, nil)
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("Fetch from %s: %d deliveries, %v", q, len(ds), err)
 		}
 		return ds[0]
 	}
-	settle := func(b *redisbroker.Broker, d *iface.Delivery, next ...*tasks.Signature) error {
+	settle := func(b *redisbroker.Broker, d *brokers.Delivery, next ...*tasks.Signature) error {
 		_, err := b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, nil), next, nil)
 		return err
 	}
@@ -533,7 +533,7 @@ func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 		t.Fatalf("AckSuccess of the next task: %v", err)
 	}
 	proxy.Unstall()
-	if err := <-done; !errors.Is(err, iface.ErrChordDue) {
+	if err := <-done; !errors.Is(err, brokers.ErrChordDue) {
 		t.Fatalf("the member's AckSuccess with its reply lost: %v, want ErrChordDue", err)
 	}
 	info, err := other.QueueInfo(ctx, nextQueue)

@@ -12,7 +12,7 @@ import (
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
 	"github.com/b6192125/machinist/internal/telemetry"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // A queue's maintenance (promoting due tasks, recovering expired leases) is
@@ -60,7 +60,7 @@ type maintainer struct {
 	// depth is the queue's sizes as last read for the depth gauge, and
 	// when.
 	depthMu sync.Mutex
-	depth   *iface.QueueInfo
+	depth   *brokers.QueueInfo
 	depthAt time.Time
 }
 
@@ -300,7 +300,7 @@ func (b *Broker) observeDepths(ctx context.Context) []telemetry.Depth {
 
 // sizes returns the queue's sizes, read at most depthEvery ago, or nil
 // when they cannot be read.
-func (m *maintainer) sizes(ctx context.Context) *iface.QueueInfo {
+func (m *maintainer) sizes(ctx context.Context) *brokers.QueueInfo {
 	m.depthMu.Lock()
 	defer m.depthMu.Unlock()
 	if m.depth != nil && m.clock.Since(m.depthAt) < depthEvery {

@@ -18,7 +18,7 @@ import (
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -78,7 +78,7 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-func publishOne(t *testing.T, b iface.Broker, queue string) *tasks.Signature {
+func publishOne(t *testing.T, b brokers.Broker, queue string) *tasks.Signature {
 	t.Helper()
 	sig, _ := tasks.NewSignature("job", []tasks.Arg{{Type: "int64", Value: 7}})
 	sig.RoutingKey = queue
@@ -110,13 +110,13 @@ func TestStaleWorkerCannotAcknowledgeAfterTakeover(t *testing.T) {
 	if fresh[0].Recovered != 1 || fresh[0].Lease.Token() == stale[0].Lease.Token() {
 		t.Fatalf("takeover: recovered %d, same token %v", fresh[0].Recovered, fresh[0].Lease.Token() == stale[0].Lease.Token())
 	}
-	for name, settle := range map[string]func(*iface.Delivery) error{
-		"Ack":     func(d *iface.Delivery) error { return b.Ack(ctx, d) },
-		"Retry":   func(d *iface.Delivery) error { return b.Retry(ctx, d, time.Now(), "x") },
-		"Archive": func(d *iface.Delivery) error { return b.Archive(ctx, d, "x") },
-		"Requeue": func(d *iface.Delivery) error { return b.Requeue(ctx, d) },
+	for name, settle := range map[string]func(*brokers.Delivery) error{
+		"Ack":     func(d *brokers.Delivery) error { return b.Ack(ctx, d) },
+		"Retry":   func(d *brokers.Delivery) error { return b.Retry(ctx, d, time.Now(), "x") },
+		"Archive": func(d *brokers.Delivery) error { return b.Archive(ctx, d, "x") },
+		"Requeue": func(d *brokers.Delivery) error { return b.Requeue(ctx, d) },
 	} {
-		if err := settle(stale[0]); !errors.Is(err, iface.ErrLeaseLost) {
+		if err := settle(stale[0]); !errors.Is(err, brokers.ErrLeaseLost) {
 			t.Errorf("stale %s: %v, want ErrLeaseLost", name, err)
 		}
 	}
@@ -232,7 +232,7 @@ func TestWakeUpTokenIsPassedOnWhenNotUsed(t *testing.T) {
 	ctx := ctxFor(t)
 
 	type got struct {
-		ds  []*iface.Delivery
+		ds  []*brokers.Delivery
 		err error
 	}
 	fetched := make(chan got, 1)
@@ -372,7 +372,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // A broker without the password of a Redis that wants one says so: its
-// errors wrap iface.ErrAuth and name the password, whatever go-redis called
+// errors wrap brokers.ErrAuth and name the password, whatever go-redis called
 // it (NOAUTH, or "unauthenticated multibulk length" for a long command).
 func TestMissingPasswordIsNamed(t *testing.T) {
 	t.Parallel()
@@ -394,8 +394,8 @@ func TestMissingPasswordIsNamed(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	err = b.Publish(ctx, newSigFor("auth"))
-	if !errors.Is(err, iface.ErrAuth) || !strings.Contains(err.Error(), "password") {
-		t.Fatalf("Publish without the password: %v; want an error wrapping iface.ErrAuth that names the password", err)
+	if !errors.Is(err, brokers.ErrAuth) || !strings.Contains(err.Error(), "password") {
+		t.Fatalf("Publish without the password: %v; want an error wrapping brokers.ErrAuth that names the password", err)
 	}
 
 	good, err := redisbroker.Dial("redis://:s3cret@"+srv.Addr(), cnf)

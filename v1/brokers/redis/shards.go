@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -16,7 +16,7 @@ import (
 // Redis, its shards (internal/rdb/shards.go). The broker's methods take
 // the queue's name and act on every shard: a Fetch takes from all of
 // them, an inspection adds them up, a pause pauses each. A shard's own
-// name (iface.ShardOf) names that shard alone.
+// name (brokers.ShardOf) names that shard alone.
 
 // shardsOf returns the queues that hold the tasks of queues, each queue's
 // shards in its place; with rotate, starting from a shard picked at
@@ -83,7 +83,7 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 		return nil, wrap(err)
 	}
 	for i, q := range qs {
-		qs[i] = iface.LogicalQueue(q)
+		qs[i] = brokers.LogicalQueue(q)
 	}
 	slices.Sort(qs)
 	return slices.Compact(qs), nil
@@ -92,8 +92,8 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 // QueueInfo returns the sizes of queue, read in one pipeline per shard:
 // those of a sharded queue add up its shards', and it is Paused when
 // every shard is.
-func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo, error) {
-	sum := &iface.QueueInfo{Queue: queue, Paused: true}
+func (b *Broker) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo, error) {
+	sum := &brokers.QueueInfo{Queue: queue, Paused: true}
 	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.QueueInfo(ctx, sh)
 		if err != nil {
@@ -112,7 +112,7 @@ func (b *Broker) QueueInfo(ctx context.Context, queue string) (*iface.QueueInfo,
 // ListTasks lists tasks of queue with status: those of a sharded queue
 // shard after shard, each in its own order (a task's Queue names its
 // shard).
-func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskStatus, offset, limit int) ([]*iface.TaskInfo, error) {
+func (b *Broker) ListTasks(ctx context.Context, queue string, status brokers.TaskStatus, offset, limit int) ([]*brokers.TaskInfo, error) {
 	names, err := b.shardsOf(ctx, []string{queue}, false)
 	if err != nil {
 		return nil, wrap(err)
@@ -124,7 +124,7 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 		infos, err := b.store.ListTasks(ctx, queue, status, offset, limit)
 		return infos, wrap(err)
 	}
-	var out []*iface.TaskInfo
+	var out []*brokers.TaskInfo
 	err = b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.QueueInfo(ctx, sh)
 		if err != nil {
@@ -155,18 +155,18 @@ func (b *Broker) ListTasks(ctx context.Context, queue string, status iface.TaskS
 
 // GetTask describes the task uuid of queue (of whichever shard holds it),
 // from its hash.
-func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*iface.TaskInfo, error) {
-	var found *iface.TaskInfo
+func (b *Broker) GetTask(ctx context.Context, queue, uuid string) (*brokers.TaskInfo, error) {
+	var found *brokers.TaskInfo
 	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.GetTask(ctx, sh, uuid)
-		if errors.Is(err, iface.ErrTaskNotFound) {
+		if errors.Is(err, brokers.ErrTaskNotFound) {
 			return true, nil
 		}
 		found = info
 		return false, err
 	})
 	if err == nil && found == nil {
-		err = wrap(fmt.Errorf("get task %s of %s: %w", uuid, queue, iface.ErrTaskNotFound))
+		err = wrap(fmt.Errorf("get task %s of %s: %w", uuid, queue, brokers.ErrTaskNotFound))
 	}
 	return found, err
 }
@@ -195,12 +195,12 @@ func (b *Broker) sumShards(ctx context.Context, queue string, f func(shard strin
 // TakeWaiting deletes, archives or runs now a task that waits in queue
 // (take_waiting.lua; a pending task is found by LREM, O(pending)), in
 // whichever shard holds it.
-func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action iface.TakeAction, reason string) (*tasks.Signature, error) {
+func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action brokers.TakeAction, reason string) (*tasks.Signature, error) {
 	var sig *tasks.Signature
 	var notFound error
 	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		s, err := b.store.TakeWaiting(ctx, sh, uuid, action, reason)
-		if errors.Is(err, iface.ErrTaskNotFound) {
+		if errors.Is(err, brokers.ErrTaskNotFound) {
 			notFound = err
 			return true, nil
 		}
@@ -230,7 +230,7 @@ func (b *Broker) CancelTask(ctx context.Context, queue, uuid, reason string, bar
 	err := b.eachShard(ctx, queue, true, func(sh string) (bool, error) {
 		s, r, err := b.store.CancelTask(ctx, sh, uuid, reason, bar)
 		switch {
-		case errors.Is(err, iface.ErrTaskNotFound):
+		case errors.Is(err, brokers.ErrTaskNotFound):
 			notFound = err
 			return true, nil
 		case err == nil && s == nil: // barred: not in this shard
@@ -263,8 +263,8 @@ func (b *Broker) ResumeQueue(ctx context.Context, queue string) error {
 
 // Aggregations lists queue's groups with waiting members, by name then
 // key (a sharded queue's shard after shard).
-func (b *Broker) Aggregations(ctx context.Context, queue string) ([]*iface.AggregationInfo, error) {
-	var out []*iface.AggregationInfo
+func (b *Broker) Aggregations(ctx context.Context, queue string) ([]*brokers.AggregationInfo, error) {
+	var out []*brokers.AggregationInfo
 	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
 		info, err := b.store.Aggregations(ctx, sh)
 		out = append(out, info...)

@@ -12,7 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1/brokers/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -64,7 +64,7 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 	}
 	shards := map[string]int{}
 	for _, sig := range sigs {
-		if q, ok := iface.ShardOf(sig.RoutingKey); sig.RoutingKey != "wide" && (!ok || q != "wide") {
+		if q, ok := brokers.ShardOf(sig.RoutingKey); sig.RoutingKey != "wide" && (!ok || q != "wide") {
 			t.Fatalf("a sent task's RoutingKey is %q, want wide or a shard of it", sig.RoutingKey)
 		}
 		shards[sig.RoutingKey]++
@@ -81,7 +81,7 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 			t.Fatalf("QueueInfo(%s) = %+v, %v; want %d pending", sh, info, err, k)
 		}
 	}
-	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Pending: n})
+	wantInfo(t, worker, "wide", brokers.QueueInfo{Queue: "wide", Pending: n})
 	qs, err := worker.Queues(ctx)
 	if err != nil || !slices.Equal(qs, []string{"wide"}) {
 		t.Fatalf("Queues() = %q, %v; want [wide]", qs, err)
@@ -90,7 +90,7 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 	// Listing pages through the shards, each task once.
 	listed := map[string]bool{}
 	for offset := 0; ; offset += 7 {
-		page, err := worker.ListTasks(ctx, "wide", iface.StatusPending, offset, 7)
+		page, err := worker.ListTasks(ctx, "wide", brokers.StatusPending, offset, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 	if err != nil || info.Queue != last.RoutingKey || info.Signature.UUID != last.UUID {
 		t.Fatalf("GetTask(wide, %s) = %+v, %v; want it in %s", last.UUID, info, err, last.RoutingKey)
 	}
-	if _, err := worker.GetTask(ctx, "wide", "nobody"); !errors.Is(err, iface.ErrTaskNotFound) {
+	if _, err := worker.GetTask(ctx, "wide", "nobody"); !errors.Is(err, brokers.ErrTaskNotFound) {
 		t.Fatalf("GetTask of a task not sent: %v, want ErrTaskNotFound", err)
 	}
 	if _, _, err := worker.CancelTask(ctx, "wide", last.UUID, "not wanted", 0); err != nil {
@@ -129,7 +129,7 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 		if _, _, err := worker.CancelTask(ctx, "wide", barred.UUID, "kept out", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		var kept *iface.CancelledError
+		var kept *brokers.CancelledError
 		if err := sender.Publish(ctx, barred); !errors.As(err, &kept) {
 			t.Fatalf("Publish of a task barred from its queue (to %s): %v, want a CancelledError", barred.RoutingKey, err)
 		}
@@ -143,21 +143,21 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 			break
 		}
 	}
-	if _, err := worker.TakeWaiting(ctx, "wide", other.UUID, iface.TakeArchive, "by hand"); err != nil {
+	if _, err := worker.TakeWaiting(ctx, "wide", other.UUID, brokers.TakeArchive, "by hand"); err != nil {
 		t.Fatal(err)
 	}
-	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Pending: n - 2, Archived: 1})
+	wantInfo(t, worker, "wide", brokers.QueueInfo{Queue: "wide", Pending: n - 2, Archived: 1})
 	if got, err := worker.RequeueArchived(ctx, "wide", other.UUID); err != nil || got != 1 {
 		t.Fatalf("RequeueArchived(%s) = %d, %v; want 1", other.UUID, got, err)
 	}
-	if _, err := worker.TakeWaiting(ctx, "wide", other.UUID, iface.TakeArchive, "by hand"); err != nil {
+	if _, err := worker.TakeWaiting(ctx, "wide", other.UUID, brokers.TakeArchive, "by hand"); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := worker.DeleteArchived(ctx, "wide", other.UUID); err != nil || got != 1 {
 		t.Fatalf("DeleteArchived(%s) = %d, %v; want 1", other.UUID, got, err)
 	}
 	delete(sent, other.UUID)
-	if _, err := worker.TakeWaiting(ctx, "wide", "nobody", iface.TakeDelete, ""); !errors.Is(err, iface.ErrTaskNotFound) {
+	if _, err := worker.TakeWaiting(ctx, "wide", "nobody", brokers.TakeDelete, ""); !errors.Is(err, brokers.ErrTaskNotFound) {
 		t.Fatalf("TakeWaiting of a task not sent: %v, want ErrTaskNotFound", err)
 	}
 	// Held wherever it is.
@@ -177,12 +177,12 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 	if err := worker.PauseQueue(ctx, other.RoutingKey); err != nil {
 		t.Fatal(err)
 	}
-	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Pending: n - 2})
+	wantInfo(t, worker, "wide", brokers.QueueInfo{Queue: "wide", Pending: n - 2})
 	// Paused: every shard; a fetch takes nothing.
 	if err := worker.PauseQueue(ctx, "wide"); err != nil {
 		t.Fatal(err)
 	}
-	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide", Paused: true, Pending: n - 2})
+	wantInfo(t, worker, "wide", brokers.QueueInfo{Queue: "wide", Paused: true, Pending: n - 2})
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	ds, err := worker.Fetch(short, []string{"wide"}, 10, nil)
 	cancel()
@@ -217,12 +217,12 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 	if len(fetchedFrom) != 3 {
 		t.Fatalf("fetched from %v, want three shards", fetchedFrom)
 	}
-	wantInfo(t, worker, "wide", iface.QueueInfo{Queue: "wide"})
+	wantInfo(t, worker, "wide", brokers.QueueInfo{Queue: "wide"})
 }
 
 func wantInfo(t *testing.T, b interface {
-	QueueInfo(context.Context, string) (*iface.QueueInfo, error)
-}, queue string, want iface.QueueInfo) {
+	QueueInfo(context.Context, string) (*brokers.QueueInfo, error)
+}, queue string, want brokers.QueueInfo) {
 	t.Helper()
 	got, err := b.QueueInfo(ctxFor(t), queue)
 	if err != nil {
@@ -246,7 +246,7 @@ func TestFetchTakesFromShardsAddedWhileItWaits(t *testing.T) {
 	if names, err := worker.Shards(ctx, "grows"); err != nil || len(names) != 1 {
 		t.Fatalf("Shards(grows) = %q, %v; want grows alone", names, err)
 	}
-	got := make(chan []*iface.Delivery, 1)
+	got := make(chan []*brokers.Delivery, 1)
 	go func() {
 		ds, err := worker.Fetch(ctx, []string{"grows"}, 1, nil)
 		if err != nil {
@@ -324,8 +324,8 @@ func TestShardedQueueAggregates(t *testing.T) {
 	prefix := cluster.Prefix(t)
 	ctx := ctxFor(t)
 	b := newBroker(t, client, prefix, shardedConfig(map[string]int{"agg": 3}))
-	names := iface.NewTaskNames([]string{"m"})
-	if err := b.AnnounceAggregators(ctx, []string{"agg"}, map[string]iface.AggregationPolicy{"m": {MaxSize: 3}}, time.Minute); err != nil {
+	names := brokers.NewTaskNames([]string{"m"})
+	if err := b.AnnounceAggregators(ctx, []string{"agg"}, map[string]brokers.AggregationPolicy{"m": {MaxSize: 3}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	const keys = 12
@@ -343,7 +343,7 @@ func TestShardedQueueAggregates(t *testing.T) {
 			byKey[sig.AggregationKey] = sig.RoutingKey
 		}
 	}
-	wantInfo(t, b, "agg", iface.QueueInfo{Queue: "agg", Aggregating: 3 * keys})
+	wantInfo(t, b, "agg", brokers.QueueInfo{Queue: "agg", Aggregating: 3 * keys})
 	if infos, err := b.Aggregations(ctx, "agg"); err != nil || len(infos) != keys {
 		t.Fatalf("Aggregations(agg): %d groups, %v; want %d", len(infos), err, keys)
 	}
@@ -370,5 +370,5 @@ func TestShardedQueueAggregates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantInfo(t, b, "agg", iface.QueueInfo{Queue: "agg", Pending: keys})
+	wantInfo(t, b, "agg", brokers.QueueInfo{Queue: "agg", Pending: keys})
 }
