@@ -5,8 +5,10 @@
 // Where the engine differs from Redis, this package makes up for it:
 //
 //   - miniredis expires keys only when told how much time has passed: an
-//     Engine moves every TTL on by the time elapsed every ExpiryTick, so a
-//     key may expire up to one tick early. TIME is the wall clock.
+//     Engine moves every TTL on by the time elapsed every ExpiryTick, by
+//     ExpiryMargin at most, so a key may expire up to ExpiryMargin early,
+//     and later than its time when the process is starved of CPU. TIME is
+//     the wall clock.
 //   - Its in-memory connections (Miniredis.Dial, a net.Pipe) have no
 //     buffer: a client writing a pipeline while the server writes the
 //     first replies blocks both. An Engine listens on a loopback port,
@@ -27,6 +29,12 @@ import (
 // ExpiryTick is how often an Engine moves its keys' TTLs on. Each move
 // visits every key, so a shorter tick costs more.
 const ExpiryTick = 10 * time.Millisecond
+
+// ExpiryMargin bounds how early a key may expire. A move counts the time
+// since the last one, including the part of it before a key was set: so
+// that a late move (the process starved) cannot expire a key that much
+// early, no move counts more than ExpiryMargin; the rest is not counted.
+const ExpiryMargin = 2 * ExpiryTick
 
 // Engine is a Redis-compatible server in the process, on a loopback port.
 type Engine struct {
@@ -97,9 +105,10 @@ func (e *Engine) expire() {
 		case <-e.stop:
 			return
 		case now := <-tick.C:
+			now = time.Now() // the tick may be read late
 			e.mu.Lock()
 			if !e.frozen {
-				e.m.FastForward(now.Sub(last))
+				e.m.FastForward(min(now.Sub(last), ExpiryMargin))
 			}
 			e.mu.Unlock()
 			last = now

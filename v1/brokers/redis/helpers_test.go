@@ -55,7 +55,7 @@ func (c conformant) EndBatchLease(ctx context.Context, b *brokers.Batch) error {
 }
 
 // onEngine is a conformant broker on the in-process engine, whose keys
-// may expire up to one of its ticks early.
+// may expire up to embedded.ExpiryMargin early.
 type onEngine struct{ conformant }
 
-func (onEngine) ExpiryMargin() time.Duration { return embedded.ExpiryTick }
+func (onEngine) ExpiryMargin() time.Duration { return embedded.ExpiryMargin }
