@@ -5,10 +5,10 @@
 // Where the engine differs from Redis, this package makes up for it:
 //
 //   - miniredis expires keys only when told how much time has passed: an
-//     Engine moves every TTL on by the time elapsed every ExpiryTick, by
-//     ExpiryMargin at most, so a key may expire up to ExpiryMargin early,
-//     and later than its time when the process is starved of CPU. TIME is
-//     the wall clock.
+//     Engine moves every TTL on by the time elapsed every ExpiryTick, and
+//     before a client's command whenever a tick is due, so that a key
+//     expires within ExpiryTick of its time however late the ticker runs.
+//     TIME is the wall clock.
 //   - Its in-memory connections (Miniredis.Dial, a net.Pipe) have no
 //     buffer: a client writing a pipeline while the server writes the
 //     first replies blocks both. An Engine listens on a loopback port,
@@ -24,17 +24,19 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 )
 
 // ExpiryTick is how often an Engine moves its keys' TTLs on. Each move
 // visits every key, so a shorter tick costs more.
 const ExpiryTick = 10 * time.Millisecond
 
-// ExpiryMargin bounds how early a key may expire. A move counts the time
-// since the last one, including the part of it before a key was set: so
-// that a late move (the process starved) cannot expire a key that much
-// early, no move counts more than ExpiryMargin; the rest is not counted.
-const ExpiryMargin = 2 * ExpiryTick
+// ExpiryMargin bounds how early or late a key expires. A move counts the
+// time since the last one, including the part of it before a key was set;
+// a move is made before any client's command once a tick is due, so the
+// command that set a key came less than a tick after the last move, and
+// one that reads it sees the TTLs less than a tick behind.
+const ExpiryMargin = ExpiryTick
 
 // Engine is a Redis-compatible server in the process, on a loopback port.
 type Engine struct {
@@ -46,6 +48,10 @@ type Engine struct {
 	mu     sync.Mutex
 	frozen bool      // SetTime was called: the wall clock no longer moves it
 	now    time.Time // the engine's time once frozen
+	last   time.Time // the last move of the TTLs, until frozen
+
+	peersMu sync.Mutex
+	peers   map[*server.Peer]bool // the clients' connections
 }
 
 // Start starts an Engine. Close stops it.
@@ -58,9 +64,54 @@ func Start() (*Engine, error) {
 	if err := m.Start(); err != nil {
 		return nil, fmt.Errorf("embedded: start the engine: %w", err)
 	}
-	e := &Engine{m: m, password: password, stop: make(chan struct{}), done: make(chan struct{})}
+	e := &Engine{m: m, password: password, stop: make(chan struct{}), done: make(chan struct{}),
+		last: time.Now(), peers: map[*server.Peer]bool{}}
+	m.Server().SetPreHook(e.beforeCommand)
 	go e.expire()
 	return e, nil
+}
+
+// beforeCommand moves the TTLs on before a client's command, if a tick is
+// due. Commands a script runs come through here too, while the script
+// holds the engine; they are told apart and left alone.
+func (e *Engine) beforeCommand(c *server.Peer, cmd string, args ...string) bool {
+	if e.client(c) {
+		e.catchUp()
+	}
+	return false // the command runs
+}
+
+// client reports whether c is a client's connection rather than the peer
+// miniredis makes for a script's redis.call, which comes with its context
+// set; a client's connection has none before its first command.
+func (e *Engine) client(c *server.Peer) bool {
+	e.peersMu.Lock()
+	defer e.peersMu.Unlock()
+	if e.peers[c] {
+		return true
+	}
+	if c.Ctx != nil {
+		return false
+	}
+	e.peers[c] = true
+	c.OnDisconnect(func() {
+		e.peersMu.Lock()
+		delete(e.peers, c)
+		e.peersMu.Unlock()
+	})
+	return true
+}
+
+// catchUp moves the TTLs on by the time since the last move, if that is a
+// tick or more, until SetTime.
+func (e *Engine) catchUp() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	if d := now.Sub(e.last); !e.frozen && d >= ExpiryTick {
+		e.m.FastForward(d)
+		e.last = now
+	}
 }
 
 // Addr is the engine's address, host:port.
@@ -99,19 +150,12 @@ func (e *Engine) expire() {
 	defer close(e.done)
 	tick := time.NewTicker(ExpiryTick)
 	defer tick.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-e.stop:
 			return
-		case now := <-tick.C:
-			now = time.Now() // the tick may be read late
-			e.mu.Lock()
-			if !e.frozen {
-				e.m.FastForward(min(now.Sub(last), ExpiryMargin))
-			}
-			e.mu.Unlock()
-			last = now
+		case <-tick.C:
+			e.catchUp()
 		}
 	}
 }
