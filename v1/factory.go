@@ -9,10 +9,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/rdb"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	memorybackend "github.com/b6192125/machinist/v1/backends/memory"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
-	memorybroker "github.com/b6192125/machinist/v1/brokers/memory"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	eagerlock "github.com/b6192125/machinist/v1/locks/eager"
@@ -29,24 +27,30 @@ import (
 // them. "eager" returns an idle in-process broker: eager is a mode of the
 // Server that Config.Broker selects (see NewServer), not a broker.
 func BrokerFactory(cnf *config.Config) (brokers.Broker, error) {
-	switch u := cnf.Broker; {
-	case u == "eager":
-		// Eager is a mode of the Server (see NewServer); its broker is an
-		// idle in-process one.
-		return memorybroker.New(memorybroker.OptionsFrom(cnf)), nil
-	case rdb.IsURL(u), isMemoryURL(u):
-		b, err := redisbroker.Dial(u, cnf)
-		if err != nil {
-			return nil, dialError("Broker", err)
-		}
-		return b, nil
-	default:
-		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(u), errUnsupported)
+	u, ok := storeURL(cnf.Broker)
+	if !ok {
+		return nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(cnf.Broker), errUnsupported)
 	}
+	b, err := redisbroker.Dial(u, cnf)
+	if err != nil {
+		return nil, dialError("Broker", err)
+	}
+	return b, nil
 }
 
-// isMemoryURL reports whether u names the in-process engine.
-func isMemoryURL(u string) bool { return strings.HasPrefix(u, rdb.MemoryScheme) }
+// storeURL returns the URL of the store that a Broker or ResultBackend u
+// runs on, and whether u names one: a Redis URL or a memory:// one as it
+// is, and "eager" (a mode of the Server, whose broker stays idle) as an
+// in-process engine of its own.
+func storeURL(u string) (string, bool) {
+	switch {
+	case u == "eager":
+		return rdb.MemoryScheme, true
+	case rdb.IsURL(u), strings.HasPrefix(u, rdb.MemoryScheme):
+		return u, true
+	}
+	return "", false
+}
 
 // LockFactory returns the lock cnf.Lock names, as machinery's does: a Redis
 // lock for a Redis URL (redis://, rediss:// or redis+socket://, as a
@@ -70,18 +74,15 @@ func LockFactory(cnf *config.Config) (lockiface.Lock, error) {
 // "memory://" and "memory://NAME" run the store on an in-process engine,
 // as the broker's.
 func BackendFactory(cnf *config.Config) (backends.Backend, error) {
-	switch u := cnf.ResultBackend; {
-	case u == "eager":
-		return memorybackend.New(memorybackend.OptionsFrom(cnf)), nil
-	case rdb.IsURL(u), isMemoryURL(u):
-		b, err := redisbackend.Dial(u, cnf)
-		if err != nil {
-			return nil, dialError("ResultBackend", err)
-		}
-		return b, nil
-	default:
-		return nil, fmt.Errorf("machinist: ResultBackend %q: %w", config.RedactURL(u), errUnsupported)
+	u, ok := storeURL(cnf.ResultBackend)
+	if !ok {
+		return nil, fmt.Errorf("machinist: ResultBackend %q: %w", config.RedactURL(cnf.ResultBackend), errUnsupported)
 	}
+	b, err := redisbackend.Dial(u, cnf)
+	if err != nil {
+		return nil, dialError("ResultBackend", err)
+	}
+	return b, nil
 }
 
 var errUnsupported = fmt.Errorf("%w: unsupported URL", config.ErrInvalid)
@@ -133,30 +134,23 @@ func newBrokerBackend(cnf *config.Config) (broker brokers.Broker, backend backen
 			closeAll(made)
 		}
 	}()
-	if cnf.Broker == "eager" && cnf.ResultBackend == "eager" {
-		// The in-process pair: the broker writes the backend's states.
-		b, be := memorybroker.NewPair(memorybroker.OptionsFrom(cnf))
-		return b, be, nil, nil
+	// Broker and backend on one store (the same URL, or both eager) are
+	// paired: the broker writes the backend's states.
+	bu, ok := storeURL(cnf.Broker)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("machinist: Broker %q: %w", config.RedactURL(cnf.Broker), errUnsupported)
 	}
-	if rdb.IsURL(cnf.Broker) || isMemoryURL(cnf.Broker) {
-		st, err := store(cnf.Broker)
-		if err != nil {
-			return nil, nil, nil, dialError("Broker", err)
-		}
-		broker = redisbroker.New(st, redisbroker.OptionsFrom(cnf))
-	} else if broker, err = BrokerFactory(cnf); err != nil {
-		return nil, nil, nil, err
+	bst, err := store(bu)
+	if err != nil {
+		return nil, nil, nil, dialError("Broker", err)
 	}
-	if rdb.IsURL(cnf.ResultBackend) || isMemoryURL(cnf.ResultBackend) {
-		st, err := store(cnf.ResultBackend)
-		if err != nil {
-			broker.Close()
-			return nil, nil, nil, dialError("ResultBackend", err)
-		}
-		backend = redisbackend.New(st, redisbackend.Options{})
-	} else if backend, err = BackendFactory(cnf); err != nil {
-		broker.Close()
-		return nil, nil, nil, err
+	ru, ok := storeURL(cnf.ResultBackend)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("machinist: ResultBackend %q: %w", config.RedactURL(cnf.ResultBackend), errUnsupported)
 	}
-	return broker, backend, made, nil
+	rst, err := store(ru)
+	if err != nil {
+		return nil, nil, nil, dialError("ResultBackend", err)
+	}
+	return redisbroker.New(bst, redisbroker.OptionsFrom(cnf)), redisbackend.New(rst, redisbackend.Options{}), made, nil
 }
