@@ -189,9 +189,7 @@ func (b *Batcher) sendAlone(ctx context.Context, l *lane, o *op) {
 	defer cancel()
 	b.execOn(ctx, []*op{o})
 	l.mu.Lock()
-	if len(l.queue) == 0 {
-		l.sending = false
-		l.idle.Broadcast()
+	if l.idleIfEmptyLocked() {
 		l.mu.Unlock()
 		return
 	}
@@ -199,13 +197,22 @@ func (b *Batcher) sendAlone(ctx context.Context, l *lane, o *op) {
 	go b.send(l)
 }
 
+// idleIfEmptyLocked marks l as not sending, and wakes its waiters, if
+// nothing is queued; it reports whether it did. l.mu is held.
+func (l *lane) idleIfEmptyLocked() bool {
+	if len(l.queue) > 0 {
+		return false
+	}
+	l.sending = false
+	l.idle.Broadcast()
+	return true
+}
+
 // send sends l's queued ops, a pipeline at a time, until none are left.
 func (b *Batcher) send(l *lane) {
 	for {
 		l.mu.Lock()
-		if len(l.queue) == 0 {
-			l.sending = false
-			l.idle.Broadcast()
+		if l.idleIfEmptyLocked() {
 			l.mu.Unlock()
 			return
 		}

@@ -19,11 +19,9 @@ type recorder struct {
 
 func (r *recorder) Helper() {}
 func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = strings.TrimSpace(strings.ReplaceAll(sprintf(format, args...), "\n", " "))
-	panic(r)
+	r.failed = fmt.Sprintf(format, args...)
+	panic(r) // Fatalf does not return; run recovers
 }
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // run calls f, returning the failure it recorded, if any.
 func run(t *testing.T, f func(tb testing.TB)) (failed string) {
