@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -27,9 +27,9 @@ func (s *Server) runEagerly(ctx context.Context, sigs ...*tasks.Signature) error
 				case <-ctx.Done():
 					t.Stop()
 					if i > 0 { // those before it ran
-						return brokers.MaybeSent(ctx.Err())
+						return store.MaybeSent(ctx.Err())
 					}
-					return brokers.NotSent(ctx.Err())
+					return store.NotSent(ctx.Err())
 				}
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"strings"
 
 	"github.com/b6192125/machinist/internal/rdb"
@@ -13,6 +12,7 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	eagerlock "github.com/b6192125/machinist/v1/locks/eager"
 	lockiface "github.com/b6192125/machinist/v1/locks/iface"
 	redislock "github.com/b6192125/machinist/v1/locks/redis"
@@ -119,7 +119,7 @@ func newBrokerBackend(cnf *config.Config) (broker brokers.Broker, backend backen
 		if st, ok := stores[u]; ok {
 			return st, nil
 		}
-		st, err := rdb.Dial(u, cnf)
+		st, err := dial.Store(u, cnf)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -312,10 +313,10 @@ func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) broke
 	cnf := quietConfig()
 	cnf.Redis = &config.RedisConfig{KeyPrefix: strings.TrimSuffix(engine.Prefix(), ":")}
 	cnf = cnf.WithDefaults()
-	store := rdb.New(engine.Client(t), rdb.OptionsFrom(cnf), false)
+	store := rdb.New(engine.Client(t), dial.Options(cnf), false)
 	backendStore := store
 	if !paired {
-		backendStore = rdb.New(engine.Client(t), rdb.OptionsFrom(cnf), false)
+		backendStore = rdb.New(engine.Client(t), dial.Options(cnf), false)
 	}
 	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 	backend := redisbackend.New(backendStore, redisbackend.Options{})

@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/b6192125/machinist/internal/newid"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
-
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -38,13 +38,13 @@ func (s *Server) SendTask(signature *tasks.Signature) (*result.AsyncResult, erro
 // UUID up before sending it again), and ctx's error when ctx ended.
 func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
 	if s.invalid != nil {
-		return nil, brokers.NotSent(s.invalid)
+		return nil, store.NotSent(s.invalid)
 	}
 	if err := signature.Validate(); err != nil {
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send task: %w", err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send task: %w", err))
 	}
 	if s.eager != nil && signature.AggregationKey != "" {
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
+		return nil, store.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
 			signature.Name, signature.AggregationKey, brokers.ErrNoAggregator))
 	}
 	made := signature.UUID == ""
@@ -89,7 +89,7 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (
 		if own {
 			s.withdrawPending(ctx, signature) // the write may still land
 		}
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
 	}
 	if err := s.publish(ctx, signature); err != nil {
 		if own && withdrawable(err) {
@@ -150,7 +150,7 @@ func sendFailed(err error) error {
 	if errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
 		return err
 	}
-	return brokers.MaybeSent(err)
+	return store.MaybeSent(err)
 }
 
 // keptOut returns err, the error of publishing signature, after writing
@@ -292,10 +292,10 @@ func (s *Server) SendChain(chain *tasks.Chain) (*result.ChainAsyncResult, error)
 // ErrNotSent, the chain's record and PENDING states are deleted.
 func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (_ *result.ChainAsyncResult, err error) {
 	if s.invalid != nil {
-		return nil, brokers.NotSent(s.invalid)
+		return nil, store.NotSent(s.invalid)
 	}
 	if err := chain.Validate(); err != nil {
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send chain: %w", err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	for _, sig := range chain.Tasks {
 		s.prepare(sig)
@@ -312,7 +312,7 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 	id := "chain_" + uuid.NewString()
 	if err := s.initWorkflow(ctx, id, tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
 		s.withdrawWorkflow(ctx, id, chain.Tasks) // the writes may still land
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send chain: %w", err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
 		if withdrawable(err) {
@@ -339,10 +339,10 @@ func (s *Server) SendGroup(group *tasks.Group, sendConcurrency int) ([]*result.A
 // ctx ends.
 func (s *Server) SendGroupWithContext(ctx context.Context, group *tasks.Group, sendConcurrency int) ([]*result.AsyncResult, error) {
 	if s.invalid != nil {
-		return nil, brokers.NotSent(s.invalid)
+		return nil, store.NotSent(s.invalid)
 	}
 	if err := group.Validate(); err != nil {
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send group: %w", err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send group: %w", err))
 	}
 	return s.sendGroup(ctx, group, sendConcurrency, tasks.WorkflowGroup, nil, telemetry.WorkflowKey.String("group"))
 }
@@ -361,7 +361,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
 	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err))
 	}
 	// Recorded after the group's bookkeeping, which lists its members.
 	var pending []*tasks.Signature
@@ -370,7 +370,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 	}
 	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
 		s.withdrawWorkflow(ctx, group.GroupUUID, pending) // the writes may still land
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
 		if withdrawable(err) {
@@ -411,7 +411,7 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 		}
 	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
 		s.withdrawPending(ctx, members...) // the writes may still land
-		return brokers.NotSent(fmt.Errorf("set state pending: %w", err))
+		return store.NotSent(fmt.Errorf("set state pending: %w", err))
 	}
 	sent, err := publishBatches(ctx, members, sendConcurrency, publish)
 	if err == nil {
@@ -449,7 +449,7 @@ func groupOutcome(ctx context.Context, err error, sent bool) error {
 	switch {
 	case !maybe:
 		if !errors.Is(err, brokers.ErrNotSent) {
-			return brokers.NotSent(err)
+			return store.NotSent(err)
 		}
 		return err
 	case !errors.Is(err, brokers.ErrNotSent):
@@ -531,10 +531,10 @@ func (s *Server) SendChord(chord *tasks.Chord, sendConcurrency int) (*result.Cho
 // signatures are sent with that member's error.
 func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, sendConcurrency int) (*result.ChordAsyncResult, error) {
 	if s.invalid != nil {
-		return nil, brokers.NotSent(s.invalid)
+		return nil, store.NotSent(s.invalid)
 	}
 	if err := chord.Validate(); err != nil {
-		return nil, brokers.NotSent(fmt.Errorf("machinist: send chord: %w", err))
+		return nil, store.NotSent(fmt.Errorf("machinist: send chord: %w", err))
 	}
 	cb := chord.Callback
 	if cb.UUID == "" {

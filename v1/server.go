@@ -21,6 +21,7 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	lockiface "github.com/b6192125/machinist/v1/locks/iface"
 	mlog "github.com/b6192125/machinist/v1/log"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -85,7 +86,7 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	store := rdb.New(client, rdb.OptionsFrom(c), false)
+	store := rdb.New(client, dial.Options(c), false)
 	broker := redisbroker.New(store, redisbroker.OptionsFrom(c))
 	backend := redisbackend.New(store, redisbackend.Options{})
 	s := newServer(c, broker, backend)

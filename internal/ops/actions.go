@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/b6192125/machinist/internal/store"
 	machinery "github.com/b6192125/machinist/v1"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
 
 // An operator's actions. Each acts on one queue or task and returns an
@@ -80,20 +80,20 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 		if t.State != nil && t.State.Workflow != "" {
 			hint = fmt.Sprintf(" (it may be a step of workflow %s not sent yet: cancel the workflow)", t.State.Workflow)
 		}
-		return fmt.Errorf("%s task %s: no queue holds it%s: %w", action, uuid, hint, brokers.ErrTaskNotFound)
+		return fmt.Errorf("%s task %s: no queue holds it%s: %w", action, uuid, hint, store.ErrTaskNotFound)
 	}
 	q := t.Queue
 	switch action {
 	case Cancel:
 		return o.srv.CancelTask(ctx, q, uuid)
 	case Delete:
-		if t.Info.Status == brokers.StatusArchived {
+		if t.Info.Status == store.StatusArchived {
 			n, err := o.in.DeleteArchived(ctx, q, uuid)
 			switch {
 			case err != nil:
 				return fmt.Errorf("delete archived task %s of %s: %w", uuid, q, err)
 			case n == 0: // requeued or deleted meanwhile
-				return fmt.Errorf("delete archived task %s of %s: it left the archive: %w", uuid, q, brokers.ErrTaskNotWaiting)
+				return fmt.Errorf("delete archived task %s of %s: it left the archive: %w", uuid, q, store.ErrTaskNotWaiting)
 			}
 			return nil
 		}
@@ -102,11 +102,11 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 		return o.srv.ArchiveTask(ctx, q, uuid, "archived by an operator")
 	case Run:
 		switch t.Info.Status {
-		case brokers.StatusPending:
-			return fmt.Errorf("run task %s of %s now: it is pending already: %w", uuid, q, brokers.ErrTaskNotWaiting)
-		case brokers.StatusLimited:
+		case store.StatusPending:
+			return fmt.Errorf("run task %s of %s now: it is pending already: %w", uuid, q, store.ErrTaskNotWaiting)
+		case store.StatusLimited:
 			return fmt.Errorf("run task %s of %s now: it waits for a slot of its limit key %q, and runs when one frees: %w",
-				uuid, q, t.Info.Signature.Limit.Key, brokers.ErrTaskNotWaiting)
+				uuid, q, t.Info.Signature.Limit.Key, store.ErrTaskNotWaiting)
 		}
 		return o.srv.RunTaskNow(ctx, q, uuid)
 	case Requeue:
@@ -115,7 +115,7 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 		case err != nil:
 			return fmt.Errorf("requeue task %s of %s: %w", uuid, q, err)
 		case n == 0:
-			return fmt.Errorf("requeue task %s of %s: it is %s, not archived: %w", uuid, q, t.Info.Status, brokers.ErrTaskNotWaiting)
+			return fmt.Errorf("requeue task %s of %s: it is %s, not archived: %w", uuid, q, t.Info.Status, store.ErrTaskNotWaiting)
 		}
 		return nil
 	}

@@ -15,49 +15,49 @@ import (
 	"sync"
 	"time"
 
+	"github.com/b6192125/machinist/internal/store"
 	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // Ops reads and drives what a Server's broker and backend hold.
 type Ops struct {
 	srv     *machinery.Server
-	in      brokers.Inspector
-	pauser  brokers.Pauser
-	mon     brokers.Monitor    // nil when the broker keeps no workers
-	agg     brokers.Aggregator // nil when the broker does not aggregate
+	in      store.Inspector
+	pauser  store.Pauser
+	mon     store.Monitor    // nil when the broker keeps no workers
+	agg     store.Aggregator // nil when the broker does not aggregate
 	backend backends.Backend
-	flows   backends.Workflows // nil when the backend keeps no workflows
+	flows   store.Workflows // nil when the backend keeps no workflows
 }
 
 // New returns the Ops of srv, whose broker must be able to list what it
 // holds (both of machinist's brokers can).
 func New(srv *machinery.Server) (*Ops, error) {
 	b := srv.GetBroker()
-	in, ok := b.(brokers.Inspector)
+	in, ok := b.(store.Inspector)
 	if !ok {
 		return nil, fmt.Errorf("the broker (%T) cannot list its queues: %w", b, ErrUnsupported)
 	}
 	o := &Ops{srv: srv, in: in, backend: srv.GetBackend()}
-	o.pauser, _ = b.(brokers.Pauser)
-	o.mon, _ = b.(brokers.Monitor)
-	o.agg, _ = b.(brokers.Aggregator)
-	o.flows, _ = o.backend.(backends.Workflows)
+	o.pauser, _ = b.(store.Pauser)
+	o.mon, _ = b.(store.Monitor)
+	o.agg, _ = b.(store.Aggregator)
+	o.flows, _ = o.backend.(store.Workflows)
 	return o, nil
 }
 
 // Queue is a queue's sizes and recent throughput.
 type Queue struct {
-	brokers.QueueInfo
+	store.QueueInfo
 	// Processed and Failed count the tasks that finished (and those that
 	// failed) in the last minute and the last hour, as the workers
 	// reported them with their heartbeats.
 	Processed, Failed Window
 	// Stats are the counts by period over the last hour (nil when the
 	// broker keeps none).
-	Stats *brokers.QueueStats `json:"-"`
+	Stats *store.QueueStats `json:"-"`
 }
 
 // Window counts over the last minute and the last hour.
@@ -65,7 +65,7 @@ type Window struct{ Minute, Hour int }
 
 // Count is how many tasks q holds with status (0 for one ListTasks does
 // not take).
-func (q *Queue) Count(status brokers.TaskStatus) int {
+func (q *Queue) Count(status store.TaskStatus) int {
 	n, _ := q.QueueInfo.Count(status)
 	return n
 }
@@ -134,13 +134,13 @@ func (o *Ops) queue(ctx context.Context, name string) (*Queue, error) {
 }
 
 // Statuses are the statuses ListTasks takes, in the order they are shown.
-var Statuses = []brokers.TaskStatus{
-	brokers.StatusPending, brokers.StatusActive, brokers.StatusScheduled,
-	brokers.StatusRetry, brokers.StatusArchived, brokers.StatusLimited,
+var Statuses = []store.TaskStatus{
+	store.StatusPending, store.StatusActive, store.StatusScheduled,
+	store.StatusRetry, store.StatusArchived, store.StatusLimited,
 }
 
 // ParseStatus returns the status named s, or an error listing them.
-func ParseStatus(s string) (brokers.TaskStatus, error) {
+func ParseStatus(s string) (store.TaskStatus, error) {
 	for _, st := range Statuses {
 		if string(st) == s {
 			return st, nil
@@ -150,7 +150,7 @@ func ParseStatus(s string) (brokers.TaskStatus, error) {
 }
 
 // Tasks lists a page of the tasks of queue with status.
-func (o *Ops) Tasks(ctx context.Context, queue string, status brokers.TaskStatus, offset, limit int) ([]*brokers.TaskInfo, error) {
+func (o *Ops) Tasks(ctx context.Context, queue string, status store.TaskStatus, offset, limit int) ([]*store.TaskInfo, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("list tasks: a page of %d tasks (want at least 1)", limit)
 	}
@@ -165,12 +165,12 @@ type Task struct {
 	Queue string
 	// Info is where it is in Queue (nil when no queue holds it: it
 	// finished and was forgotten, or was deleted).
-	Info *brokers.TaskInfo
+	Info *store.TaskInfo
 	// State is its state in the result backend (nil when there is none:
 	// never written, or expired).
 	State *tasks.TaskState
 	// Holder is the worker whose heartbeat lists it running.
-	Holder *brokers.WorkerInfo
+	Holder *store.WorkerInfo
 	// Attempts estimates its runs from what its queue counts: those
 	// retried, those recovered after a lost lease, the one going on, and
 	// the one that finished it (kept as completed, or archived with the
@@ -199,7 +199,7 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	var mu sync.Mutex
 	err := each(ctx, len(queues), func(ctx context.Context, i int) error {
 		info, err := o.in.GetTask(ctx, queues[i], uuid)
-		if errors.Is(err, brokers.ErrTaskNotFound) {
+		if errors.Is(err, store.ErrTaskNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -219,16 +219,16 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	switch {
 	case err == nil:
 		t.State = st
-	case !errors.Is(err, backends.ErrStateNotFound):
+	case !errors.Is(err, store.ErrStateNotFound):
 		return nil, err
 	}
 	if t.Info == nil && t.State == nil {
-		return nil, fmt.Errorf("task %s: %w", uuid, brokers.ErrTaskNotFound)
+		return nil, fmt.Errorf("task %s: %w", uuid, store.ErrTaskNotFound)
 	}
 	if t.Info != nil {
 		t.Attempts = attempts(t.Info, t.State)
 	}
-	if t.Info != nil && t.Info.Status == brokers.StatusActive && o.mon != nil {
+	if t.Info != nil && t.Info.Status == store.StatusActive && o.mon != nil {
 		ws, err := o.mon.Workers(ctx)
 		if err != nil {
 			return nil, err
@@ -245,12 +245,12 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 
 // attempts counts the runs of a task that info describes, with state
 // (nil when there is none): see Task.Attempts.
-func attempts(info *brokers.TaskInfo, state *tasks.TaskState) int {
+func attempts(info *store.TaskInfo, state *tasks.TaskState) int {
 	n := info.Retried + info.Recovered
 	switch {
-	case info.Status == brokers.StatusActive, info.Status == brokers.StatusCompleted:
+	case info.Status == store.StatusActive, info.Status == store.StatusCompleted:
 		n++
-	case info.Status == brokers.StatusArchived && state != nil && state.State == tasks.StateFailure &&
+	case info.Status == store.StatusArchived && state != nil && state.State == tasks.StateFailure &&
 		state.Error == info.LastError && !operatorReason(info.LastError):
 		n++ // its run failed for good
 	}
@@ -265,7 +265,7 @@ func operatorReason(reason string) bool {
 
 // Workers lists the workers alive (ErrUnsupported when the broker keeps
 // none).
-func (o *Ops) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
+func (o *Ops) Workers(ctx context.Context) ([]*store.WorkerInfo, error) {
 	if o.mon == nil {
 		return nil, fmt.Errorf("list workers: %w", ErrUnsupported)
 	}
@@ -273,7 +273,7 @@ func (o *Ops) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
 }
 
 // Aggregations lists the aggregation groups waiting in queue.
-func (o *Ops) Aggregations(ctx context.Context, queue string) ([]*brokers.AggregationInfo, error) {
+func (o *Ops) Aggregations(ctx context.Context, queue string) ([]*store.AggregationInfo, error) {
 	if o.agg == nil {
 		return nil, fmt.Errorf("list aggregation groups: %w", ErrUnsupported)
 	}

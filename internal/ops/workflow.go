@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -60,7 +60,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 		return nil, fmt.Errorf("workflow %s: the backend keeps no workflows: %w", id, ErrUnsupported)
 	}
 	if id == "" {
-		return nil, fmt.Errorf("no workflow ID given: %w", backends.ErrWorkflowNotFound)
+		return nil, fmt.Errorf("no workflow ID given: %w", store.ErrWorkflowNotFound)
 	}
 	meta, err := o.flows.GetWorkflowContext(ctx, id)
 	if err != nil {
@@ -91,7 +91,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 	if meta.Members > 0 {
 		// Members sharing a queue are in the group's bookkeeping.
 		states, err := o.backend.GroupTaskStatesContext(ctx, meta.WorkflowUUID, meta.Members)
-		if err != nil && !errors.Is(err, backends.ErrGroupNotFound) {
+		if err != nil && !errors.Is(err, store.ErrGroupNotFound) {
 			return nil, err
 		}
 		for _, st := range states {
@@ -147,7 +147,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 		}
 	}
 	if wf.Root == nil {
-		return nil, fmt.Errorf("workflow %s: its record lists no task: %w", id, backends.ErrWorkflowNotFound)
+		return nil, fmt.Errorf("workflow %s: its record lists no task: %w", id, store.ErrWorkflowNotFound)
 	}
 
 	// The states of the tasks whose final state is not known yet, one
@@ -166,7 +166,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 		n := unknown[i]
 		st, err := o.backend.GetStateContext(ctx, n.UUID)
 		switch {
-		case errors.Is(err, backends.ErrStateNotFound):
+		case errors.Is(err, store.ErrStateNotFound):
 			return nil
 		case err != nil:
 			return err

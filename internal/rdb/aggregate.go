@@ -11,11 +11,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Aggregation (brokers.Aggregator; the keys in keys.go, the shared Lua in
+// Aggregation (store.Aggregator; the keys in keys.go, the shared Lua in
 // lua/lib/aggregate.lua). A member, a task published with an
 // AggregationKey, is held in its queue's group of its name and key: a zset
 // of member ids by join stamp. Each task name has a due index, a zset of
@@ -84,7 +84,7 @@ func validAggregationName(name string) error {
 // AnnounceAggregators records that a worker alive aggregates each task
 // name of policies on queues, with its policy, for ttl
 // (announce_aggregators.lua): one script per queue.
-func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, policies map[string]brokers.AggregationPolicy, ttl time.Duration) error {
+func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, policies map[string]store.AggregationPolicy, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("announce aggregators: ttl %v is shorter than 1ms", ttl)
 	}
@@ -126,12 +126,12 @@ func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, polici
 
 // parsePolicy parses a policy as announce_aggregators.lua keeps it,
 // "<till ms> <max size> <max delay ms> <grace period ms>".
-func parsePolicy(v string) (brokers.AggregationPolicy, bool) {
+func parsePolicy(v string) (store.AggregationPolicy, bool) {
 	var till, size, delay, grace int64
 	if n, err := fmt.Sscanf(v, "%d %d %d %d", &till, &size, &delay, &grace); n != 4 || err != nil {
-		return brokers.AggregationPolicy{}, false
+		return store.AggregationPolicy{}, false
 	}
-	return brokers.AggregationPolicy{MaxSize: int(size), MaxDelay: time.Duration(delay) * time.Millisecond,
+	return store.AggregationPolicy{MaxSize: int(size), MaxDelay: time.Duration(delay) * time.Millisecond,
 		GracePeriod: time.Duration(grace) * time.Millisecond}, true
 }
 
@@ -145,7 +145,7 @@ func ceilMs(d time.Duration) int64 {
 // in names, under a lease (claim_batch.lua), or returns nil when none is
 // due. A claim whose reply was lost is not sent again: its batch comes
 // back when the lease ends.
-func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.TaskNames) (*brokers.Batch, error) {
+func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *store.TaskNames) (*store.Batch, error) {
 	if names == nil || len(names.List()) == 0 {
 		return nil, nil
 	}
@@ -175,12 +175,12 @@ func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.
 		if c == nil {
 			continue
 		}
-		b := &brokers.Batch{
+		b := &store.Batch{
 			ID:        c.id,
 			Queue:     q,
 			Name:      c.name,
 			Key:       c.key,
-			Lease:     brokers.NewLease(c.token, start.Add(lease)),
+			Lease:     store.NewLease(c.token, start.Add(lease)),
 			Failed:    c.failed,
 			Recovered: c.recovered,
 		}
@@ -211,7 +211,7 @@ func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *brokers.
 // time no later than its due time: lib/aggregate.lua), or the zero time
 // when none waits: one pipeline. No worker calls it (the maintainer's
 // forward.lua watches the due times); it answers inspection and tests.
-func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.TaskNames) (time.Time, error) {
+func (s *Store) NextDue(ctx context.Context, queues []string, names *store.TaskNames) (time.Time, error) {
 	if names == nil || len(names.List()) == 0 {
 		return time.Time{}, nil
 	}
@@ -257,9 +257,9 @@ func (s *Store) NextDue(ctx context.Context, queues []string, names *brokers.Tas
 // of names on queues (left when a group or batch of the name is due: see
 // lib/aggregate.lua), or for at most limit. On Redis Cluster it waits on
 // each queue's lists in parallel (blpopAny).
-func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.TaskNames, limit time.Duration) error {
+func (s *Store) WaitDue(ctx context.Context, queues []string, names *store.TaskNames, limit time.Duration) error {
 	if len(queues) == 0 {
-		return fmt.Errorf("wait for a due batch: %w", brokers.ErrNoQueue)
+		return fmt.Errorf("wait for a due batch: %w", store.ErrNoQueue)
 	}
 	var groups [][]string // by queue: one slot each
 	for _, q := range queues {
@@ -311,7 +311,7 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *brokers.Tas
 // only while the caller holds b's lease (complete_batch.lua). On Redis
 // Cluster an aggregate bound for another queue, in another slot, is
 // handed over instead (handOver).
-func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature) error {
+func (s *Store) CompleteBatch(ctx context.Context, b *store.Batch, aggregate *tasks.Signature) error {
 	what := "complete batch " + b.ID
 	if err := checkSig(aggregate); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -363,13 +363,13 @@ func (s *Store) CompleteBatch(ctx context.Context, b *brokers.Batch, aggregate *
 // holds it (extend_batch.lua); otherwise it marks the lease lost and
 // returns ErrLeaseLost. The new expiry is reckoned from before the call,
 // as ExtendLeases reckons a task's.
-func (s *Store) ExtendBatch(ctx context.Context, b *brokers.Batch) error {
+func (s *Store) ExtendBatch(ctx context.Context, b *store.Batch) error {
 	what := "extend batch " + b.ID
 	if err := ValidQueue(b.Queue); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if !b.Lease.Valid() { // a lease lost here is not renewed there either
-		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", what, store.ErrLeaseLost)
 	}
 	qk := s.keys.queue(b.Queue)
 	start := time.Now()
@@ -384,7 +384,7 @@ func (s *Store) ExtendBatch(ctx context.Context, b *brokers.Batch) error {
 	}
 	if code == statusLeaseLost || !b.Lease.Extend(start.Add(s.opts.LeaseDuration)) {
 		b.Lease.Lose()
-		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", what, store.ErrLeaseLost)
 	}
 	return nil
 }
@@ -414,7 +414,7 @@ const handedForgottenLife = 10
 //  4. The marker, so far without expiry, is given handedForgottenLife
 //     leases. Should this fail (the worker died just before), the marker
 //     stays: one small key.
-func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature, msg []byte, eta int64, limit string) error {
+func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.Signature, msg []byte, eta int64, limit string) error {
 	what := "complete batch " + b.ID
 	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
 	code, err := s.settleBatch(ctx, "hand_batch", handBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID)}, b.Lease.Token(), msg)
@@ -423,7 +423,7 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 		return fmt.Errorf("%s: hand over aggregate %s: %w", what, aggregate.UUID, err)
 	case code == statusLeaseLost:
 		b.Lease.Lose()
-		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", what, store.ErrLeaseLost)
 	}
 	if b.Aggregate == nil {
 		b.Aggregate = aggregate
@@ -432,7 +432,7 @@ func (s *Store) handOver(ctx context.Context, b *brokers.Batch, aggregate *tasks
 		return err
 	}
 	if !b.Lease.Valid() {
-		return fmt.Errorf("%s: handed over; whoever takes it next publishes aggregate %s: %w", what, aggregate.UUID, brokers.ErrLeaseLost)
+		return fmt.Errorf("%s: handed over; whoever takes it next publishes aggregate %s: %w", what, aggregate.UUID, store.ErrLeaseLost)
 	}
 	sent := ak.aggSent(aggregate.UUID)
 	code, err = s.evalStatus(ctx, "publish_handed", publishHandedScript,
@@ -490,7 +490,7 @@ func (s *Store) stepped(step int) error {
 
 // RetryBatch gives b back, whole, to be taken again from at, only while
 // the caller holds b's lease (retry_batch.lua).
-func (s *Store) RetryBatch(ctx context.Context, b *brokers.Batch, at time.Time, errMsg string) error {
+func (s *Store) RetryBatch(ctx context.Context, b *store.Batch, at time.Time, errMsg string) error {
 	what := "retry batch " + b.ID
 	qk := s.keys.queue(b.Queue)
 	code, err := s.settleBatch(ctx, "retry_batch", retryBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name)},
@@ -503,7 +503,7 @@ func (s *Store) RetryBatch(ctx context.Context, b *brokers.Batch, at time.Time, 
 
 // ArchiveBatch keeps b's members as dead letters of b's queue with reason,
 // only while the caller holds b's lease (archive_batch.lua).
-func (s *Store) ArchiveBatch(ctx context.Context, b *brokers.Batch, reason string) error {
+func (s *Store) ArchiveBatch(ctx context.Context, b *store.Batch, reason string) error {
 	what := "archive batch " + b.ID
 	qk := s.keys.queue(b.Queue)
 	code, err := s.settleBatch(ctx, "archive_batch", archiveBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, qk.archived},
@@ -517,7 +517,7 @@ func (s *Store) ArchiveBatch(ctx context.Context, b *brokers.Batch, reason strin
 // settleBatch runs script (name.lua), a settle script of batch b, through
 // evalSettle while b's lease is held, and returns its status code, one of
 // codes.
-func (s *Store) settleBatch(ctx context.Context, name string, script *goredis.Script, codes []int64, b *brokers.Batch, keys []string, args ...interface{}) (int64, error) {
+func (s *Store) settleBatch(ctx context.Context, name string, script *goredis.Script, codes []int64, b *store.Batch, keys []string, args ...interface{}) (int64, error) {
 	if err := ValidQueue(b.Queue); err != nil {
 		return 0, err
 	}
@@ -537,14 +537,14 @@ var (
 
 // batchSettled finishes a settle of b with status code: its lease is
 // released on success and marked lost when Redis refused it.
-func batchSettled(b *brokers.Batch, what string, code int64) error {
+func batchSettled(b *store.Batch, what string, code int64) error {
 	switch code {
 	case statusOK:
 		b.Lease.Release()
 		return nil
 	case statusLeaseLost:
 		b.Lease.Lose()
-		return fmt.Errorf("%s: %w", what, brokers.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", what, store.ErrLeaseLost)
 	}
 	return fmt.Errorf("%s: unexpected script status %d", what, code)
 }
@@ -552,7 +552,7 @@ func batchSettled(b *brokers.Batch, what string, code int64) error {
 // Aggregations lists queue's groups with waiting members, by name then
 // key: three round trips (the groups, the policies, then one pipeline
 // reading each group).
-func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.AggregationInfo, error) {
+func (s *Store) Aggregations(ctx context.Context, queue string) ([]*store.AggregationInfo, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
@@ -569,8 +569,8 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 		return nil, fmt.Errorf("read the aggregation policies of %s: %w", queue, err)
 	}
 	type read struct {
-		info                 *brokers.AggregationInfo
-		policy               brokers.AggregationPolicy
+		info                 *store.AggregationInfo
+		policy               store.AggregationPolicy
 		size                 *goredis.IntCmd
 		oldest, newest, full *goredis.ZSliceCmd
 	}
@@ -583,7 +583,7 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 		}
 		members := qk.aggGroup(name, key)
 		r := read{
-			info:   &brokers.AggregationInfo{Queue: queue, Name: name, Key: key},
+			info:   &store.AggregationInfo{Queue: queue, Name: name, Key: key},
 			size:   pipe.ZCard(ctx, members),
 			oldest: pipe.ZRangeWithScores(ctx, members, 0, 0),
 			newest: pipe.ZRangeWithScores(ctx, members, -1, -1),
@@ -600,7 +600,7 @@ func (s *Store) Aggregations(ctx context.Context, queue string) ([]*brokers.Aggr
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("read the aggregation groups of %s: %w", queue, err)
 	}
-	var out []*brokers.AggregationInfo
+	var out []*store.AggregationInfo
 	for _, r := range reads {
 		oldest, newest := r.oldest.Val(), r.newest.Val()
 		if r.size.Val() == 0 || len(oldest) == 0 || len(newest) == 0 {

@@ -13,7 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -26,8 +26,8 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 	ctx := context.Background()
 	const queue = "q"
 	qk := s.keys.queue(queue)
-	policy := brokers.AggregationPolicy{GracePeriod: time.Millisecond}
-	if err := s.AnnounceAggregators(ctx, []string{queue}, map[string]brokers.AggregationPolicy{"m": policy}, time.Minute); err != nil {
+	policy := store.AggregationPolicy{GracePeriod: time.Millisecond}
+	if err := s.AnnounceAggregators(ctx, []string{queue}, map[string]store.AggregationPolicy{"m": policy}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	member := &tasks.Signature{UUID: "m1", Name: "m", RoutingKey: queue, AggregationKey: "k"}
@@ -85,8 +85,8 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			t.Parallel()
 			from, to := fmt.Sprintf("from%d", step), fmt.Sprintf("to%d", step)
 			dead, next := newStore(t), newStore(t)
-			names := brokers.NewTaskNames([]string{"m"})
-			policies := map[string]brokers.AggregationPolicy{"m": {MaxSize: 2}}
+			names := store.NewTaskNames([]string{"m"})
+			policies := map[string]store.AggregationPolicy{"m": {MaxSize: 2}}
 			if err := dead.AnnounceAggregators(ctx, []string{from}, policies, lease); err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			}
 			if step == 1 {
 				// Handed over: no longer given back, even by its holder.
-				if err := dead.RetryBatch(ctx, b, time.Now(), "x"); !errors.Is(err, brokers.ErrLeaseLost) {
+				if err := dead.RetryBatch(ctx, b, time.Now(), "x"); !errors.Is(err, store.ErrLeaseLost) {
 					t.Fatalf("RetryBatch of a handed-over batch = %v, want ErrLeaseLost", err)
 				}
 			}
@@ -166,12 +166,12 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 			// The hand-over, finished again, publishes nothing more.
 			if again != nil {
 				err := next.CompleteBatch(ctx, again, again.Aggregate)
-				if !errors.Is(err, brokers.ErrLeaseLost) {
+				if !errors.Is(err, store.ErrLeaseLost) {
 					t.Fatalf("CompleteBatch of a finished hand-over = %v, want ErrLeaseLost", err)
 				}
 			}
 			// So is the dead worker's, had it lived on: its lease is gone.
-			if err := dead.CompleteBatch(ctx, b, aggregate); !errors.Is(err, brokers.ErrLeaseLost) {
+			if err := dead.CompleteBatch(ctx, b, aggregate); !errors.Is(err, store.ErrLeaseLost) {
 				t.Fatalf("the first worker's CompleteBatch after the hand-over = %v, want ErrLeaseLost", err)
 			}
 			if ds, err := next.Dequeue(ctx, to, 10, nil); err != nil || len(ds) != 0 {

@@ -9,7 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -107,7 +107,7 @@ func publishOutcome(queue string, reply interface{}) error {
 	case statusReplaced:
 		return &replacedHolder{task: id, holder: holder}
 	case statusCancelled:
-		return unsent(&brokers.CancelledError{Task: id, Reason: holder})
+		return unsent(&store.CancelledError{Task: id, Reason: holder})
 	case statusDuplicate, statusNoAggregator:
 		return unsent(statusError(code, id))
 	}

@@ -13,7 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -106,7 +106,7 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-cancelledErr; !errors.Is(err, context.Canceled) || !errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
+	if err := <-cancelledErr; !errors.Is(err, context.Canceled) || !errors.Is(err, store.ErrNotSent) || errors.Is(err, store.ErrMaybeSent) {
 		t.Errorf("publish cancelled while it waited: %v, want context.Canceled, not sent", err)
 	}
 	free()
@@ -120,7 +120,7 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 			t.Errorf("publish %d: %v", i, errs[i])
 		}
 	}
-	if err := errs[publishes]; !errors.Is(err, brokers.ErrDuplicateTask) || !errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
+	if err := errs[publishes]; !errors.Is(err, store.ErrDuplicateTask) || !errors.Is(err, store.ErrNotSent) || errors.Is(err, store.ErrMaybeSent) {
 		t.Errorf("publish with a queued task's id: %v, want ErrDuplicateTask, not sent", err)
 	}
 	qk := s.keys.queue(queue)

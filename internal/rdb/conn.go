@@ -20,7 +20,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/internal/redact"
 )
 
 // ErrURL is wrapped by every error about a Redis URL.
@@ -61,7 +61,7 @@ func IsURL(u string) bool {
 // without a password is taken as the password, as machinery does.
 func Parse(raw string) (Target, error) {
 	bad := func(why string) (Target, error) {
-		return Target{}, fmt.Errorf("%w %q: %s", ErrURL, config.RedactURL(raw), why)
+		return Target{}, fmt.Errorf("%w %q: %s", ErrURL, redact.URL(raw), why)
 	}
 	var t Target
 	rest, ok := strings.CutPrefix(raw, "redis://")
@@ -156,14 +156,33 @@ func hostPort(h string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// NewClient returns a client for rawURL configured from cnf (which must have
-// been through WithDefaults).
-func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, error) {
+// ClientOptions configure the connections to Redis (config.RedisConfig's
+// settings, in their units).
+type ClientOptions struct {
+	ClientName, MasterName string
+	// ClusterMode makes one address a Cluster's (several always are).
+	ClusterMode  bool
+	PoolSize     int
+	MaxIdleConns int
+	IdleTimeout  time.Duration
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	// MinReplicas makes each write of a Cluster's nodes wait for that many
+	// replicas (replicas.go), for up to half of ReadTimeout.
+	MinReplicas int
+	// TLS is cloned for "rediss://" URLs, with CACertFile's CAs added.
+	TLS        *tls.Config
+	CACertFile string
+}
+
+// NewClient returns a client for rawURL configured by o.
+func NewClient(rawURL string, o ClientOptions) (goredis.UniversalClient, error) {
 	t, err := Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	rc := cnf.Redis
+	rc := o
 	opts := &goredis.UniversalOptions{
 		Addrs:           t.Addrs,
 		Username:        t.Username,
@@ -171,12 +190,12 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		DB:              t.DB,
 		ClientName:      rc.ClientName,
 		MasterName:      rc.MasterName,
-		PoolSize:        rc.MaxActive,
-		MaxIdleConns:    rc.MaxIdle,
-		ConnMaxIdleTime: time.Duration(rc.IdleTimeout) * time.Second,
-		DialTimeout:     time.Duration(rc.ConnectTimeout) * time.Second,
-		ReadTimeout:     time.Duration(rc.ReadTimeout) * time.Second,
-		WriteTimeout:    time.Duration(rc.WriteTimeout) * time.Second,
+		PoolSize:        rc.PoolSize,
+		MaxIdleConns:    rc.MaxIdleConns,
+		ConnMaxIdleTime: rc.IdleTimeout,
+		DialTimeout:     rc.DialTimeout,
+		ReadTimeout:     rc.ReadTimeout,
+		WriteTimeout:    rc.WriteTimeout,
 		// A call's deadline bounds its reads and writes too, not only
 		// the timeouts above (deadline.go).
 		ContextTimeoutEnabled: true,
@@ -191,7 +210,7 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		return goredis.NewClient(o), nil
 	}
 	if t.TLS {
-		if opts.TLSConfig, err = tlsConfig(t, cnf); err != nil {
+		if opts.TLSConfig, err = tlsConfig(t, o); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +221,7 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 		co := opts.Cluster()
 		if n := rc.MinReplicas; n > 0 {
 			// Each node's pipelines end with WAIT (replicas.go).
-			r := replicas{n: n, timeout: replicaTimeout(cnf)}
+			r := replicas{n: n, timeout: ReplicaTimeout(o.ReadTimeout)}
 			co.NewClient = func(o *goredis.Options) *goredis.Client {
 				c := goredis.NewClient(o)
 				c.AddHook(waitHook{r})
@@ -217,13 +236,13 @@ func NewClient(rawURL string, cnf *config.Config) (goredis.UniversalClient, erro
 }
 
 // tlsConfig returns the TLS settings of a "rediss://" connection: a clone of
-// cnf.TLSConfig (or a new one) with CACertFile's CAs added.
-func tlsConfig(t Target, cnf *config.Config) (*tls.Config, error) {
+// o.TLS (or a new one) with CACertFile's CAs added.
+func tlsConfig(t Target, o ClientOptions) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cnf.TLSConfig != nil {
-		tc = cnf.TLSConfig.Clone()
+	if o.TLS != nil {
+		tc = o.TLS.Clone()
 	}
-	if f := cnf.Redis.CACertFile; f != "" {
+	if f := o.CACertFile; f != "" {
 		pem, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("rdb: Redis.CACertFile: %w", err)

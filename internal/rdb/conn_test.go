@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/b6192125/machinist/v1/config"
 )
 
 func TestParse(t *testing.T) {
@@ -87,7 +85,7 @@ func TestParseAddresses(t *testing.T) {
 
 func TestNewClientKinds(t *testing.T) {
 	t.Parallel()
-	cnf := (&config.Config{}).WithDefaults()
+	var cnf ClientOptions
 	c, err := NewClient("redis://a:1,b:2", cnf)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +94,7 @@ func TestNewClientKinds(t *testing.T) {
 	if _, ok := c.(*goredis.ClusterClient); !ok {
 		t.Errorf("several addresses gave %T, want a cluster client", c)
 	}
-	cnf.Redis.ClusterMode = true
+	cnf.ClusterMode = true
 	c2, err := NewClient("redis://a:1", cnf)
 	if err != nil {
 		t.Fatal(err)
@@ -105,10 +103,10 @@ func TestNewClientKinds(t *testing.T) {
 	if _, ok := c2.(*goredis.ClusterClient); !ok {
 		t.Errorf("ClusterMode gave %T, want a cluster client", c2)
 	}
-	if _, err := NewClient("redis://a:1,b:2/3", (&config.Config{}).WithDefaults()); err == nil {
+	if _, err := NewClient("redis://a:1,b:2/3", ClientOptions{}); err == nil {
 		t.Error("a cluster URL with a database number was accepted")
 	}
-	cnf = (&config.Config{}).WithDefaults()
+	cnf = ClientOptions{}
 	c3, err := NewClient("redis://a:1", cnf)
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +123,11 @@ func TestNewClientKinds(t *testing.T) {
 	if opts := c4.(*goredis.Client).Options(); opts.TLSConfig == nil || opts.TLSConfig.ServerName != "a" {
 		t.Errorf("rediss:// TLS config %+v, want ServerName a", opts.TLSConfig)
 	}
-	cnf.Redis.CACertFile = "/nonexistent/ca.pem"
+	cnf.CACertFile = "/nonexistent/ca.pem"
 	if _, err := NewClient("rediss://a:1", cnf); err == nil || !strings.Contains(err.Error(), "CACertFile") {
 		t.Errorf("missing CA file: %v", err)
 	}
-	cnf = (&config.Config{}).WithDefaults()
+	cnf = ClientOptions{}
 	c5, err := NewClient("redis+socket://pw@/tmp/r.sock:/2", cnf)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +136,7 @@ func TestNewClientKinds(t *testing.T) {
 	if opts := c5.(*goredis.Client).Options(); opts.Network != "unix" || opts.Addr != "/tmp/r.sock" || opts.Password != "pw" || opts.DB != 2 {
 		t.Errorf("redis+socket:// gave network %q, address %q, database %d", opts.Network, opts.Addr, opts.DB)
 	}
-	cnf.Redis.MasterName = "m"
+	cnf.MasterName = "m"
 	if _, err := NewClient("redis+socket:///tmp/r.sock", cnf); !errors.Is(err, ErrURL) {
 		t.Errorf("redis+socket:// with MasterName: %v, want ErrURL", err)
 	}

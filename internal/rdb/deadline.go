@@ -8,7 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // Deadlines.
@@ -38,8 +38,8 @@ import (
 // whether its commands went out: errUnsent when they had not (they were
 // waiting their turn, and are dropped), errUnanswered when they had and
 // the reply had not come. outcomeUnknown reads the second. A publish's
-// error says either to its caller (sendOutcome: brokers.ErrNotSent,
-// brokers.ErrMaybeSent).
+// error says either to its caller (sendOutcome: store.ErrNotSent,
+// store.ErrMaybeSent).
 
 var (
 	// errUnsent marks the error of a call whose commands were not sent:
@@ -131,20 +131,20 @@ func (b *Batcher) evalDetached(ctx context.Context, once bool, script *goredis.S
 }
 
 // sendOutcome returns err, the error of a publish, wrapping ctx's error
-// when ctx has ended, and brokers.ErrMaybeSent when some of its tasks may
+// when ctx has ended, and store.ErrMaybeSent when some of its tasks may
 // be queued (partly: a part of the publish went through before it failed;
 // or err, an enqueue's error when tried, says it may have run: a request
 // went out and its reply never came, or could not be read), else
-// brokers.ErrNotSent: nothing went out, or Redis refused it.
+// store.ErrNotSent: nothing went out, or Redis refused it.
 func sendOutcome(ctx context.Context, err error, tried, partly bool) error {
 	if err == nil {
 		return nil
 	}
 	err = ended(ctx, err)
 	if partly || tried && mayHaveRun(err) {
-		return brokers.MaybeSent(err)
+		return store.MaybeSent(err)
 	}
-	return brokers.NotSent(err)
+	return store.NotSent(err)
 }
 
 // mayHaveRun reports whether err, the error of a call, leaves open that

@@ -12,7 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -154,7 +154,7 @@ func TestPublishesEndAtTheirDeadline(t *testing.T) {
 	err := returnsBy(t, 300*time.Millisecond, proxy.Unstall, func(ctx context.Context) error {
 		return s.Publish(ctx, sig("sent"), true)
 	})
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, brokers.ErrMaybeSent) || errors.Is(err, brokers.ErrNotSent) {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrMaybeSent) || errors.Is(err, store.ErrNotSent) {
 		t.Errorf("publish whose call went out: %v, want context.DeadlineExceeded and ErrMaybeSent only", err)
 	}
 	// Its call holds a lane until Redis answers: with every other lane
@@ -166,7 +166,7 @@ func TestPublishesEndAtTheirDeadline(t *testing.T) {
 	err = returnsBy(t, 300*time.Millisecond, func() { free(); proxy.Unstall() }, func(ctx context.Context) error {
 		return s.Publish(ctx, sig("unsent"), true)
 	})
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrNotSent) || errors.Is(err, store.ErrMaybeSent) {
 		t.Errorf("publish whose call waited for a lane: %v, want context.DeadlineExceeded and ErrNotSent only", err)
 	}
 	proxy.Unstall()

@@ -8,7 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -78,7 +78,7 @@ func (s *Store) GroupCompleted(ctx context.Context, groupUUID string, groupTaskC
 // moment of the group.
 func (s *Store) GroupTaskStates(ctx context.Context, groupUUID string) ([]*tasks.TaskState, error) {
 	if groupUUID == "" {
-		return nil, fmt.Errorf("group %q: %w", groupUUID, backends.ErrGroupNotFound)
+		return nil, fmt.Errorf("group %q: %w", groupUUID, store.ErrGroupNotFound)
 	}
 	if err := validGroup(groupUUID); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (s *Store) GroupTaskStates(ctx context.Context, groupUUID string) ([]*tasks
 		return nil, fmt.Errorf("group %s: %w", groupUUID, err)
 	}
 	if !found { // every group hash has a count
-		return nil, fmt.Errorf("group %s: %w", groupUUID, backends.ErrGroupNotFound)
+		return nil, fmt.Errorf("group %s: %w", groupUUID, store.ErrGroupNotFound)
 	}
 	listed := make(map[string]bool, len(members))
 	for _, id := range members {
@@ -141,7 +141,7 @@ func (s *Store) TriggerChord(ctx context.Context, groupUUID, memberUUID string) 
 		return false, fmt.Errorf("trigger chord of group %s: no member UUID", groupUUID)
 	}
 	if groupUUID == "" {
-		return false, fmt.Errorf("trigger chord: group %q: %w", groupUUID, backends.ErrGroupNotFound)
+		return false, fmt.Errorf("trigger chord: group %q: %w", groupUUID, store.ErrGroupNotFound)
 	}
 	if err := validGroup(groupUUID); err != nil {
 		return false, err

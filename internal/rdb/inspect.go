@@ -9,7 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -24,7 +24,7 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 }
 
 // QueueInfo returns the sizes of queue, read in one pipeline.
-func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo, error) {
+func (s *Store) QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 			nPending += l.Val()
 		}
 	}
-	return &brokers.QueueInfo{
+	return &store.QueueInfo{
 		Queue:     queue,
 		Paused:    paused.Val() == 1,
 		Pending:   int(nPending),
@@ -76,7 +76,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*brokers.QueueInfo
 }
 
 // ListTasks lists tasks of queue with status.
-func (s *Store) ListTasks(ctx context.Context, queue string, status brokers.TaskStatus, offset, limit int) ([]*brokers.TaskInfo, error) {
+func (s *Store) ListTasks(ctx context.Context, queue string, status store.TaskStatus, offset, limit int) ([]*store.TaskInfo, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
@@ -88,17 +88,17 @@ func (s *Store) ListTasks(ctx context.Context, queue string, status brokers.Task
 	var ids []string
 	var err error
 	switch status {
-	case brokers.StatusPending:
+	case store.StatusPending:
 		ids, err = s.pendingIDs(ctx, qk, start, stop)
-	case brokers.StatusActive:
+	case store.StatusActive:
 		ids, err = s.client.ZRange(ctx, qk.lease, start, stop).Result()
-	case brokers.StatusScheduled:
+	case store.StatusScheduled:
 		ids, err = s.client.ZRange(ctx, qk.scheduled, start, stop).Result()
-	case brokers.StatusRetry:
+	case store.StatusRetry:
 		ids, err = s.client.ZRange(ctx, qk.retry, start, stop).Result()
-	case brokers.StatusArchived:
+	case store.StatusArchived:
 		ids, err = s.client.ZRevRange(ctx, qk.archived, start, stop).Result()
-	case brokers.StatusLimited:
+	case store.StatusLimited:
 		ids, err = s.client.ZRange(ctx, qk.parked, start, stop).Result()
 	default:
 		return nil, fmt.Errorf("list tasks: unknown status %q", status)
@@ -152,7 +152,7 @@ func (s *Store) pendingIDs(ctx context.Context, qk *queueKeys, start, stop int64
 }
 
 // taskInfos reads the hashes of ids in one pipeline.
-func (s *Store) taskInfos(ctx context.Context, queue string, status brokers.TaskStatus, ids []string) ([]*brokers.TaskInfo, error) {
+func (s *Store) taskInfos(ctx context.Context, queue string, status store.TaskStatus, ids []string) ([]*store.TaskInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -165,7 +165,7 @@ func (s *Store) taskInfos(ctx context.Context, queue string, status brokers.Task
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("read tasks of %s: %w", queue, err)
 	}
-	out := make([]*brokers.TaskInfo, 0, len(ids))
+	out := make([]*store.TaskInfo, 0, len(ids))
 	for i, id := range ids {
 		f, err := parseTaskFields(cmds[i].Val())
 		if err != nil {
@@ -181,7 +181,7 @@ func (s *Store) taskInfos(ctx context.Context, queue string, status brokers.Task
 
 // GetTask describes the task uuid of queue, from its hash: its status is
 // the hash's state.
-func (s *Store) GetTask(ctx context.Context, queue, uuid string) (*brokers.TaskInfo, error) {
+func (s *Store) GetTask(ctx context.Context, queue, uuid string) (*store.TaskInfo, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
@@ -198,15 +198,15 @@ func (s *Store) GetTask(ctx context.Context, queue, uuid string) (*brokers.TaskI
 	}
 	// No message: never sent, gone, or a cancelled workflow's tombstone.
 	if f.msg == "" {
-		return nil, fmt.Errorf("get task %s of %s: %w", uuid, queue, brokers.ErrTaskNotFound)
+		return nil, fmt.Errorf("get task %s of %s: %w", uuid, queue, store.ErrTaskNotFound)
 	}
-	return newTaskInfo(queue, uuid, brokers.TaskStatus(f.state), f), nil
+	return newTaskInfo(queue, uuid, store.TaskStatus(f.state), f), nil
 }
 
 // newTaskInfo describes task id of queue, with status, from its hash's
 // fields f.
-func newTaskInfo(queue, id string, status brokers.TaskStatus, f taskFields) *brokers.TaskInfo {
-	info := &brokers.TaskInfo{Queue: queue, Status: status}
+func newTaskInfo(queue, id string, status store.TaskStatus, f taskFields) *store.TaskInfo {
+	info := &store.TaskInfo{Queue: queue, Status: status}
 	sig, err := decodeStored(f.msg, id, queue)
 	if err != nil {
 		sig = &tasks.Signature{UUID: id, RoutingKey: queue}
@@ -224,7 +224,7 @@ func newTaskInfo(queue, id string, status brokers.TaskStatus, f taskFields) *bro
 	if f.processAt > 0 {
 		info.NextProcessAt = time.UnixMilli(f.processAt)
 	}
-	if status == brokers.StatusActive && f.leaseExp > 0 {
+	if status == store.StatusActive && f.leaseExp > 0 {
 		info.LeaseExpiresAt = time.UnixMilli(f.leaseExp)
 	}
 	return info
@@ -312,15 +312,15 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
 }
 
 // TakeWaiting acts on a task of queue that waits there (take_waiting.lua)
-// and returns its signature; see brokers.Inspector.TakeWaiting.
-func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brokers.TakeAction, reason string) (*tasks.Signature, error) {
+// and returns its signature; see store.Inspector.TakeWaiting.
+func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action store.TakeAction, reason string) (*tasks.Signature, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
 	switch {
 	case uuid == "":
 		return nil, fmt.Errorf("%s task of %s: no task UUID given", action, queue)
-	case action != brokers.TakeDelete && action != brokers.TakeArchive && action != brokers.TakeRun:
+	case action != store.TakeDelete && action != store.TakeArchive && action != store.TakeRun:
 		return nil, fmt.Errorf("task %s of %s: unknown action %q (want delete, archive or run)", uuid, queue, action)
 	}
 	qk := s.keys.queue(queue)
@@ -338,9 +338,9 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brok
 	}
 	switch code {
 	case 1:
-		return nil, fmt.Errorf("%s task %s of %s: %w", action, uuid, queue, brokers.ErrTaskNotFound)
+		return nil, fmt.Errorf("%s task %s of %s: %w", action, uuid, queue, store.ErrTaskNotFound)
 	case 2:
-		return nil, fmt.Errorf("%s task %s of %s: it is %s: %w", action, uuid, queue, val, brokers.ErrTaskNotWaiting)
+		return nil, fmt.Errorf("%s task %s of %s: it is %s: %w", action, uuid, queue, val, store.ErrTaskNotWaiting)
 	}
 	sig, err := decodeStored(val, uuid, queue)
 	if err != nil {
@@ -350,7 +350,7 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action brok
 }
 
 // CancelTask stops the task uuid of queue (cancel.lua); see
-// brokers.Canceller.CancelTask.
+// store.Canceller.CancelTask.
 func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, false, err
@@ -373,9 +373,9 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar 
 	}
 	switch code {
 	case 1:
-		return nil, false, fmt.Errorf("cancel task %s of %s: %w", uuid, queue, brokers.ErrTaskNotFound)
+		return nil, false, fmt.Errorf("cancel task %s of %s: %w", uuid, queue, store.ErrTaskNotFound)
 	case 2:
-		return nil, false, fmt.Errorf("cancel task %s of %s: it is %s: %w", uuid, queue, val, brokers.ErrTaskNotWaiting)
+		return nil, false, fmt.Errorf("cancel task %s of %s: it is %s: %w", uuid, queue, val, store.ErrTaskNotWaiting)
 	case 4: // barred
 		return nil, false, nil
 	}
@@ -407,7 +407,7 @@ func (s *Store) WatchCancels(ctx context.Context, fn func(uuid string)) error {
 		case m, ok := <-ch:
 			switch {
 			case !ok:
-				return fmt.Errorf("watch cancellations: %w", brokers.ErrClosed)
+				return fmt.Errorf("watch cancellations: %w", store.ErrClosed)
 			case m == nil:
 			default:
 				switch v := m.(type) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // keys builds every Redis key machinist uses; nothing else in the module
@@ -220,7 +220,7 @@ func (k *keys) queue(name string) *queueKeys {
 }
 
 // namesNotify is the wake-up list of the workers of the queue with names.
-func (qk *queueKeys) namesNotify(names *brokers.TaskNames) string {
+func (qk *queueKeys) namesNotify(names *store.TaskNames) string {
 	return qk.names + names.Key() + ":notify"
 }
 
@@ -259,9 +259,9 @@ func (g groupKeys) all() []string { return []string{g.meta, g.done, g.order} }
 // ValidQueue reports why a queue name cannot be used, or nil.
 func ValidQueue(name string) error {
 	if name == "" {
-		return brokers.ErrNoQueue
+		return store.ErrNoQueue
 	}
-	if _, shard := brokers.ShardOf(name); strings.Contains(name, "}") || strings.Contains(name, "{") && !shard {
+	if _, shard := store.ShardOf(name); strings.Contains(name, "}") || strings.Contains(name, "{") && !shard {
 		return fmt.Errorf("rdb: queue %q: names must not contain braces (they form the Redis Cluster hash tag)", name)
 	}
 	return nil

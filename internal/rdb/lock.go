@@ -6,8 +6,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/b6192125/machinist/v1/config"
 )
 
 // Locker is machinery's Redis lock (v1/locks/redis) on a connection of its
@@ -16,10 +14,9 @@ type Locker struct {
 	client goredis.UniversalClient
 }
 
-// DialLocker returns a Locker on the Redis rawURL names, configured by cnf
-// (through WithDefaults).
-func DialLocker(rawURL string, cnf *config.Config) (*Locker, error) {
-	c, err := NewClient(rawURL, cnf)
+// DialLocker returns a Locker on the Redis rawURL names, connected by o.
+func DialLocker(rawURL string, o ClientOptions) (*Locker, error) {
+	c, err := NewClient(rawURL, o)
 	if err != nil {
 		return nil, err
 	}

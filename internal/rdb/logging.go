@@ -14,14 +14,14 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // ErrAuth is wrapped by errors that say Redis wants a password, or refused
 // the one given: go-redis reports that as NOAUTH, WRONGPASS or, for a
 // client that sent a long command unauthenticated, "Protocol error:
 // unauthenticated multibulk length", which says nothing of passwords.
-var ErrAuth = backends.ErrAuth
+var ErrAuth = store.ErrAuth
 
 // Explain wraps err with ErrAuth when it is an authentication error, and
 // says which address could not be reached when Redis could not be

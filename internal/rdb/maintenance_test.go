@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1/config"
 )
 
 // TestIdleForwardRunsWhenRedisIsOutOfMemory: an idle queue's forward.lua
@@ -19,8 +18,7 @@ func TestIdleForwardRunsWhenRedisIsOutOfMemory(t *testing.T) {
 	srv := redistest.Start(t) // its own: it is made to run out of memory
 	client := srv.Client(t)
 	ctx := context.Background()
-	cnf := (&config.Config{}).WithDefaults()
-	s := New(client, OptionsFrom(cnf), false)
+	s := New(client, Options{}, false)
 	t.Cleanup(func() { _ = s.Close() })
 	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
 		if err := client.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // Heartbeat records w alive for ttl (heartbeat.lua), then adds counts to
@@ -19,7 +19,7 @@ import (
 // Cluster). The counts are sent once (go-redis does not send an HINCRBY
 // again after a lost reply): a heartbeat that fails loses them, rather
 // than count them twice.
-func (s *Store) Heartbeat(ctx context.Context, w *brokers.WorkerInfo, ttl time.Duration, counts ...brokers.StatCount) error {
+func (s *Store) Heartbeat(ctx context.Context, w *store.WorkerInfo, ttl time.Duration, counts ...store.StatCount) error {
 	if w == nil || w.ID == "" {
 		return errors.New("heartbeat: the worker has no ID")
 	}
@@ -43,11 +43,11 @@ func (s *Store) Heartbeat(ctx context.Context, w *brokers.WorkerInfo, ttl time.D
 
 // addStats adds counts to the statistics hashes: HINCRBY of the period's
 // fields, and the hash kept a StatsWindow past its hour's end.
-func (s *Store) addStats(ctx context.Context, counts []brokers.StatCount) error {
-	oldest := brokers.StatsOldest(time.Now())
+func (s *Store) addStats(ctx context.Context, counts []store.StatCount) error {
+	oldest := store.StatsOldest(time.Now())
 	pipe := s.client.Pipeline()
 	for _, c := range counts {
-		at := c.At.Truncate(brokers.StatsPeriod)
+		at := c.At.Truncate(store.StatsPeriod)
 		if ValidQueue(c.Queue) != nil || at.Before(oldest) || (c.Processed == 0 && c.Failed == 0) {
 			continue
 		}
@@ -59,7 +59,7 @@ func (s *Store) addStats(ctx context.Context, counts []brokers.StatCount) error 
 			_ = pipe.Process(ctx, onceCmd{goredis.NewCmd(ctx, "hincrby", key, field+"f", c.Failed)})
 		}
 		hour := at.Truncate(time.Hour)
-		pipe.PExpireAt(ctx, key, hour.Add(time.Hour+brokers.StatsWindow))
+		pipe.PExpireAt(ctx, key, hour.Add(time.Hour+store.StatsWindow))
 	}
 	if pipe.Len() == 0 {
 		return nil
@@ -89,7 +89,7 @@ func (s *Store) Unregister(ctx context.Context, id string) error {
 }
 
 // Workers lists the workers alive (workers.lua).
-func (s *Store) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
+func (s *Store) Workers(ctx context.Context) ([]*store.WorkerInfo, error) {
 	cmd := s.batch.repl.eval(ctx, s.client, false, workersScript,
 		[]string{s.keys.workersAlive(), s.keys.workersInfo()}, nil)
 	if err := cmd.Err(); err != nil {
@@ -99,14 +99,14 @@ func (s *Store) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	brokers.SortWorkers(ws)
+	store.SortWorkers(ws)
 	return ws, nil
 }
 
 // parseWorkersReply decodes workers.lua's reply: {id, until (ms, a
 // number as a string), JSON WorkerInfo or nil, ...}. A worker whose info
 // is gone is left out.
-func parseWorkersReply(v interface{}) ([]*brokers.WorkerInfo, error) {
+func parseWorkersReply(v interface{}) ([]*store.WorkerInfo, error) {
 	const reply = "workers"
 	arr, err := asArray(reply, v)
 	if err != nil {
@@ -115,7 +115,7 @@ func parseWorkersReply(v interface{}) ([]*brokers.WorkerInfo, error) {
 	if len(arr)%3 != 0 {
 		return nil, malformed(reply, nil, "an array of %d, want triples {id, until, info}", len(arr))
 	}
-	out := make([]*brokers.WorkerInfo, 0, len(arr)/3)
+	out := make([]*store.WorkerInfo, 0, len(arr)/3)
 	for i := 0; i < len(arr); i += 3 {
 		id, err := asString(reply, elem(i, "id"), arr[i])
 		if err != nil {
@@ -136,7 +136,7 @@ func parseWorkersReply(v interface{}) ([]*brokers.WorkerInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		var w brokers.WorkerInfo
+		var w store.WorkerInfo
 		if err := json.Unmarshal([]byte(raw), &w); err != nil {
 			return nil, malformed(reply, err, "element %d (info) is not a worker's JSON", i+2)
 		}
@@ -149,11 +149,11 @@ func parseWorkersReply(v interface{}) ([]*brokers.WorkerInfo, error) {
 
 // QueueStats returns queue's counts over the last StatsWindow, from the
 // statistics hashes of this hour and the one before.
-func (s *Store) QueueStats(ctx context.Context, queue string) (*brokers.QueueStats, error) {
+func (s *Store) QueueStats(ctx context.Context, queue string) (*store.QueueStats, error) {
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
-	periods := brokers.StatsPeriods(time.Now())
+	periods := store.StatsPeriods(time.Now())
 	hours := map[string]*goredis.MapStringStringCmd{}
 	pipe := s.client.Pipeline()
 	for _, at := range []time.Time{periods[0], periods[len(periods)-1]} {
@@ -165,11 +165,11 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*brokers.QueueSta
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("statistics of %s: %w", queue, err)
 	}
-	out := &brokers.QueueStats{Queue: queue, Periods: make([]brokers.StatCount, len(periods))}
+	out := &store.QueueStats{Queue: queue, Periods: make([]store.StatCount, len(periods))}
 	for i, at := range periods {
 		key, field := s.statsField(queue, at)
 		fields := hours[key].Val()
-		c := brokers.StatCount{Queue: queue, At: at}
+		c := store.StatCount{Queue: queue, At: at}
 		var err error
 		if c.Processed, err = statsCount(fields, field+"p"); err == nil {
 			c.Failed, err = statsCount(fields, field+"f")

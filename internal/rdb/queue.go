@@ -17,8 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/newid"
-
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -32,8 +31,8 @@ import (
 // the scripts, so a worker never finishes a task before its PENDING state
 // lands.
 // It returns when ctx ends, whatever Redis does, and its error wraps
-// brokers.ErrMaybeSent when a task may have been published (sendOutcome),
-// else brokers.ErrNotSent.
+// store.ErrMaybeSent when a task may have been published (sendOutcome),
+// else store.ErrNotSent.
 func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) (err error) {
 	// tried: the error is an enqueue's, which says whether it may have
 	// run; before, nothing of the tasks was sent. partly: a queue's tasks
@@ -163,7 +162,7 @@ func (s *Store) message(sig *tasks.Signature) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %s (%s): %w", sig.UUID, sig.Name, err)
 	}
-	if err := brokers.CheckMessageSize(sig, msg, s.opts.MaxMessageSize); err != nil {
+	if err := store.CheckMessageSize(sig, msg, s.opts.MaxMessageSize); err != nil {
 		return nil, err
 	}
 	return msg, nil
@@ -247,7 +246,7 @@ func randomHex(n int) string {
 
 // Dequeue takes up to n pending tasks of queue q under fresh leases. A
 // message that cannot be decoded is returned with Delivery.Err set.
-func (s *Store) Dequeue(ctx context.Context, q string, n int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
+func (s *Store) Dequeue(ctx context.Context, q string, n int, names *store.TaskNames) ([]*store.Delivery, error) {
 	qk := s.keys.queue(q)
 	lease := s.opts.LeaseDuration
 	args := make([]interface{}, 0, 3+n)
@@ -281,14 +280,14 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int, names *brokers.Tas
 // begun at start. The local lease expiry is counted from start, so the
 // worker gives a lease up no later than Redis does. A message that cannot
 // be decoded is returned with Delivery.Err set.
-func (s *Store) deliveries(q string, taken []dequeued, start time.Time) []*brokers.Delivery {
+func (s *Store) deliveries(q string, taken []dequeued, start time.Time) []*store.Delivery {
 	localExpiry := start.Add(s.opts.LeaseDuration)
-	var out []*brokers.Delivery
+	var out []*store.Delivery
 	for _, t := range taken {
 		id := t.id
-		d := &brokers.Delivery{
+		d := &store.Delivery{
 			Queue:     q,
-			Lease:     brokers.NewLease(t.token, localExpiry),
+			Lease:     store.NewLease(t.token, localExpiry),
 			Retried:   t.retried,
 			Recovered: t.recovered,
 		}
@@ -422,7 +421,7 @@ func (s *Store) blpop(ctx context.Context, timeout time.Duration, keys ...string
 // names for the tasks rerouted to them (route.go), or for at most
 // BlockTimeout. It returns the queue whose token it took, or "" when the
 // time ran out.
-func (s *Store) Wait(ctx context.Context, queues []string, names *brokers.TaskNames) (string, error) {
+func (s *Store) Wait(ctx context.Context, queues []string, names *store.TaskNames) (string, error) {
 	byNotify := make(map[string]string, len(queues))
 	groups := make([][]string, 0, len(queues)) // by queue: one slot each
 	for _, q := range queues {
@@ -512,8 +511,8 @@ var errTimeout = errors.New("timeout")
 
 // ExtendLeases renews the leases of ds, one script per queue, marking lost
 // those Redis no longer grants.
-func (s *Store) ExtendLeases(ctx context.Context, ds []*brokers.Delivery) error {
-	byQueue := make(map[string][]*brokers.Delivery)
+func (s *Store) ExtendLeases(ctx context.Context, ds []*store.Delivery) error {
+	byQueue := make(map[string][]*store.Delivery)
 	for _, d := range ds {
 		if d.Lease.Valid() { // a lease lost here is not renewed there either
 			byQueue[d.Queue] = append(byQueue[d.Queue], d)
@@ -555,11 +554,11 @@ func (s *Store) ExtendLeases(ctx context.Context, ds []*brokers.Delivery) error 
 
 // settled finishes a settling call: the lease is released on success and
 // marked lost when Redis refused it.
-func settled(d *brokers.Delivery, err error) error {
+func settled(d *store.Delivery, err error) error {
 	switch {
 	case err == nil:
 		d.Lease.Release()
-	case errors.Is(err, brokers.ErrLeaseLost):
+	case errors.Is(err, store.ErrLeaseLost):
 		d.Lease.Lose()
 	}
 	return err
@@ -569,7 +568,7 @@ func settled(d *brokers.Delivery, err error) error {
 // the caller holds its lease. With take, it then takes the next task of
 // d's queue for the caller in the same script, and returns it (nil when
 // none is pending).
-func (s *Store) Ack(ctx context.Context, d *brokers.Delivery, take *brokers.Take) (*brokers.Delivery, error) {
+func (s *Store) Ack(ctx context.Context, d *store.Delivery, take *store.Take) (*store.Delivery, error) {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
 	keys := []string{qk.task + id, qk.lease, qk.completed}
@@ -595,7 +594,7 @@ func chordFlag(sig *tasks.Signature) string {
 // settledUnlessDue is settled for a settle script's status code, but a
 // chord member left unsettled (statusChordDue) keeps its lease: its
 // caller settles it later.
-func settledUnlessDue(d *brokers.Delivery, code int64) error {
+func settledUnlessDue(d *store.Delivery, code int64) error {
 	err := statusError(code, d.Signature.UUID)
 	if code == statusChordDue {
 		return err
@@ -609,12 +608,12 @@ func settledUnlessDue(d *brokers.Delivery, code int64) error {
 type taking struct {
 	s     *Store
 	q     string
-	names *brokers.TaskNames
+	names *store.TaskNames
 	token string    // the task's fencing token, its own base for release_fetch.lua
 	start time.Time // when the settle began: the local lease counts from it
 }
 
-func (s *Store) newTaking(q string, take *brokers.Take) *taking {
+func (s *Store) newTaking(q string, take *store.Take) *taking {
 	if take == nil {
 		return nil
 	}
@@ -643,7 +642,7 @@ func (t *taking) args() []interface{} {
 // the task taken, if any. A task a run may have taken whose reply never
 // reached the caller is put back (release_fetch.lua) rather than left to
 // its lease's end.
-func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string, cmd *goredis.Cmd, again bool) (*brokers.Delivery, error) {
+func (t *taking) settled(ctx context.Context, d *store.Delivery, script string, cmd *goredis.Cmd, again bool) (*store.Delivery, error) {
 	var (
 		code  int64
 		taken []dequeued
@@ -686,7 +685,7 @@ func (t *taking) settled(ctx context.Context, d *brokers.Delivery, script string
 // takes the next task of d's queue for the caller and returns it. Only on
 // a single server (OneNode), where one script may touch the state, group
 // and other queues' keys.
-func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
+func (s *Store) AckSuccess(ctx context.Context, d *store.Delivery, state *tasks.TaskState, next []*tasks.Signature, take *store.Take) (*store.Delivery, error) {
 	sig := d.Signature
 	id := sig.UUID
 	if !s.oneNode {
@@ -759,7 +758,7 @@ func (s *Store) AckSuccess(ctx context.Context, d *brokers.Delivery, state *task
 // while the caller holds d's lease (else an error wrapping ErrLeaseLost,
 // and nothing is written). A worker that takes the task after this finds
 // the outcome in its delivery and finishes it instead of running it.
-func (s *Store) Commit(ctx context.Context, d *brokers.Delivery, outcome *tasks.TaskState) error {
+func (s *Store) Commit(ctx context.Context, d *store.Delivery, outcome *tasks.TaskState) error {
 	_, err := s.commit(ctx, d, outcome, true, false)
 	return err
 }
@@ -770,7 +769,7 @@ func (s *Store) Commit(ctx context.Context, d *brokers.Delivery, outcome *tasks.
 // how many members have finished is returned. On a single server only
 // (OneNode), where the state and group keys may be touched by the queue's
 // script.
-func (s *Store) WriteState(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, record bool) (int64, error) {
+func (s *Store) WriteState(ctx context.Context, d *store.Delivery, state *tasks.TaskState, record bool) (int64, error) {
 	if !s.oneNode {
 		return 0, fmt.Errorf("set state %s of task %s under its lease: the state key is on another node", strings.ToLower(state.State), d.Signature.UUID)
 	}
@@ -780,7 +779,7 @@ func (s *Store) WriteState(ctx context.Context, d *brokers.Delivery, state *task
 // commit runs commit.lua for d: the outcome recorded (with record), and the
 // state written (with write), a group member's final state recorded in its
 // group.
-func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.TaskState, record, write bool) (int64, error) {
+func (s *Store) commit(ctx context.Context, d *store.Delivery, state *tasks.TaskState, record, write bool) (int64, error) {
 	sig := d.Signature
 	id := sig.UUID
 	op := "commit " + strings.ToLower(state.State)
@@ -821,7 +820,7 @@ func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.Ta
 		return 0, fmt.Errorf("%s of task %s: %w", op, id, err)
 	}
 	if err := statusError(code, id); err != nil {
-		if errors.Is(err, brokers.ErrLeaseLost) {
+		if errors.Is(err, store.ErrLeaseLost) {
 			d.Lease.Lose()
 		}
 		return 0, fmt.Errorf("%s: %w", op, err)
@@ -831,7 +830,7 @@ func (s *Store) commit(ctx context.Context, d *brokers.Delivery, state *tasks.Ta
 
 // Retry schedules d's task to run again at at, storing its signature as it
 // is now and errMsg as its last error, if the caller holds its lease.
-func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, errMsg string) error {
+func (s *Store) Retry(ctx context.Context, d *store.Delivery, at time.Time, errMsg string) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
 	msg, err := storedMessage(d.Signature)
@@ -845,7 +844,7 @@ func (s *Store) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, er
 
 // Archive keeps d's task as a dead letter with reason, if the caller holds
 // its lease.
-func (s *Store) Archive(ctx context.Context, d *brokers.Delivery, reason string) error {
+func (s *Store) Archive(ctx context.Context, d *store.Delivery, reason string) error {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
 	err := s.runSettle(ctx, archiveScript, id, d.Lease.Valid, []string{qk.task + id, qk.lease, qk.archived},
@@ -855,8 +854,8 @@ func (s *Store) Archive(ctx context.Context, d *brokers.Delivery, reason string)
 
 // Requeue puts unfinished tasks back at the head of their queues, those
 // whose lease the caller holds; the others are reported with ErrLeaseLost.
-func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
-	byQueue := make(map[string][]*brokers.Delivery)
+func (s *Store) Requeue(ctx context.Context, ds []*store.Delivery) error {
+	byQueue := make(map[string][]*store.Delivery)
 	var order []string
 	for _, d := range ds {
 		if _, ok := byQueue[d.Queue]; !ok {
@@ -874,7 +873,7 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 			args = append(args, d.Signature.UUID, d.Lease.Token())
 		}
 		holds := func() bool {
-			return slices.ContainsFunc(group, func(d *brokers.Delivery) bool { return d.Lease.Valid() })
+			return slices.ContainsFunc(group, func(d *store.Delivery) bool { return d.Lease.Valid() })
 		}
 		cmd, _ := s.batch.RunSettle(ctx, group[0].Signature.UUID, requeueScript, holds, []string{qk.pending, qk.lease, qk.notify}, args...)
 		err := cmd.Err()
@@ -893,7 +892,7 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 		for _, d := range group {
 			if lost[d.Signature.UUID] {
 				d.Lease.Lose()
-				errs = append(errs, fmt.Errorf("requeue task %s: %w", d.Signature.UUID, brokers.ErrLeaseLost))
+				errs = append(errs, fmt.Errorf("requeue task %s: %w", d.Signature.UUID, store.ErrLeaseLost))
 			} else {
 				d.Lease.Release()
 			}
@@ -903,12 +902,12 @@ func (s *Store) Requeue(ctx context.Context, ds []*brokers.Delivery) error {
 }
 
 // ClaimLease takes the claim name for lease unless another lease on it runs
-// or it is done, and keeps its key for keep (see brokers.Claimer and
+// or it is done, and keeps its key for keep (see store.Claimer and
 // lua/claim_lease.lua). The call's token lets a run sent again after a lost
 // reply recognise the first run's lease as its own.
-func (s *Store) ClaimLease(ctx context.Context, name string, lease, keep time.Duration) (brokers.ClaimResult, error) {
+func (s *Store) ClaimLease(ctx context.Context, name string, lease, keep time.Duration) (store.ClaimResult, error) {
 	if lease < time.Millisecond {
-		return brokers.ClaimResult{}, fmt.Errorf("claim %s: lease %v is shorter than 1ms", name, lease)
+		return store.ClaimResult{}, fmt.Errorf("claim %s: lease %v is shorter than 1ms", name, lease)
 	}
 	key, token := s.keys.claim(name), randomHex(12)
 	args := []interface{}{token, lease.Milliseconds(), max(keep, lease).Milliseconds()}
@@ -917,14 +916,14 @@ func (s *Store) ClaimLease(ctx context.Context, name string, lease, keep time.Du
 		cmd = s.batch.repl.eval(ctx, s.client, false, claimLeaseScript, []string{key}, args)
 		return cmd.Err()
 	}, retry{})
-	var res brokers.ClaimResult
+	var res store.ClaimResult
 	if err == nil {
 		res, err = parseClaimLeaseReply(cmd.Val())
 	}
 	if err != nil {
-		return brokers.ClaimResult{}, fmt.Errorf("claim %s: %w", name, err)
+		return store.ClaimResult{}, fmt.Errorf("claim %s: %w", name, err)
 	}
-	if res.Status == brokers.ClaimWon {
+	if res.Status == store.ClaimWon {
 		res.Token = token
 	}
 	return res, nil
@@ -939,40 +938,40 @@ const (
 )
 
 // parseClaimLeaseReply decodes claim_lease's {status, ms}.
-func parseClaimLeaseReply(v interface{}) (brokers.ClaimResult, error) {
+func parseClaimLeaseReply(v interface{}) (store.ClaimResult, error) {
 	const script = "claim_lease"
 	arr, err := asArray(script, v)
 	if err != nil {
-		return brokers.ClaimResult{}, err
+		return store.ClaimResult{}, err
 	}
 	if len(arr) != 2 {
-		return brokers.ClaimResult{}, malformed(script, nil, "%s, want 2 elements", describe(v))
+		return store.ClaimResult{}, malformed(script, nil, "%s, want 2 elements", describe(v))
 	}
 	code, err := asInt(script, elem(0, "status"), arr[0])
 	if err != nil {
-		return brokers.ClaimResult{}, err
+		return store.ClaimResult{}, err
 	}
 	ms, err := asInt(script, elem(1, "ms"), arr[1])
 	if err != nil {
-		return brokers.ClaimResult{}, err
+		return store.ClaimResult{}, err
 	}
 	switch code {
 	case claimWon, claimTakenOver:
-		return brokers.ClaimResult{Status: brokers.ClaimWon, TakenOver: code == claimTakenOver}, nil
+		return store.ClaimResult{Status: store.ClaimWon, TakenOver: code == claimTakenOver}, nil
 	case claimHeld:
 		if ms <= 0 {
-			return brokers.ClaimResult{}, malformed(script, nil, "held for %d ms, want a positive time", ms)
+			return store.ClaimResult{}, malformed(script, nil, "held for %d ms, want a positive time", ms)
 		}
-		return brokers.ClaimResult{Status: brokers.ClaimHeld, Remaining: time.Duration(ms) * time.Millisecond}, nil
+		return store.ClaimResult{Status: store.ClaimHeld, Remaining: time.Duration(ms) * time.Millisecond}, nil
 	case claimDone:
-		return brokers.ClaimResult{Status: brokers.ClaimDone}, nil
+		return store.ClaimResult{Status: store.ClaimDone}, nil
 	default:
-		return brokers.ClaimResult{}, malformed(script, nil, "status %d, want 0 to 3", code)
+		return store.ClaimResult{}, malformed(script, nil, "status %d, want 0 to 3", code)
 	}
 }
 
 // CompleteClaim marks the claim name done for the holder of token (see
-// brokers.Claimer and lua/complete_claim.lua); safe to send again.
+// store.Claimer and lua/complete_claim.lua); safe to send again.
 func (s *Store) CompleteClaim(ctx context.Context, name, token string) error {
 	var cmd *goredis.Cmd
 	err := again(ctx, func() error {
@@ -987,7 +986,7 @@ func (s *Store) CompleteClaim(ctx context.Context, name, token string) error {
 		return fmt.Errorf("complete claim %s: %w", name, err)
 	}
 	if code == 1 {
-		return fmt.Errorf("complete claim %s: %w", name, brokers.ErrLeaseLost)
+		return fmt.Errorf("complete claim %s: %w", name, store.ErrLeaseLost)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // Routing tasks to the workers that have them. A worker announces its task
@@ -29,7 +29,7 @@ const statusNoHandler = 3
 var errNoHandler = errors.New("no worker alive has announced the task's name")
 
 // Announce records that a worker with names consumes queues, for ttl.
-func (s *Store) Announce(ctx context.Context, queues []string, names *brokers.TaskNames, ttl time.Duration) error {
+func (s *Store) Announce(ctx context.Context, queues []string, names *store.TaskNames, ttl time.Duration) error {
 	if len(names.List()) == 0 {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (s *Store) Announce(ctx context.Context, queues []string, names *brokers.Ta
 // Reroute hands d's task to the workers that announced its name, if the
 // caller holds its lease; it reports false, changing nothing, when no
 // worker alive has announced it.
-func (s *Store) Reroute(ctx context.Context, d *brokers.Delivery) (bool, error) {
+func (s *Store) Reroute(ctx context.Context, d *store.Delivery) (bool, error) {
 	qk := s.keys.queue(d.Queue)
 	id := d.Signature.UUID
 	err := s.runSettle(ctx, rerouteScript, id, d.Lease.Valid,

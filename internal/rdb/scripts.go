@@ -9,8 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 //go:embed lua/*.lua lua/lib/*.lua
@@ -247,15 +246,15 @@ func statusError(code int64, id string) error {
 	case statusOK:
 		return nil
 	case statusDuplicate:
-		return fmt.Errorf("task %s: %w", id, brokers.ErrDuplicateTask)
+		return fmt.Errorf("task %s: %w", id, store.ErrDuplicateTask)
 	case statusLeaseLost:
-		return fmt.Errorf("task %s: %w", id, brokers.ErrLeaseLost)
+		return fmt.Errorf("task %s: %w", id, store.ErrLeaseLost)
 	case statusChordDue:
-		return fmt.Errorf("task %s: %w", id, brokers.ErrChordDue)
+		return fmt.Errorf("task %s: %w", id, store.ErrChordDue)
 	case statusNoHandler:
 		return fmt.Errorf("task %s: %w", id, errNoHandler)
 	case statusNoAggregator:
-		return fmt.Errorf("task %s: %w", id, brokers.ErrNoAggregator)
+		return fmt.Errorf("task %s: %w", id, store.ErrNoAggregator)
 	default:
 		return fmt.Errorf("task %s: unexpected script status %d", id, code)
 	}
@@ -276,7 +275,7 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 	case chordLost:
 		return false, nil
 	case chordNotFound:
-		return false, fmt.Errorf("trigger chord of group %s: %w", groupUUID, backends.ErrGroupNotFound)
+		return false, fmt.Errorf("trigger chord of group %s: %w", groupUUID, store.ErrGroupNotFound)
 	default:
 		return false, fmt.Errorf("trigger chord of group %s by task %s: unexpected script status %d", groupUUID, memberUUID, code)
 	}

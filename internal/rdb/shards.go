@@ -13,7 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -93,7 +93,7 @@ func (s *Store) shardsOf(ctx context.Context, queue string, now bool) ([]string,
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
-	if q, ok := brokers.ShardOf(queue); ok {
+	if q, ok := store.ShardOf(queue); ok {
 		names, err := s.shardsOf(ctx, q, now)
 		if err == nil && !slices.Contains(names, queue) && !now {
 			// Added since the record was read, perhaps.
@@ -474,7 +474,7 @@ func shardKey(sig *tasks.Signature) (string, error) {
 	case 1:
 		return keys[0], nil
 	}
-	return "", fmt.Errorf("task %s: %w", sig.UUID, brokers.ErrShardKeys)
+	return "", fmt.Errorf("task %s: %w", sig.UUID, store.ErrShardKeys)
 }
 
 // Slot is the Redis Cluster hash slot of a queue's keys: the CRC16 of its

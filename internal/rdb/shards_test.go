@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -338,7 +338,7 @@ func TestRoute(t *testing.T) {
 		}
 	}
 	both := &tasks.Signature{UUID: "both", Name: "n", RoutingKey: "r", AggregationKey: "k", UniqueFor: time.Minute}
-	if _, err := s.route(ctx, both); !errors.Is(err, brokers.ErrShardKeys) {
+	if _, err := s.route(ctx, both); !errors.Is(err, store.ErrShardKeys) {
 		t.Fatalf("route of a task with two keys: %v, want ErrShardKeys", err)
 	}
 	if q, err := s.route(ctx, &tasks.Signature{UUID: "x", RoutingKey: names[2]}); err != nil || q != names[2] {

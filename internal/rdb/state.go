@@ -11,7 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -283,7 +283,7 @@ func (s *Store) SetStateAsync(ctx context.Context, sig *tasks.Signature, state *
 		}
 	})
 	if !sent {
-		return fmt.Errorf("set state %s of task %s: %w", strings.ToLower(state.State), sig.UUID, backends.ErrClosed)
+		return fmt.Errorf("set state %s of task %s: %w", strings.ToLower(state.State), sig.UUID, store.ErrBackendClosed)
 	}
 	return nil
 }
@@ -352,7 +352,7 @@ func (s *Store) GetStateIn(ctx context.Context, queue, taskUUID string) (*tasks.
 		return nil, fmt.Errorf("get state of task %s: %w", taskUUID, err)
 	}
 	if fields == nil {
-		return nil, fmt.Errorf("task %s: %w", taskUUID, backends.ErrStateNotFound)
+		return nil, fmt.Errorf("task %s: %w", taskUUID, store.ErrStateNotFound)
 	}
 	st := &tasks.TaskState{
 		TaskUUID:  taskUUID,

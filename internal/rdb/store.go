@@ -12,7 +12,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/embedded"
-	"github.com/b6192125/machinist/v1/config"
 )
 
 // UniversalClient is a go-redis v9 client: *redis.Client, *redis.ClusterClient,
@@ -67,26 +66,6 @@ type Options struct {
 	// waiting that failed) and go-redis's own lines (see logging.go).
 	// Default slog.Default().
 	Logger *slog.Logger
-}
-
-// OptionsFrom returns the options cnf sets; cnf must have been through
-// WithDefaults.
-func OptionsFrom(cnf *config.Config) Options {
-	return Options{
-		KeyPrefix:          cnf.Redis.KeyPrefix,
-		ResultsExpireIn:    time.Duration(cnf.ResultsExpireIn) * time.Second,
-		LeaseDuration:      cnf.LeaseDuration,
-		CompletedRetention: cnf.CompletedRetention,
-		ArchiveMaxAge:      cnf.ArchiveMaxAge,
-		ArchiveMaxSize:     cnf.ArchiveMaxSize,
-		MaxRecoveries:      cnf.MaxRecoveries,
-		BlockTimeout:       time.Duration(cnf.Redis.NormalTasksPollPeriod) * time.Millisecond,
-		MinReplicas:        cnf.Redis.MinReplicas,
-		ReplicaTimeout:     replicaTimeout(cnf),
-		QueueShards:        cnf.Redis.QueueShards,
-		MaxMessageSize:     max(cnf.MaxMessageSize, 0),
-		Logger:             cnf.Logger,
-	}
 }
 
 // Store is machinist's data in one Redis (a server, a Sentinel group or a
@@ -154,11 +133,10 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 	}
 }
 
-// replicaTimeout is how long a write waits for replicas: half the read
+// ReplicaTimeout is how long a write waits for replicas: half the read
 // timeout (go-redis's default 3 s when it is 0), so that WAIT answers
 // before the read times out.
-func replicaTimeout(cnf *config.Config) time.Duration {
-	read := time.Duration(cnf.Redis.ReadTimeout) * time.Second
+func ReplicaTimeout(read time.Duration) time.Duration {
 	if read <= 0 {
 		read = 3 * time.Second
 	}
@@ -166,19 +144,18 @@ func replicaTimeout(cnf *config.Config) time.Duration {
 }
 
 // Dial returns a store on a client of its own for rawURL ("redis://",
-// "rediss://", several addresses for a Cluster), configured by cnf, which
-// must have been through WithDefaults.
-func Dial(rawURL string, cnf *config.Config) (*Store, error) {
+// "rediss://", several addresses for a Cluster, or MemoryScheme's),
+// connected by c, with opts.
+func Dial(rawURL string, c ClientOptions, opts Options) (*Store, error) {
 	if name, ok := strings.CutPrefix(rawURL, MemoryScheme); ok {
-		return dialEmbedded(name, cnf)
+		return dialEmbedded(name, c, opts)
 	}
-	c, err := NewClient(rawURL, cnf)
+	client, err := NewClient(rawURL, c)
 	if err != nil {
 		return nil, err
 	}
-	opts := OptionsFrom(cnf)
-	_, opts.nodesWait = c.(*goredis.ClusterClient) // NewClient gave its nodes a waitHook
-	return New(c, opts, true), nil
+	_, opts.nodesWait = client.(*goredis.ClusterClient) // NewClient gave its nodes a waitHook
+	return New(client, opts, true), nil
 }
 
 // MemoryScheme starts the URLs of the in-process engine: "memory://" is an
@@ -188,17 +165,17 @@ const MemoryScheme = "memory://"
 
 // dialEmbedded returns a store on the in-process engine named name (see
 // MemoryScheme), which it releases on Close.
-func dialEmbedded(name string, cnf *config.Config) (*Store, error) {
+func dialEmbedded(name string, co ClientOptions, opts Options) (*Store, error) {
 	e, release, err := embedded.Acquire(name)
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewClient("redis://:"+e.Password()+"@"+e.Addr(), cnf)
+	c, err := NewClient("redis://:"+e.Password()+"@"+e.Addr(), co)
 	if err != nil {
 		release()
 		return nil, err
 	}
-	s := New(c, OptionsFrom(cnf), true)
+	s := New(c, opts, true)
 	s.release = release
 	return s, nil
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -85,7 +85,7 @@ func TestDuplicateIDIsLeasedOnce(t *testing.T) {
 		t.Helper()
 		must(s.Publish(ctx, []*tasks.Signature{{UUID: id, Name: "n", RoutingKey: "q"}}, true))
 	}
-	ids := func(ds ...*brokers.Delivery) []string {
+	ids := func(ds ...*store.Delivery) []string {
 		var out []string
 		for _, d := range ds {
 			if d != nil {
@@ -109,7 +109,7 @@ func TestDuplicateIDIsLeasedOnce(t *testing.T) {
 	// The successful acknowledgement's take, a's second entry at the head.
 	publish("c")
 	must(client.LPush(ctx, qk.pending, "a").Err())
-	next, err := s.AckSuccess(ctx, b, tasks.NewSuccessTaskState(b.Signature, nil), nil, &brokers.Take{})
+	next, err := s.AckSuccess(ctx, b, tasks.NewSuccessTaskState(b.Signature, nil), nil, &store.Take{})
 	must(err)
 	if got := ids(next); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("AckSuccess's take from [a c], a running, took %q, want [c]", got)
@@ -118,7 +118,7 @@ func TestDuplicateIDIsLeasedOnce(t *testing.T) {
 	// The acknowledgement's take, the same.
 	publish("d")
 	must(client.LPush(ctx, qk.pending, "a").Err())
-	next2, err := s.Ack(ctx, next, &brokers.Take{})
+	next2, err := s.Ack(ctx, next, &store.Take{})
 	must(err)
 	if got := ids(next2); !slices.Equal(got, []string{"d"}) {
 		t.Fatalf("Ack's take from [a d], a running, took %q, want [d]", got)

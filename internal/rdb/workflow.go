@@ -8,7 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -70,7 +70,7 @@ func (s *Store) WithdrawWorkflow(id string, pending []*tasks.Signature) error {
 
 // GetWorkflow returns the record of the workflow id names: the workflow's
 // own UUID, or that of a task whose state names its workflow. None: an
-// error wrapping backends.ErrWorkflowNotFound.
+// error wrapping store.ErrWorkflowNotFound.
 func (s *Store) GetWorkflow(ctx context.Context, id string) (*tasks.WorkflowMeta, error) {
 	raw, err := s.client.Get(ctx, s.keys.workflow(id)).Result()
 	if errors.Is(err, goredis.Nil) {
@@ -85,7 +85,7 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*tasks.WorkflowMeta
 		}
 	}
 	if errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("workflow of %s: %w", id, backends.ErrWorkflowNotFound)
+		return nil, fmt.Errorf("workflow of %s: %w", id, store.ErrWorkflowNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow of %s: %w", id, err)

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -115,7 +115,7 @@ func (m *Metrics) set(k setKey, make func() []attribute.KeyValue) metric.Measure
 }
 
 func (m *Metrics) taskSet(kind byte, op, queue, name string) metric.MeasurementOption {
-	queue = brokers.LogicalQueue(queue) // a shard counts for its queue
+	queue = store.LogicalQueue(queue) // a shard counts for its queue
 	return m.set(setKey{kind: kind, queue: queue, name: name}, func() []attribute.KeyValue {
 		kvs := []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName(op),
 			semconv.MessagingDestinationName(queue)}
@@ -187,7 +187,7 @@ func (m *Metrics) Ran(ctx context.Context, queue, name, outcome string, took tim
 	if !m.duration.Enabled(ctx) {
 		return
 	}
-	queue = brokers.LogicalQueue(queue) // a shard counts for its queue
+	queue = store.LogicalQueue(queue) // a shard counts for its queue
 	opt := m.set(setKey{kind: 'd', queue: queue, name: name, more: outcome}, func() []attribute.KeyValue {
 		kvs := []attribute.KeyValue{semconv.MessagingSystemKey.String(System), semconv.MessagingOperationName("process"),
 			semconv.MessagingDestinationName(queue), TaskNameKey.String(name), OutcomeKey.String(outcome)}
@@ -253,7 +253,7 @@ type Depth struct {
 }
 
 // Depths returns the depth of each state of the queue info describes.
-func Depths(info *brokers.QueueInfo) []Depth {
+func Depths(info *store.QueueInfo) []Depth {
 	return []Depth{
 		{info.Queue, "pending", int64(info.Pending)},
 		{info.Queue, "active", int64(info.Active)},

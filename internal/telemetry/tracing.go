@@ -34,7 +34,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -132,7 +132,7 @@ func ContextWithLinks(ctx context.Context, links []trace.Link) context.Context {
 // several, named "send" without a destination) and writes its context
 // into each one's Headers (made when nil). attrs describe the workflow.
 func (t *Tracing) StartSend(ctx context.Context, queue string, sigs []*tasks.Signature, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	queue = brokers.LogicalQueue(queue) // a shard's task is its queue's
+	queue = store.LogicalQueue(queue) // a shard's task is its queue's
 	opts := producer
 	if links, _ := ctx.Value(linksKey{}).([]trace.Link); len(links) > 0 {
 		opts = []trace.SpanStartOption{producer[0], trace.WithLinks(links...)}
@@ -207,7 +207,7 @@ func (t *Tracing) StartProcess(ctx context.Context, sig *tasks.Signature, d Deli
 	if len(sig.Headers) > 0 {
 		ctx = t.propagator().Extract(ctx, Carrier(sig.Headers))
 	}
-	queue := brokers.LogicalQueue(d.Queue) // a shard's task is its queue's
+	queue := store.LogicalQueue(d.Queue) // a shard's task is its queue's
 	ctx, span := t.tracer().Start(ctx, spanName("process ", queue), consumer...)
 	if span.IsRecording() {
 		span.SetAttributes(

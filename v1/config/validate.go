@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strings"
 	"time"
+
+	"github.com/b6192125/machinist/internal/redact"
 )
 
 // WithDefaults returns a copy of c with every field left zero set to its
@@ -157,10 +159,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: nil *Config", ErrInvalid)
 	}
 	if err := validateURL(c.Broker); err != nil {
-		return bad("Broker", fmt.Sprintf("%q", redactURL(c.Broker)), err.Error())
+		return bad("Broker", fmt.Sprintf("%q", redact.URL(c.Broker)), err.Error())
 	}
 	if err := validateURL(c.ResultBackend); err != nil {
-		return bad("ResultBackend", fmt.Sprintf("%q", redactURL(c.ResultBackend)), err.Error())
+		return bad("ResultBackend", fmt.Sprintf("%q", redact.URL(c.ResultBackend)), err.Error())
 	}
 	return c.ValidateSettings()
 }
@@ -298,34 +300,9 @@ func unsupported(u string) string {
 	return ""
 }
 
-// redactURL hides the user information of a URL, so that credentials never
-// reach an error or a log. Everything before the last "@" goes, except a
-// well-formed scheme: a password may itself hold "@", "/" or "://", and a
-// string that is not a URL at all ("user:secret@host") is redacted too.
-func redactURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	if at < 0 {
-		return u
-	}
-	if scheme, _, ok := strings.Cut(u[:at], "://"); ok && isScheme(scheme) {
-		return scheme + "://***@" + u[at+1:]
-	}
-	return "***@" + u[at+1:]
-}
-
-// isScheme reports whether s is a URL scheme (RFC 3986: a letter, then
-// letters, digits, "+", "-" or ".").
-func isScheme(s string) bool {
-	for i, r := range s {
-		switch {
-		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
-		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
 // RedactURL returns u with its user name and password replaced by "***".
-func RedactURL(u string) string { return redactURL(u) }
+//
+// Everything before the last "@" goes, except a well-formed scheme: a
+// password may itself hold "@", "/" or "://", and a string that is not a
+// URL at all ("user:secret@host") is redacted too.
+func RedactURL(u string) string { return redact.URL(u) }

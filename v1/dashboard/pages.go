@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/ops"
+	"github.com/b6192125/machinist/internal/store"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -407,7 +408,7 @@ func (h *handler) find(w http.ResponseWriter, r *http.Request) {
 // periodsOf sums the periods of stats over the statistics window that
 // ends now, oldest first (zero counts where stats have none).
 func periodsOf(now time.Time, stats ...*brokers.QueueStats) []brokers.StatCount {
-	starts := brokers.StatsPeriods(now)
+	starts := store.StatsPeriods(now)
 	index := make(map[int64]int, len(starts))
 	out := make([]brokers.StatCount, len(starts))
 	for i, at := range starts {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/b6192125/machinist/internal/store"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -56,7 +57,7 @@ func TestScreenshots(t *testing.T) {
 	// An hour of throughput, as workers would have reported it.
 	mon := e.srv.GetBroker().(brokers.Monitor)
 	var counts []brokers.StatCount
-	for i, at := range brokers.StatsPeriods(time.Now()) {
+	for i, at := range store.StatsPeriods(time.Now()) {
 		x := float64(i)
 		counts = append(counts,
 			brokers.StatCount{Queue: "emails", At: at, Processed: int(30 + 18*math.Sin(x/23) + 6*math.Sin(x/5)), Failed: btoi(i%41 == 7) * 4},

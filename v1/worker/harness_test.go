@@ -14,13 +14,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/waitfor"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -114,7 +114,7 @@ func newEngineBackend(t *testing.T, cnf *config.Config) *redisbackend.Backend {
 // (brokers.Paired), as on one Redis.
 func newEnginePair(t *testing.T, cnf *config.Config) (*redisbroker.Broker, *redisbackend.Backend) {
 	t.Helper()
-	store, err := rdb.Dial("memory://", cnf)
+	store, err := dial.Store("memory://", cnf)
 	if err != nil {
 		t.Fatal(err)
 	}

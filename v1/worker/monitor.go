@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 )
@@ -39,7 +40,7 @@ func (t *tally) add(queue, outcome string, now time.Time) {
 		}
 		// Counts no heartbeat took (none runs, as in eager mode) are
 		// dropped once they are too old to be reported.
-		oldest := brokers.StatsOldest(now)
+		oldest := store.StatsOldest(now)
 		for old := range t.counts {
 			if old.at.Before(oldest) {
 				delete(t.counts, old)

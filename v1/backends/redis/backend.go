@@ -8,6 +8,7 @@ import (
 	"github.com/b6192125/machinist/internal/rdb"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -47,7 +48,7 @@ func New(store *rdb.Store, opts Options) *Backend {
 // Dial returns a backend on a Redis connection of its own for rawURL,
 // configured by cnf (through WithDefaults); Close closes the connection.
 func Dial(rawURL string, cnf *config.Config) (*Backend, error) {
-	store, err := rdb.Dial(rawURL, cnf)
+	store, err := dial.Store(rawURL, cnf)
 	if err != nil {
 		return nil, err
 	}

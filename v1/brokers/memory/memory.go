@@ -8,6 +8,7 @@ import (
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 )
 
 // Broker is the Redis broker; New gives it an in-process engine.
@@ -47,7 +48,7 @@ func New(opts Options) *Broker {
 // port.
 func NewPair(opts Options) (*Broker, *memorybackend.Backend) {
 	cnf := opts.config()
-	store, err := rdb.Dial(rdb.MemoryScheme, cnf)
+	store, err := dial.Store(rdb.MemoryScheme, cnf)
 	if err != nil {
 		panic(fmt.Sprintf("memory: %v", err))
 	}

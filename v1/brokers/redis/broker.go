@@ -11,10 +11,12 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -129,7 +131,7 @@ func New(store *rdb.Store, opts Options) *Broker {
 // Dial returns a broker on a Redis connection of its own for rawURL,
 // configured by cnf (through WithDefaults); Close closes the connection.
 func Dial(rawURL string, cnf *config.Config) (*Broker, error) {
-	store, err := rdb.Dial(rawURL, cnf)
+	store, err := dial.Store(rawURL, cnf)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func wrap(err error) error {
 // wraps brokers.ErrNotSent or brokers.ErrMaybeSent.
 func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
-		return brokers.NotSent(err)
+		return store.NotSent(err)
 	}
 	return wrap(b.store.Publish(ctx, sigs, false))
 }
@@ -190,7 +192,7 @@ func (b *Broker) PairedWith(backend backends.Backend) bool {
 // left is deleted.
 func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
-		return brokers.NotSent(err)
+		return store.NotSent(err)
 	}
 	return wrap(b.store.Publish(ctx, sigs, true))
 }

@@ -12,6 +12,7 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 )
 
 // newBrokerOn returns a broker on a store of its own on client, configured
@@ -19,7 +20,7 @@ import (
 func newBrokerOn(client rdb.UniversalClient, cnf *config.Config) *redisbroker.Broker {
 	opts := redisbroker.OptionsFrom(cnf)
 	opts.OwnsStore = true
-	return redisbroker.New(rdb.New(client, rdb.OptionsFrom(cnf), false), opts)
+	return redisbroker.New(rdb.New(client, dial.Options(cnf), false), opts)
 }
 
 // conformant is a broker as the conformance suite takes it: with

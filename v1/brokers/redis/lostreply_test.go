@@ -16,6 +16,7 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -45,7 +46,7 @@ func newLostReply(t *testing.T) *lostReply {
 		ResultBackend: srv.URL(),
 		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
 	}).WithDefaults()
-	store := rdb.New(client, rdb.OptionsFrom(cnf), false)
+	store := rdb.New(client, dial.Options(cnf), false)
 	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 	backend := redisbackend.New(store, redisbackend.Options{})
 	t.Cleanup(func() {
@@ -377,8 +378,8 @@ func newProxied(t *testing.T) *proxied {
 	direct := srv.Client(t)
 	p := &proxied{
 		proxy: proxy, cnf: cnf, directClient: direct,
-		viaProxy: rdb.New(viaProxy, rdb.OptionsFrom(cnf), false),
-		direct:   rdb.New(direct, rdb.OptionsFrom(cnf), false),
+		viaProxy: rdb.New(viaProxy, dial.Options(cnf), false),
+		direct:   rdb.New(direct, dial.Options(cnf), false),
 	}
 	// After the brokers on them close (cleanups run last first): a
 	// maintainer's watch opens the store's subscription.

@@ -21,6 +21,7 @@ import (
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -287,7 +288,7 @@ func TestConformancePairedStandalone(t *testing.T) {
 	client := srv.Client(t)
 	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(srv.Prefix(t), ":")
-		store := rdb.New(client, rdb.OptionsFrom(cnf), false)
+		store := rdb.New(client, dial.Options(cnf), false)
 		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 		be := redisbackend.New(store, redisbackend.Options{})
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
@@ -301,7 +302,7 @@ func TestConformancePairedEmbedded(t *testing.T) {
 	client := engine.Client(t)
 	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(engine.Prefix(), ":")
-		store := rdb.New(client, rdb.OptionsFrom(cnf), false)
+		store := rdb.New(client, dial.Options(cnf), false)
 		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
 		be := redisbackend.New(store, redisbackend.Options{})
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })

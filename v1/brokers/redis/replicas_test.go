@@ -12,6 +12,7 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -25,7 +26,7 @@ func replicatedBroker(t *testing.T, srv *redistest.Server) *redisbroker.Broker {
 		ResultBackend: srv.URL(),
 		Redis:         &config.RedisConfig{MinReplicas: 1},
 	}).WithDefaults()
-	opts := rdb.OptionsFrom(cnf)
+	opts := dial.Options(cnf)
 	opts.ReplicaTimeout = 100 * time.Millisecond
 	store := rdb.New(client, opts, false)
 	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
 	"github.com/b6192125/machinist/v1/locks/iface"
 )
 
@@ -56,7 +57,7 @@ func NewURL(cnf *config.Config, url string, retries int) Lock {
 		retries = 3
 	}
 	l := Lock{retries: retries, interval: 100 * time.Millisecond}
-	l.locker, l.err = rdb.DialLocker(url, cnf.WithDefaults())
+	l.locker, l.err = dial.Locker(url, cnf.WithDefaults())
 	return l
 }
 

@@ -1,17 +1,17 @@
-package iface_test
+package store_test
 
 import (
 	"testing"
 	"time"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // A lease past its expiry is not valid, whether or not its timer has fired
 // (a process paused past the expiry wakes before its timers run).
 func TestLeaseInvalidAfterExpiryByTheClock(t *testing.T) {
 	for i := 0; i < 1000; i++ {
-		l := brokers.NewLease("t", time.Now().Add(-time.Second))
+		l := store.NewLease("t", time.Now().Add(-time.Second))
 		if l.Valid() {
 			t.Fatalf("lease expired a second ago: Valid() = true (try %d)", i)
 		}
@@ -21,7 +21,7 @@ func TestLeaseInvalidAfterExpiryByTheClock(t *testing.T) {
 			t.Fatal("lease found expired by Valid: Done not closed")
 		}
 	}
-	fresh := brokers.NewLease("t", time.Now().Add(time.Hour))
+	fresh := store.NewLease("t", time.Now().Add(time.Hour))
 	if !fresh.Valid() {
 		t.Fatal("lease expiring in an hour: Valid() = false")
 	}

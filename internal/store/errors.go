@@ -1,15 +1,14 @@
-package iface
+package store
 
 import (
 	"errors"
 	"fmt"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Errors of brokers. Implementations wrap them with %w, so callers branch
-// with errors.Is.
+// Errors of brokers (the tasks half of the store). Implementations wrap
+// them with %w, so callers branch with errors.Is.
 var (
 	// ErrLeaseLost is returned when the caller no longer holds the lease of
 	// the task it tries to acknowledge, retry, archive or requeue.
@@ -66,9 +65,23 @@ var (
 	// forgotten (CompletedRetention), a copy published again runs again.
 	ErrMaybeSent = errors.New("brokers: may have been sent")
 	// ErrAuth is wrapped by errors that say Redis wants credentials the
-	// URL lacks, or refused those given; the same error as
-	// backends/iface.ErrAuth.
-	ErrAuth = backends.ErrAuth
+	// URL lacks, or refused those given. Brokers and backends both return it.
+	ErrAuth = errors.New("Redis requires authentication, or refused the credentials given: " +
+		`put them in the URL ("redis://:password@host:port" or "redis://user:password@host:port")`)
+)
+
+// Errors of result backends (the states half of the store).
+var (
+	// ErrStateNotFound is returned for a task that has no state: it was
+	// never sent, or its state was purged or expired.
+	ErrStateNotFound = errors.New("backends: task state not found")
+	// ErrGroupNotFound is returned for a group that has no bookkeeping.
+	ErrGroupNotFound = errors.New("backends: group not found")
+	// ErrWorkflowNotFound is returned for a UUID that names no recorded
+	// workflow, nor a task of one (Workflows.GetWorkflowContext).
+	ErrWorkflowNotFound = errors.New("backends: workflow not found")
+	// ErrBackendClosed is returned by a backend that was closed.
+	ErrBackendClosed = errors.New("backends: backend closed")
 )
 
 // MessageTooLargeError is the error of a Publish refused because a

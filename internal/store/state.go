@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// Workflows is a backend that records chains, groups and chords, so that
+// one can be found, and cancelled as a whole, from its own UUID or that of
+// any of its tasks (machinery's Server.CancelWorkflow). Both of
+// machinist's backends implement it; the Server sends workflows without a
+// record through a backend that does not.
+type Workflows interface {
+	// InitWorkflowContext records wf, for as long as the backend keeps a
+	// state past the last ETA of its tasks (wf.Lifetime), and writes the PENDING states of pending
+	// as SetStatePendingContext does (a chain's steps, a chord's
+	// callback), in one step where it can. The PENDING state of a task
+	// whose signature names a workflow (Signature.WorkflowUUID) names it
+	// too (TaskState.Workflow), however it is written.
+	InitWorkflowContext(ctx context.Context, wf *tasks.WorkflowMeta, pending ...*tasks.Signature) error
+	// GetWorkflowContext returns the record of the workflow id names: its
+	// WorkflowUUID, or the UUID of a task whose state names the workflow.
+	// None: an error wrapping ErrWorkflowNotFound.
+	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
+}
+
+// Withdrawer is a backend that takes back the PENDING states a send wrote
+// when the send failed having published nothing (brokers/iface.ErrNotSent),
+// so that no state reads as a task waiting to run that never will. Both of
+// machinist's backends implement it. A withdrawal may return before it is
+// done: it comes after the writes it takes back, even when those were
+// still under way as the send gave up at its deadline (where the backend
+// orders its writes: the Redis backend's go in order per task, or per
+// workflow), and it leaves a state that something wrote since.
+type Withdrawer interface {
+	// WithdrawPendingContext deletes the PENDING states of sigs that
+	// SetStatePendingContext wrote.
+	WithdrawPendingContext(ctx context.Context, sigs ...*tasks.Signature) error
+	// WithdrawWorkflowContext deletes the record of workflow id and the
+	// PENDING states of pending that InitWorkflowContext wrote.
+	WithdrawWorkflowContext(ctx context.Context, id string, pending ...*tasks.Signature) error
+}
+
+// QueueStateReader is a backend that reads a task's state sooner knowing
+// the queue it was sent to: the Redis backend on a single server, where a
+// task's PENDING state is implicit (its hash in its queue says it) and a
+// read of a task with no state hash otherwise looks in every queue. The
+// results (backends/result) use it when the backend has it.
+type QueueStateReader interface {
+	// GetStateInContext is GetStateContext, for a task sent to queue.
+	GetStateInContext(ctx context.Context, queue, taskUUID string) (*tasks.TaskState, error)
+}
+
+// Notifier is a backend that tells a result's wait when its task
+// finishes, so that Get returns then rather than at its next poll. Both of
+// machinist's backends implement it (Redis on a single server; on a
+// Cluster its waits only poll).
+type Notifier interface {
+	// WatchFinished starts watching task taskUUID: from when it returns,
+	// the channel receives when the task's state may have become final,
+	// or come to name the aggregate it joined (TaskState.Aggregate). A
+	// notice says "read the state now", nothing more: it may come when
+	// the state is not final yet, and one may be lost (a dropped
+	// connection), so a waiter still polls. stop ends the watch. A nil
+	// channel means the backend cannot watch now; stop is then a no-op.
+	WatchFinished(ctx context.Context, taskUUID string) (notices <-chan struct{}, stop func())
+}
