@@ -50,7 +50,7 @@ func (s *Server) RegisterAggregator(name string, policy AggregationPolicy, fn Ag
 	if err := policy.Validate(); err != nil {
 		return fmt.Errorf("machinist: register aggregator of %q: %w", name, err)
 	}
-	if _, ok := s.GetBroker().(brokers.Aggregator); !ok && s.eager == nil {
+	if !s.store().Aggregates() && s.eager == nil {
 		return fmt.Errorf("machinist: register aggregator of %q: broker %T does not aggregate", name, s.GetBroker())
 	}
 	s.mu.Lock()

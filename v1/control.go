@@ -45,16 +45,12 @@ func (s *Server) RunTaskNow(ctx context.Context, queue, uuid string) error {
 }
 
 func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action brokers.TakeAction, reason string) error {
-	in, ok := s.GetBroker().(brokers.Inspector)
-	if !ok {
-		return fmt.Errorf("machinist: %s task %s: the broker (%T) cannot inspect its queues", action, uuid, s.GetBroker())
-	}
 	if queue == "" {
 		queue = s.GetConfig().DefaultQueue
 	}
-	sig, err := in.TakeWaiting(ctx, queue, uuid, action, reason)
+	sig, err := s.store().TakeWaiting(ctx, queue, uuid, action, reason)
 	if err != nil {
-		return fmt.Errorf("machinist: %w", err)
+		return fmt.Errorf("machinist: %s task %s: %w", action, uuid, err)
 	}
 	if action == brokers.TakeRun {
 		return nil
@@ -79,18 +75,13 @@ type cancelOptions struct{ onError bool }
 // cancellation as their error; by default they are not sent.
 func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = true } }
 
-// canceller returns the broker as a Canceller and the options opts set,
-// for cancelling what (a "task" or a "workflow") id.
-func (s *Server) canceller(what, id string, opts []CancelOption) (brokers.Canceller, cancelOptions, error) {
+// canceller returns the store, which cancels, and the options opts set.
+func (s *Server) canceller(opts []CancelOption) (brokers.Canceller, cancelOptions) {
 	var o cancelOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c, ok := s.GetBroker().(brokers.Canceller)
-	if !ok {
-		return nil, o, fmt.Errorf("machinist: cancel %s %s: the broker (%T) cannot cancel tasks", what, id, s.GetBroker())
-	}
-	return c, o, nil
+	return s.store(), o
 }
 
 // CancelTask cancels the task uuid of queue ("" is the DefaultQueue) from
@@ -105,10 +96,7 @@ func (s *Server) canceller(what, id string, opts []CancelOption) (brokers.Cancel
 // cancelled member). Its OnError callbacks are not sent unless WithOnError
 // is given. A finished task is left as it is: ErrTaskFinished.
 func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...CancelOption) error {
-	c, o, err := s.canceller("task", uuid, opts)
-	if err != nil {
-		return err
-	}
+	c, o := s.canceller(opts)
 	if queue == "" {
 		queue = s.GetConfig().DefaultQueue
 	}
@@ -116,7 +104,7 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 	sig, _, err := c.CancelTask(ctx, queue, uuid, msg, 0)
 	if err != nil {
 		if errors.Is(err, brokers.ErrTaskNotFound) || errors.Is(err, brokers.ErrTaskNotWaiting) {
-			if st, serr := s.GetBackend().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
+			if st, serr := s.store().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
 				return fmt.Errorf("machinist: cancel task %s: it is %s: %w", uuid, st.State, ErrTaskFinished)
 			}
 		}
@@ -160,19 +148,12 @@ const workflowCancelConcurrency = 16
 // task of which had finished: ErrTaskFinished; an unknown id: an error
 // wrapping backends/iface.ErrWorkflowNotFound.
 func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOption) error {
-	c, o, err := s.canceller("workflow", id, opts)
-	if err != nil {
-		return err
-	}
-	backend := s.GetBackend()
-	w, ok := backend.(backends.Workflows)
-	if !ok {
-		return fmt.Errorf("machinist: cancel workflow %s: the backend (%T) does not record workflows", id, backend)
-	}
+	c, o := s.canceller(opts)
+	backend := s.store()
 	if id == "" {
 		return fmt.Errorf("machinist: cancel workflow: no UUID given: %w", backends.ErrWorkflowNotFound)
 	}
-	wf, err := w.GetWorkflowContext(ctx, id)
+	wf, err := backend.GetWorkflowContext(ctx, id)
 	if err != nil {
 		return fmt.Errorf("machinist: cancel workflow: %w", err)
 	}
@@ -291,7 +272,7 @@ func (cw *workflowCancel) cancel(ctx context.Context, t tasks.WorkflowTask) (tak
 	// Not in its queue, and kept out from now on: either not sent yet, or
 	// finished (then its state is final: a queue lets a task go only
 	// after its outcome is written).
-	st, err := cw.s.GetBackend().GetStateContext(ctx, t.UUID)
+	st, err := cw.s.store().GetStateContext(ctx, t.UUID)
 	switch {
 	case err == nil && st.IsFailure() && strings.HasPrefix(st.Error, cw.msg):
 		return taken{stopped: true}, nil // its send, refused just now, wrote it

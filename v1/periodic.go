@@ -14,6 +14,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/store"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -306,14 +307,13 @@ func (s *Server) sendGroupOnce(ctx context.Context, t tick, group *tasks.Group, 
 // bookkeeping. The broker is asked first, so that a root leaving it
 // before the states are read is seen there.
 func (s *Server) unsent(ctx context.Context, groupUUID string, roots []*tasks.Signature) ([]*tasks.Signature, error) {
-	c, ok := s.GetBroker().(brokers.Claimer)
-	if !ok {
-		return roots, nil // no claims, no resends
-	}
 	for _, r := range roots {
 		s.prepare(r) // the queue it was sent to
 	}
-	held, err := c.Holds(ctx, roots...)
+	held, err := s.store().Holds(ctx, roots...)
+	if errors.Is(err, store.ErrUnsupported) {
+		return roots, nil // no claims, no resends
+	}
 	if err != nil {
 		return nil, fmt.Errorf("machinist: periodic resend: which tasks the broker holds: %w", err)
 	}
@@ -343,7 +343,7 @@ func (s *Server) unsent(ctx context.Context, groupUUID string, roots []*tasks.Si
 // from the bookkeeping of their group (groupUUID, of count members) or,
 // outside a group, from each state.
 func (s *Server) ran(ctx context.Context, groupUUID string, count int, sigs []*tasks.Signature) (map[string]bool, error) {
-	backend := s.GetBackend()
+	backend := s.store()
 	ran := make(map[string]bool)
 	if groupUUID != "" {
 		states, err := backend.GroupTaskStatesContext(ctx, groupUUID, count)
@@ -375,11 +375,13 @@ func (s *Server) ran(ctx context.Context, groupUUID string, count int, sigs []*t
 
 // completeClaim marks the tick key done for the holder of token.
 func (s *Server) completeClaim(ctx context.Context, key, token string) error {
-	c, ok := s.GetBroker().(brokers.Claimer)
-	if !ok || token == "" {
+	if token == "" {
 		return nil
 	}
-	return c.CompleteClaim(ctx, key, token)
+	if err := s.store().CompleteClaim(ctx, key, token); !errors.Is(err, store.ErrUnsupported) {
+		return err
+	}
+	return nil
 }
 
 // scheduler fires periodic entries. It is a service.Service, started by its

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/b6192125/machinist/internal/newid"
+	"github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
@@ -47,16 +47,16 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 		return nil, store.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
 			signature.Name, signature.AggregationKey, brokers.ErrNoAggregator))
 	}
-	made := signature.UUID == ""
-	s.prepare(signature)
-	if made {
-		// A paired broker need not look for an earlier task or state
-		// with this UUID (unless the pre-publish handler changes it).
-		ctx = newid.With(ctx, signature.UUID)
+	made := ""
+	if signature.UUID == "" {
+		s.prepare(signature)
+		made = signature.UUID
+	} else {
+		s.prepare(signature)
 	}
 	ctx, span := s.tracing.StartSend(ctx, signature.RoutingKey, []*tasks.Signature{signature})
 	defer span.End()
-	r, err := s.sendPrepared(ctx, signature)
+	r, err := s.sendPrepared(ctx, signature, made)
 	switch {
 	case errors.Is(err, brokers.ErrDuplicateTask):
 		// Already queued (a callback sent again after a recovery): the
@@ -71,86 +71,47 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 }
 
 // sendPrepared writes the PENDING state of signature, ready to travel, and
-// publishes it.
-func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature) (*result.AsyncResult, error) {
+// publishes it; made is the UUID the send made for it, if it did.
+func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature, made string) (*result.AsyncResult, error) {
 	backend := s.GetBackend()
-	if sb, ok := brokers.Paired(s.GetBroker(), backend); ok && s.eager == nil {
-		if err := s.publishPending(ctx, sb, signature); err != nil {
-			return nil, s.keptOut(ctx, signature, fmt.Errorf("machinist: send task %s (%s): publish: %w", signature.UUID, signature.Name, err))
+	if s.eager != nil {
+		if err := backend.SetStatePendingContext(ctx, signature); err != nil {
+			return nil, store.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
+		}
+		if err := s.publish(ctx, signature); err != nil {
+			return nil, s.keptOut(ctx, signature, err)
 		}
 		return result.NewAsyncResult(signature, backend), nil
 	}
-	// A task of a workflow (a chain's next step, a chord's callback) had
-	// its PENDING state written when its workflow was sent, and a send of
-	// it that fails is tried again: its state is not this send's to
-	// withdraw.
-	own := signature.WorkflowUUID == ""
-	if err := backend.SetStatePendingContext(ctx, signature); err != nil {
-		if own {
-			s.withdrawPending(ctx, signature) // the write may still land
-		}
-		return nil, store.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
-	}
-	if err := s.publish(ctx, signature); err != nil {
-		if own && withdrawable(err) {
-			s.withdrawPending(ctx, signature)
-		}
-		return nil, s.keptOut(ctx, signature, err)
+	if err := s.send(ctx, made, signature); err != nil {
+		return nil, s.keptOut(ctx, signature, fmt.Errorf("machinist: send task %s (%s): %w", signature.UUID, signature.Name, err))
 	}
 	return result.NewAsyncResult(signature, backend), nil
 }
 
-// withdrawable reports whether err, a send's error, lets the PENDING states
-// the send wrote be withdrawn: it sent nothing, and not because a task with
-// its UUID is queued (ErrDuplicateTask: the states are that task's) or its
-// workflow was cancelled (whose FAILURE states stand).
-func withdrawable(err error) bool {
-	return errors.Is(err, brokers.ErrNotSent) && !errors.Is(err, brokers.ErrDuplicateTask) &&
-		!errors.Is(err, tasks.ErrTaskCancelled)
-}
-
-// withdrawPending deletes the PENDING states of sigs, written by a send
-// that then published none of them, through a backend that can
-// (backends/iface.Withdrawer): after those writes, which may have been
-// still under way when the send gave up. It does not wait for the
-// deletion; a failure is logged.
-func (s *Server) withdrawPending(ctx context.Context, sigs ...*tasks.Signature) {
-	if w, ok := s.GetBackend().(backends.Withdrawer); ok {
-		s.logWithdrawal(w.WithdrawPendingContext(context.WithoutCancel(ctx), sigs...))
-	}
-}
+// withdrawable reports whether err, a send's error, lets the PENDING
+// states the send wrote be withdrawn (pair.Withdrawable).
+func withdrawable(err error) bool { return pair.Withdrawable(err) }
 
 // withdrawWorkflow deletes the record of workflow id and the PENDING
 // states of pending, written by initWorkflow for a send that then
-// published nothing, as withdrawPending does.
+// published nothing: after those writes, which may have been still under
+// way when the send gave up. It does not wait for the deletion; a failure
+// is logged.
 func (s *Server) withdrawWorkflow(ctx context.Context, id string, pending []*tasks.Signature) {
-	backend := s.GetBackend()
-	w, ok := backend.(backends.Withdrawer)
-	if !ok {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	if _, ok := backend.(backends.Workflows); ok {
-		s.logWithdrawal(w.WithdrawWorkflowContext(ctx, id, pending...))
-	} else if len(pending) > 0 {
-		s.logWithdrawal(w.WithdrawPendingContext(ctx, pending...))
-	}
+	s.logWithdrawal(s.store().WithdrawWorkflowContext(context.WithoutCancel(ctx), id, pending...))
+}
+
+// withdrawPending deletes the PENDING states of sigs, as withdrawWorkflow
+// does.
+func (s *Server) withdrawPending(ctx context.Context, sigs []*tasks.Signature) {
+	s.logWithdrawal(s.store().WithdrawPendingContext(context.WithoutCancel(ctx), sigs...))
 }
 
 func (s *Server) logWithdrawal(err error) {
 	if err != nil && !errors.Is(err, backends.ErrClosed) {
 		s.log.Warn("deleting the PENDING states of a send that failed failed; they expire after ResultsExpireIn", slog.Any("error", err))
 	}
-}
-
-// sendFailed returns err, the error of a publish, as it is when it says
-// whether the tasks may have been sent (ErrNotSent, ErrMaybeSent), else
-// wrapping ErrMaybeSent: a broker that does not say may have sent them.
-func sendFailed(err error) error {
-	if errors.Is(err, brokers.ErrNotSent) || errors.Is(err, brokers.ErrMaybeSent) {
-		return err
-	}
-	return store.MaybeSent(err)
 }
 
 // keptOut returns err, the error of publishing signature, after writing
@@ -163,7 +124,7 @@ func (s *Server) keptOut(ctx context.Context, signature *tasks.Signature, err er
 	if !errors.As(err, &ce) {
 		return err
 	}
-	if ferr := s.GetBackend().SetStateFailureContext(ctx, signature, ce.Reason); ferr != nil {
+	if ferr := s.store().SetStateFailureContext(ctx, signature, ce.Reason); ferr != nil {
 		return errors.Join(err, fmt.Errorf("machinist: write state FAILURE of task %s, cancelled: %w", signature.UUID, ferr))
 	}
 	return err
@@ -219,16 +180,17 @@ func nameCallbacks(sig *tasks.Signature, depth int) {
 	}
 }
 
-// publish runs the pre-publish handler and publishes sigs, or, in eager
-// mode, runs them.
+// publish runs the pre-publish handler and publishes sigs without their
+// states, or, in eager mode, runs them.
 func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	s.runPrePublish(sigs...)
-	publish := s.GetBroker().Publish
+	publish := s.store().Publish
 	if s.eager != nil {
-		publish = s.runEagerly
+		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
+			return pair.SendFailed(s.runEagerly(ctx, sigs...))
+		}
 	}
 	if err := publish(ctx, sigs...); err != nil {
-		err = sendFailed(err)
 		if len(sigs) == 1 {
 			return fmt.Errorf("machinist: send task %s (%s): publish: %w", sigs[0].UUID, sigs[0].Name, err)
 		}
@@ -238,13 +200,15 @@ func (s *Server) publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	return nil
 }
 
-// publishPending runs the pre-publish handler and publishes sigs with
-// their PENDING states in one step, in that order, through sb, a broker
-// paired with the backend.
-func (s *Server) publishPending(ctx context.Context, sb brokers.StateBroker, sigs ...*tasks.Signature) error {
+// send runs the pre-publish handler and publishes sigs with their PENDING
+// states (store.Send). made is the UUID the send made for its one task, if
+// it did: the store need not look for an earlier task or state with it
+// (unless the pre-publish handler changed it).
+func (s *Server) send(ctx context.Context, made string, sigs ...*tasks.Signature) error {
 	s.runPrePublish(sigs...)
-	if err := sb.PublishPending(ctx, sigs...); err != nil {
-		return sendFailed(err)
+	fresh := made != "" && len(sigs) == 1 && sigs[0].UUID == made
+	if err := s.store().Send(ctx, store.SendParams{Tasks: sigs, Fresh: fresh}); err != nil {
+		return err
 	}
 	s.countSent(ctx, sigs)
 	return nil
@@ -360,7 +324,7 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 		append(attrs, telemetry.GroupIDKey.String(group.GroupUUID))...)
 	defer func() { telemetry.Ended(span, err); span.End() }()
 	backend := s.GetBackend()
-	if err := backend.InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
+	if err := s.store().InitGroupContext(ctx, group.GroupUUID, group.GetUUIDs()); err != nil {
 		return nil, store.NotSent(fmt.Errorf("machinist: send group %s: init group: %w", group.GroupUUID, err))
 	}
 	// Recorded after the group's bookkeeping, which lists its members.
@@ -395,23 +359,19 @@ func commonQueue(sigs []*tasks.Signature) string {
 	return sigs[0].RoutingKey
 }
 
-// publishMembers writes the PENDING states of members of a group and
-// publishes them, in batches of at most sendConcurrency at a time; with
-// a broker paired with the backend, each batch's states and tasks in one
-// step. Its error wraps ErrMaybeSent when some batch may have been
-// published, else ErrNotSent (and the states it wrote are withdrawn).
+// publishMembers publishes members of a group with their PENDING states
+// (store.Send), in batches of at most sendConcurrency at a time. Its error
+// wraps ErrMaybeSent when some batch may have been published, else
+// ErrNotSent (and the states it wrote are withdrawn).
 func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature, sendConcurrency int) error {
-	backend := s.GetBackend()
-	publish := s.publish
-	paired := false
-	if sb, ok := brokers.Paired(s.GetBroker(), backend); ok && s.eager == nil {
-		paired = true
-		publish = func(ctx context.Context, sigs ...*tasks.Signature) error {
-			return s.publishPending(ctx, sb, sigs...)
+	st := s.store()
+	publish := func(ctx context.Context, sigs ...*tasks.Signature) error { return s.send(ctx, "", sigs...) }
+	if s.eager != nil {
+		if err := st.SetStatePendingContext(ctx, members...); err != nil {
+			s.withdrawPending(ctx, members) // the writes may still land
+			return store.NotSent(fmt.Errorf("set state pending: %w", err))
 		}
-	} else if err := backend.SetStatePendingContext(ctx, members...); err != nil {
-		s.withdrawPending(ctx, members...) // the writes may still land
-		return store.NotSent(fmt.Errorf("set state pending: %w", err))
+		publish = s.publish
 	}
 	sent, err := publishBatches(ctx, members, sendConcurrency, publish)
 	if err == nil {
@@ -419,8 +379,10 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	}
 	var ce *brokers.CancelledError
 	if !errors.As(err, &ce) {
-		if !sent && withdrawable(err) && !errors.Is(err, brokers.ErrMaybeSent) && !paired {
-			s.withdrawPending(ctx, members...)
+		// The members' states were written with their workflow's send:
+		// they are taken back here, not by the batch that failed.
+		if !sent && withdrawable(err) && !errors.Is(err, brokers.ErrMaybeSent) {
+			s.withdrawPending(ctx, members)
 		}
 		return groupOutcome(ctx, err, sent)
 	}
@@ -431,10 +393,10 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	// its outcome.
 	errs := []error{err}
 	for _, sig := range members {
-		if st, serr := backend.GetStateContext(ctx, sig.UUID); serr == nil && st.State != tasks.StatePending {
+		if state, serr := st.GetStateContext(ctx, sig.UUID); serr == nil && state.State != tasks.StatePending {
 			continue
 		}
-		errs = append(errs, backend.SetStateFailureContext(ctx, sig, ce.Reason))
+		errs = append(errs, st.SetStateFailureContext(ctx, sig, ce.Reason))
 	}
 	return groupOutcome(ctx, errors.Join(errs...), false)
 }
@@ -553,22 +515,10 @@ func (s *Server) SendChordWithContext(ctx context.Context, chord *tasks.Chord, s
 
 // initWorkflow records the workflow id of kind whose tasks are roots and
 // those that follow them (marking each with WorkflowUUID id) and writes
-// the PENDING states of pending, in one step, through a backend that
-// records workflows (backends/iface.Workflows); through another it only
-// writes the states.
+// the PENDING states of pending, in one step where the store can; a
+// backend that records no workflows only writes the states.
 func (s *Server) initWorkflow(ctx context.Context, id, kind string, roots, pending []*tasks.Signature) error {
-	backend := s.GetBackend()
-	w, ok := backend.(backends.Workflows)
-	if !ok {
-		if len(pending) == 0 {
-			return nil
-		}
-		if err := backend.SetStatePendingContext(ctx, pending...); err != nil {
-			return fmt.Errorf("set state pending: %w", err)
-		}
-		return nil
-	}
-	if err := w.InitWorkflowContext(ctx, tasks.NewWorkflowMeta(id, kind, roots...), pending...); err != nil {
+	if err := s.store().InitWorkflowContext(ctx, tasks.NewWorkflowMeta(id, kind, roots...), pending...); err != nil {
 		return fmt.Errorf("record the workflow and set state pending: %w", err)
 	}
 	return nil

@@ -14,7 +14,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
@@ -38,6 +40,7 @@ type Server struct {
 	aggregators     map[string]worker.Aggregation // by task name
 	broker          brokers.Broker
 	backend         backends.Backend
+	joined          *pair.Store // broker and backend as the one store the Server and its workers call
 	prePublish      func(*tasks.Signature)
 	log             *slog.Logger
 	tracing         *telemetry.Tracing // the config's providers, taken when the Server is made, like its Logger
@@ -86,13 +89,13 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	store := rdb.New(client, dial.Options(c), false)
-	broker := redisbroker.New(store, redisbroker.OptionsFrom(c))
-	backend := redisbackend.New(store, redisbackend.Options{})
+	st := rdb.New(client, dial.Options(c), false)
+	broker := redisbroker.New(st, redisbroker.OptionsFrom(c))
+	backend := redisbackend.New(st, redisbackend.Options{})
 	s := newServer(c, broker, backend)
 	s.brokerName = clientName(client)
 	s.backendName = s.brokerName
-	s.closers = []io.Closer{store}
+	s.closers = []io.Closer{st}
 	return s, nil
 }
 
@@ -146,6 +149,7 @@ func newServer(c *config.Config, broker brokers.Broker, backend backends.Backend
 		registeredTasks: make(map[string]interface{}),
 		broker:          broker,
 		backend:         backend,
+		joined:          pair.New(broker, backend, log),
 		brokerName:      fmt.Sprintf("%T", broker),
 		backendName:     fmt.Sprintf("%T", backend),
 		log:             log,
@@ -191,6 +195,7 @@ func (s *Server) GetBroker() brokers.Broker {
 func (s *Server) SetBroker(broker brokers.Broker) {
 	s.mu.Lock()
 	s.broker = broker
+	s.joined = pair.New(broker, s.backend, s.log)
 	s.brokerName = fmt.Sprintf("%T", broker)
 	s.mu.Unlock()
 	s.adopt(broker)
@@ -220,7 +225,16 @@ func (s *Server) SetBackend(backend backends.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.backend = backend
+	s.joined = pair.New(s.broker, backend, s.log)
 	s.backendName = fmt.Sprintf("%T", backend)
+}
+
+// store returns the broker and backend as one store: what the Server and
+// its workers call.
+func (s *Server) store() *pair.Store {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.joined
 }
 
 // names returns what the Server's broker and backend are (see brokerName).
@@ -359,8 +373,9 @@ func (s *Server) Close() error {
 // the process that takes the lock sends the tick, with nothing to complete;
 // with neither, each process sends its own ticks.
 func (s *Server) claim(ctx context.Context, key string, lease, keep time.Duration) (brokers.ClaimResult, error) {
-	if c, ok := s.GetBroker().(brokers.Claimer); ok {
-		return c.ClaimLease(ctx, key, lease, keep)
+	r, err := s.store().ClaimLease(ctx, key, lease, keep)
+	if !errors.Is(err, store.ErrUnsupported) {
+		return r, err
 	}
 	won := brokers.ClaimResult{Status: brokers.ClaimWon}
 	if s.lock == nil {

@@ -31,7 +31,7 @@ func TestForwardWakesAggregatorsUnlessPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := &tasks.Signature{UUID: "m1", Name: "m", RoutingKey: queue, AggregationKey: "k"}
-	if err := s.Publish(ctx, []*tasks.Signature{member}, true); err != nil {
+	if err := s.Publish(ctx, PublishParams{Tasks: []*tasks.Signature{member}, Pending: true}); err != nil {
 		t.Fatal(err)
 	}
 	<-time.After(5 * time.Millisecond) // past the grace period
@@ -95,7 +95,7 @@ func TestHandOverSurvivesDeathAfterEachStep(t *testing.T) {
 				m := &tasks.Signature{UUID: fmt.Sprintf("m%d-%d", step, i), Name: "m", RoutingKey: from, AggregationKey: "k"}
 				members = append(members, m)
 			}
-			if err := dead.Publish(ctx, members, false); err != nil {
+			if err := dead.Publish(ctx, PublishParams{Tasks: members}); err != nil {
 				t.Fatal(err)
 			}
 			b, err := dead.ClaimBatch(ctx, []string{from}, names)

@@ -61,7 +61,7 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	sig := func(id string) *tasks.Signature {
 		return &tasks.Signature{UUID: id, Name: "n", RoutingKey: queue}
 	}
-	if err := s.Publish(ctx, []*tasks.Signature{sig("taken")}, true); err != nil {
+	if err := s.Publish(ctx, PublishParams{Tasks: []*tasks.Signature{sig("taken")}, Pending: true}); err != nil {
 		t.Fatal(err)
 	}
 	before := hook.enqueues.Load()
@@ -80,7 +80,7 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Publish(ctx, sigs, true)
+			errs[i] = s.Publish(ctx, PublishParams{Tasks: sigs, Pending: true})
 		}()
 	}
 	for i := range publishes {
@@ -89,7 +89,9 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	publish(publishes, ctx, sig("t-dup"), sig("taken")) // refused: "taken" is queued
 	cancelled, cancel := context.WithCancel(ctx)
 	cancelledErr := make(chan error, 1)
-	go func() { cancelledErr <- s.Publish(cancelled, []*tasks.Signature{sig("cancelled")}, true) }()
+	go func() {
+		cancelledErr <- s.Publish(cancelled, PublishParams{Tasks: []*tasks.Signature{sig("cancelled")}, Pending: true})
+	}()
 	// Every publish has joined the call waiting for the lane.
 	joined := func() int {
 		s.comb.mu.Lock()

@@ -146,13 +146,13 @@ func TestPublishesEndAtTheirDeadline(t *testing.T) {
 	sig := func(id string) []*tasks.Signature {
 		return []*tasks.Signature{{UUID: id, Name: "n", RoutingKey: queue}}
 	}
-	if err := s.Publish(ctx, sig("first"), true); err != nil { // the queue known, its shards read
+	if err := s.Publish(ctx, PublishParams{Tasks: sig("first"), Pending: true}); err != nil { // the queue known, its shards read
 		t.Fatal(err)
 	}
 
 	proxy.Stall()
 	err := returnsBy(t, 300*time.Millisecond, proxy.Unstall, func(ctx context.Context) error {
-		return s.Publish(ctx, sig("sent"), true)
+		return s.Publish(ctx, PublishParams{Tasks: sig("sent"), Pending: true})
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrMaybeSent) || errors.Is(err, store.ErrNotSent) {
 		t.Errorf("publish whose call went out: %v, want context.DeadlineExceeded and ErrMaybeSent only", err)
@@ -164,7 +164,7 @@ func TestPublishesEndAtTheirDeadline(t *testing.T) {
 		hold()
 	}
 	err = returnsBy(t, 300*time.Millisecond, func() { free(); proxy.Unstall() }, func(ctx context.Context) error {
-		return s.Publish(ctx, sig("unsent"), true)
+		return s.Publish(ctx, PublishParams{Tasks: sig("unsent"), Pending: true})
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrNotSent) || errors.Is(err, store.ErrMaybeSent) {
 		t.Errorf("publish whose call waited for a lane: %v, want context.DeadlineExceeded and ErrNotSent only", err)
@@ -172,7 +172,7 @@ func TestPublishesEndAtTheirDeadline(t *testing.T) {
 	proxy.Unstall()
 	free()
 	// Through the lanes again, after the held calls.
-	if err := s.Publish(ctx, sig("last"), true); err != nil {
+	if err := s.Publish(ctx, PublishParams{Tasks: sig("last"), Pending: true}); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := srv.Client(t).LRange(ctx, s.keys.queue(queue).pending, 0, -1).Result()

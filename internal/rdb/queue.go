@@ -16,16 +16,26 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Publish adds sigs to their queues: one enqueue script per queue (which
-// concurrent publishes share: combine.go), all or nothing within a queue.
-// A task sent to a sharded queue goes to one of its shards, which its
-// RoutingKey then names (shards.go).
-// With pending, each task is PENDING once published: on a single server
+// PublishParams are what Store.Publish publishes.
+type PublishParams struct {
+	Tasks []*tasks.Signature
+	// Pending makes each task PENDING once published.
+	Pending bool
+	// Fresh says the send made the UUID of its one task just now: no task
+	// or state has it but what this publish's own attempt sent again
+	// wrote, when it reached Redis first (store.SendParams.Fresh).
+	Fresh bool
+}
+
+// Publish adds p.Tasks to their queues: one enqueue script per queue
+// (which concurrent publishes share: combine.go), all or nothing within a
+// queue. A task sent to a sharded queue goes to one of its shards, which
+// its RoutingKey then names (shards.go).
+// With p.Pending, each task is PENDING once published: on a single server
 // that state is implicit (the task hash says it: GetState), elsewhere
 // every PENDING state is written first, in a round trip of its own before
 // the scripts, so a worker never finishes a task before its PENDING state
@@ -33,7 +43,8 @@ import (
 // It returns when ctx ends, whatever Redis does, and its error wraps
 // store.ErrMaybeSent when a task may have been published (sendOutcome),
 // else store.ErrNotSent.
-func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bool) (err error) {
+func (s *Store) Publish(ctx context.Context, p PublishParams) (err error) {
+	sigs, pending := p.Tasks, p.Pending
 	// tried: the error is an enqueue's, which says whether it may have
 	// run; before, nothing of the tasks was sent. partly: a queue's tasks
 	// were published.
@@ -57,7 +68,7 @@ func (s *Store) Publish(ctx context.Context, sigs []*tasks.Signature, pending bo
 		q := byQueue[queue]
 		if q == nil {
 			q = &enqueueArgs{queue: s.keys.queue(queue), implicit: pending && s.oneNode, keyed: s.oneNode, groups: true,
-				made: len(sigs) == 1 && newid.Made(ctx, sig.UUID)}
+				made: len(sigs) == 1 && p.Fresh}
 			byQueue[queue] = q
 			order = append(order, queue)
 		}
@@ -123,7 +134,7 @@ type enqueueArgs struct {
 	// groups gives each task's aggregation group and unique key
 	// (enqueue.lua).
 	groups bool
-	// made says the send made its one task's UUID (internal/newid): no
+	// made says the send made its one task's UUID (PublishParams.Fresh): no
 	// task or state has it but what this publish's own attempt sent again
 	// wrote, when it reached Redis first; enqueue.lua looks for no earlier
 	// task, and for those with one EXISTS.

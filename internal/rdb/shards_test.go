@@ -64,7 +64,7 @@ func TestUnrecordedShardNamesAreRefused(t *testing.T) {
 	}
 	for _, q := range []string{"rec{2024", "other{1"} {
 		sig := &tasks.Signature{UUID: "u-" + q, Name: "n", RoutingKey: q}
-		if err := s.Publish(ctx, []*tasks.Signature{sig}, false); err == nil || !strings.Contains(err.Error(), "no such shard") {
+		if err := s.Publish(ctx, PublishParams{Tasks: []*tasks.Signature{sig}}); err == nil || !strings.Contains(err.Error(), "no such shard") {
 			t.Fatalf("Publish to %s: %v, want a refusal", q, err)
 		}
 	}
@@ -358,7 +358,7 @@ func TestHoldsLooksInEveryShard(t *testing.T) {
 	for i := range 20 {
 		sigs = append(sigs, &tasks.Signature{UUID: fmt.Sprint("h", i), Name: "n", RoutingKey: "h"})
 	}
-	if err := s.Publish(ctx, sigs[:10], false); err != nil {
+	if err := s.Publish(ctx, PublishParams{Tasks: sigs[:10]}); err != nil {
 		t.Fatal(err)
 	}
 	grown := shardStore(t, client, prefix, map[string]int{"h": 5})

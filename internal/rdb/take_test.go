@@ -83,7 +83,7 @@ func TestDuplicateIDIsLeasedOnce(t *testing.T) {
 	}
 	publish := func(id string) {
 		t.Helper()
-		must(s.Publish(ctx, []*tasks.Signature{{UUID: id, Name: "n", RoutingKey: "q"}}, true))
+		must(s.Publish(ctx, PublishParams{Tasks: []*tasks.Signature{{UUID: id, Name: "n", RoutingKey: "q"}}, Pending: true}))
 	}
 	ids := func(ds ...*store.Delivery) []string {
 		var out []string

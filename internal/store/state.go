@@ -66,3 +66,11 @@ type Notifier interface {
 	// channel means the backend cannot watch now; stop is then a no-op.
 	WatchFinished(ctx context.Context, taskUUID string) (notices <-chan struct{}, stop func())
 }
+
+// StateReader is what a task's result reads: its state, sooner knowing
+// its queue, and a watch of its end.
+type StateReader interface {
+	GetStateContext(ctx context.Context, taskUUID string) (*tasks.TaskState, error)
+	QueueStateReader
+	Notifier
+}

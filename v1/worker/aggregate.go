@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -50,16 +51,16 @@ func (w *Worker) aggregators() map[string]Aggregation {
 // announceAggregators tells the broker the registry's aggregators, for a
 // LeaseDuration, when it aggregates and there are any.
 func (w *Worker) announceAggregators(ctx context.Context) error {
-	agg, ok := w.p.Broker.(brokers.Aggregator)
 	regs := w.aggregators()
-	if !ok || len(regs) == 0 {
+	if len(regs) == 0 {
 		return nil
 	}
 	policies := make(map[string]brokers.AggregationPolicy, len(regs))
 	for name, a := range regs {
 		policies[name] = a.Policy
 	}
-	if err := agg.AnnounceAggregators(ctx, w.p.Queues, policies, w.p.Config.LeaseDuration); err != nil {
+	err := w.store.AnnounceAggregators(ctx, w.p.Queues, policies, w.p.Config.LeaseDuration)
+	if err != nil && !errors.Is(err, store.ErrUnsupported) { // the aggregate loop says so
 		return fmt.Errorf("worker: announce the aggregators: %w", err)
 	}
 	return nil
@@ -73,7 +74,7 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 // took), and with nothing due (or no room) it waits: for the broker to say
 // a group or batch is due (WaitDue, at most a poll period), or for a batch
 // to be built. It returns once the batches it took are built.
-func (w *Worker) aggregateLoop(ctx, buildCtx context.Context, agg brokers.Aggregator) {
+func (w *Worker) aggregateLoop(ctx, buildCtx context.Context) {
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
 	// As the fetch loop: a failing broker is tried again after a jittered
 	// backoff, and logged once, then once per interval with a count.
@@ -91,21 +92,24 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context, agg brokers.Aggreg
 		}
 		regs := w.aggregators()
 		names := brokers.NewTaskNames(slices.Collect(maps.Keys(regs)))
-		b, err := agg.ClaimBatch(ctx, w.p.Queues, names)
+		b, err := w.store.ClaimBatch(ctx, w.p.Queues, names)
 		if err == nil && b != nil {
 			building.Go(func() {
 				defer func() { <-room }()
 				w.aggregationStep("claimed")
-				w.aggregate(buildCtx, agg, b, regs[b.Name])
+				w.aggregate(buildCtx, b, regs[b.Name])
 			})
 		} else {
 			<-room
 			if err == nil {
-				err = agg.WaitDue(ctx, w.p.Queues, names, poll)
+				err = w.store.WaitDue(ctx, w.p.Queues, names, poll)
 			}
 		}
 		switch {
 		case ctx.Err() != nil, errors.Is(err, brokers.ErrClosed):
+			return
+		case errors.Is(err, store.ErrUnsupported):
+			w.log.Error("aggregators are registered, but the broker does not aggregate: their members are refused when sent", slog.Any("error", err))
 			return
 		case err == nil:
 			if failures > 0 {
@@ -129,20 +133,20 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context, agg brokers.Aggreg
 // aggregator that fails, panics or outlasts AggregatorTimeout has its batch
 // tried again after 1, 2, 3 … seconds, AggregatorRetries times, then the
 // members are archived, their states FAILURE with the error.
-func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, a Aggregation) {
+func (w *Worker) aggregate(ctx context.Context, b *brokers.Batch, a Aggregation) {
 	log := w.log.With(slog.String("batch", b.ID), slog.String("queue", b.Queue),
 		slog.String("task_name", b.Name), slog.String("aggregation_key", b.Key), slog.Int("members", len(b.Members)))
 	sctx, cancel := detach(ctx)
 	defer cancel()
 	if b.Aggregate != nil {
-		w.finishHandOver(sctx, agg, b, log)
+		w.finishHandOver(sctx, b, log)
 		return
 	}
 	if limit := w.p.Config.MaxRecoveries; limit >= 0 && b.Recovered > limit {
 		// Its workers keep dying, or stopping to renew its lease, while
 		// building it.
 		reason := fmt.Sprintf("batch lost its worker %d times: a batch whose aggregator keeps killing or hanging its worker process is archived after MaxRecoveries (%d)", b.Recovered, limit)
-		w.archiveBatch(sctx, agg, b, reason, log)
+		w.archiveBatch(sctx, b, reason, log)
 		return
 	}
 	// The heartbeat renews the batch's lease, as a running task's, until
@@ -165,7 +169,7 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 	}
 	if err == nil {
 		w.aggregationStep("built")
-		err = w.publishAggregate(sctx, agg, b, aggregate)
+		err = w.publishAggregate(sctx, b, aggregate)
 		if errors.Is(err, brokers.ErrLeaseLost) {
 			if b.Aggregate != nil {
 				log.Warn("aggregation batch lost its lease while its aggregate was handed over; whoever takes it next finishes the hand-over", slog.Any("error", err))
@@ -192,20 +196,20 @@ func (w *Worker) aggregate(ctx context.Context, agg brokers.Aggregator, b *broke
 		in := time.Duration(fibonacciNext(b.Failed)) * time.Second
 		log.Warn("aggregator failed; the batch is tried again", slog.Any("error", err), slog.Duration("retry_in", in))
 		w.settling(b)
-		if rerr := agg.RetryBatch(sctx, b, w.clock.Now().Add(in), err.Error()); rerr != nil {
+		if rerr := w.store.RetryBatch(sctx, b, w.clock.Now().Add(in), err.Error()); rerr != nil {
 			log.Error("giving the batch back failed; it is taken again when its lease ends", slog.Any("error", rerr))
 		}
 		return
 	}
-	w.archiveBatch(sctx, agg, b, fmt.Sprintf("aggregator of %q failed %d times: %v", b.Name, b.Failed+1, err), log)
+	w.archiveBatch(sctx, b, fmt.Sprintf("aggregator of %q failed %d times: %v", b.Name, b.Failed+1, err), log)
 }
 
 // finishHandOver completes b, which came back with the aggregate a worker
 // that died had built and begun to hand over (Batch.Aggregate): its states
 // were written before the hand-over began, and the aggregate may have run
 // since, so only the broker's steps are left.
-func (w *Worker) finishHandOver(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, log *slog.Logger) {
-	err := agg.CompleteBatch(ctx, b, b.Aggregate)
+func (w *Worker) finishHandOver(ctx context.Context, b *brokers.Batch, log *slog.Logger) {
+	err := w.store.CompleteBatch(ctx, b, b.Aggregate)
 	switch {
 	case err == nil:
 		w.aggregationStep("completed")
@@ -221,17 +225,17 @@ func (w *Worker) finishHandOver(ctx context.Context, agg brokers.Aggregator, b *
 
 // archiveBatch archives b's members with reason and writes their FAILURE
 // states.
-func (w *Worker) archiveBatch(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, reason string, log *slog.Logger) {
+func (w *Worker) archiveBatch(ctx context.Context, b *brokers.Batch, reason string, log *slog.Logger) {
 	log.Error("archiving the members of an aggregation batch", slog.String("reason", reason))
 	w.settling(b)
-	if err := agg.ArchiveBatch(ctx, b, reason); err != nil {
+	if err := w.store.ArchiveBatch(ctx, b, reason); err != nil {
 		log.Error("archiving the members failed; the batch is taken again when its lease ends", slog.Any("error", err))
 		return
 	}
 	for _, m := range b.Members {
 		w.settled(ctx, b.Queue, m.Name, telemetry.OutcomeFailure)
 		w.p.Metrics.Archived(ctx, b.Queue, m.Name, 1)
-		if err := w.p.Backend.SetStateFailureContext(ctx, m, reason); err != nil {
+		if err := w.store.SetStateFailureContext(ctx, m, reason); err != nil {
 			log.Error("writing a member's FAILURE failed", slog.String("task_id", m.UUID), slog.Any("error", err))
 		}
 	}
@@ -313,14 +317,14 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 // publishAggregate writes the aggregate's PENDING state and the members'
 // states pointing at it (both safe to repeat), then publishes it and
 // forgets the batch, under the batch's lease.
-func (w *Worker) publishAggregate(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, aggregate *tasks.Signature) error {
+func (w *Worker) publishAggregate(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature) error {
 	// A worker that lost the batch's lease (it was paused past it) writes
 	// nothing: another built the same aggregate, and may have finished it,
 	// whose state a PENDING write would hide.
 	if !b.Lease.Valid() {
 		return fmt.Errorf("batch %s: %w", b.ID, brokers.ErrLeaseLost)
 	}
-	if st, err := w.p.Backend.GetStateContext(ctx, aggregate.UUID); err == nil && st.IsCompleted() {
+	if st, err := w.store.GetStateContext(ctx, aggregate.UUID); err == nil && st.IsCompleted() {
 		return fmt.Errorf("batch %s: its aggregate %s has finished: %w", b.ID, aggregate.UUID, brokers.ErrLeaseLost)
 	}
 	// The aggregate's send span links to the send of every member: it has
@@ -334,7 +338,7 @@ func (w *Worker) publishAggregate(ctx context.Context, agg brokers.Aggregator, b
 	ctx, span := w.p.Tracing.StartSend(telemetry.ContextWithLinks(ctx, links), aggregate.RoutingKey, []*tasks.Signature{aggregate},
 		telemetry.WorkflowKey.String("aggregate"), telemetry.AggregationKey.String(b.Key))
 	defer span.End()
-	err := w.completeBatch(ctx, agg, b, aggregate)
+	err := w.completeBatch(ctx, b, aggregate)
 	telemetry.Ended(span, err)
 	if err == nil {
 		w.p.Metrics.Sent(ctx, aggregate.RoutingKey, aggregate.Name, 1)
@@ -344,16 +348,16 @@ func (w *Worker) publishAggregate(ctx context.Context, agg brokers.Aggregator, b
 
 // completeBatch writes the aggregate's and the members' states, then
 // publishes the aggregate and forgets the batch.
-func (w *Worker) completeBatch(ctx context.Context, agg brokers.Aggregator, b *brokers.Batch, aggregate *tasks.Signature) error {
-	if err := w.p.Backend.SetStatePendingContext(ctx, aggregate); err != nil {
+func (w *Worker) completeBatch(ctx context.Context, b *brokers.Batch, aggregate *tasks.Signature) error {
+	if err := w.store.SetStatePendingContext(ctx, aggregate); err != nil {
 		return fmt.Errorf("set the aggregate's state: %w", err)
 	}
-	if err := w.p.Backend.SetStateAggregatedContext(ctx, aggregate.UUID, b.Members...); err != nil {
+	if err := w.store.SetStateAggregatedContext(ctx, aggregate.UUID, b.Members...); err != nil {
 		return fmt.Errorf("set the members' states: %w", err)
 	}
 	w.aggregationStep("states")
 	w.settling(b)
-	return agg.CompleteBatch(ctx, b, aggregate)
+	return w.store.CompleteBatch(ctx, b, aggregate)
 }
 
 // renewing has the heartbeat renew b's lease, with the running tasks',

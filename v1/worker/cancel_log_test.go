@@ -181,14 +181,18 @@ func TestWatchCancelsFailuresAreNotRepeated(t *testing.T) {
 	p := h.params()
 	p.Logger = slog.New(logs)
 	p.Clock = clk
-	w := New(p)
 	const fails = 14 // backoff 0.1 s doubling to 5 s: about 46 s of failures
-	c := &flakyCanceller{fails: fails}
+	c := &flakyCanceller{Canceller: h.mem, fails: fails}
+	p.Broker = struct {
+		brokers.Broker
+		brokers.Canceller
+	}{h.mem, c}
+	w := New(p)
 	ctx, cancel := context.WithCancel(context.Background())
 	watching, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		w.watchCancels(ctx, c, watching)
+		w.watchCancels(ctx, watching)
 	}()
 	for range fails {
 		if err := clk.BlockUntilContext(ctxFor(t), 1); err != nil {

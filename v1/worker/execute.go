@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -206,7 +207,8 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 		for i, cb := range next {
 			_, spans[i] = w.p.Tracing.StartSend(ctx, cb.RoutingKey, next[i:i+1])
 		}
-		taken, err := w.paired.AckSuccess(ctx, d, w.successState(ctx, sig, results), next, h.wants())
+		taken, err := w.store.Settle(ctx, d, store.Settlement{
+			Kind: store.SettleSuccess, State: w.successState(ctx, sig, results), Next: next, Take: h.wants()})
 		if h != nil {
 			h.next = taken
 		}
@@ -277,13 +279,13 @@ func (w *Worker) succeeded(ctx context.Context, sig *tasks.Signature) {
 	w.settled(ctx, sig.RoutingKey, sig.Name, telemetry.OutcomeSuccess)
 }
 
-// oneStep returns the OnSuccess callbacks of sig, ready to travel, when a
-// paired broker can settle d with its result and send them in one step
-// (AckSuccess; a chord member whose success completes its group is
-// written in that step, and acknowledged after the election), and no
-// callback or PrepareFunc readies them.
+// oneStep returns the OnSuccess callbacks of sig, ready to travel, when
+// the store can settle d with its result and send them in one call
+// (store.SettleSuccess; a chord member whose success completes its group
+// is written in that call, and acknowledged after the election): there is
+// a delivery, and no callback or PrepareFunc readies them.
 func (w *Worker) oneStep(sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult) ([]*tasks.Signature, bool) {
-	if d == nil || w.paired == nil {
+	if d == nil {
 		return nil, false
 	}
 	if len(sig.OnSuccess) > 0 && w.p.PrepareFunc == nil {
@@ -341,12 +343,11 @@ func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brok
 
 // ack acknowledges d, taking the next task for the slot as h says.
 func (w *Worker) ack(ctx context.Context, d *brokers.Delivery, h *handoff) error {
-	if take := h.wants(); take != nil {
-		next, err := w.relay.AckTake(ctx, d, *take)
+	next, err := w.store.Settle(ctx, d, store.Settlement{Kind: store.SettleAck, Take: h.wants()})
+	if h != nil {
 		h.next = next
-		return err
 	}
-	return w.p.Broker.Ack(ctx, d)
+	return err
 }
 
 // failUnstorable fails sig, whose results cannot be stored (a NaN, a
@@ -361,39 +362,10 @@ func (w *Worker) failUnstorable(ctx context.Context, sig *tasks.Signature, d *br
 // write writes state, a state of sig, and for the final state of a group
 // member records it in the group; it reports whether sig's group completed
 // with it. With commit (a final state) it is first committed as the outcome
-// of d. A worker that lost d's lease writes nothing: where the broker is
-// paired with the backend, the write is one step under the lease; otherwise
-// it follows the commit, which the broker refuses to a stale holder, or,
-// for a state that is not final, a check of the lease by the clock (and the
-// backend never lets such a state hide a final one). Without a delivery
-// (Process), the state is written as it is.
+// of d. A worker that lost d's lease writes nothing (store.WriteState).
+// Without a delivery (Process), the state is written as it is.
 func (w *Worker) write(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, state *tasks.TaskState, commit bool) (bool, error) {
-	switch {
-	case d == nil:
-	case w.paired != nil:
-		return w.paired.WriteState(ctx, d, state, commit)
-	case commit:
-		if err := w.p.Broker.Commit(ctx, d, state); err != nil {
-			return false, err
-		}
-	case !d.Lease.Valid():
-		return false, fmt.Errorf("worker: write state %s of task %s: %w", state.State, sig.UUID, brokers.ErrLeaseLost)
-	}
-	switch state.State {
-	case tasks.StateSuccess:
-		if sig.GroupUUID != "" && sig.ChordCallback != nil {
-			return w.p.Backend.CompleteGroupMember(ctx, sig, state)
-		}
-		return false, w.p.Backend.SetStateSuccessContext(ctx, sig, state.Results)
-	case tasks.StateFailure:
-		return false, w.p.Backend.SetStateFailureContext(ctx, sig, state.Error)
-	case tasks.StateStarted:
-		return false, w.p.Backend.SetStateStartedContext(ctx, sig)
-	case tasks.StateRetry:
-		return false, w.p.Backend.SetStateRetryContext(ctx, sig)
-	default:
-		return false, fmt.Errorf("worker: write state %s of task %s: not a state the worker writes", state.State, sig.UUID)
-	}
+	return w.store.WriteState(ctx, store.WriteParams{Delivery: d, Signature: sig, State: state, Commit: commit})
 }
 
 // finishCommitted finishes a delivery whose outcome an earlier holder
@@ -417,14 +389,14 @@ func (w *Worker) finishCommitted(ctx context.Context, d *brokers.Delivery, log *
 // completeChordMember sends the chord callback, sig's success having
 // completed its group, when this member wins the election.
 func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery) error {
-	won, err := w.p.Backend.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
+	won, err := w.store.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
 	if err != nil {
 		return fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err)
 	}
 	if !won {
 		return nil
 	}
-	states, err := w.p.Backend.GroupTaskStatesContext(ctx, sig.GroupUUID, sig.GroupTaskCount)
+	states, err := w.store.GroupTaskStatesContext(ctx, sig.GroupUUID, sig.GroupTaskCount)
 	if err != nil {
 		return fmt.Errorf("worker: read states of group %s: %w", sig.GroupUUID, err)
 	}
@@ -453,17 +425,20 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 }
 
 func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, in time.Duration, cause error, log *slog.Logger) error {
+	at := w.clock.Now().Add(in)
+	if d != nil {
+		_, err := w.store.Settle(ctx, d, store.Settlement{
+			Kind: store.SettleRetry, State: tasks.NewRetryTaskState(sig), RetryAt: at, Reason: cause.Error()})
+		if err != nil {
+			return fmt.Errorf("worker: retry task %s: %w", sig.UUID, err)
+		}
+		log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
+		return nil
+	}
 	if _, err := w.write(ctx, sig, d, tasks.NewRetryTaskState(sig), false); err != nil {
 		return fmt.Errorf("worker: write state RETRY of task %s: %w", sig.UUID, err)
 	}
-	at := w.clock.Now().Add(in)
 	log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
-	if d != nil {
-		if err := w.p.Broker.Retry(ctx, d, at, cause.Error()); err != nil {
-			return fmt.Errorf("worker: retry task %s: %w", sig.UUID, err)
-		}
-		return nil
-	}
 	if w.p.RetryInline {
 		return &retryAt{at: at}
 	}
@@ -530,7 +505,7 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 	var errs []error
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {
-		won, err := w.p.Backend.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
+		won, err := w.store.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("worker: trigger chord of group %s: %w", sig.GroupUUID, err))
@@ -544,7 +519,7 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 		return err
 	}
 	if d != nil {
-		if err := w.p.Broker.Archive(ctx, d, msg); err != nil {
+		if _, err := w.store.Settle(ctx, d, store.Settlement{Kind: store.SettleArchive, Reason: msg}); err != nil {
 			return fmt.Errorf("worker: archive task %s: %w", sig.UUID, err)
 		}
 		w.p.Metrics.Archived(ctx, d.Queue, sig.Name, 1)
@@ -559,7 +534,7 @@ func (w *Worker) failChord(ctx context.Context, member *tasks.Signature, d *brok
 	cb := member.ChordCallback
 	cbMsg := fmt.Sprintf("chord member %s (%s) failed: %s", failedUUID, failedName, msg)
 	var errs []error
-	if err := w.p.Backend.SetStateFailureContext(ctx, cb, cbMsg); err != nil {
+	if err := w.store.SetStateFailureContext(ctx, cb, cbMsg); err != nil {
 		errs = append(errs, fmt.Errorf("worker: write state FAILURE of chord callback %s: %w", cb.UUID, err))
 	}
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, cb.OnError, msg)...)
@@ -584,7 +559,7 @@ func (w *Worker) sendErrorCallbacks(ctx context.Context, d *brokers.Delivery, ca
 // leaves alone a callback that has started or finished.
 func (w *Worker) sendCallback(ctx context.Context, d *brokers.Delivery, cb *tasks.Signature) error {
 	if d != nil && d.Recovered > 0 && cb.UUID != "" {
-		st, err := w.p.Backend.GetStateContext(ctx, cb.UUID)
+		st, err := w.store.GetStateContext(ctx, cb.UUID)
 		switch {
 		case err == nil && st.State != tasks.StatePending:
 			return nil // sent by the earlier run, and under way or done

@@ -75,7 +75,7 @@ func TestRefusedCommitWritesNothing(t *testing.T) {
 	var sent atomic.Int32
 	w := New(Params{Broker: broker, Backend: backend, Config: cnf, Logger: discardLogger,
 		SendFunc: func(context.Context, *tasks.Signature) error { sent.Add(1); return nil }})
-	if w.paired != nil {
+	if w.store.OneStep() {
 		t.Fatal("worker paired with a backend its broker does not know")
 	}
 	ctx := context.Background()

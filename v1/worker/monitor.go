@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -74,7 +75,7 @@ func (t *tally) take() []brokers.StatCount {
 func (w *Worker) settled(ctx context.Context, queue, name, outcome string) {
 	queue = brokers.LogicalQueue(queue) // a shard counts for its queue
 	w.p.Metrics.Settled(ctx, queue, name, outcome)
-	if w.monitor != nil {
+	if !w.unmonitored.Load() {
 		w.tally.add(queue, outcome, w.clock.Now())
 	}
 }
@@ -100,7 +101,7 @@ func (w *Worker) newIdentity() brokers.WorkerInfo {
 // (brokers.Monitor), with its running tasks, its task names, and the
 // counts of the tasks it finished since the last beat, for ttl.
 func (w *Worker) beat(ctx context.Context, names []string, ttl time.Duration) error {
-	if w.monitor == nil {
+	if w.unmonitored.Load() {
 		return nil
 	}
 	info := w.identity
@@ -111,7 +112,11 @@ func (w *Worker) beat(ctx context.Context, names []string, ttl time.Duration) er
 	}
 	w.mu.Unlock()
 	slices.Sort(info.Running)
-	if err := w.monitor.Heartbeat(ctx, &info, ttl, w.tally.take()...); err != nil {
+	if err := w.store.Heartbeat(ctx, &info, ttl, w.tally.take()...); err != nil {
+		if errors.Is(err, store.ErrUnsupported) {
+			w.unmonitored.Store(true)
+			return nil
+		}
 		return fmt.Errorf("worker: report the worker alive: %w", err)
 	}
 	return nil
@@ -119,7 +124,7 @@ func (w *Worker) beat(ctx context.Context, names []string, ttl time.Duration) er
 
 // unregister tells a broker that keeps track that the worker stopped.
 func (w *Worker) unregister() {
-	if w.monitor == nil {
+	if w.unmonitored.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -127,9 +132,9 @@ func (w *Worker) unregister() {
 	// The counts of the last tasks first.
 	if counts := w.tally.take(); len(counts) > 0 {
 		info := w.identity
-		_ = w.monitor.Heartbeat(ctx, &info, time.Millisecond, counts...)
+		_ = w.store.Heartbeat(ctx, &info, time.Millisecond, counts...)
 	}
-	if err := w.monitor.Unregister(ctx, w.identity.ID); err != nil {
+	if err := w.store.Unregister(ctx, w.identity.ID); err != nil {
 		w.log.Warn("unregistering the worker failed; it is listed until its heartbeat runs out", slog.Any("error", err))
 	}
 }

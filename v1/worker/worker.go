@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -32,6 +34,10 @@ type Registry interface {
 
 // Params configures a Worker.
 type Params struct {
+	// Broker and Backend hold the tasks and their states. The worker runs
+	// on them joined into one store (internal/pair), which settles a task
+	// with its state in one step where the broker writes the backend's
+	// states itself.
 	Broker  brokers.Broker
 	Backend backends.Backend
 	// BrokerName and BackendName say which broker and backend these are,
@@ -53,7 +59,7 @@ type Params struct {
 	// publishing it (its UUID, queue and headers, the pre-publish
 	// handler), for a broker paired with the backend to publish it in the
 	// same step as it settles the task that sends it
-	// (brokers.StateBroker.AckSuccess). Without it, callbacks go through
+	// (store.SettleSuccess). Without it, callbacks go through
 	// SendFunc.
 	PrepareFunc func(sig *tasks.Signature)
 	// Tracing starts the span of each attempt at a task, and of the
@@ -116,8 +122,7 @@ type Worker struct {
 	log    *slog.Logger
 	clock  clock.Clock
 	queues *queueOrder
-	paired brokers.StateBroker // the broker, when it writes the backend's states itself
-	relay  brokers.Relay       // the broker, when its settles can take the next task
+	store  *pair.Store
 	// fetching ends when the worker stops taking tasks (Run's fetch
 	// context): a settle then takes no next task.
 	fetching context.Context
@@ -147,7 +152,9 @@ type Worker struct {
 	// the tasks it finished since (monitor.go).
 	identity brokers.WorkerInfo
 	tally    tally
-	monitor  brokers.Monitor // the broker, when it keeps workers; else nil
+	// unmonitored is set once the store says it keeps no workers
+	// (store.ErrUnsupported): the worker then neither beats nor tallies.
+	unmonitored atomic.Bool
 }
 
 // running is one task being run. Its owner (the task's goroutine, which
@@ -178,7 +185,6 @@ func New(p Params) *Worker {
 	if log == nil {
 		log = slog.Default()
 	}
-	paired, _ := brokers.Paired(p.Broker, p.Backend)
 	clk := p.Clock
 	if clk == nil {
 		clk = clock.Real()
@@ -192,15 +198,13 @@ func New(p Params) *Worker {
 	w := &Worker{
 		p:      p,
 		clock:  clk,
-		paired: paired,
+		store:  pair.New(p.Broker, p.Backend, log),
 		queues: newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
 		log:    log.With(slog.String("worker", p.ConsumerTag)),
 		abort:  make(chan struct{}),
 		active: make(map[*running]struct{}),
 	}
 	w.identity = w.newIdentity()
-	w.monitor, _ = p.Broker.(brokers.Monitor)
-	w.relay, _ = p.Broker.(brokers.Relay)
 	return w
 }
 
@@ -254,27 +258,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Cancellations stop running tasks at once; without them a cancelled
 	// task stops when its lease renewal is refused. The watch is set up
 	// before the first fetch (waited for a moment at most).
-	if c, ok := w.p.Broker.(brokers.Canceller); ok {
-		watching := make(chan struct{})
-		go w.watchCancels(taskCtx, c, watching)
-		t := w.clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
-		select {
-		case <-watching:
-		case <-t.C():
-			w.log.Warn("watching cancellations is not set up yet; fetching anyway")
-		}
-		t.Stop()
+	watching := make(chan struct{})
+	go w.watchCancels(taskCtx, watching)
+	t := w.clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
+	select {
+	case <-watching:
+	case <-t.C():
+		w.log.Warn("watching cancellations is not set up yet; fetching anyway")
 	}
+	t.Stop()
 	// Aggregation runs beside fetching: it claims no batch once fetching
 	// stops, and the batches being built are let finish, as running tasks
 	// are, up to the shutdown timeout.
 	aggregating := make(chan struct{})
 	buildCtx, stopBuilds := context.WithCancel(taskCtx)
 	defer stopBuilds()
-	if agg, ok := w.p.Broker.(brokers.Aggregator); ok && len(w.aggregators()) > 0 {
+	if len(w.aggregators()) > 0 {
 		go func() {
 			defer close(aggregating)
-			w.aggregateLoop(fetchCtx, buildCtx, agg)
+			w.aggregateLoop(fetchCtx, buildCtx)
 		}()
 	} else {
 		close(aggregating)
@@ -369,7 +371,7 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 			continue
 		}
 		fctx, stopGate := w.gated(ctx)
-		ds, err := w.p.Broker.Fetch(fctx, w.queues.next(), n, w.names.Load())
+		ds, err := w.store.Fetch(fctx, w.queues.next(), n, w.names.Load())
 		closed := fctx.Err() != nil && ctx.Err() == nil
 		stopGate()
 		if err != nil {
@@ -518,7 +520,7 @@ func (w *Worker) runOne(ctx context.Context, r *running) *brokers.Delivery {
 func (w *Worker) putBack(d *brokers.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.p.Broker.Requeue(ctx, d); err != nil {
+	if err := w.store.Requeue(ctx, d); err != nil {
 		w.log.Error("requeueing a task taken at shutdown failed; it comes back when its lease expires",
 			slog.String("task", d.Signature.UUID), slog.Any("error", err))
 	}
@@ -539,7 +541,7 @@ type handoff struct {
 // of a queue a fetch would try first, so a worker's tasks are those it
 // would have fetched.
 func (w *Worker) handoffFor(d *brokers.Delivery) *handoff {
-	if w.relay == nil || w.fetching.Err() != nil || w.p.PreConsumeFunc != nil || !w.queues.first(d.Queue) {
+	if w.fetching.Err() != nil || w.p.PreConsumeFunc != nil || !w.queues.first(d.Queue) {
 		return nil
 	}
 	return &handoff{take: &brokers.Take{Names: w.names.Load()}}
@@ -686,13 +688,9 @@ func (w *Worker) wasCancelled(ctx context.Context, r *running) bool {
 	if r.cancelled.Load() {
 		return true
 	}
-	in, ok := w.p.Broker.(brokers.Inspector)
-	if !ok {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	info, err := in.GetTask(ctx, r.d.Queue, r.d.Signature.UUID)
+	info, err := w.store.GetTask(ctx, r.d.Queue, r.d.Signature.UUID)
 	if err != nil || info.Status != brokers.StatusArchived || !strings.HasPrefix(info.LastError, tasks.CancelledMessage) {
 		return false
 	}
@@ -702,8 +700,9 @@ func (w *Worker) wasCancelled(ctx context.Context, r *running) bool {
 
 // watchCancels stops the running tasks cancelled from any process (their
 // lease is gone: see brokers.Canceller), until ctx ends; a broken watch is
-// set up again after a backoff.
-func (w *Worker) watchCancels(ctx context.Context, c brokers.Canceller, watching chan struct{}) {
+// set up again after a backoff. A store that cannot watch them closes
+// watching at once: a cancelled task then stops at its next renewal.
+func (w *Worker) watchCancels(ctx context.Context, watching chan struct{}) {
 	var once sync.Once
 	onCancel := func(uuid string) {
 		if uuid == "" { // set up, or set up again after an outage
@@ -728,7 +727,11 @@ func (w *Worker) watchCancels(ctx context.Context, c brokers.Canceller, watching
 	}
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for failures := 1; ctx.Err() == nil; failures++ {
-		err := c.WatchCancels(ctx, watched)
+		err := w.store.WatchCancels(ctx, watched)
+		if errors.Is(err, store.ErrUnsupported) {
+			once.Do(func() { close(watching) })
+			return
+		}
 		if ctx.Err() != nil || errors.Is(err, brokers.ErrClosed) {
 			return
 		}
@@ -798,7 +801,7 @@ func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	var errs []error
 	if len(ds) > 0 {
-		if err := w.p.Broker.ExtendLeases(rctx, ds...); err != nil {
+		if err := w.store.ExtendLeases(rctx, ds...); err != nil {
 			errs = append(errs, fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err))
 		}
 	}
@@ -813,7 +816,7 @@ func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
 		wg.Go(func() {
 			// A batch whose lease is lost has its aggregator stopped (its
 			// context ends with the lease): not an error of the renewal.
-			if err := w.p.Broker.(brokers.Aggregator).ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
+			if err := w.store.ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("renew the lease of aggregation batch %s: %w", b.ID, err))
 				mu.Unlock()
@@ -840,12 +843,12 @@ func (w *Worker) settleUnregistered(ctx context.Context, d *brokers.Delivery, lo
 	if sig.IgnoreWhenTaskNotRegistered {
 		log.Info("dropping task: not registered, and IgnoreWhenTaskNotRegistered is set")
 		telemetry.Outcome(ctx, telemetry.OutcomeHandedOn, nil)
-		if err := w.p.Broker.Ack(ctx, d); err != nil {
+		if _, err := w.store.Settle(ctx, d, store.Settlement{Kind: store.SettleAck}); err != nil {
 			log.Error("acknowledging dropped task failed", slog.Any("error", err))
 		}
 		return
 	}
-	rerouted, err := w.p.Broker.Reroute(ctx, d)
+	rerouted, err := w.store.Reroute(ctx, d)
 	switch {
 	case err != nil:
 		log.Error("rerouting unregistered task failed", slog.Any("error", err))
@@ -876,7 +879,7 @@ func (w *Worker) tryLater(ctx context.Context, d *brokers.Delivery, log *slog.Lo
 	log.Warn("trying task again later: "+why,
 		slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", tries))
 	at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
-	if err := w.p.Broker.Retry(ctx, d, at, why); err != nil {
+	if _, err := w.store.Settle(ctx, d, store.Settlement{Kind: store.SettleRetry, RetryAt: at, Reason: why}); err != nil {
 		log.Error("handing back task failed", slog.Any("error", err))
 	}
 }
@@ -986,7 +989,7 @@ func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
 	lapses := w.clock.Now().Add(w.p.Config.LeaseDuration)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := w.p.Broker.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
+	if err := w.store.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
 		return fmt.Errorf("worker: announce the task names: %w", err)
 	}
 	if err := errors.Join(w.announceAggregators(actx), w.beat(actx, names.List(), w.p.Config.LeaseDuration)); err != nil {
@@ -1048,7 +1051,7 @@ func (w *Worker) abandonRunning() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.p.Broker.Requeue(ctx, abandoned...); err != nil {
+	if err := w.store.Requeue(ctx, abandoned...); err != nil {
 		w.log.Error("requeueing unfinished tasks failed; they come back when their leases expire",
 			slog.Int("tasks", len(abandoned)), slog.Any("error", err))
 	} else {

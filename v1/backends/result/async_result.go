@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/b6192125/machinist/internal/pair"
+	"github.com/b6192125/machinist/internal/store"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -61,6 +63,7 @@ type AsyncResult struct {
 	mu        sync.Mutex
 	taskState *tasks.TaskState
 	backend   backends.Backend
+	states    store.StateReader // backend, as it is read (nil with it)
 }
 
 // NewAsyncResult returns the handle of signature's task on backend.
@@ -69,6 +72,7 @@ func NewAsyncResult(signature *tasks.Signature, backend backends.Backend) *Async
 		Signature: signature,
 		taskState: &tasks.TaskState{TaskUUID: signature.UUID, TaskName: signature.Name},
 		backend:   backend,
+		states:    pair.Reader(backend),
 	}
 }
 
@@ -125,10 +129,10 @@ func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 // readState reads the state of task uuid, sent to the signature's queue
 // as far as it knows (backends/backends.QueueStateReader).
 func (r *AsyncResult) readState(ctx context.Context, uuid string) (*tasks.TaskState, error) {
-	if qr, ok := r.backend.(backends.QueueStateReader); ok && r.Signature.RoutingKey != "" {
-		return qr.GetStateInContext(ctx, r.Signature.RoutingKey, uuid)
+	if r.Signature.RoutingKey != "" {
+		return r.states.GetStateInContext(ctx, r.Signature.RoutingKey, uuid)
 	}
-	return r.backend.GetStateContext(ctx, uuid)
+	return r.states.GetStateContext(ctx, uuid)
 }
 
 // Get waits for the task to finish, reading its state every sleepDuration,
@@ -157,18 +161,17 @@ func withTimeout(timeout, sleep time.Duration, get func(context.Context, time.Du
 }
 
 // poll calls touch until it reports done (results or an error), waiting
-// sleep between calls, or until ctx ends. With a backend that is an
-// backends.Notifier, it watches the task whose end ends the wait (watched
+// sleep between calls, or until ctx ends. Where states can tell (a
+// store.Notifier), it watches the task whose end ends the wait (watched
 // names it, asked before the first call and after each) from before it
 // reads it, and calls touch again as soon as the backend says that task
 // finished, without waiting for the next tick: noticed tells touch that
 // the call is for that task (a notice, or a watch just begun), not a
 // tick's.
-func poll(ctx context.Context, sleep time.Duration, backend backends.Backend, watched func() string, touch func(noticed bool) ([]reflect.Value, error)) ([]reflect.Value, error) {
+func poll(ctx context.Context, sleep time.Duration, states store.StateReader, watched func() string, touch func(noticed bool) ([]reflect.Value, error)) ([]reflect.Value, error) {
 	if sleep <= 0 {
 		sleep = defaultSleep
 	}
-	n, _ := backend.(backends.Notifier)
 	var (
 		notices <-chan struct{}
 		stop    = func() {}
@@ -178,13 +181,13 @@ func poll(ctx context.Context, sleep time.Duration, backend backends.Backend, wa
 	// watch follows the task to watch; it reports whether that changed.
 	watch := func() bool {
 		id := watched()
-		if n == nil || id == current {
+		if id == current {
 			return false
 		}
 		stop()
-		notices, stop = n.WatchFinished(ctx, id)
+		notices, stop = states.WatchFinished(ctx, id)
 		current = id
-		return true
+		return notices != nil // nil: the backend cannot watch; waits poll
 	}
 	watch()
 	var ticker *time.Ticker
@@ -220,7 +223,7 @@ func (r *AsyncResult) GetWithContext(ctx context.Context, sleepDuration time.Dur
 	if r.backend == nil {
 		return nil, ErrBackendNotConfigured
 	}
-	return poll(ctx, sleepDuration, r.backend, r.watched, func(bool) ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
+	return poll(ctx, sleepDuration, r.states, r.watched, func(bool) ([]reflect.Value, error) { return r.TouchWithContext(ctx) })
 }
 
 // watched is the task whose state decides r's: its own, or the aggregate

@@ -55,7 +55,7 @@ func (r *ChainAsyncResult) GetWithContext(ctx context.Context, sleepDuration tim
 	}
 	last := r.asyncResults[len(r.asyncResults)-1]
 	next := 0 // the first task not yet known to have succeeded
-	return poll(ctx, sleepDuration, r.backend, last.watched, func(noticed bool) ([]reflect.Value, error) {
+	return poll(ctx, sleepDuration, last.states, last.watched, func(noticed bool) ([]reflect.Value, error) {
 		results, err := last.TouchWithContext(ctx)
 		if err != nil || results != nil || noticed {
 			return results, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/b6192125/machinist/internal/store"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -17,11 +18,12 @@ import (
 // PairedBroker is what ExercisePaired exercises.
 type PairedBroker interface {
 	Broker
-	brokers.StateBroker
+	store.StateBroker
+	store.Joiner
 }
 
 // ExercisePaired runs the conformance suite of brokers paired with their
-// result backend (brokers.StateBroker): the memory pair, and the Redis broker
+// result backend (store.StateBroker): the memory pair, and the Redis broker
 // and backend on one server. newPair returns a broker and the backend it is
 // paired with, configured by cnf (through WithDefaults), closed by newPair's
 // own t.Cleanup.
@@ -76,7 +78,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	now, later, queued := newSig(nextQ, "double"), newSig(laterQ, "report"), newSig(nextQ, "queued")
 	eta := time.Now().Add(time.Hour)
 	later.ETA = &eta
-	must(t, "PublishPending", b.PublishPending(ctx, sig, queued))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig, queued}}))
 	d := fetchOne(t, b, q)
 	must(t, "AckSuccess", noTake(ackSuccess(ctx, b, d, results, []*tasks.Signature{now, later, queued}, nil)))
 	wantState(t, be, sig.UUID, tasks.StateSuccess)
@@ -94,7 +96,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	// one that has not is.
 	sig = newSig(q, "add")
 	started, fresh := newSig(nextQ, "started"), newSig(nextQ, "fresh")
-	must(t, "PublishPending", b.PublishPending(ctx, sig))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}}))
 	must(t, "SetStateStarted", be.SetStateStartedContext(ctx, started))
 	stale := fetchOne(t, b, q)
 	endLease(t, b, stale)
@@ -113,7 +115,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	member := newSig(q, "part")
 	member.GroupUUID, member.GroupTaskCount = groupUUID, 1
 	must(t, "InitGroup", be.InitGroupContext(ctx, groupUUID, []string{member.UUID}))
-	must(t, "PublishPending", b.PublishPending(ctx, member))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{member}}))
 	must(t, "member's AckSuccess", noTake(ackSuccess(ctx, b, fetchOne(t, b, q), results, nil, nil)))
 	if done, err := be.GroupCompletedContext(ctx, groupUUID, 1); err != nil || !done {
 		t.Fatalf("GroupCompleted after its member's AckSuccess: %t, %v; want true", done, err)
@@ -122,8 +124,8 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 
 func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
 	b, be := pair(t, newPair)
-	if !b.PairedWith(be) {
-		t.Fatal("PairedWith(its own backend) = false")
+	if b.Join(be) == nil {
+		t.Fatal("Join(its own backend) = nil")
 	}
 	ctx := context.Background()
 	q := queueName(t, "q")
@@ -135,7 +137,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 		m.ChordCallback = &tasks.Signature{UUID: "chord_" + uuid.NewString(), Name: "sum", RoutingKey: q}
 	}
 	must(t, "InitGroup", be.InitGroupContext(ctx, groupUUID, []string{member.UUID, other.UUID}))
-	must(t, "PublishPending", b.PublishPending(ctx, plain, member))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{plain, member}}))
 	wantState(t, be, plain.UUID, tasks.StatePending)
 
 	stale := fetch(t, b, []string{q}, 2)
@@ -252,7 +254,7 @@ func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config
 	q, nextQ := queueName(t, "q"), queueName(t, "next")
 	sig := newSig(q, "add")
 	out, in := newSig(nextQ, "out"), newSig(nextQ, "in")
-	must(t, "PublishPending", b.PublishPending(ctx, sig))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}}))
 	if _, _, err := b.CancelTask(ctx, nextQ, out.UUID, "cancelled by a test", time.Minute); err != nil {
 		t.Fatalf("CancelTask with a bar: %v", err)
 	}
@@ -276,7 +278,7 @@ func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *co
 	sig := newSig(q, "add")
 	l := tasks.Limit{Key: "k", Concurrency: 1}
 	n1, n2 := limited(nextQ, "n", l), limited(nextQ, "n", l)
-	must(t, "PublishPending", b.PublishPending(ctx, sig))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}}))
 	must(t, "AckSuccess", noTake(ackSuccess(ctx, b, fetchOne(t, b, q), nil, []*tasks.Signature{n1, n2}, nil)))
 	got := fetch(t, b, []string{nextQ}, 2)
 	wantOrder(t, "next queue", deliveryUUIDs(got), []string{n1.UUID})
@@ -286,6 +288,6 @@ func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *co
 }
 
 // ackSuccess is b.AckSuccess of d with the SUCCESS state of results.
-func ackSuccess(ctx context.Context, b brokers.StateBroker, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
+func ackSuccess(ctx context.Context, b store.StateBroker, d *brokers.Delivery, results []*tasks.TaskResult, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
 	return b.AckSuccess(ctx, d, tasks.NewSuccessTaskState(d.Signature, results), next, take)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/b6192125/machinist/internal/store"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -123,7 +124,7 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 	results := []*tasks.TaskResult{{Type: "int64", Value: 7}}
 
 	first, step, elsewhere := newSig(q, "add"), newSig(q, "add"), newSig(other, "add")
-	must(t, "PublishPending", b.PublishPending(ctx, first))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{first}}))
 	d := fetchOne(t, b, q)
 	next, err := ackSuccess(ctx, b, d, results, []*tasks.Signature{step}, &brokers.Take{})
 	must(t, "AckSuccess with a take", err)
@@ -162,7 +163,7 @@ func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config
 		m.GroupUUID, m.GroupTaskCount, m.ChordCallback = group, len(members), callback
 	}
 	must(t, "InitGroup", be.InitGroupContext(ctx, group, []string{members[0].UUID, members[1].UUID, members[2].UUID}))
-	must(t, "PublishPending", b.PublishPending(ctx, members...))
+	must(t, "PublishPending", b.PublishPending(ctx, store.SendParams{Tasks: members}))
 
 	first := fetchOne(t, b, q)
 	next, err := ackSuccess(ctx, b, first, results, nil, &brokers.Take{})

@@ -5,7 +5,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/brokers/memory"
 	"github.com/b6192125/machinist/v1/config"
 )
@@ -20,12 +19,12 @@ func TestNewPairIsPaired(t *testing.T) {
 	b, be := memory.NewPair(memory.OptionsFrom(&config.Config{}))
 	defer b.Close()
 	defer be.Close()
-	if _, ok := brokers.Paired(b, be); !ok {
+	if b.Join(be) == nil {
 		t.Error("NewPair's broker and backend are not paired")
 	}
 	other := memory.New(memory.Options{})
 	defer other.Close()
-	if _, ok := brokers.Paired(other, be); ok {
+	if other.Join(be) != nil {
 		t.Error("a broker of another engine is paired with the backend")
 	}
 }

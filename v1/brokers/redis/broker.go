@@ -13,7 +13,7 @@ import (
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
@@ -48,10 +48,11 @@ type Broker struct {
 }
 
 var (
-	_ brokers.Broker      = (*Broker)(nil)
-	_ brokers.StateBroker = (*Broker)(nil)
-	_ brokers.Relay       = (*Broker)(nil)
-	_ brokers.Canceller   = (*Broker)(nil)
+	_ brokers.Broker    = (*Broker)(nil)
+	_ store.StateBroker = (*Broker)(nil)
+	_ store.Joiner      = (*Broker)(nil)
+	_ brokers.Relay     = (*Broker)(nil)
+	_ brokers.Canceller = (*Broker)(nil)
 )
 
 // Options configures a Broker.
@@ -175,26 +176,29 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return store.NotSent(err)
 	}
-	return wrap(b.store.Publish(ctx, sigs, false))
+	return wrap(b.store.Publish(ctx, rdb.PublishParams{Tasks: sigs}))
 }
 
-// PairedWith reports whether backend is a Redis backend on the same store
-// on a single server, where a task's state can be written by the script
-// that publishes or acknowledges the task.
-func (b *Broker) PairedWith(backend backends.Backend) bool {
-	sb, ok := backend.(interface{ Store() *rdb.Store })
-	return ok && sb.Store() == b.store && b.store.OneNode()
+// Join returns the broker as the writer of backend's states when backend
+// is a Redis backend on the same store on a single server, where a task's
+// state can be written by the script that publishes or acknowledges the
+// task; else nil.
+func (b *Broker) Join(backend store.Backend) store.StateBroker {
+	if be, ok := backend.(*redisbackend.Backend); ok && be.Store() == b.store && b.store.OneNode() {
+		return b
+	}
+	return nil
 }
 
-// PublishPending publishes sigs, PENDING from then on, in one round trip:
-// no PENDING state is written (the task hash says it; the backend's
+// PublishPending publishes p.Tasks, PENDING from then on, in one round
+// trip: no PENDING state is written (the task hash says it; the backend's
 // GetState reads it there), and a state an earlier task with the same UUID
 // left is deleted.
-func (b *Broker) PublishPending(ctx context.Context, sigs ...*tasks.Signature) error {
+func (b *Broker) PublishPending(ctx context.Context, p store.SendParams) error {
 	if err := b.checkOpen(); err != nil {
 		return store.NotSent(err)
 	}
-	return wrap(b.store.Publish(ctx, sigs, true))
+	return wrap(b.store.Publish(ctx, rdb.PublishParams{Tasks: p.Tasks, Pending: true, Fresh: p.Fresh}))
 }
 
 // Fetch takes up to max pending tasks from queues, in order (in each

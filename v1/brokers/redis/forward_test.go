@@ -12,9 +12,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/clock"
-	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/store"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
@@ -214,8 +214,8 @@ func TestMaintainerIsWokenByWhatComesDue(t *testing.T) {
 		w := newWoken(t)
 		w.announce(t, brokers.AggregationPolicy{GracePeriod: 100 * time.Millisecond})
 		sig := &tasks.Signature{UUID: "task_made", Name: "notify", AggregationKey: "alice", RoutingKey: w.queue}
-		if err := w.b.Publish(newid.With(ctxFor(t), sig.UUID), sig); err != nil {
-			t.Fatalf("Publish: %v", err)
+		if err := w.b.PublishPending(ctxFor(t), store.SendParams{Tasks: []*tasks.Signature{sig}, Fresh: true}); err != nil {
+			t.Fatalf("PublishPending: %v", err)
 		}
 		w.waitDue(t)
 	})

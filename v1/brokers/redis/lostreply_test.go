@@ -9,9 +9,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/internal/newid"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/store"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
@@ -54,7 +54,7 @@ func newLostReply(t *testing.T) *lostReply {
 		_ = backend.Close()
 		_ = store.Close()
 	})
-	if !broker.PairedWith(backend) {
+	if broker.Join(backend) == nil {
 		t.Fatal("broker and backend on one store are not paired")
 	}
 	return &lostReply{proxy: proxy, broker: broker, backend: backend, queue: "q"}
@@ -72,7 +72,7 @@ func (l *lostReply) loseReplyTo(t *testing.T, texts ...string) {
 func (l *lostReply) warmPublish(t *testing.T) {
 	t.Helper()
 	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: l.queue}
-	if err := l.broker.PublishPending(ctxFor(t), warm); err != nil {
+	if err := l.broker.PublishPending(ctxFor(t), store.SendParams{Tasks: []*tasks.Signature{warm}}); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
 }
@@ -80,7 +80,7 @@ func (l *lostReply) warmPublish(t *testing.T) {
 func (l *lostReply) take(t *testing.T, id string) *brokers.Delivery {
 	t.Helper()
 	sig := &tasks.Signature{UUID: "task_" + id, Name: "add", RoutingKey: l.queue}
-	if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
+	if err := l.broker.PublishPending(ctxFor(t), store.SendParams{Tasks: []*tasks.Signature{sig}}); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
 	ds, err := l.broker.Fetch(ctxFor(t), []string{l.queue}, 1, nil)
@@ -103,16 +103,16 @@ func (l *lostReply) info(t *testing.T) brokers.QueueInfo {
 // again by go-redis, is reported as the success it was, and the task is
 // queued once (it reported ErrDuplicateTask). So is one whose UUID its
 // send made (it looks for no earlier task with it): it is sent again as a
-// repeat, which finds the first run's task. Publishing the task again,
-// with the same context too (a wrapper trying again), is refused.
+// repeat, which finds the first run's task. Publishing the task again is
+// refused.
 func TestLostReplyPublishReportsSuccess(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name string
-		ctx  func(t *testing.T, id string) context.Context
+		name  string
+		fresh bool
 	}{
-		{"a UUID the caller chose", func(t *testing.T, _ string) context.Context { return ctxFor(t) }},
-		{"a UUID its send made", func(t *testing.T, id string) context.Context { return newid.With(ctxFor(t), id) }},
+		{"a UUID the caller chose", false},
+		{"a UUID its send made", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -120,14 +120,14 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 			l.warmPublish(t)
 			l.loseReplyTo(t, "evalsha", "task_once")
 			sig := &tasks.Signature{UUID: "task_once", Name: "add", RoutingKey: l.queue}
-			ctx := c.ctx(t, sig.UUID)
-			if err := l.broker.PublishPending(ctx, sig); err != nil {
+			ctx := ctxFor(t)
+			if err := l.broker.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}, Fresh: c.fresh}); err != nil {
 				t.Fatalf("PublishPending with its reply lost: %v, want nil (it was published)", err)
 			}
 			if info := l.info(t); info.Pending != 2 {
 				t.Fatalf("pending after two publishes: %d, want 2", info.Pending)
 			}
-			if err := l.broker.PublishPending(ctx, sig); !errors.Is(err, brokers.ErrDuplicateTask) {
+			if err := l.broker.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}}); !errors.Is(err, brokers.ErrDuplicateTask) {
 				t.Fatalf("the same publish again: %v, want ErrDuplicateTask", err)
 			}
 		})
@@ -146,11 +146,11 @@ func TestLostReplyPublishReportsSuccess(t *testing.T) {
 func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name string
-		ctx  func(ctx context.Context, id string) context.Context
+		name  string
+		fresh bool
 	}{
-		{"a UUID the caller chose", func(ctx context.Context, _ string) context.Context { return ctx }},
-		{"a UUID its send made", newid.With},
+		{"a UUID the caller chose", false},
+		{"a UUID its send made", true},
 	} {
 		for _, ran := range []bool{false, true} {
 			name := c.name + ", the task waiting"
@@ -178,7 +178,7 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 				}
 				// The script is loaded first, so the attempt held is the
 				// publish's own.
-				if err := sender.PublishPending(ctx, &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: queue}); err != nil {
+				if err := sender.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{{UUID: "task_warm", Name: "add", RoutingKey: queue}}}); err != nil {
 					t.Fatalf("PublishPending: %v", err)
 				}
 				if err := worker.Ack(ctx, fetch(1)[0]); err != nil {
@@ -188,7 +188,7 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 				sig := &tasks.Signature{UUID: "task_overtaken", Name: "add", RoutingKey: queue}
 				hold := p.proxy.HoldCommandTo("evalsha", sig.UUID)
 				defer hold.Release()
-				if err := sender.PublishPending(c.ctx(ctx, sig.UUID), sig); err != nil {
+				if err := sender.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}, Fresh: c.fresh}); err != nil {
 					t.Fatalf("PublishPending whose first attempt is held: %v, want nil (sent again)", err)
 				}
 				select {
@@ -315,7 +315,7 @@ func TestLostReplySettleTakePutsBackItsTask(t *testing.T) {
 			}
 			d := l.take(t, "lost")
 			next := &tasks.Signature{UUID: "task_next", Name: "add", RoutingKey: l.queue}
-			if err := l.broker.PublishPending(ctxFor(t), next); err != nil {
+			if err := l.broker.PublishPending(ctxFor(t), store.SendParams{Tasks: []*tasks.Signature{next}}); err != nil {
 				t.Fatalf("PublishPending: %v", err)
 			}
 			l.loseReplyTo(t, "evalsha", "task_lost")
@@ -408,7 +408,7 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 	})
 	const queue = "q"
 	warm := &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: queue}
-	if err := sender.PublishPending(ctx, warm); err != nil {
+	if err := sender.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{warm}}); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
 	take := func() {
@@ -426,7 +426,7 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 	proxy.LoseReplyTo("evalsha", "task_ran")
 	sig := &tasks.Signature{UUID: "task_ran", Name: "add", RoutingKey: queue}
 	done := make(chan error, 1)
-	go func() { done <- sender.PublishPending(ctx, sig) }()
+	go func() { done <- sender.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}}) }()
 	pending := cnf.Redis.KeyPrefix + ":{" + queue + "}:pending"
 	for direct.LLen(ctx, pending).Val() == 0 { // the first run landed
 		select {
@@ -459,7 +459,7 @@ func TestLostReplyFetchPutsTheTasksBack(t *testing.T) {
 	}
 	for _, id := range []string{"a", "b", "c"} {
 		sig := &tasks.Signature{UUID: "task_" + id, Name: "add", RoutingKey: l.queue}
-		if err := l.broker.PublishPending(ctxFor(t), sig); err != nil {
+		if err := l.broker.PublishPending(ctxFor(t), store.SendParams{Tasks: []*tasks.Signature{sig}}); err != nil {
 			t.Fatalf("PublishPending: %v", err)
 		}
 	}
@@ -511,7 +511,7 @@ func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 		return err
 	}
 	// The script is loaded first, so the lost reply is the member's own.
-	if err := member.PublishPending(ctx, &tasks.Signature{UUID: "task_warm", Name: "add", RoutingKey: queue}); err != nil {
+	if err := member.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{{UUID: "task_warm", Name: "add", RoutingKey: queue}}}); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
 	if err := settle(member, take(member, queue)); err != nil {
@@ -519,7 +519,7 @@ func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 	}
 	m := &tasks.Signature{UUID: "task_member", Name: "add", RoutingKey: queue, GroupUUID: "group_g", GroupTaskCount: 1,
 		ChordCallback: &tasks.Signature{UUID: "task_callback", Name: "sum", RoutingKey: queue}}
-	if err := member.PublishPending(ctx, m); err != nil {
+	if err := member.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{m}}); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
 	d := take(member, queue)

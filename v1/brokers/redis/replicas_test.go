@@ -10,6 +10,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/store"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
@@ -61,7 +62,7 @@ func TestMinReplicasWritesReachTheReplica(t *testing.T) {
 	const n = 20
 	for i := range n {
 		sig := &tasks.Signature{UUID: "task_r" + strconv.Itoa(i), Name: "add", RoutingKey: "q"}
-		if err := b.PublishPending(ctx, sig); err != nil {
+		if err := b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}}); err != nil {
 			t.Fatalf("PublishPending: %v", err)
 		}
 		// On the replica already: no wait between the reply and the read.
@@ -89,7 +90,7 @@ func TestMinReplicasWritesReachTheReplica(t *testing.T) {
 	// A replica that stops answering holds the send back until it is
 	// back: the send is not reported before the replica has it.
 	heldBackByPausedReplica(t, replica, func() error {
-		return b.PublishPending(ctx, &tasks.Signature{UUID: "task_held", Name: "add", RoutingKey: "q"})
+		return b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{{UUID: "task_held", Name: "add", RoutingKey: "q"}}})
 	})
 }
 
@@ -121,7 +122,7 @@ func TestMinReplicasWithoutReplicaSaysSo(t *testing.T) {
 	srv := redistest.Start(t)
 	b := replicatedBroker(t, srv)
 	sig := &tasks.Signature{UUID: "task_lonely", Name: "add", RoutingKey: "q"}
-	err := b.PublishPending(ctx, sig)
+	err := b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{sig}})
 	if !errors.Is(err, rdb.ErrNotReplicated) {
 		t.Fatalf("PublishPending with no replica: %v, want an error wrapping rdb.ErrNotReplicated", err)
 	}
@@ -147,10 +148,10 @@ func TestMinReplicasOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	if err := b.PublishPending(ctx, &tasks.Signature{UUID: "task_c1", Name: "add", RoutingKey: "q"}); err != nil {
+	if err := b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{{UUID: "task_c1", Name: "add", RoutingKey: "q"}}}); err != nil {
 		t.Fatalf("PublishPending: %v", err)
 	}
 	heldBackByPausedReplica(t, cluster.ReplicasOf(t, "{q}")[0], func() error {
-		return b.PublishPending(ctx, &tasks.Signature{UUID: "task_c2", Name: "add", RoutingKey: "q"})
+		return b.PublishPending(ctx, store.SendParams{Tasks: []*tasks.Signature{{UUID: "task_c2", Name: "add", RoutingKey: "q"}}})
 	})
 }

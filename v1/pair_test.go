@@ -1,0 +1,126 @@
+package machinery_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/internal/store"
+	"github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// plainServer returns a Server on a broker and a backend that offer only
+// the Broker and Backend interfaces (a broker of your own, say): the
+// memory pair's, with every other capability hidden. It runs through the
+// step-by-step side of the one adapter: nothing is settled in one step,
+// nothing is inspected, cancelled or aggregated.
+func plainServer(t *testing.T) *machinery.Server {
+	t.Helper()
+	s := newServer(t, &config.Config{NoUnixSignals: true})
+	s.SetBroker(struct{ brokers.Broker }{s.GetBroker()})
+	s.SetBackend(struct{ backends.Backend }{s.GetBackend()})
+	for name, fn := range map[string]any{
+		"add": func(a, b int64) (int64, error) { return a + b, nil },
+		"sum": func(ns ...int64) (int64, error) {
+			var t int64
+			for _, n := range ns {
+				t += n
+			}
+			return t, nil
+		},
+		"fail": func() error { return errors.New("no") },
+	} {
+		if err := s.RegisterTask(name, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func TestPlainBrokerAndBackendRunTasksAndWorkflows(t *testing.T) {
+	t.Parallel()
+	s := plainServer(t)
+	w := s.NewWorker("plain", 2)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	t.Cleanup(func() { w.Quit(); <-errs })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	add := func(a, b int64) *tasks.Signature {
+		return &tasks.Signature{Name: "add", Args: []tasks.Arg{{Type: "int64", Value: a}, {Type: "int64", Value: b}}}
+	}
+	r, err := s.SendTaskWithContext(ctx, add(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 3 {
+		t.Fatalf("task: %v, %v; want 3", got, err)
+	}
+
+	plus := func(a int64) *tasks.Signature {
+		return &tasks.Signature{Name: "add", Args: []tasks.Arg{{Type: "int64", Value: a}}}
+	}
+	chain, err := tasks.NewChain(add(1, 2), plus(10), plus(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := s.SendChainWithContext(ctx, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cr.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 113 {
+		t.Fatalf("chain: %v, %v; want 113", got, err)
+	}
+
+	group, err := tasks.NewGroup(add(1, 1), add(2, 2), add(3, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chord, err := tasks.NewChord(group, &tasks.Signature{Name: "sum"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.SendChordWithContext(ctx, chord, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ch.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 12 {
+		t.Fatalf("chord: %v, %v; want 12", got, err)
+	}
+
+	fr, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "fail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fr.GetWithContext(ctx, 5*time.Millisecond); err == nil || err.Error() != "no" {
+		t.Fatalf("failing task: %v, want its error", err)
+	}
+}
+
+// What the parts do not offer is refused with store.ErrUnsupported, naming
+// the part, rather than done halfway.
+func TestPlainBrokerRefusesWhatItCannotDo(t *testing.T) {
+	t.Parallel()
+	s := plainServer(t)
+	ctx := context.Background()
+	if err := s.CancelTask(ctx, "", "task_x"); !errors.Is(err, store.ErrUnsupported) {
+		t.Errorf("CancelTask: %v, want ErrUnsupported", err)
+	}
+	if err := s.CancelWorkflow(ctx, "chain_x"); !errors.Is(err, store.ErrUnsupported) {
+		t.Errorf("CancelWorkflow: %v, want ErrUnsupported", err)
+	}
+	if err := s.DeleteTask(ctx, "", "task_x"); !errors.Is(err, store.ErrUnsupported) {
+		t.Errorf("DeleteTask: %v, want ErrUnsupported", err)
+	}
+	err := s.RegisterAggregator("add", machinery.AggregationPolicy{},
+		func(_ context.Context, _ string, ms []*tasks.Signature) (*tasks.Signature, error) { return ms[0], nil })
+	if err == nil {
+		t.Error("RegisterAggregator on a broker that does not aggregate: no error")
+	}
+}
