@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/ops"
+	storepair "github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/v1"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -63,7 +64,7 @@ func TestOperatorView(t *testing.T) {
 		_, err = sender.SendTaskWithContext(ctx, hold)
 		must(t, err)
 
-		o, err := ops.New(sender)
+		o, err := ops.New(storepair.New(sender.GetBroker(), sender.GetBackend(), nil), sender)
 		must(t, err)
 		for _, id := range []string{mixed.GroupUUID, shared.GroupUUID} {
 			waitFor(t, "the chord's callback to finish", func() bool {

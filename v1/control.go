@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/b6192125/machinist/internal/store"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -64,7 +65,7 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 
 // ErrTaskFinished is returned by CancelTask for a task that has finished:
 // there is nothing to cancel.
-var ErrTaskFinished = errors.New("machinist: the task has finished")
+var ErrTaskFinished = store.ErrTaskFinished
 
 // CancelOption changes what CancelTask does.
 type CancelOption func(*cancelOptions)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/b6192125/machinist/internal/ops"
+	"github.com/b6192125/machinist/internal/pair"
 	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -246,7 +247,7 @@ func (a *app) open() (*ops.Ops, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := ops.New(srv)
+	o, err := ops.New(pair.New(srv.GetBroker(), srv.GetBackend(), srv.Logger()), srv)
 	if err != nil {
 		srv.Close()
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/b6192125/machinist/internal/store"
-	machinery "github.com/b6192125/machinist/v1"
 )
 
 // An operator's actions. Each acts on one queue or task and returns an
@@ -22,7 +21,7 @@ func (o *Ops) Pause(ctx context.Context, queue string) error {
 	if err := o.pausable(ctx, queue); err != nil {
 		return err
 	}
-	return o.pauser.PauseQueue(ctx, queue)
+	return o.st.PauseQueue(ctx, queue)
 }
 
 // Resume undoes Pause.
@@ -30,13 +29,10 @@ func (o *Ops) Resume(ctx context.Context, queue string) error {
 	if err := o.pausable(ctx, queue); err != nil {
 		return err
 	}
-	return o.pauser.ResumeQueue(ctx, queue)
+	return o.st.ResumeQueue(ctx, queue)
 }
 
 func (o *Ops) pausable(ctx context.Context, queue string) error {
-	if o.pauser == nil {
-		return fmt.Errorf("pause queue %s: %w", queue, ErrUnsupported)
-	}
 	_, err := o.Queue(ctx, queue)
 	return err
 }
@@ -74,7 +70,7 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 	if t.Info == nil {
 		if t.State != nil && t.State.IsCompleted() {
 			// The same answer for every action: it has finished.
-			return fmt.Errorf("%s task %s: it is %s: %w", action, uuid, t.State.State, machinery.ErrTaskFinished)
+			return fmt.Errorf("%s task %s: it is %s: %w", action, uuid, t.State.State, store.ErrTaskFinished)
 		}
 		hint := ""
 		if t.State != nil && t.State.Workflow != "" {
@@ -85,10 +81,10 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 	q := t.Queue
 	switch action {
 	case Cancel:
-		return o.srv.CancelTask(ctx, q, uuid)
+		return o.cancelTask(ctx, q, uuid)
 	case Delete:
 		if t.Info.Status == store.StatusArchived {
-			n, err := o.in.DeleteArchived(ctx, q, uuid)
+			n, err := o.st.DeleteArchived(ctx, q, uuid)
 			switch {
 			case err != nil:
 				return fmt.Errorf("delete archived task %s of %s: %w", uuid, q, err)
@@ -97,9 +93,9 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 			}
 			return nil
 		}
-		return o.srv.DeleteTask(ctx, q, uuid)
+		return o.deleteTask(ctx, q, uuid)
 	case Archive:
-		return o.srv.ArchiveTask(ctx, q, uuid, "archived by an operator")
+		return o.archiveTask(ctx, q, uuid, "archived by an operator")
 	case Run:
 		switch t.Info.Status {
 		case store.StatusPending:
@@ -108,9 +104,9 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 			return fmt.Errorf("run task %s of %s now: it waits for a slot of its limit key %q, and runs when one frees: %w",
 				uuid, q, t.Info.Signature.Limit.Key, store.ErrTaskNotWaiting)
 		}
-		return o.srv.RunTaskNow(ctx, q, uuid)
+		return o.runTaskNow(ctx, q, uuid)
 	case Requeue:
-		n, err := o.in.RequeueArchived(ctx, q, uuid)
+		n, err := o.st.RequeueArchived(ctx, q, uuid)
 		switch {
 		case err != nil:
 			return fmt.Errorf("requeue task %s of %s: %w", uuid, q, err)
@@ -125,8 +121,5 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 // CancelWorkflow cancels the chain, group or chord id names (its own ID or
 // any of its tasks' UUIDs); see machinery's Server.CancelWorkflow.
 func (o *Ops) CancelWorkflow(ctx context.Context, id string) error {
-	if o.flows == nil {
-		return fmt.Errorf("cancel workflow %s: the backend keeps no workflows: %w", id, ErrUnsupported)
-	}
-	return o.srv.CancelWorkflow(ctx, id)
+	return o.cancelWorkflow(ctx, id)
 }

@@ -1,6 +1,10 @@
 package ops
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/b6192125/machinist/internal/store"
+)
 
 // Errors callers branch on (the command maps them to exit codes).
 var (
@@ -9,5 +13,5 @@ var (
 	// ErrUnsupported: the broker or backend cannot do what was asked (a
 	// broker that cannot list its queues, keep workers or aggregate; a
 	// backend that keeps no workflows).
-	ErrUnsupported = errors.New("ops: not supported by this broker or backend")
+	ErrUnsupported = store.ErrUnsupported
 )

@@ -15,37 +15,48 @@ import (
 	"sync"
 	"time"
 
+	"github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/internal/store"
-	machinery "github.com/b6192125/machinist/v1"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Ops reads and drives what a Server's broker and backend hold.
+// Ops reads and drives what a store holds.
 type Ops struct {
-	srv     *machinery.Server
-	in      store.Inspector
-	pauser  store.Pauser
-	mon     store.Monitor    // nil when the broker keeps no workers
-	agg     store.Aggregator // nil when the broker does not aggregate
-	backend backends.Backend
-	flows   store.Workflows // nil when the backend keeps no workflows
+	st *pair.Store
+	// The Server's actions on one task or workflow, which write the
+	// states and send the callbacks the action calls for.
+	cancelTask     func(ctx context.Context, queue, uuid string) error
+	cancelWorkflow func(ctx context.Context, id string) error
+	deleteTask     func(ctx context.Context, queue, uuid string) error
+	archiveTask    func(ctx context.Context, queue, uuid, reason string) error
+	runTaskNow     func(ctx context.Context, queue, uuid string) error
 }
 
-// New returns the Ops of srv, whose broker must be able to list what it
-// holds (both of machinist's brokers can).
-func New(srv *machinery.Server) (*Ops, error) {
-	b := srv.GetBroker()
-	in, ok := b.(store.Inspector)
-	if !ok {
-		return nil, fmt.Errorf("the broker (%T) cannot list its queues: %w", b, ErrUnsupported)
+// Server is what Ops drives besides the store: machinist's Server. O is
+// its CancelOption, which this package does not name (it imports nothing
+// of the public packages above it).
+type Server[O any] interface {
+	CancelTask(ctx context.Context, queue, uuid string, opts ...O) error
+	CancelWorkflow(ctx context.Context, id string, opts ...O) error
+	DeleteTask(ctx context.Context, queue, uuid string) error
+	ArchiveTask(ctx context.Context, queue, uuid, reason string) error
+	RunTaskNow(ctx context.Context, queue, uuid string) error
+}
+
+// New returns the Ops of st, acting through srv. st's broker must be able
+// to list what it holds (both of machinist's brokers can).
+func New[O any](st *pair.Store, srv Server[O]) (*Ops, error) {
+	if !st.Inspects() {
+		return nil, fmt.Errorf("the broker (%T) cannot list its queues: %w", st.Broker(), ErrUnsupported)
 	}
-	o := &Ops{srv: srv, in: in, backend: srv.GetBackend()}
-	o.pauser, _ = b.(store.Pauser)
-	o.mon, _ = b.(store.Monitor)
-	o.agg, _ = b.(store.Aggregator)
-	o.flows, _ = o.backend.(store.Workflows)
-	return o, nil
+	return &Ops{
+		st:             st,
+		cancelTask:     func(ctx context.Context, queue, uuid string) error { return srv.CancelTask(ctx, queue, uuid) },
+		cancelWorkflow: func(ctx context.Context, id string) error { return srv.CancelWorkflow(ctx, id) },
+		deleteTask:     srv.DeleteTask,
+		archiveTask:    srv.ArchiveTask,
+		runTaskNow:     srv.RunTaskNow,
+	}, nil
 }
 
 // Queue is a queue's sizes and recent throughput.
@@ -85,7 +96,7 @@ func Sum(qs []*Queue) *Queue {
 
 // Queues returns every queue, by name.
 func (o *Ops) Queues(ctx context.Context) ([]*Queue, error) {
-	names, err := o.in.Queues(ctx)
+	names, err := o.st.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +115,7 @@ func (o *Ops) Queues(ctx context.Context) ([]*Queue, error) {
 // Queue returns the queue name: ErrQueueNotFound when no task was ever
 // sent to it.
 func (o *Ops) Queue(ctx context.Context, name string) (*Queue, error) {
-	names, err := o.in.Queues(ctx)
+	names, err := o.st.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +126,12 @@ func (o *Ops) Queue(ctx context.Context, name string) (*Queue, error) {
 }
 
 func (o *Ops) queue(ctx context.Context, name string) (*Queue, error) {
-	info, err := o.in.QueueInfo(ctx, name)
+	info, err := o.st.QueueInfo(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	q := &Queue{QueueInfo: *info}
-	if o.mon != nil {
-		st, err := o.mon.QueueStats(ctx, name)
+	if st, err := o.st.QueueStats(ctx, name); !errors.Is(err, ErrUnsupported) {
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +164,7 @@ func (o *Ops) Tasks(ctx context.Context, queue string, status store.TaskStatus, 
 	if limit < 1 {
 		return nil, fmt.Errorf("list tasks: a page of %d tasks (want at least 1)", limit)
 	}
-	return o.in.ListTasks(ctx, queue, status, max(offset, 0), limit)
+	return o.st.ListTasks(ctx, queue, status, max(offset, 0), limit)
 }
 
 // Task is what is known of one task: where it is in its queue, its state
@@ -191,14 +201,14 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	queues := []string{queue}
 	if queue == "" {
 		var err error
-		if queues, err = o.in.Queues(ctx); err != nil {
+		if queues, err = o.st.Queues(ctx); err != nil {
 			return nil, err
 		}
 	}
 	t := &Task{UUID: uuid}
 	var mu sync.Mutex
 	err := each(ctx, len(queues), func(ctx context.Context, i int) error {
-		info, err := o.in.GetTask(ctx, queues[i], uuid)
+		info, err := o.st.GetTask(ctx, queues[i], uuid)
 		if errors.Is(err, store.ErrTaskNotFound) {
 			return nil
 		}
@@ -215,7 +225,7 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := o.backend.GetStateContext(ctx, uuid)
+	st, err := o.st.GetStateContext(ctx, uuid)
 	switch {
 	case err == nil:
 		t.State = st
@@ -228,9 +238,9 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	if t.Info != nil {
 		t.Attempts = attempts(t.Info, t.State)
 	}
-	if t.Info != nil && t.Info.Status == store.StatusActive && o.mon != nil {
-		ws, err := o.mon.Workers(ctx)
-		if err != nil {
+	if t.Info != nil && t.Info.Status == store.StatusActive {
+		ws, err := o.st.Workers(ctx)
+		if err != nil && !errors.Is(err, ErrUnsupported) {
 			return nil, err
 		}
 		for _, w := range ws {
@@ -266,18 +276,20 @@ func operatorReason(reason string) bool {
 // Workers lists the workers alive (ErrUnsupported when the broker keeps
 // none).
 func (o *Ops) Workers(ctx context.Context) ([]*store.WorkerInfo, error) {
-	if o.mon == nil {
-		return nil, fmt.Errorf("list workers: %w", ErrUnsupported)
+	ws, err := o.st.Workers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	return o.mon.Workers(ctx)
+	return ws, nil
 }
 
 // Aggregations lists the aggregation groups waiting in queue.
 func (o *Ops) Aggregations(ctx context.Context, queue string) ([]*store.AggregationInfo, error) {
-	if o.agg == nil {
-		return nil, fmt.Errorf("list aggregation groups: %w", ErrUnsupported)
+	gs, err := o.st.Aggregations(ctx, queue)
+	if err != nil {
+		return nil, fmt.Errorf("list aggregation groups: %w", err)
 	}
-	return o.agg.Aggregations(ctx, queue)
+	return gs, nil
 }
 
 // each runs fn(0) … fn(n-1), at most 16 at once, and returns the first

@@ -56,13 +56,10 @@ type Node struct {
 // tasks' UUIDs), with every task's state: an error wrapping the backend's
 // ErrWorkflowNotFound when there is none.
 func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
-	if o.flows == nil {
-		return nil, fmt.Errorf("workflow %s: the backend keeps no workflows: %w", id, ErrUnsupported)
-	}
 	if id == "" {
 		return nil, fmt.Errorf("no workflow ID given: %w", store.ErrWorkflowNotFound)
 	}
-	meta, err := o.flows.GetWorkflowContext(ctx, id)
+	meta, err := o.st.GetWorkflowContext(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +87,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 	}
 	if meta.Members > 0 {
 		// Members sharing a queue are in the group's bookkeeping.
-		states, err := o.backend.GroupTaskStatesContext(ctx, meta.WorkflowUUID, meta.Members)
+		states, err := o.st.GroupTaskStatesContext(ctx, meta.WorkflowUUID, meta.Members)
 		if err != nil && !errors.Is(err, store.ErrGroupNotFound) {
 			return nil, err
 		}
@@ -164,7 +161,7 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 	}
 	err = each(ctx, len(unknown), func(ctx context.Context, i int) error {
 		n := unknown[i]
-		st, err := o.backend.GetStateContext(ctx, n.UUID)
+		st, err := o.st.GetStateContext(ctx, n.UUID)
 		switch {
 		case errors.Is(err, store.ErrStateNotFound):
 			return nil

@@ -72,6 +72,10 @@ func New(broker store.Broker, backend store.Backend, log *slog.Logger) *Store {
 // Broker returns the tasks half.
 func (s *Store) Broker() store.Broker { return s.broker }
 
+// Inspects reports whether the broker lists what it holds
+// (store.Inspector).
+func (s *Store) Inspects() bool { return s.inspector != nil }
+
 // Aggregates reports whether the broker aggregates (store.Aggregator).
 func (s *Store) Aggregates() bool { return s.aggregator != nil }
 

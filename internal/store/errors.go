@@ -64,6 +64,9 @@ var (
 	// does not run twice then; once the first copy has run and been
 	// forgotten (CompletedRetention), a copy published again runs again.
 	ErrMaybeSent = errors.New("brokers: may have been sent")
+	// ErrTaskFinished is returned by an operator's action on a task that
+	// has finished: there is nothing to act on.
+	ErrTaskFinished = errors.New("machinist: the task has finished")
 	// ErrAuth is wrapped by errors that say Redis wants credentials the
 	// URL lacks, or refused those given. Brokers and backends both return it.
 	ErrAuth = errors.New("Redis requires authentication, or refused the credentials given: " +

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/b6192125/machinist/internal/ops"
+	"github.com/b6192125/machinist/internal/pair"
 	machinery "github.com/b6192125/machinist/v1"
 )
 
@@ -86,7 +87,7 @@ func New(srv *machinery.Server, opts Options) (http.Handler, error) {
 	if opts.CSRFKey != nil && len(opts.CSRFKey) < 32 {
 		return nil, fmt.Errorf("dashboard: CSRFKey has %d bytes, want at least 32", len(opts.CSRFKey))
 	}
-	o, err := ops.New(srv)
+	o, err := ops.New(pair.New(srv.GetBroker(), srv.GetBackend(), srv.Logger()), srv)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
