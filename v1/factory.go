@@ -110,7 +110,7 @@ func closeAll(closers []io.Closer) error {
 // newBrokerBackend builds the broker and backend cnf names. When both are on
 // the same Redis URL they share one store (one client, one batcher), and the
 // broker writes task states in the same step as it moves tasks (see
-// brokers/iface.StateBroker); the stores the Server must close are returned
+// store.Joiner); the stores the Server must close are returned
 // in closers.
 func newBrokerBackend(cnf *config.Config) (broker brokers.Broker, backend backends.Backend, closers []io.Closer, err error) {
 	stores := map[string]*rdb.Store{}

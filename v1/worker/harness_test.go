@@ -111,7 +111,7 @@ func newEngineBackend(t *testing.T, cnf *config.Config) *redisbackend.Backend {
 
 // newEnginePair returns a broker and a backend on one store, on an
 // in-process engine of its own: the broker writes the backend's states
-// (brokers.Paired), as on one Redis.
+// (store.Joiner), as on one Redis.
 func newEnginePair(t *testing.T, cnf *config.Config) (*redisbroker.Broker, *redisbackend.Backend) {
 	t.Helper()
 	store, err := dial.Store("memory://", cnf)

@@ -65,7 +65,7 @@
 // are used in a pipeline, and again if Redis lost them.
 //
 // On a single Redis server, a broker on the same store writes some states
-// itself (brokers/iface.StateBroker): a task's SUCCESS state goes in the
+// itself (it joins the backend): a task's SUCCESS state goes in the
 // acknowledgement script, fenced by the task's lease. Its PENDING state is
 // not written at all: the task's hash in its queue says it (with when it
 // was sent, at: by the sender's clock for a task due now, by Redis's for

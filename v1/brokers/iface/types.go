@@ -95,7 +95,19 @@ var (
 	ErrMaybeSent       = store.ErrMaybeSent
 	ErrAuth            = store.ErrAuth
 	ErrNoAggregator    = store.ErrNoAggregator
+	// ErrUnsupported is wrapped by the error of an operation the broker
+	// or backend does not offer (a broker of your own that is no
+	// Canceller, asked to cancel).
+	ErrUnsupported = store.ErrUnsupported
 )
+
+// NotSent returns err wrapping ErrNotSent, for a broker of your own whose
+// Publish sent nothing.
+func NotSent(err error) error { return store.NotSent(err) }
+
+// MaybeSent returns err wrapping ErrMaybeSent, for a broker of your own
+// whose Publish may have sent its tasks.
+func MaybeSent(err error) error { return store.MaybeSent(err) }
 
 // NewLease returns a lease held by token until expiresAt, for a broker of
 // your own to hand out with its deliveries.

@@ -42,7 +42,7 @@ func New(opts Options) *Broker {
 }
 
 // NewPair returns a broker and a result backend on one in-process engine
-// and one store: the broker writes the backend's states (brokers.Paired).
+// and one store: the broker writes the backend's states (store.Joiner).
 // The engine stops when the broker is closed: close the backend first, or
 // stop using it then. It panics if the engine cannot listen on a loopback
 // port.

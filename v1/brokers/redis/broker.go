@@ -340,7 +340,7 @@ func (b *Broker) AckTake(ctx context.Context, d *brokers.Delivery, take brokers.
 // AckSuccess writes the task's SUCCESS state, publishes next (PENDING as
 // PublishPending makes them) and acknowledges the task in one script, only if the
 // caller holds the lease, and with take takes the next task of its queue
-// (see brokers.StateBroker).
+// (see store.StateBroker).
 func (b *Broker) AckSuccess(ctx context.Context, d *brokers.Delivery, success *tasks.TaskState, next []*tasks.Signature, take *brokers.Take) (*brokers.Delivery, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
