@@ -699,10 +699,12 @@ func TestPeriodicTickFiredTooLateIsNotSentAgain(t *testing.T) {
 		t.Fatalf("ran %s, want the tick's task %s", got, tickUUID(name, spec, at))
 	}
 	waitIdle(t, a.s)
-	// b was paused through the tick and past its claim's keep.
+	// b was paused through the tick and past its claim's keep: its clock
+	// reads late when it wakes, never the tick's time.
 	late := at.Add(10 * time.Minute)
 	st.setTime(late)
-	b.set(t, late)
+	waitArmed(t, b.clk)
+	b.clk.Jump(late)
 	if b.attemptAt(t, at).sent {
 		t.Fatalf("a Server that fired tick %s 10 minutes late sent it again", at.Format(time.TimeOnly))
 	}

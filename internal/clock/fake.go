@@ -105,6 +105,25 @@ func (f *Fake) Set(t time.Time) {
 	f.advanceTo(t)
 }
 
+// Jump moves the Fake to t at once, as a process that was paused finds its
+// clock when it wakes: what falls due on the way fires, in order, but Now
+// reads t from the start (Set and Advance read each deadline as its timer
+// fires). Jumping back is as Set.
+func (f *Fake) Jump(t time.Time) {
+	f.mu.Lock()
+	if !t.After(f.now) {
+		f.now, f.target = t, t
+		f.mu.Unlock()
+		return
+	}
+	f.now = t
+	if t.After(f.target) {
+		f.target = t
+	}
+	f.mu.Unlock()
+	f.advanceTo(t)
+}
+
 // advanceTo fires, one at a time, what falls due up to target, and leaves
 // the clock at target (or later, if a concurrent Advance went further).
 func (f *Fake) advanceTo(target time.Time) {

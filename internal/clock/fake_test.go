@@ -405,3 +405,25 @@ func TestFakeConcurrentUse(t *testing.T) {
 		t.Errorf("Armed() = %d after every timer stopped", clk.Armed())
 	}
 }
+
+// A jump reads its target from the start, whatever fires on the way: a
+// goroutine woken by a timer due midway never sees the midway time.
+func TestFakeJumpReadsItsTargetWhileTimersFire(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(start)
+	var seen []time.Time
+	clk.AfterFunc(time.Minute, func() { seen = append(seen, clk.Now()) })
+	clk.AfterFunc(2*time.Minute, func() { seen = append(seen, clk.Now()) })
+	late := start.Add(10 * time.Minute)
+	clk.Jump(late)
+	if len(seen) != 2 || !seen[0].Equal(late) || !seen[1].Equal(late) {
+		t.Fatalf("Now read by the timers that fired: %v, want %v twice", seen, late)
+	}
+	if !clk.Now().Equal(late) || clk.Armed() != 0 {
+		t.Fatalf("after the jump: Now %v, %d armed; want %v, 0", clk.Now(), clk.Armed(), late)
+	}
+	clk.Jump(start) // back, as Set
+	if !clk.Now().Equal(start) {
+		t.Fatalf("a jump back: Now %v, want %v", clk.Now(), start)
+	}
+}
