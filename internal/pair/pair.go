@@ -76,6 +76,9 @@ func (s *Store) Broker() store.Broker { return s.broker }
 // (store.Inspector).
 func (s *Store) Inspects() bool { return s.inspector != nil }
 
+// Cancels reports whether the broker cancels tasks (store.Canceller).
+func (s *Store) Cancels() bool { return s.canceller != nil }
+
 // Aggregates reports whether the broker aggregates (store.Aggregator).
 func (s *Store) Aggregates() bool { return s.aggregator != nil }
 

@@ -258,15 +258,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Cancellations stop running tasks at once; without them a cancelled
 	// task stops when its lease renewal is refused. The watch is set up
 	// before the first fetch (waited for a moment at most).
-	watching := make(chan struct{})
-	go w.watchCancels(taskCtx, watching)
-	t := w.clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
-	select {
-	case <-watching:
-	case <-t.C():
-		w.log.Warn("watching cancellations is not set up yet; fetching anyway")
+	if w.store.Cancels() {
+		watching := make(chan struct{})
+		go w.watchCancels(taskCtx, watching)
+		t := w.clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
+		select {
+		case <-watching:
+		case <-t.C():
+			w.log.Warn("watching cancellations is not set up yet; fetching anyway")
+		}
+		t.Stop()
 	}
-	t.Stop()
 	// Aggregation runs beside fetching: it claims no batch once fetching
 	// stops, and the batches being built are let finish, as running tasks
 	// are, up to the shutdown timeout.
@@ -700,8 +702,9 @@ func (w *Worker) wasCancelled(ctx context.Context, r *running) bool {
 
 // watchCancels stops the running tasks cancelled from any process (their
 // lease is gone: see brokers.Canceller), until ctx ends; a broken watch is
-// set up again after a backoff. A store that cannot watch them closes
-// watching at once: a cancelled task then stops at its next renewal.
+// set up again after a backoff. Run starts it only when the store
+// cancels (pair.Store.Cancels); elsewhere a cancelled task stops at its
+// next renewal.
 func (w *Worker) watchCancels(ctx context.Context, watching chan struct{}) {
 	var once sync.Once
 	onCancel := func(uuid string) {
@@ -728,10 +731,6 @@ func (w *Worker) watchCancels(ctx context.Context, watching chan struct{}) {
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for failures := 1; ctx.Err() == nil; failures++ {
 		err := w.store.WatchCancels(ctx, watched)
-		if errors.Is(err, store.ErrUnsupported) {
-			once.Do(func() { close(watching) })
-			return
-		}
 		if ctx.Err() != nil || errors.Is(err, brokers.ErrClosed) {
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/b6192125/machinist/internal/waitfor"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/memory"
 	"github.com/b6192125/machinist/v1/config"
@@ -178,6 +179,9 @@ func TestChainNoticeReadsOnlyTheLastTask(t *testing.T) {
 	notice() // after the first round: the last, first and second tasks read
 	notice() // after the first notice's round: the last read
 	notice() // after the second's: the last read
+	// The third noticed round reads the last task before it finishes, or
+	// that round would find it done.
+	waitfor.True(t, 10*time.Second, "the third noticed round's read", func() bool { return b.reads.Load() == 3+3 })
 	b.SetStateSuccessContext(ctx, chain[2], one)
 	notice() // after the third's: this round finds the last done
 	if err := <-done; err != nil {
