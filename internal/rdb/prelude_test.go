@@ -13,22 +13,23 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/lua"
 	"github.com/b6192125/machinist/internal/redistest"
 )
 
-// splitPrelude returns the prelude of script name (above libMark) and the
+// splitPrelude returns the prelude of script name (above lua.Mark) and the
 // script without it, with its lib: the general path alone.
 func splitPrelude(t *testing.T, name string) (prelude string, general *goredis.Script) {
 	t.Helper()
-	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	src, err := lua.Source(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prelude, body, ok := strings.Cut(string(src), libMark)
+	prelude, body, ok := strings.Cut(src, lua.Mark)
 	if !ok {
 		t.Fatalf("%s.lua has no prelude", name)
 	}
-	return prelude, goredis.NewScript(withLib(body))
+	return prelude, goredis.NewScript(lua.WithLib(body))
 }
 
 // clockReading: a number above it (ms since the epoch, 2001 on) is a
@@ -148,13 +149,13 @@ func holdPreludeToLibAt(t *testing.T, srv *redistest.Server, name string, full *
 			}
 			return frozen
 		}
-		src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		src, err := lua.Source(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, body, _ := strings.Cut(string(src), libMark)
-		full = goredis.NewScript(freeze(withLib(string(src))))
-		general = goredis.NewScript(freeze(withLib(body)))
+		_, body, _ := strings.Cut(src, lua.Mark)
+		full = goredis.NewScript(freeze(lua.WithLib(src)))
+		general = goredis.NewScript(freeze(lua.WithLib(body)))
 		alone = goredis.NewScript(freeze(prelude) + "return false\n")
 	}
 	type outcome struct {

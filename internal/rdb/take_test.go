@@ -2,9 +2,12 @@ package rdb
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -128,5 +131,60 @@ func TestDuplicateIDIsLeasedOnce(t *testing.T) {
 	}
 	if tok := client.HGet(ctx, qk.task+"a", "lease").Val(); tok != a.Lease.Token() {
 		t.Fatalf("a's lease is %q, want its fetch's %q: it was leased again", tok, a.Lease.Token())
+	}
+}
+
+// TestDequeueWakesNamesItLeavesBehind: a fetch that stops in a rerouted
+// list (it popped its most ids: gone ones here) leaves a wake-up on the
+// names' notify list, so that the caller's kind takes the rest at once
+// rather than after a block timeout; so does one that stops with another
+// name's list untouched.
+func TestDequeueWakesNamesItLeavesBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Shared(t)
+	client := srv.Client(t)
+	k := &keys{prefix: strings.TrimSuffix(srv.Prefix(t), ":")}
+	qk := k.queue("q")
+	names := qk.names + "digest"
+	notify := names + ":notify"
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	dequeue := func() []dequeued {
+		t.Helper()
+		v, err := dequeueScript.Run(ctx, client, []string{qk.pending, qk.paused, qk.lease, qk.notify, qk.rerouted, names},
+			qk.task, 1, 60000, "tok").Result()
+		must(err)
+		taken, err := parseDequeueReply(v, 1)
+		must(err)
+		return taken
+	}
+	must(client.SAdd(ctx, names, "x", "y").Err())
+	must(client.SAdd(ctx, qk.rerouted, "x").Err())
+	for i := 0; i < 17; i++ { // ids whose tasks are gone: skipped
+		must(client.RPush(ctx, qk.rerouted+":x", fmt.Sprintf("gone%d", i)).Err())
+	}
+	must(client.RPush(ctx, qk.rerouted+":x", "a").Err())
+	must(client.HSet(ctx, qk.task+"a", "msg", `{"UUID":"a","Name":"x"}`, "state", "pending", "rerouted", "x").Err())
+	if taken := dequeue(); len(taken) != 0 {
+		t.Fatalf("the fetch that popped its most ids took %+v", taken)
+	}
+	if n := client.LLen(ctx, notify).Val(); n != 1 {
+		t.Fatalf("names' notify list has %d tokens after a fetch left tasks of its names, want 1", n)
+	}
+	must(client.Del(ctx, notify).Err())
+
+	must(client.SAdd(ctx, qk.rerouted, "y").Err())
+	must(client.RPush(ctx, qk.rerouted+":y", "b").Err())
+	must(client.HSet(ctx, qk.task+"b", "msg", `{"UUID":"b","Name":"y"}`, "state", "pending", "rerouted", "y").Err())
+	if taken := dequeue(); len(taken) != 1 {
+		t.Fatalf("the fetch took %d tasks, want 1", len(taken))
+	}
+	if n := client.LLen(ctx, notify).Val(); n != 1 {
+		t.Fatalf("names' notify list has %d tokens after a fetch left another name's task, want 1", n)
 	}
 }
