@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -114,9 +115,9 @@ func (s *Store) AnnounceAggregators(ctx context.Context, queues []string, polici
 			p := policies[name]
 			args = append(args, name, fmt.Sprintf("%d %d %d", p.MaxSize, ceilMs(p.MaxDelay), ceilMs(p.GracePeriod)))
 		}
-		err := again(ctx, func() error {
-			return s.batch.repl.eval(ctx, s.client, false, announceAggregatorsScript, []string{qk.aggPolicies, qk.aggGroups}, args).Err()
-		}, retry{})
+		err := transport.Again(ctx, func() error {
+			return s.repl.Eval(ctx, s.client, false, announceAggregatorsScript, []string{qk.aggPolicies, qk.aggGroups}, args).Err()
+		}, transport.Retry{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("announce the aggregators of queue %s: %w", q, err))
 		}
@@ -163,7 +164,7 @@ func (s *Store) ClaimBatch(ctx context.Context, queues []string, names *store.Ta
 			args = append(args, n)
 		}
 		start := time.Now()
-		cmd := s.batch.repl.eval(ctx, s.client, true, claimBatchScript, []string{qk.aggPolicies, qk.aggGroups, qk.paused}, args)
+		cmd := s.repl.Eval(ctx, s.client, true, claimBatchScript, []string{qk.aggPolicies, qk.aggGroups, qk.paused}, args)
 		err := cmd.Err()
 		var c *claimedBatch
 		if err == nil {
@@ -299,8 +300,8 @@ func (s *Store) WaitDue(ctx context.Context, queues []string, names *store.TaskN
 			if !time.Now().Before(deadline) {
 				return nil
 			}
-		case expired(ctx) != nil: // perhaps what cut the read
-			return expired(ctx)
+		case transport.Expired(ctx) != nil: // perhaps what cut the read
+			return transport.Expired(ctx)
 		default:
 			return fmt.Errorf("wait for a due batch: %w", err)
 		}
@@ -437,7 +438,7 @@ func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.S
 	sent := ak.aggSent(aggregate.UUID)
 	code, err = s.evalStatus(ctx, "publish_handed", publishHandedScript,
 		[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
-		[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token()}, retry{while: b.Lease.Valid}, statusOK, statusDuplicate)
+		[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token()}, transport.Retry{While: b.Lease.Valid}, statusOK, statusDuplicate)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: publish aggregate %s handed over: %w", what, aggregate.UUID, err)
@@ -448,7 +449,7 @@ func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.S
 		return err
 	}
 	code, err = s.evalStatus(ctx, "forget_batch", forgetBatchScript,
-		[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task}, retry{}, statusOK, statusLeaseLost)
+		[]string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount}, []interface{}{b.ID, qk.task}, transport.Retry{}, statusOK, statusLeaseLost)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: forget the batch, its aggregate %s published: %w", what, aggregate.UUID, err)
@@ -465,11 +466,11 @@ func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.S
 
 // evalStatus runs script (name.lua), which is safe to run again, until it
 // answers or fails in a way another run would not mend, or r says to stop
-// (retry.go), and returns its status code, one of codes.
-func (s *Store) evalStatus(ctx context.Context, name string, script *goredis.Script, keys []string, args []interface{}, r retry, codes ...int64) (int64, error) {
+// (transport/retry.go), and returns its status code, one of codes.
+func (s *Store) evalStatus(ctx context.Context, name string, script *goredis.Script, keys []string, args []interface{}, r transport.Retry, codes ...int64) (int64, error) {
 	var code int64
-	err := again(ctx, func() error {
-		cmd := s.batch.repl.eval(ctx, s.client, true, script, keys, args)
+	err := transport.Again(ctx, func() error {
+		cmd := s.repl.Eval(ctx, s.client, true, script, keys, args)
 		if err := cmd.Err(); err != nil {
 			return err
 		}

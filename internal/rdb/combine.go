@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -66,8 +67,8 @@ type publishReq struct {
 // when the call had not been built (the publish leaves it), else as
 // unanswered.
 func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error {
-	if err := expired(ctx); err != nil {
-		return unsent(fmt.Errorf("publish to queue %s: %w", name, err))
+	if err := transport.Expired(ctx); err != nil {
+		return transport.Unsent(fmt.Errorf("publish to queue %s: %w", name, err))
 	}
 	r := &publishReq{q: q, token: randomHex(8)}
 	c := s.join(ctx, name, r)
@@ -79,12 +80,12 @@ func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error 
 		r.gone = !built // never sent
 		s.comb.mu.Unlock()
 		if !built {
-			return unsent(fmt.Errorf("publish to queue %s: still waiting to be sent: %w", name, ctx.Err()))
+			return transport.Unsent(fmt.Errorf("publish to queue %s: still waiting to be sent: %w", name, ctx.Err()))
 		}
 		select {
 		case <-c.done: // answered meanwhile
 		default:
-			return unanswered(fmt.Errorf("publish to queue %s: sent, no reply yet: %w", name, ctx.Err()))
+			return transport.Unanswered(fmt.Errorf("publish to queue %s: sent, no reply yet: %w", name, ctx.Err()))
 		}
 	}
 	if c.err != nil {
@@ -103,13 +104,13 @@ func publishOutcome(queue string, reply interface{}) error {
 	switch code {
 	case statusNotUnique:
 		// Store.Publish adds the key, which it knows from the signature.
-		return unsent(&tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder})
+		return transport.Unsent(&tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder})
 	case statusReplaced:
 		return &replacedHolder{task: id, holder: holder}
 	case statusCancelled:
-		return unsent(&store.CancelledError{Task: id, Reason: holder})
+		return transport.Unsent(&store.CancelledError{Task: id, Reason: holder})
 	case statusDuplicate, statusNoAggregator:
-		return unsent(statusError(code, id))
+		return transport.Unsent(statusError(code, id))
 	}
 	return statusError(code, id)
 }
@@ -122,7 +123,7 @@ func publishOutcome(queue string, reply interface{}) error {
 func (s *Store) join(ctx context.Context, name string, r *publishReq) *combined {
 	k := combineKey{queue: name, implicit: r.q.implicit}
 	n := r.q.count
-	if s.batch.sendingFor(ctx) == inlineAlone {
+	if s.batch.SendingFor(ctx) == transport.InlineAlone {
 		c := &combined{reqs: []*publishReq{r}, tasks: n, done: make(chan struct{})}
 		build, after := s.callOf(c, k, r.q.queue)
 		if s.batch.RunAlone(ctx, name, build, after) {
@@ -151,7 +152,7 @@ func (s *Store) join(ctx context.Context, name string, r *publishReq) *combined 
 		if s.comb.open[k] == c {
 			delete(s.comb.open, k)
 		}
-		c.err = errBatcherClosed
+		c.err = transport.ErrClosed
 		s.comb.mu.Unlock()
 		close(c.done)
 	}
@@ -160,8 +161,8 @@ func (s *Store) join(ctx context.Context, name string, r *publishReq) *combined 
 
 // callOf returns the functions that build c, a call of key k to queue qk,
 // in a pipeline, and read its reply.
-func (s *Store) callOf(c *combined, k combineKey, qk *queueKeys) (QueueFunc, func([]goredis.Cmder)) {
-	var cmd onceCmd
+func (s *Store) callOf(c *combined, k combineKey, qk *queueKeys) (transport.QueueFunc, func([]goredis.Cmder)) {
+	var cmd transport.OnceCmd
 	var sent []*publishReq
 	build := func(p goredis.Pipeliner) []goredis.Cmder {
 		s.comb.mu.Lock()
@@ -179,7 +180,7 @@ func (s *Store) callOf(c *combined, k combineKey, qk *queueKeys) (QueueFunc, fun
 			return nil
 		}
 		keys, args := enqueueCall(qk, sent)
-		cmd = evalShaOnce(context.Background(), enqueueScript, keys, args)
+		cmd = transport.EvalShaOnce(context.Background(), enqueueScript, keys, args)
 		_ = p.Process(context.Background(), cmd)
 		return []goredis.Cmder{cmd}
 	}
@@ -207,23 +208,23 @@ func (s *Store) callOf(c *combined, k combineKey, qk *queueKeys) (QueueFunc, fun
 // first: at once when Redis did not have the script or refused the call,
 // marked as a repeat (its token finds a first run) when the call's outcome
 // is unknown on a single server; on Cluster such an error is returned, as
-// the publish may have happened (see retry.go).
+// the publish may have happened (see transport/retry.go).
 func (s *Store) enqueueAgain(ctx context.Context, name string, q *enqueueArgs, token string, first error) error {
 	switch {
-	case IsNoScript(first):
-	case !uncertain(first), outcomeUnknown(first) && !s.oneNode:
+	case transport.IsNoScript(first):
+	case !transport.Uncertain(first), transport.OutcomeUnknown(first) && !s.oneNode:
 		return fmt.Errorf("publish to queue %s: %w", name, first)
 	}
-	err := s.enqueueAlone(ctx, name, q, token, s.oneNode && outcomeUnknown(first))
-	if err != nil && outcomeUnknown(first) {
-		return withUnknown(err, first)
+	err := s.enqueueAlone(ctx, name, q, token, s.oneNode && transport.OutcomeUnknown(first))
+	if err != nil && transport.OutcomeUnknown(first) {
+		return transport.WithUnknown(err, first)
 	}
 	return err
 }
 
 // enqueueAlone publishes q to queue name in a call of its own, sent again
-// after errors as retry.go says for enqueue; repeat marks it a repeat from
-// the first attempt.
+// after errors as transport/retry.go says for enqueue; repeat marks it a
+// repeat from the first attempt.
 func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, token string, repeat bool) error {
 	r := &publishReq{q: q, token: token}
 	keys, args := enqueueCall(q.queue, []*publishReq{r})
@@ -237,17 +238,17 @@ func (s *Store) enqueueAlone(ctx context.Context, name string, q *enqueueArgs, t
 	// queue again a task that ran meanwhile, so the publish is sent again
 	// only after a refusal, and the error of a lost reply says it may have
 	// happened.
-	rt := retry{refusedOnly: true}
+	rt := transport.Retry{RefusedOnly: true}
 	if s.oneNode {
 		// A repeat only once an attempt may have run: after refusals
 		// (READONLY, LOADING…) nothing did, and the publish is a first.
-		rt = retry{before: func(mayHaveRun bool) {
+		rt = transport.Retry{Before: func(mayHaveRun bool) {
 			if mayHaveRun {
 				args[firstRepeatArg] = "1"
 			}
 		}}
 	}
-	cmd := s.batch.runOnce(ctx, q.lane, enqueueScript, keys, args, rt)
+	cmd := s.batch.RunOnce(ctx, q.lane, enqueueScript, keys, args, rt)
 	if err := cmd.Err(); err != nil {
 		return fmt.Errorf("publish to queue %s: %w", name, err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
+	"github.com/b6192125/machinist/internal/rdb/transport/transporttest"
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -33,7 +35,7 @@ func newTestStore(t *testing.T, hooks ...goredis.Hook) (*Store, *goredis.Client)
 
 // enqueueCounter counts the enqueue script calls a client sends.
 type enqueueCounter struct {
-	countingHook
+	transporttest.CountingHook
 	enqueues atomic.Int64
 }
 
@@ -67,9 +69,9 @@ func TestConcurrentPublishesShareOneCall(t *testing.T) {
 	before := hook.enqueues.Load()
 
 	// Hold every lane (a publish takes any idle one): each sender waits
-	// in its op's QueueFunc.
-	hold, free := laneHolder(t, s.batch, queue)
-	for range Lanes {
+	// in its op's transport.QueueFunc.
+	hold, free := transporttest.LaneHolder(t, s.batch, queue)
+	for range transport.Lanes {
 		hold()
 	}
 

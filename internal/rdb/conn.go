@@ -20,6 +20,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/redact"
 )
 
@@ -169,7 +170,7 @@ type ClientOptions struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	// MinReplicas makes each write of a Cluster's nodes wait for that many
-	// replicas (replicas.go), for up to half of ReadTimeout.
+	// replicas (transport/replicas.go), for up to half of ReadTimeout.
 	MinReplicas int
 	// TLS is cloned for "rediss://" URLs, with CACertFile's CAs added.
 	TLS        *tls.Config
@@ -197,7 +198,7 @@ func NewClient(rawURL string, o ClientOptions) (goredis.UniversalClient, error) 
 		ReadTimeout:     rc.ReadTimeout,
 		WriteTimeout:    rc.WriteTimeout,
 		// A call's deadline bounds its reads and writes too, not only
-		// the timeouts above (deadline.go).
+		// the timeouts above (transport/deadline.go).
 		ContextTimeoutEnabled: true,
 		IsClusterMode:         rc.ClusterMode || len(t.Addrs) > 1 && rc.MasterName == "",
 	}
@@ -220,11 +221,11 @@ func NewClient(rawURL string, o ClientOptions) (goredis.UniversalClient, error) 
 		}
 		co := opts.Cluster()
 		if n := rc.MinReplicas; n > 0 {
-			// Each node's pipelines end with WAIT (replicas.go).
-			r := replicas{n: n, timeout: ReplicaTimeout(o.ReadTimeout)}
+			// Each node's pipelines end with WAIT (transport/replicas.go).
+			r := transport.Replicas{N: n, Timeout: ReplicaTimeout(o.ReadTimeout)}
 			co.NewClient = func(o *goredis.Options) *goredis.Client {
 				c := goredis.NewClient(o)
-				c.AddHook(waitHook{r})
+				c.AddHook(transport.WaitHook{Replicas: r})
 				return c
 			}
 		}
@@ -292,7 +293,7 @@ func (h reloadSlots) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 }
 
 func (h reloadSlots) check(ctx context.Context, err error) {
-	if outcomeUnknown(err) || goredis.HasErrorPrefix(err, "CLUSTERDOWN") {
+	if transport.OutcomeUnknown(err) || goredis.HasErrorPrefix(err, "CLUSTERDOWN") {
 		h.cc.ReloadState(ctx)
 	}
 }

@@ -38,7 +38,7 @@ func (s *Store) InitGroup(ctx context.Context, groupUUID string, taskUUIDs []str
 	if err != nil {
 		return fmt.Errorf("init group %s: %w", groupUUID, err)
 	}
-	err = s.batch.evalDetached(ctx, false, initGroupScript, s.keys.group(groupUUID).all(), []interface{}{
+	err = s.batch.EvalDetached(ctx, false, initGroupScript, s.keys.group(groupUUID).all(), []interface{}{
 		uuids, len(taskUUIDs), formatTime(time.Now()), s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()}).Err()
 	if err != nil {
 		return fmt.Errorf("init group %s: %w", groupUUID, err)
@@ -146,7 +146,7 @@ func (s *Store) TriggerChord(ctx context.Context, groupUUID, memberUUID string) 
 	if err := validGroup(groupUUID); err != nil {
 		return false, err
 	}
-	cmd := s.batch.repl.eval(ctx, s.client, false, triggerChordScript, s.keys.group(groupUUID).all(), []interface{}{
+	cmd := s.repl.Eval(ctx, s.client, false, triggerChordScript, s.keys.group(groupUUID).all(), []interface{}{
 		memberUUID, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds()})
 	err := cmd.Err()
 	var code int64

@@ -237,7 +237,7 @@ func (s *Store) RequeueArchived(ctx context.Context, queue string, uuids ...stri
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	cmd := s.batch.repl.eval(ctx, s.client, true, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args)
+	cmd := s.repl.Eval(ctx, s.client, true, requeueArchivedScript, []string{qk.archived, qk.pending, qk.notify}, args)
 	err := cmd.Err()
 	var n int64
 	if err == nil {
@@ -256,7 +256,7 @@ func (s *Store) DeleteArchived(ctx context.Context, queue string, uuids ...strin
 	}
 	qk := s.keys.queue(queue)
 	args := append([]interface{}{qk.task}, stringsToArgs(uuids)...)
-	cmd := s.batch.repl.eval(ctx, s.client, true, deleteArchivedScript, []string{qk.archived}, args)
+	cmd := s.repl.Eval(ctx, s.client, true, deleteArchivedScript, []string{qk.archived}, args)
 	err := cmd.Err()
 	var n int64
 	if err == nil {
@@ -324,7 +324,7 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action stor
 		return nil, fmt.Errorf("task %s of %s: unknown action %q (want delete, archive or run)", uuid, queue, action)
 	}
 	qk := s.keys.queue(queue)
-	cmd := s.batch.repl.eval(ctx, s.client, true, takeWaitingScript,
+	cmd := s.repl.Eval(ctx, s.client, true, takeWaitingScript,
 		[]string{qk.task + uuid, qk.pending, qk.scheduled, qk.retry, qk.archived, qk.notify, qk.rerouted},
 		[]interface{}{uuid, string(action), reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task})
 	err := cmd.Err()
@@ -359,7 +359,7 @@ func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar 
 		return nil, false, fmt.Errorf("cancel a task of %s: no task UUID given", queue)
 	}
 	qk := s.keys.queue(queue)
-	cmd := s.batch.repl.eval(ctx, s.client, true, cancelScript,
+	cmd := s.repl.Eval(ctx, s.client, true, cancelScript,
 		[]string{qk.task + uuid, qk.pending, qk.scheduled, qk.retry, qk.archived, qk.lease, qk.rerouted},
 		[]interface{}{uuid, reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize, qk.task, s.keys.cancelled(), bar.Milliseconds()})
 	err := cmd.Err()

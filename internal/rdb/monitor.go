@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 )
 
@@ -29,7 +30,7 @@ func (s *Store) Heartbeat(ctx context.Context, w *store.WorkerInfo, ttl time.Dur
 	if err != nil {
 		return fmt.Errorf("heartbeat of worker %s: %w", w.ID, err)
 	}
-	err = s.batch.repl.eval(ctx, s.client, false, heartbeatScript,
+	err = s.repl.Eval(ctx, s.client, false, heartbeatScript,
 		[]string{s.keys.workersAlive(), s.keys.workersInfo()},
 		[]interface{}{w.ID, max(ttl.Milliseconds(), 1), raw}).Err()
 	if err != nil {
@@ -53,10 +54,10 @@ func (s *Store) addStats(ctx context.Context, counts []store.StatCount) error {
 		}
 		key, field := s.statsField(c.Queue, at)
 		if c.Processed != 0 {
-			_ = pipe.Process(ctx, onceCmd{goredis.NewCmd(ctx, "hincrby", key, field+"p", c.Processed)})
+			_ = pipe.Process(ctx, transport.OnceCmd{Cmd: goredis.NewCmd(ctx, "hincrby", key, field+"p", c.Processed)})
 		}
 		if c.Failed != 0 {
-			_ = pipe.Process(ctx, onceCmd{goredis.NewCmd(ctx, "hincrby", key, field+"f", c.Failed)})
+			_ = pipe.Process(ctx, transport.OnceCmd{Cmd: goredis.NewCmd(ctx, "hincrby", key, field+"f", c.Failed)})
 		}
 		hour := at.Truncate(time.Hour)
 		pipe.PExpireAt(ctx, key, hour.Add(time.Hour+store.StatsWindow))
@@ -90,7 +91,7 @@ func (s *Store) Unregister(ctx context.Context, id string) error {
 
 // Workers lists the workers alive (workers.lua).
 func (s *Store) Workers(ctx context.Context) ([]*store.WorkerInfo, error) {
-	cmd := s.batch.repl.eval(ctx, s.client, false, workersScript,
+	cmd := s.repl.Eval(ctx, s.client, false, workersScript,
 		[]string{s.keys.workersAlive(), s.keys.workersInfo()}, nil)
 	if err := cmd.Err(); err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)

@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -114,6 +115,36 @@ func (s *Store) Publish(ctx context.Context, p PublishParams) (err error) {
 		partly = true
 	}
 	return nil
+}
+
+// sendOutcome returns err, the error of a publish, wrapping ctx's error
+// when ctx has ended, and store.ErrMaybeSent when some of its tasks may
+// be queued (partly: a part of the publish went through before it failed;
+// or err, an enqueue's error when tried, says it may have run: a request
+// went out and its reply never came, or could not be read), else
+// store.ErrNotSent: nothing went out, or Redis refused it.
+func sendOutcome(ctx context.Context, err error, tried, partly bool) error {
+	if err == nil {
+		return nil
+	}
+	err = transport.Ended(ctx, err)
+	if partly || tried && mayHaveRun(err) {
+		return store.MaybeSent(err)
+	}
+	return store.NotSent(err)
+}
+
+// mayHaveRun reports whether err, the error of a call, leaves open that
+// Redis ran it: unless its outcome is known to be unknown, only a call
+// that was not sent (transport.ErrUnsent, the batcher closed) or that
+// Redis refused (an error reply, but not one found inside a malformed
+// reply) surely did not run.
+func mayHaveRun(err error) bool {
+	if transport.OutcomeUnknown(err) || errors.Is(err, ErrMalformedReply) {
+		return true
+	}
+	var reply goredis.Error
+	return !errors.Is(err, transport.ErrUnsent) && !errors.Is(err, transport.ErrClosed) && !errors.As(err, &reply)
 }
 
 // enqueueArgs gathers the tasks of one queue for enqueue.lua or, as next
@@ -237,7 +268,7 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	// MinReplicas): the set is bookkeeping, and the enqueue after it
 	// waits for them.
 	add := func() error { return s.client.SAdd(ctx, s.keys.queues(), q).Err() }
-	if err := again(ctx, func() error { return detach(ctx, add) }, retry{}); err != nil {
+	if err := transport.Again(ctx, func() error { return transport.Detach(ctx, add) }, transport.Retry{}); err != nil {
 		return fmt.Errorf("register queue %s: %w", q, err)
 	}
 	s.mu.Lock()
@@ -271,9 +302,9 @@ func (s *Store) Dequeue(ctx context.Context, q string, n int, names *store.TaskN
 		keys = append(keys, qk.rerouted, qk.names+names.Key())
 	}
 	start := time.Now()
-	cmd := s.batch.repl.eval(ctx, s.client, true, dequeueScript, keys, args)
+	cmd := s.repl.Eval(ctx, s.client, true, dequeueScript, keys, args)
 	if err := cmd.Err(); err != nil {
-		if outcomeUnknown(err) {
+		if transport.OutcomeUnknown(err) {
 			// The fetch may have taken tasks nobody will run: put them
 			// back now rather than at the end of their leases.
 			s.releaseFetch(ctx, q, base, start)
@@ -340,12 +371,12 @@ func (s *Store) releaseFetch(ctx context.Context, q, base string, start time.Tim
 	// (less a second for the clocks' difference).
 	lowest := start.Add(s.opts.LeaseDuration - time.Second).UnixMilli()
 	var n int64
-	err := again(ctx, func() error {
+	err := transport.Again(ctx, func() error {
 		var err error
-		n, err = s.batch.repl.eval(ctx, s.client, false, releaseScript, []string{qk.pending, qk.lease, qk.notify},
+		n, err = s.repl.Eval(ctx, s.client, false, releaseScript, []string{qk.pending, qk.lease, qk.notify},
 			[]interface{}{qk.task, base, lowest, releaseScanLimit}).Int64()
 		return err
-	}, retry{})
+	}, transport.Retry{})
 	if err != nil {
 		s.log.Warn("putting back the tasks of a fetch whose reply was lost failed; they come back when their leases end",
 			slog.String("queue", q), slog.Any("error", err))
@@ -450,8 +481,8 @@ func (s *Store) Wait(ctx context.Context, queues []string, names *store.TaskName
 	switch {
 	case err == nil:
 		return byNotify[key], nil
-	case expired(ctx) != nil: // perhaps what cut the read
-		return "", expired(ctx)
+	case transport.Expired(ctx) != nil: // perhaps what cut the read
+		return "", transport.Expired(ctx)
 	}
 	return "", fmt.Errorf("wait for tasks: %w", err)
 }
@@ -923,10 +954,10 @@ func (s *Store) ClaimLease(ctx context.Context, name string, lease, keep time.Du
 	key, token := s.keys.claim(name), randomHex(12)
 	args := []interface{}{token, lease.Milliseconds(), max(keep, lease).Milliseconds()}
 	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
-		cmd = s.batch.repl.eval(ctx, s.client, false, claimLeaseScript, []string{key}, args)
+	err := transport.Again(ctx, func() error {
+		cmd = s.repl.Eval(ctx, s.client, false, claimLeaseScript, []string{key}, args)
 		return cmd.Err()
-	}, retry{})
+	}, transport.Retry{})
 	var res store.ClaimResult
 	if err == nil {
 		res, err = parseClaimLeaseReply(cmd.Val())
@@ -985,10 +1016,10 @@ func parseClaimLeaseReply(v interface{}) (store.ClaimResult, error) {
 // store.Claimer and lua/complete_claim.lua); safe to send again.
 func (s *Store) CompleteClaim(ctx context.Context, name, token string) error {
 	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
-		cmd = s.batch.repl.eval(ctx, s.client, false, completeClaimScript, []string{s.keys.claim(name)}, []interface{}{token})
+	err := transport.Again(ctx, func() error {
+		cmd = s.repl.Eval(ctx, s.client, false, completeClaimScript, []string{s.keys.claim(name)}, []interface{}{token})
 		return cmd.Err()
-	}, retry{})
+	}, transport.Retry{})
 	var code int64
 	if err == nil {
 		code, err = parseStatusReply("complete_claim", cmd.Val(), 0, 1)
@@ -1024,7 +1055,7 @@ func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, err
 		queues[i] = names
 	}
 	cmds := make([][]*goredis.StringCmd, len(sigs))
-	err := again(ctx, func() error {
+	err := transport.Again(ctx, func() error {
 		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, sig := range sigs {
 				cmds[i] = make([]*goredis.StringCmd, len(queues[i]))
@@ -1038,7 +1069,7 @@ func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, err
 			return nil // a task hash that is missing: reported per command
 		}
 		return err
-	}, retry{})
+	}, transport.Retry{})
 	if err != nil {
 		return nil, fmt.Errorf("holds: %w", err)
 	}

@@ -42,7 +42,7 @@ func (s *Store) Announce(ctx context.Context, queues []string, names *store.Task
 	for _, q := range queues {
 		qk := s.keys.queue(q)
 		// One attempt: the worker announces again with every lease renewal.
-		err := s.batch.repl.eval(ctx, s.client, true, announceScript, []string{qk.handlers, qk.names + names.Key(), qk.nameKeys}, args).Err()
+		err := s.repl.Eval(ctx, s.client, true, announceScript, []string{qk.handlers, qk.names + names.Key(), qk.nameKeys}, args).Err()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("announce the tasks of queue %s: %w", q, err))
 		}
@@ -78,7 +78,7 @@ func (s *Store) Unroute(ctx context.Context, q string) (int64, error) {
 	qk := s.keys.queue(q)
 	var total int64
 	for {
-		cmd := s.batch.repl.eval(ctx, s.client, true, unrouteScript,
+		cmd := s.repl.Eval(ctx, s.client, true, unrouteScript,
 			[]string{qk.rerouted, qk.handlers, qk.pending, qk.notify}, []interface{}{qk.task, unrouteBatch})
 		err := cmd.Err()
 		var moved int64

@@ -7,6 +7,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/rdb/lua"
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 )
 
@@ -153,9 +154,9 @@ func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string
 func (s *Store) evalSettle(ctx context.Context, script *goredis.Script, holds func() bool, keys []string, args []interface{}) (*goredis.Cmd, error) {
 	args = append([]interface{}{"0"}, args...)
 	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
-		cmd = s.batch.repl.eval(ctx, s.client, true, script, keys, args)
+	err := transport.Again(ctx, func() error {
+		cmd = s.repl.Eval(ctx, s.client, true, script, keys, args)
 		return cmd.Err()
-	}, retry{while: holds, before: func(bool) { args[0] = "1" }})
+	}, transport.Retry{While: holds, Before: func(bool) { args[0] = "1" }})
 	return cmd, err
 }

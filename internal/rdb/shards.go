@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -184,7 +185,7 @@ func (s *Store) shardRecord(ctx context.Context, queue string, retried bool) (st
 	read := func() error {
 		// On the way of every send, when the record is due to be read
 		// again: the send returns at its deadline.
-		return detach(ctx, func() error {
+		return transport.Detach(ctx, func() error {
 			v, err := s.client.HGet(ctx, s.keys.shards(), queue).Result()
 			if errors.Is(err, goredis.Nil) {
 				v, err = "", nil
@@ -195,7 +196,7 @@ func (s *Store) shardRecord(ctx context.Context, queue string, retried bool) (st
 	}
 	var err error
 	if retried {
-		err = again(ctx, read, retry{})
+		err = transport.Again(ctx, read, transport.Retry{})
 	} else {
 		err = read()
 	}
@@ -241,10 +242,10 @@ func (s *Store) raiseShards(ctx context.Context, queue string, n int) ([]string,
 		}
 		suffixes := pickShards(queue, raw, n, owner)
 		var ok bool
-		err = again(ctx, func() error {
+		err = transport.Again(ctx, func() error {
 			ok, err = raiseShardsScript.Run(ctx, s.client, []string{s.keys.shards()}, queue, raw, suffixes).Bool()
 			return err
-		}, retry{})
+		}, transport.Retry{})
 		if err != nil {
 			return nil, err
 		}

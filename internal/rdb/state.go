@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -100,7 +101,7 @@ func checkSig(sig *tasks.Signature) error {
 
 // pendingWrites checks and encodes the PENDING states of sigs, made by
 // newState, and returns the commands that write them.
-func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) (QueueFunc, error) {
+func (s *Store) pendingWrites(ctx context.Context, sigs []*tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) (transport.QueueFunc, error) {
 	writes := make([]*stateWrite, len(sigs))
 	for i, sig := range sigs {
 		if err := checkSig(sig); err != nil {
@@ -136,7 +137,7 @@ func (s *Store) WriteAggregated(ctx context.Context, aggregateUUID string, membe
 }
 
 func (s *Store) writePending(ctx context.Context, sigs []*tasks.Signature, newState func(*tasks.Signature) *tasks.TaskState) error {
-	var chunks []QueueFunc
+	var chunks []transport.QueueFunc
 	for start := 0; start < len(sigs); start += pendingChunk {
 		chunk := sigs[start:min(start+pendingChunk, len(sigs))]
 		writes, err := s.pendingWrites(ctx, chunk, newState)
@@ -150,7 +151,7 @@ func (s *Store) writePending(ctx context.Context, sigs []*tasks.Signature, newSt
 		// The writes are safe to repeat: they are sent again after an
 		// error that leaves unknown whether they ran, or a refusal for
 		// now (a failover).
-		if err := again(ctx, func() error { return s.batch.Do(ctx, first.UUID, writes) }, retry{}); err != nil {
+		if err := transport.Again(ctx, func() error { return s.batch.Do(ctx, first.UUID, writes) }, transport.Retry{}); err != nil {
 			if len(sigs) == 1 {
 				return fmt.Errorf("set state pending of task %s: %w", first.UUID, err)
 			}
@@ -176,7 +177,7 @@ func (s *Store) WithdrawPending(sigs []*tasks.Signature) error {
 		chunk := sigs[start:min(start+pendingChunk, len(sigs))]
 		withdraw := func(pipe goredis.Pipeliner) []goredis.Cmder { return s.withdrawStates(pipe, chunk) }
 		if !s.batch.Go(chunk[0].UUID, withdraw, s.logWithdrawal("task_id", chunk[0].UUID)) {
-			return fmt.Errorf("withdraw state pending of task %s: %w", chunk[0].UUID, errBatcherClosed)
+			return fmt.Errorf("withdraw state pending of task %s: %w", chunk[0].UUID, transport.ErrClosed)
 		}
 	}
 	return nil
@@ -230,14 +231,14 @@ func (s *Store) SetState(ctx context.Context, sig *tasks.Signature, state *tasks
 		}
 		return cmds, nil
 	}
-	// The writes are safe to repeat (see retry.go).
+	// The writes are safe to repeat (see transport/retry.go).
 	var cmds []goredis.Cmder
-	err = again(ctx, func() error {
+	err = transport.Again(ctx, func() error {
 		var err error
 		cmds, err = run()
 		return err
-	}, retry{})
-	if IsNoScript(err) {
+	}, transport.Retry{})
+	if transport.IsNoScript(err) {
 		// Redis lost the script: load it and write again; every write of
 		// the pipeline is idempotent.
 		if err = s.reloadScripts(ctx); err == nil {
@@ -274,7 +275,7 @@ func (s *Store) SetStateAsync(ctx context.Context, sig *tasks.Signature, state *
 	sent := s.batch.Go(sig.UUID, write, func(cmds []goredis.Cmder) {
 		for _, c := range cmds {
 			if err := c.Err(); err != nil {
-				if IsNoScript(err) {
+				if transport.IsNoScript(err) {
 					s.forgetScripts() // Redis lost them: the next write loads them
 				}
 				s.log.Warn("writing task state failed", slog.String("task_id", sig.UUID), slog.String("state", state.State), slog.Any("error", err))
@@ -290,7 +291,7 @@ func (s *Store) SetStateAsync(ctx context.Context, sig *tasks.Signature, state *
 
 // stateWrites encodes state and returns the commands that write it, with
 // group_done for the final state of a group member.
-func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (QueueFunc, error) {
+func (s *Store) stateWrites(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) (transport.QueueFunc, error) {
 	op := "set state " + strings.ToLower(state.State)
 	if err := checkSig(sig); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)

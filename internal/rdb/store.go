@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/embedded"
+	"github.com/b6192125/machinist/internal/rdb/transport"
 )
 
 // UniversalClient is a go-redis v9 client: *redis.Client, *redis.ClusterClient,
@@ -48,11 +49,11 @@ type Options struct {
 	BlockTimeout time.Duration
 	// MinReplicas, when not 0, makes every write machinist counts on wait
 	// until this many replicas have it, for at most ReplicaTimeout
-	// (replicas.go).
+	// (transport/replicas.go).
 	MinReplicas    int
 	ReplicaTimeout time.Duration
 	// nodesWait says a cluster client's nodes end their pipelines with
-	// WAIT themselves (NewClient's waitHook).
+	// WAIT themselves (NewClient's transport.WaitHook).
 	nodesWait bool
 	// MaxMessageSize, when positive, is the largest message a task sent
 	// may have (its encoded signature), in bytes: a larger one is refused
@@ -76,7 +77,10 @@ type Store struct {
 	client  goredis.UniversalClient
 	owned   bool   // Close closes client
 	release func() // if set, Close calls it last (the in-process engine's)
-	batch   *Batcher
+	batch   *transport.Batcher
+	// repl is how the writes the store sends on client itself, not
+	// through batch, wait for replicas: as batch's pipelines do.
+	repl    transport.Replicas
 	comb    combiner // concurrent publishes' shared enqueue calls
 	keys    *keys
 	opts    Options
@@ -106,23 +110,24 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 	useLogger(opts.Logger)
 	_, cluster := client.(*goredis.ClusterClient)
 	_, oneNode := client.(*goredis.Client)
-	batch := NewBatcher(client)
+	var repl transport.Replicas
 	switch {
 	case !cluster:
-		batch.repl = replicas{n: opts.MinReplicas, timeout: opts.ReplicaTimeout}
+		repl = transport.Replicas{N: opts.MinReplicas, Timeout: opts.ReplicaTimeout}
 	case opts.MinReplicas == 0:
 	case opts.nodesWait:
 		// WAIT has no key: a cluster pipeline would send it to any node.
 		// The nodes add it to each of their pipelines instead, and single
 		// writes go as pipelines.
-		batch.repl = replicas{n: opts.MinReplicas, timeout: opts.ReplicaTimeout, byNodes: true}
+		repl = transport.Replicas{N: opts.MinReplicas, Timeout: opts.ReplicaTimeout, ByNodes: true}
 	default:
 		opts.Logger.Warn("MinReplicas needs a cluster client made from a URL by machinist: writes do not wait for replicas")
 	}
 	return &Store{
 		client:     client,
 		owned:      owns,
-		batch:      batch,
+		batch:      transport.NewBatcher(client, repl),
+		repl:       repl,
 		keys:       &keys{prefix: opts.KeyPrefix},
 		opts:       opts,
 		log:        opts.Logger,
@@ -132,6 +137,11 @@ func New(client UniversalClient, opts Options, owns bool) *Store {
 		shards:     shardTable{want: maps.Clone(opts.QueueShards)},
 	}
 }
+
+// ErrNotReplicated is wrapped by the error of a write that fewer replicas
+// than Options.MinReplicas confirmed in time: the master may have applied
+// it, and it may be lost if the master fails.
+var ErrNotReplicated = transport.ErrNotReplicated
 
 // ReplicaTimeout is how long a write waits for replicas: half the read
 // timeout (go-redis's default 3 s when it is 0), so that WAIT answers
@@ -154,7 +164,7 @@ func Dial(rawURL string, c ClientOptions, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, opts.nodesWait = client.(*goredis.ClusterClient) // NewClient gave its nodes a waitHook
+	_, opts.nodesWait = client.(*goredis.ClusterClient) // NewClient gave its nodes a transport.WaitHook
 	return New(client, opts, true), nil
 }
 
@@ -222,7 +232,7 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	if loaded {
 		return nil
 	}
-	err := detach(ctx, func() error {
+	err := transport.Detach(ctx, func() error {
 		for _, script := range pipelined {
 			if err := script.Load(ctx, s.client).Err(); err != nil {
 				return err

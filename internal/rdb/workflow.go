@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -28,11 +29,11 @@ func (s *Store) InitWorkflow(ctx context.Context, wf *tasks.WorkflowMeta, pendin
 		return fmt.Errorf("init workflow %s: %w", wf.WorkflowUUID, err)
 	}
 	key := s.keys.workflow(wf.WorkflowUUID)
-	err = again(ctx, func() error {
+	err = transport.Again(ctx, func() error {
 		return s.batch.Do(ctx, wf.WorkflowUUID, func(pipe goredis.Pipeliner) []goredis.Cmder {
 			return append(writes(pipe), pipe.Set(ctx, key, raw, wf.Lifetime(s.opts.ResultsExpireIn)))
 		})
-	}, retry{})
+	}, transport.Retry{})
 	if err != nil {
 		return fmt.Errorf("init workflow %s: %w", wf.WorkflowUUID, err)
 	}
@@ -63,7 +64,7 @@ func (s *Store) WithdrawWorkflow(id string, pending []*tasks.Signature) error {
 		return append(s.withdrawStates(pipe, pending), pipe.Del(context.Background(), key))
 	}
 	if !s.batch.Go(id, withdraw, s.logWithdrawal("workflow_id", id)) {
-		return fmt.Errorf("withdraw workflow %s: %w", id, errBatcherClosed)
+		return fmt.Errorf("withdraw workflow %s: %w", id, transport.ErrClosed)
 	}
 	return nil
 }

@@ -1,8 +1,7 @@
-package rdb
+package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 //
 // Redis replicates asynchronously: a write the master acknowledged may not
 // have reached its replica when the replica is promoted (a Sentinel
-// failover), and is then lost. With Options.MinReplicas set, every write
-// machinist counts on (a send's PENDING states and enqueue, a fetch, a
+// failover), and is then lost. With rdb.Options.MinReplicas set, every
+// write machinist counts on (a send's PENDING states and enqueue, a fetch, a
 // settle, a state, a chord's election, a group's creation, a claim) is
 // followed by WAIT on the same connection, in the same round trip; a write
 // that fewer replicas confirm within the timeout is an error wrapping
@@ -22,38 +21,33 @@ import (
 // again like a lost reply (retry.go). A settle sent again finds its first
 // run's effect on the promoted replica or, if the first run was lost with
 // the old master, runs there. WAIT has no key, so on Redis Cluster each
-// node's client adds it to its own pipelines (waitHook, set up by
-// NewClient) and single writes go as pipelines.
+// node's client adds it to its own pipelines (WaitHook, set up by
+// rdb.NewClient) and single writes go as pipelines.
 
-// ErrNotReplicated is wrapped by the error of a write that fewer replicas
-// than Options.MinReplicas confirmed in time: the master may have applied
-// it, and it may be lost if the master fails.
-var ErrNotReplicated = errors.New("rdb: write not confirmed by enough replicas")
-
-// replicas is how writes wait for replicas: n of them, for at most
-// timeout; n == 0 does not wait. With byNodes (Redis Cluster) the nodes'
-// clients add WAIT to their pipelines themselves (waitHook), and writes
+// Replicas is how writes wait for replicas: N of them, for at most
+// Timeout; N == 0 does not wait. With ByNodes (Redis Cluster) the nodes'
+// clients add WAIT to their pipelines themselves (WaitHook), and writes
 // only have to go as pipelines.
-type replicas struct {
-	n       int
-	timeout time.Duration
-	byNodes bool
+type Replicas struct {
+	N       int
+	Timeout time.Duration
+	ByNodes bool
 }
 
 // wait queues WAIT on p, or nothing when writes do not wait (or the nodes
 // add it).
-func (r replicas) wait(ctx context.Context, p goredis.Pipeliner) *goredis.IntCmd {
-	if r.n == 0 || r.byNodes {
+func (r Replicas) wait(ctx context.Context, p goredis.Pipeliner) *goredis.IntCmd {
+	if r.N == 0 || r.ByNodes {
 		return nil
 	}
-	cmd := goredis.NewIntCmd(ctx, "wait", r.n, r.timeout.Milliseconds())
+	cmd := goredis.NewIntCmd(ctx, "wait", r.N, r.Timeout.Milliseconds())
 	_ = p.Process(ctx, cmd)
 	return cmd
 }
 
 // check returns the error of a WAIT queued by wait: nil when enough
 // replicas confirmed the writes before it.
-func (r replicas) check(w *goredis.IntCmd) error {
+func (r Replicas) check(w *goredis.IntCmd) error {
 	if w == nil {
 		return nil
 	}
@@ -61,8 +55,8 @@ func (r replicas) check(w *goredis.IntCmd) error {
 	if err != nil {
 		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
 	}
-	if got < int64(r.n) {
-		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, got, r.n, r.timeout)
+	if got < int64(r.N) {
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, got, r.N, r.Timeout)
 	}
 	return nil
 }
@@ -76,20 +70,20 @@ func mark(cmds []goredis.Cmder, err error) {
 	}
 }
 
-// waitHook ends each pipeline of a cluster node's client with WAIT on the
+// WaitHook ends each pipeline of a cluster node's client with WAIT on the
 // same connection, and gives the pipeline's commands its error when too
 // few replicas confirmed them.
-type waitHook struct{ r replicas }
+type WaitHook struct{ Replicas Replicas }
 
-func (waitHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (WaitHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
-func (waitHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+func (WaitHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
 
-func (h waitHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+func (h WaitHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		w := goredis.NewIntCmd(ctx, "wait", h.r.n, h.r.timeout.Milliseconds())
+		w := goredis.NewIntCmd(ctx, "wait", h.Replicas.N, h.Replicas.Timeout.Milliseconds())
 		err := next(ctx, append(cmds[:len(cmds):len(cmds)], w))
-		if werr := h.r.check(w); werr != nil {
+		if werr := h.Replicas.check(w); werr != nil {
 			mark(cmds, werr)
 		}
 		return err
@@ -97,8 +91,8 @@ func (h waitHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 }
 
 // process sends cmd on c, followed by WAIT when writes wait for replicas.
-func (r replicas) process(ctx context.Context, c goredis.UniversalClient, cmd goredis.Cmder) {
-	if r.n == 0 {
+func (r Replicas) process(ctx context.Context, c goredis.UniversalClient, cmd goredis.Cmder) {
+	if r.N == 0 {
 		_ = c.Process(ctx, cmd)
 		return
 	}
@@ -115,12 +109,12 @@ func (r replicas) process(ctx context.Context, c goredis.UniversalClient, cmd go
 	}
 }
 
-// eval runs script on c with EVALSHA (and EVAL after NOSCRIPT), followed
+// Eval runs script on c with EVALSHA (and EVAL after NOSCRIPT), followed
 // by WAIT when writes wait for replicas. With once, go-redis does not send
 // it a second time (see retry.go).
-func (r replicas) eval(ctx context.Context, c goredis.UniversalClient, once bool, script *goredis.Script, keys []string, args []interface{}) *goredis.Cmd {
+func (r Replicas) Eval(ctx context.Context, c goredis.UniversalClient, once bool, script *goredis.Script, keys []string, args []interface{}) *goredis.Cmd {
 	send := func() *goredis.Cmd {
-		cmd := evalShaOnce(ctx, script, keys, args)
+		cmd := EvalShaOnce(ctx, script, keys, args)
 		if once {
 			r.process(ctx, c, cmd)
 		} else {

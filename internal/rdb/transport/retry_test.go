@@ -1,4 +1,4 @@
-package rdb
+package transport
 
 import (
 	"context"
@@ -44,8 +44,8 @@ func TestUncertain(t *testing.T) {
 		{goredis.ErrClosed, false},
 		{errors.New("rdb: batcher closed"), false},
 	} {
-		if got := uncertain(tc.err); got != tc.want {
-			t.Errorf("uncertain(%v) = %t, want %t", tc.err, got, tc.want)
+		if got := Uncertain(tc.err); got != tc.want {
+			t.Errorf("Uncertain(%v) = %t, want %t", tc.err, got, tc.want)
 		}
 	}
 }
@@ -54,10 +54,10 @@ func TestAgainSaysAnEarlierAttemptMayHaveRun(t *testing.T) {
 	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 	replies := []error{timeout, redisError("READONLY You can't write against a read only replica."), redisError("ERR no such key")}
 	calls := 0
-	err := again(context.Background(), func() error {
+	err := Again(context.Background(), func() error {
 		calls++
 		return replies[calls-1]
-	}, retry{})
+	}, Retry{})
 	if calls != 3 {
 		t.Fatalf("%d attempts, want 3: the refusals for now are tried again, the last one is not", calls)
 	}
@@ -71,7 +71,7 @@ func TestAgainSaysAnEarlierAttemptMayHaveRun(t *testing.T) {
 
 	// A timeout as the last error says it by itself.
 	calls = 0
-	err = again(context.Background(), func() error { calls++; return timeout }, retry{})
+	err = Again(context.Background(), func() error { calls++; return timeout }, Retry{})
 	if calls != attempts || err != error(timeout) {
 		t.Errorf("after %d attempts: %v, want %d attempts and the timeout itself", calls, err, attempts)
 	}
@@ -81,13 +81,13 @@ func TestAgainWhileKeepsGoingAsLongAsAsked(t *testing.T) {
 	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 	const want = attempts + 2
 	calls, befores := 0, 0
-	err := again(context.Background(), func() error {
+	err := Again(context.Background(), func() error {
 		calls++
 		if calls == want {
 			return nil
 		}
 		return timeout
-	}, retry{while: func() bool { return true }, before: func(mayHaveRun bool) {
+	}, Retry{While: func() bool { return true }, Before: func(mayHaveRun bool) {
 		befores++
 		if !mayHaveRun {
 			t.Errorf("before the attempt after a timeout: told nothing may have run")
@@ -102,7 +102,7 @@ func TestAgainWhileKeepsGoingAsLongAsAsked(t *testing.T) {
 	refused := redisError("LOADING Redis is loading the dataset in memory")
 	calls = 0
 	var told []bool
-	_ = again(context.Background(), func() error {
+	_ = Again(context.Background(), func() error {
 		calls++
 		switch calls {
 		case 1, 2:
@@ -111,13 +111,13 @@ func TestAgainWhileKeepsGoingAsLongAsAsked(t *testing.T) {
 			return timeout
 		}
 		return refused
-	}, retry{while: func() bool { return calls < 5 }, before: func(mayHaveRun bool) { told = append(told, mayHaveRun) }})
+	}, Retry{While: func() bool { return calls < 5 }, Before: func(mayHaveRun bool) { told = append(told, mayHaveRun) }})
 	if want := []bool{false, false, true, true}; fmt.Sprint(told) != fmt.Sprint(want) {
 		t.Errorf("before told %v, want %v", told, want)
 	}
 
 	calls = 0
-	err = again(context.Background(), func() error { calls++; return timeout }, retry{while: func() bool { return calls < 2 }})
+	err = Again(context.Background(), func() error { calls++; return timeout }, Retry{While: func() bool { return calls < 2 }})
 	if calls != 2 || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("again: %v after %d attempts, want the timeout after 2 (while said stop)", err, calls)
 	}
@@ -134,7 +134,7 @@ func TestRunOnceDoesNotRepeatALostReply(t *testing.T) {
 	proxy := redistest.StartProxy(t, srv.Addr())
 	client := goredis.NewClient(&goredis.Options{Addr: proxy.Addr(), ReadTimeout: 200 * time.Millisecond, PoolSize: 1})
 	t.Cleanup(func() { _ = client.Close() })
-	b := NewBatcher(client)
+	b := NewBatcher(client, Replicas{})
 	t.Cleanup(b.Close)
 	incr := goredis.NewScript(`return redis.call("INCR", KEYS[1])`)
 	ctx := context.Background()
@@ -144,8 +144,8 @@ func TestRunOnceDoesNotRepeatALostReply(t *testing.T) {
 	direct := srv.Client(t)
 
 	proxy.LoseReplyTo("evalsha")
-	err := b.runOnce(ctx, key, incr, []string{key}, nil, retry{refusedOnly: true}).Err()
-	if !outcomeUnknown(err) {
+	err := b.RunOnce(ctx, key, incr, []string{key}, nil, Retry{RefusedOnly: true}).Err()
+	if !OutcomeUnknown(err) {
 		t.Fatalf("runOnce with its reply lost: %v, want an error that leaves open whether it ran (count %s)", err, direct.Get(ctx, key).Val())
 	}
 	if n := direct.Get(ctx, key).Val(); n != "1" {

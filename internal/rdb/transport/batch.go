@@ -5,8 +5,8 @@
 // commands and waits. So an idle caller pays one round trip and nothing
 // more, and under load many tasks' writes share one. A caller whose
 // context cannot end sends on its own goroutine, and so does one whose
-// deadline the client honours (NewClient's clients), with a pipeline of
-// its own commands alone, bounded by that deadline; any other has a
+// deadline the client honours (rdb.NewClient's clients), with a pipeline
+// of its own commands alone, bounded by that deadline; any other has a
 // goroutine send for it. A caller stops waiting when its context ends
 // (deadline.go): its commands are dropped if they were still waiting their
 // turn, and otherwise go on with the pipeline that carries them.
@@ -20,7 +20,7 @@
 // commands for the same node keep their order.) Run is the exception: its
 // commands need no order, and it takes any idle lane.
 
-package rdb
+package transport
 
 import (
 	"context"
@@ -31,9 +31,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 )
-
-// errBatcherClosed is returned by Do after Close.
-var errBatcherClosed = errors.New("rdb: batcher closed")
 
 // maxBatch bounds the callers one pipeline carries.
 const maxBatch = 1024
@@ -51,7 +48,7 @@ const Lanes = 8
 // Batcher sends queued commands in pipelines. Safe for concurrent use.
 type Batcher struct {
 	client goredis.UniversalClient
-	repl   replicas // each pipeline ends with WAIT when set (replicas.go)
+	repl   Replicas // each pipeline ends with WAIT when set (replicas.go)
 	// honours says the client bounds a call's reads and writes by its
 	// context's deadline (ContextTimeoutEnabled).
 	honours bool
@@ -78,9 +75,10 @@ type op struct {
 	taken, gone bool
 }
 
-// NewBatcher starts a Batcher on client. Close stops it; the client is not closed.
-func NewBatcher(client goredis.UniversalClient) *Batcher {
-	b := &Batcher{client: client, honours: honoursDeadlines(client)}
+// NewBatcher starts a Batcher on client, whose pipelines wait for
+// replicas as repl says. Close stops it; the client is not closed.
+func NewBatcher(client goredis.UniversalClient, repl Replicas) *Batcher {
+	b := &Batcher{client: client, repl: repl, honours: honoursDeadlines(client)}
 	for i := range b.lanes {
 		b.lanes[i].idle = sync.NewCond(&b.lanes[i].mu)
 	}
@@ -88,8 +86,8 @@ func NewBatcher(client goredis.UniversalClient) *Batcher {
 }
 
 // honoursDeadlines reports whether client bounds a call's reads and
-// writes by its context's deadline (ContextTimeoutEnabled, which NewClient
-// sets).
+// writes by its context's deadline (ContextTimeoutEnabled, which
+// rdb.NewClient sets).
 func honoursDeadlines(client goredis.UniversalClient) bool {
 	switch c := client.(type) {
 	case *goredis.Client:
@@ -102,30 +100,30 @@ func honoursDeadlines(client goredis.UniversalClient) bool {
 	return false
 }
 
-// sending is how a caller that finds its lane idle sends.
-type sending int
+// Sending is how a caller that finds its lane idle sends.
+type Sending int
 
 const (
-	// byGoroutine: a goroutine started for it sends, so that the caller
+	// ByGoroutine: a goroutine started for it sends, so that the caller
 	// can stop waiting at its context's end.
-	byGoroutine sending = iota
-	// inline: the caller sends, on its own goroutine; its context cannot
+	ByGoroutine Sending = iota
+	// Inline: the caller sends, on its own goroutine; its context cannot
 	// end, so it waits for its replies anyway.
-	inline
-	// inlineAlone: the caller sends its own commands alone, in a pipeline
+	Inline
+	// InlineAlone: the caller sends its own commands alone, in a pipeline
 	// its context's deadline bounds, then leaves the rest to a goroutine.
-	inlineAlone
+	InlineAlone
 )
 
-// sendingFor returns how a caller with ctx sends.
-func (b *Batcher) sendingFor(ctx context.Context) sending {
+// SendingFor returns how a caller with ctx sends.
+func (b *Batcher) SendingFor(ctx context.Context) Sending {
 	if ctx.Done() == nil {
-		return inline
+		return Inline
 	}
 	if _, ok := ctx.Deadline(); ok && b.honours {
-		return inlineAlone
+		return InlineAlone
 	}
-	return byGoroutine
+	return ByGoroutine
 }
 
 // lane returns the lane of key.
@@ -144,8 +142,8 @@ func laneOf(key string) uint32 {
 }
 
 // enqueue adds o to l. When l is idle, the caller becomes its sender, and
-// sends as how says; with inlineAlone, ctx is the caller's.
-func (b *Batcher) enqueue(ctx context.Context, l *lane, o *op, how sending) bool {
+// sends as how says; with InlineAlone, ctx is the caller's.
+func (b *Batcher) enqueue(ctx context.Context, l *lane, o *op, how Sending) bool {
 	l.mu.Lock()
 	if b.closed.Load() {
 		l.mu.Unlock()
@@ -159,9 +157,9 @@ func (b *Batcher) enqueue(ctx context.Context, l *lane, o *op, how sending) bool
 	l.sending = true
 	l.mu.Unlock()
 	switch how {
-	case inline:
+	case Inline:
 		b.send(l)
-	case inlineAlone:
+	case InlineAlone:
 		b.sendAlone(ctx, l, o)
 	default:
 		go b.send(l)
@@ -254,22 +252,22 @@ type Pending struct {
 // caller can stop waiting at ctx's end; otherwise the lane's current
 // sender takes them. A ctx already ended queues nothing.
 func (b *Batcher) Submit(ctx context.Context, key string, fn QueueFunc) *Pending {
-	if err := expired(ctx); err != nil {
-		return &Pending{err: unsent(err)}
+	if err := Expired(ctx); err != nil {
+		return &Pending{err: Unsent(err)}
 	}
 	o := &op{queue: fn, done: make(chan struct{})}
 	l := b.lane(key)
-	if !b.enqueue(ctx, l, o, b.sendingFor(ctx)) {
-		return &Pending{err: errBatcherClosed}
+	if !b.enqueue(ctx, l, o, b.SendingFor(ctx)) {
+		return &Pending{err: ErrClosed}
 	}
 	return &Pending{o: o, l: l}
 }
 
 // Wait waits until the commands have run and returns them, or ctx's error
 // when ctx ends first: commands still waiting for their pipeline are then
-// dropped, and the error says they were not sent (errUnsent); those
+// dropped, and the error says they were not sent (ErrUnsent); those
 // already sent go on, and the error says they may have run
-// (errUnanswered).
+// (ErrUnanswered).
 func (p *Pending) Wait(ctx context.Context) ([]goredis.Cmder, error) {
 	if p.err != nil {
 		return nil, p.err
@@ -284,13 +282,13 @@ func (p *Pending) Wait(ctx context.Context) ([]goredis.Cmder, error) {
 	p.o.gone = !taken
 	p.l.mu.Unlock()
 	if !taken {
-		return nil, unsent(ctx.Err())
+		return nil, Unsent(ctx.Err())
 	}
 	select {
 	case <-p.o.done: // answered meanwhile
 		return p.o.cmds, nil
 	default:
-		return nil, unanswered(ctx.Err())
+		return nil, Unanswered(ctx.Err())
 	}
 }
 
@@ -313,7 +311,7 @@ func (p *Pending) Err(ctx context.Context) error {
 // is called with them once they have run (on the goroutine that sends, so
 // it must be quick). It reports false when the batcher is closed.
 func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
-	return b.enqueue(context.Background(), b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, byGoroutine)
+	return b.enqueue(context.Background(), b.lane(key), &op{queue: fn, done: make(chan struct{}), after: after}, ByGoroutine)
 }
 
 // Run queues fn's commands, sending them at once when a lane is idle:
@@ -328,16 +326,16 @@ func (b *Batcher) Go(key string, fn QueueFunc, after func(cmds []goredis.Cmder))
 // can still add to what it queues until then.
 func (b *Batcher) Run(ctx context.Context, key string, fn QueueFunc, after func(cmds []goredis.Cmder)) bool {
 	o := &op{queue: fn, done: make(chan struct{}), after: after}
-	// Not inlineAlone: fn may carry other callers' commands (a combined
+	// Not InlineAlone: fn may carry other callers' commands (a combined
 	// publish), which the caller's deadline must not cut.
-	how := byGoroutine
+	how := ByGoroutine
 	if ctx.Done() == nil {
-		how = inline
+		how = Inline
 	}
 	home := laneOf(key)
 	for i := range uint32(Lanes) {
 		if l := &b.lanes[(home+i)%Lanes]; b.claimIdle(l, o) {
-			if how == inline {
+			if how == Inline {
 				b.send(l)
 			} else {
 				go b.send(l)
@@ -349,7 +347,7 @@ func (b *Batcher) Run(ctx context.Context, key string, fn QueueFunc, after func(
 }
 
 // RunAlone sends fn's commands alone in a pipeline on ctx, its caller's,
-// whose deadline the client honours (sendingFor says inlineAlone), on the
+// whose deadline the client honours (SendingFor says InlineAlone), on the
 // caller's goroutine, when a lane is idle (key's, or the next idle one
 // after it), calls after with them, and reports true; when every lane is
 // busy, or the batcher is closed, it queues nothing and reports false.
@@ -412,7 +410,7 @@ func (b *Batcher) Close() {
 // (Pending.Wait), and the others still want their replies, as do the
 // lane's next pipelines, which follow this one. Its reads are bounded by
 // the client's read timeout and, with a client that honours context
-// deadlines (NewClient's), the whole by execTimeout.
+// deadlines (rdb.NewClient's), the whole by execTimeout.
 func (b *Batcher) exec(batch []*op) {
 	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
 	defer cancel()
@@ -432,7 +430,7 @@ func (b *Batcher) execOn(ctx context.Context, batch []*op) {
 			mark(o.cmds, err)
 		}
 	}
-	if expired(ctx) != nil {
+	if Expired(ctx) != nil {
 		for _, o := range batch {
 			deadlineCut(ctx, o.cmds)
 		}
@@ -456,7 +454,7 @@ func deadlineCut(ctx context.Context, cmds []goredis.Cmder) {
 		if err == nil || err == goredis.Nil || errors.As(err, &reply) {
 			continue
 		}
-		c.SetErr(ended(ctx, err))
+		c.SetErr(Ended(ctx, err))
 	}
 }
 
@@ -467,13 +465,13 @@ func IsNoScript(err error) bool {
 	return goredis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// RunScript runs script, which must be safe to run twice (see retry.go),
+// RunScript runs script, which must be safe to run twice (retry.go),
 // through the batcher with EVALSHA and, when Redis does not have it, once
 // more directly (EVAL, which also loads it); it is sent again after an
 // error that leaves unknown whether it ran.
 func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Script, keys []string, args ...interface{}) *goredis.Cmd {
 	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
+	err := Again(ctx, func() error {
 		cmds, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
 			return []goredis.Cmder{script.EvalSha(ctx, p, keys, args...)}
 		}).Wait(ctx)
@@ -481,19 +479,19 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 		case err != nil:
 			cmd = errCmd(ctx, err)
 		case IsNoScript(cmds[0].Err()):
-			cmd = b.evalDetached(ctx, false, script, keys, args)
+			cmd = b.EvalDetached(ctx, false, script, keys, args)
 		default:
 			cmd = cmds[0].(*goredis.Cmd)
 		}
 		return cmd.Err()
-	}, retry{})
+	}, Retry{})
 	if err != nil {
 		cmd.SetErr(err)
 	}
 	return cmd
 }
 
-// RunSettle runs script, a settle script (see retry.go), with args after
+// RunSettle runs script, a settle script (retry.go), with args after
 // its first argument, the "again" flag, through the batcher: go-redis never
 // sends it twice, and after an error that leaves unknown whether it ran it
 // is sent again, with the flag set to "1" (which makes it recognise its
@@ -501,18 +499,18 @@ func (b *Batcher) RunScript(ctx context.Context, key string, script *goredis.Scr
 // also reports whether it sent the script again.
 func (b *Batcher) RunSettle(ctx context.Context, key string, script *goredis.Script, holds func() bool, keys []string, args ...interface{}) (cmd *goredis.Cmd, again bool) {
 	args = append([]interface{}{"0"}, args...)
-	cmd = b.runOnce(ctx, key, script, keys, args, retry{while: holds, before: func(bool) { args[0], again = "1", true }})
+	cmd = b.RunOnce(ctx, key, script, keys, args, Retry{While: holds, Before: func(bool) { args[0], again = "1", true }})
 	return cmd, again
 }
 
-// runOnce sends script through the batcher as a command go-redis does not
+// RunOnce sends script through the batcher as a command go-redis does not
 // send a second time, and again as r says.
-func (b *Batcher) runOnce(ctx context.Context, key string, script *goredis.Script, keys []string, args []interface{}, r retry) *goredis.Cmd {
+func (b *Batcher) RunOnce(ctx context.Context, key string, script *goredis.Script, keys []string, args []interface{}, r Retry) *goredis.Cmd {
 	var cmd *goredis.Cmd
-	err := again(ctx, func() error {
-		var once onceCmd
+	err := Again(ctx, func() error {
+		var once OnceCmd
 		_, err := b.Submit(ctx, key, func(p goredis.Pipeliner) []goredis.Cmder {
-			once = evalShaOnce(ctx, script, keys, args)
+			once = EvalShaOnce(ctx, script, keys, args)
 			_ = p.Process(ctx, once)
 			return []goredis.Cmder{once}
 		}).Wait(ctx)
@@ -520,7 +518,7 @@ func (b *Batcher) runOnce(ctx context.Context, key string, script *goredis.Scrip
 		case err != nil:
 			cmd = errCmd(ctx, err)
 		case IsNoScript(once.Err()):
-			cmd = b.evalDetached(ctx, true, script, keys, args)
+			cmd = b.EvalDetached(ctx, true, script, keys, args)
 		default:
 			cmd = once.Cmd
 		}

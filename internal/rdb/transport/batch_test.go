@@ -1,16 +1,17 @@
-package rdb
+package transport_test
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/transport"
+	"github.com/b6192125/machinist/internal/rdb/transport/transporttest"
 	"github.com/b6192125/machinist/internal/redistest"
 )
 
@@ -18,29 +19,14 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.RunMain(m))
 }
 
-// countingHook counts pipelines and commands sent.
-type countingHook struct{ pipelines, cmds atomic.Int64 }
-
-func (h *countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error { h.cmds.Add(1); return next(ctx, cmd) }
-}
-func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		h.pipelines.Add(1)
-		h.cmds.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 func TestConcurrentCallersShareRoundTrips(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	hook := &countingHook{}
+	hook := &transporttest.CountingHook{}
 	client.AddHook(hook)
 	prefix := srv.Prefix(t)
-	b := NewBatcher(client)
+	b := transport.NewBatcher(client, transport.Replicas{})
 	defer b.Close()
 	ctx := context.Background()
 	const callers = 200
@@ -64,17 +50,17 @@ func TestConcurrentCallersShareRoundTrips(t *testing.T) {
 			t.Fatalf("key %d = %d, %v; want %d", i, v, err, i+1)
 		}
 	}
-	if n := hook.pipelines.Load(); n >= callers {
+	if n := hook.Pipelines.Load(); n >= callers {
 		t.Fatalf("%d pipelines for %d concurrent callers: no batching", n, callers)
 	}
 }
 
 // sharedBatcher returns a Batcher on the shared test server, closed when
 // the test ends, its client and the test's key prefix.
-func sharedBatcher(t *testing.T) (*Batcher, *goredis.Client, string) {
+func sharedBatcher(t *testing.T) (*transport.Batcher, *goredis.Client, string) {
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	b := NewBatcher(client)
+	b := transport.NewBatcher(client, transport.Replicas{})
 	t.Cleanup(b.Close)
 	return b, client, srv.Prefix(t)
 }
@@ -102,7 +88,7 @@ func TestRunScriptReloadsAfterFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	b := NewBatcher(client)
+	b := transport.NewBatcher(client, transport.Replicas{})
 	defer b.Close()
 	ctx := context.Background()
 	script := goredis.NewScript(`return redis.call("INCR", KEYS[1])`)
@@ -118,10 +104,10 @@ func TestRunScriptReloadsAfterFlush(t *testing.T) {
 func TestClosed(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	b := NewBatcher(srv.Client(t))
+	b := transport.NewBatcher(srv.Client(t), transport.Replicas{})
 	b.Close()
 	b.Close()
-	if err := b.Do(context.Background(), "k", func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != errBatcherClosed {
+	if err := b.Do(context.Background(), "k", func(p goredis.Pipeliner) []goredis.Cmder { return nil }); err != transport.ErrClosed {
 		t.Fatalf("Do after Close: %v", err)
 	}
 }
@@ -168,35 +154,13 @@ func TestSameKeyKeepsOrder(t *testing.T) {
 	}
 }
 
-// laneHolder holds lanes of b for a test: hold makes one more lane (the
-// next idle one from key's, as Run takes them) busy sending until free is
-// called. free is safe to call more than once, and is called when the test
-// ends (before b or its store closes, which waits for the lanes, when
-// they were made earlier in the test).
-func laneHolder(t *testing.T, b *Batcher, key string) (hold, free func()) {
-	release := make(chan struct{})
-	var once sync.Once
-	free = func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	hold = func() {
-		held := make(chan struct{})
-		go b.Run(context.Background(), key, func(p goredis.Pipeliner) []goredis.Cmder {
-			close(held)
-			<-release
-			return nil
-		}, nil)
-		<-held
-	}
-	return hold, free
-}
-
 // Run sends at once on an idle lane when its key's lane is busy: it does
 // not wait behind the pipeline that lane is sending, until every lane is.
 func TestRunTakesAnIdleLane(t *testing.T) {
 	t.Parallel()
 	b, client, prefix := sharedBatcher(t)
 	ctx := context.Background()
-	hold, free := laneHolder(t, b, "k")
+	hold, free := transporttest.LaneHolder(t, b, "k")
 	// incr runs an INCR through Run and returns a channel closed once it
 	// ran.
 	incr := func() <-chan struct{} {
@@ -226,10 +190,10 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 	}
 	// Each Run while a lane is idle sends, on the caller's goroutine,
 	// without waiting for the lanes held before it.
-	for i := range Lanes - 1 {
+	for i := range transport.Lanes - 1 {
 		hold()
 		if !ranAtOnce(incr()) {
-			t.Fatalf("with %d of %d lanes busy, Run returned before its commands ran", i+1, Lanes)
+			t.Fatalf("with %d of %d lanes busy, Run returned before its commands ran", i+1, transport.Lanes)
 		}
 	}
 	// Every lane busy: a Run waits in its key's lane, and its commands run
@@ -239,12 +203,12 @@ func TestRunTakesAnIdleLane(t *testing.T) {
 	if ranAtOnce(queued) {
 		t.Fatal("with every lane busy, Run's commands ran at once")
 	}
-	counted(Lanes - 1)
+	counted(transport.Lanes - 1)
 	free()
 	select {
 	case <-queued:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Run queued behind busy lanes never ran")
 	}
-	counted(Lanes)
+	counted(transport.Lanes)
 }
