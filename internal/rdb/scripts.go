@@ -1,13 +1,11 @@
 package rdb
 
 import (
-	"context"
 	"fmt"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/rdb/lua"
-	"github.com/b6192125/machinist/internal/rdb/transport"
 	"github.com/b6192125/machinist/internal/store"
 )
 
@@ -17,9 +15,11 @@ func loadScript(name string) *goredis.Script {
 }
 
 // The scripts, one per atomic transition. Each file opens with its KEYS,
-// ARGV and return contract.
+// ARGV and return contract; transport/retry.go says how each is sent
+// again after an error that leaves unknown whether it ran.
 var (
-	// A task's life in its queue.
+	// A task's life in its queue (publish.go, fetch.go, lease.go,
+	// settle.go).
 	enqueueScript    = loadScript("enqueue")
 	dequeueScript    = loadScript("dequeue")
 	releaseScript    = loadScript("release_fetch")
@@ -36,29 +36,29 @@ var (
 	rerouteScript  = loadScript("reroute")
 	unrouteScript  = loadScript("unroute")
 
-	// Maintenance.
+	// Maintenance (maintenance.go).
 	forwardScript = loadScript("forward")
 	recoverScript = loadScript("recover")
 	electScript   = loadScript("elect")
 	resignScript  = loadScript("resign")
 
-	// Inspection.
+	// Inspection (inspect.go).
 	requeueArchivedScript = loadScript("requeue_archived")
 	deleteArchivedScript  = loadScript("delete_archived")
 	takeWaitingScript     = loadScript("take_waiting")
 	cancelScript          = loadScript("cancel")
 
-	// States.
+	// States (state.go).
 	setStateScript = loadScript("set_state")
 	getStateScript = loadScript("get_state")
 	withdrawScript = loadScript("withdraw")
 
-	// A group's bookkeeping.
+	// A group's bookkeeping (group.go).
 	groupDoneScript    = loadScript("group_done")
 	initGroupScript    = loadScript("init_group")
 	triggerChordScript = loadScript("trigger_chord")
 
-	// Claims (periodic ticks).
+	// Claims of periodic ticks (claim.go).
 	claimLeaseScript    = loadScript("claim_lease")
 	completeClaimScript = loadScript("complete_claim")
 
@@ -131,32 +131,4 @@ func chordResult(code int64, groupUUID, memberUUID string) (bool, error) {
 	default:
 		return false, fmt.Errorf("trigger chord of group %s by task %s: unexpected script status %d", groupUUID, memberUUID, code)
 	}
-}
-
-// runSettle runs a settle script of task id directly, as
-// Batcher.RunSettle does through the batcher, and maps its status code.
-func (s *Store) runSettle(ctx context.Context, script *goredis.Script, id string, holds func() bool, keys []string, args ...interface{}) error {
-	cmd, err := s.evalSettle(ctx, script, holds, keys, args)
-	var code int64
-	if err == nil {
-		code, err = cmd.Int64()
-	}
-	if err != nil {
-		return fmt.Errorf("task %s: %w", id, err)
-	}
-	return statusError(code, id)
-}
-
-// evalSettle runs a settle script (its first argument the "again" flag
-// lib/fence.lua's check_settle reads, prepended to args) as a command
-// go-redis does not send a second time, and sends it again, flagged, for
-// as long as holds says the caller holds its lease.
-func (s *Store) evalSettle(ctx context.Context, script *goredis.Script, holds func() bool, keys []string, args []interface{}) (*goredis.Cmd, error) {
-	args = append([]interface{}{"0"}, args...)
-	var cmd *goredis.Cmd
-	err := transport.Again(ctx, func() error {
-		cmd = s.repl.Eval(ctx, s.client, true, script, keys, args)
-		return cmd.Err()
-	}, transport.Retry{While: holds, Before: func(bool) { args[0] = "1" }})
-	return cmd, err
 }

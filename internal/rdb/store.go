@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -271,4 +273,13 @@ func msOf(t time.Time) int64 {
 		ms++
 	}
 	return ms
+}
+
+// randomHex returns n random bytes in hex: fencing tokens (12 bytes),
+// publish tokens (8: they only have to differ between publishes of the
+// same task ids) and claim tokens.
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
 }
