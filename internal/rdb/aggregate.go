@@ -48,19 +48,6 @@ import (
 // worker alive aggregates on its queue.
 const statusNoAggregator = 4
 
-// statusNotUnique is enqueue.lua's answer for a unique task whose key
-// another task holds: {5, id, holder}.
-const statusNotUnique = 5
-
-// statusReplaced is enqueue.lua's answer for a unique task that debounces
-// and replaced the message and ETA of the holder of its key: {6, id,
-// holder}.
-const statusReplaced = 6
-
-// statusCancelled is enqueue.lua's answer for a task kept out by the
-// cancellation of its workflow (cancel.lua with a bar): {7, id, reason}.
-const statusCancelled = 7
-
 // memberGroup returns the aggregation group of sig for enqueue.lua:
 // "<name>\n<key>", or "" when sig is no member.
 func memberGroup(sig *tasks.Signature) (string, error) {

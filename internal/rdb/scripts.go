@@ -42,7 +42,7 @@ var (
 	electScript   = loadScript("elect")
 	resignScript  = loadScript("resign")
 
-	// Inspection (inspect.go).
+	// Inspection (inspect.go, cancel.go).
 	requeueArchivedScript = loadScript("requeue_archived")
 	deleteArchivedScript  = loadScript("delete_archived")
 	takeWaitingScript     = loadScript("take_waiting")
@@ -91,6 +91,19 @@ const (
 	// which completed its group, and did not settle it.
 	statusChordDue = 8
 )
+
+// statusNotUnique is enqueue.lua's answer for a unique task whose key
+// another task holds: {5, id, holder}.
+const statusNotUnique = 5
+
+// statusReplaced is enqueue.lua's answer for a unique task that debounces
+// and replaced the message and ETA of the holder of its key: {6, id,
+// holder}.
+const statusReplaced = 6
+
+// statusCancelled is enqueue.lua's answer for a task kept out by the
+// cancellation of its workflow (cancel.lua with a bar): {7, id, reason}.
+const statusCancelled = 7
 
 // statusError maps a task script's status code to an error for task id.
 func statusError(code int64, id string) error {
