@@ -8,11 +8,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/internal/rdb"
@@ -93,7 +90,7 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 	broker := redisbroker.New(st, redisbroker.OptionsFrom(c))
 	backend := redisbackend.New(st, redisbackend.Options{})
 	s := newServer(c, broker, backend)
-	s.brokerName = clientName(client)
+	s.brokerName = rdb.ClientName(client)
 	s.backendName = s.brokerName
 	s.closers = []io.Closer{st}
 	return s, nil
@@ -242,22 +239,6 @@ func (s *Server) names() (broker, backend string) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.brokerName, s.backendName
-}
-
-// clientName says where client, a go-redis client given to
-// NewServerWithRedisClient, connects, without its credentials.
-func clientName(client redisbroker.UniversalClient) string {
-	switch c := client.(type) {
-	case *goredis.Client:
-		o := c.Options()
-		if o.Network == "unix" {
-			return "redis+socket://" + o.Addr
-		}
-		return "redis://" + o.Addr
-	case *goredis.ClusterClient:
-		return "redis://" + strings.Join(c.Options().Addrs, ",")
-	}
-	return fmt.Sprintf("a %T", client)
 }
 
 // GetConfig returns the Server's configuration, with defaults applied.

@@ -297,3 +297,19 @@ func (h reloadSlots) check(ctx context.Context, err error) {
 		h.cc.ReloadState(ctx)
 	}
 }
+
+// ClientName says where client connects, without its credentials: the
+// name of a go-redis client given to NewServerWithRedisClient in logs.
+func ClientName(client goredis.UniversalClient) string {
+	switch c := client.(type) {
+	case *goredis.Client:
+		o := c.Options()
+		if o.Network == "unix" {
+			return "redis+socket://" + o.Addr
+		}
+		return "redis://" + o.Addr
+	case *goredis.ClusterClient:
+		return "redis://" + strings.Join(c.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("a %T", client)
+}
