@@ -76,13 +76,13 @@ type cancelOptions struct{ onError bool }
 // cancellation as their error; by default they are not sent.
 func WithOnError() CancelOption { return func(o *cancelOptions) { o.onError = true } }
 
-// canceller returns the store, which cancels, and the options opts set.
-func (s *Server) canceller(opts []CancelOption) (brokers.Canceller, cancelOptions) {
+// cancelOpts returns the options opts set.
+func cancelOpts(opts []CancelOption) cancelOptions {
 	var o cancelOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return s.store(), o
+	return o
 }
 
 // CancelTask cancels the task uuid of queue ("" is the DefaultQueue) from
@@ -97,15 +97,15 @@ func (s *Server) canceller(opts []CancelOption) (brokers.Canceller, cancelOption
 // cancelled member). Its OnError callbacks are not sent unless WithOnError
 // is given. A finished task is left as it is: ErrTaskFinished.
 func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...CancelOption) error {
-	c, o := s.canceller(opts)
+	o, st := cancelOpts(opts), s.store()
 	if queue == "" {
 		queue = s.GetConfig().DefaultQueue
 	}
 	msg := tasks.CancelledMessage + " by an operator"
-	sig, _, err := c.CancelTask(ctx, queue, uuid, msg, 0)
+	sig, _, err := st.CancelTask(ctx, queue, uuid, msg, 0)
 	if err != nil {
 		if errors.Is(err, brokers.ErrTaskNotFound) || errors.Is(err, brokers.ErrTaskNotWaiting) {
-			if st, serr := s.store().GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
+			if st, serr := st.GetStateContext(ctx, uuid); serr == nil && st.IsCompleted() {
 				return fmt.Errorf("machinist: cancel task %s: it is %s: %w", uuid, st.State, ErrTaskFinished)
 			}
 		}
@@ -149,8 +149,7 @@ const workflowCancelConcurrency = 16
 // task of which had finished: ErrTaskFinished; an unknown id: an error
 // wrapping backends/iface.ErrWorkflowNotFound.
 func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOption) error {
-	c, o := s.canceller(opts)
-	backend := s.store()
+	o, backend := cancelOpts(opts), s.store()
 	if id == "" {
 		return fmt.Errorf("machinist: cancel workflow: no UUID given: %w", backends.ErrWorkflowNotFound)
 	}
@@ -183,7 +182,7 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 		}
 		wf.Tasks = append(members, wf.Tasks...)
 	}
-	cw := &workflowCancel{s: s, c: c, wf: wf, msg: msg, onError: o.onError,
+	cw := &workflowCancel{s: s, c: backend, wf: wf, msg: msg, onError: o.onError,
 		bar: max(wf.Lifetime(time.Duration(s.GetConfig().WithDefaults().ResultsExpireIn)*time.Second), minWorkflowBar)}
 	return cw.run(ctx)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -13,7 +12,6 @@ import (
 	"github.com/b6192125/machinist/internal/pair"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -47,12 +45,11 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 		return nil, store.NotSent(fmt.Errorf("machinist: send task %q with aggregation key %q: eager mode runs each task as it is sent: %w",
 			signature.Name, signature.AggregationKey, brokers.ErrNoAggregator))
 	}
-	made := ""
-	if signature.UUID == "" {
-		s.prepare(signature)
+	fresh := signature.UUID == ""
+	s.prepare(signature)
+	made := "" // the UUID this send made, if it did
+	if fresh {
 		made = signature.UUID
-	} else {
-		s.prepare(signature)
 	}
 	ctx, span := s.tracing.StartSend(ctx, signature.RoutingKey, []*tasks.Signature{signature})
 	defer span.End()
@@ -87,31 +84,6 @@ func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature, m
 		return nil, s.keptOut(ctx, signature, fmt.Errorf("machinist: send task %s (%s): %w", signature.UUID, signature.Name, err))
 	}
 	return result.NewAsyncResult(signature, backend), nil
-}
-
-// withdrawable reports whether err, a send's error, lets the PENDING
-// states the send wrote be withdrawn (pair.Withdrawable).
-func withdrawable(err error) bool { return pair.Withdrawable(err) }
-
-// withdrawWorkflow deletes the record of workflow id and the PENDING
-// states of pending, written by initWorkflow for a send that then
-// published nothing: after those writes, which may have been still under
-// way when the send gave up. It does not wait for the deletion; a failure
-// is logged.
-func (s *Server) withdrawWorkflow(ctx context.Context, id string, pending []*tasks.Signature) {
-	s.logWithdrawal(s.store().WithdrawWorkflowContext(context.WithoutCancel(ctx), id, pending...))
-}
-
-// withdrawPending deletes the PENDING states of sigs, as withdrawWorkflow
-// does.
-func (s *Server) withdrawPending(ctx context.Context, sigs []*tasks.Signature) {
-	s.logWithdrawal(s.store().WithdrawPendingContext(context.WithoutCancel(ctx), sigs...))
-}
-
-func (s *Server) logWithdrawal(err error) {
-	if err != nil && !errors.Is(err, backends.ErrClosed) {
-		s.log.Warn("deleting the PENDING states of a send that failed failed; they expire after ResultsExpireIn", slog.Any("error", err))
-	}
 }
 
 // keptOut returns err, the error of publishing signature, after writing
@@ -275,12 +247,12 @@ func (s *Server) SendChainWithContext(ctx context.Context, chain *tasks.Chain) (
 	// replaced by PENDING. A send that then sends nothing takes them back.
 	id := "chain_" + uuid.NewString()
 	if err := s.initWorkflow(ctx, id, tasks.WorkflowChain, chain.Tasks, chain.Tasks); err != nil {
-		s.withdrawWorkflow(ctx, id, chain.Tasks) // the writes may still land
+		s.store().WithdrawWorkflow(ctx, id, chain.Tasks...) // the writes may still land
 		return nil, store.NotSent(fmt.Errorf("machinist: send chain: %w", err))
 	}
 	if err := s.publish(ctx, chain.Tasks[0]); err != nil {
-		if withdrawable(err) {
-			s.withdrawWorkflow(ctx, id, chain.Tasks)
+		if pair.Withdrawable(err) {
+			s.store().WithdrawWorkflow(ctx, id, chain.Tasks...)
 		}
 		return nil, err
 	}
@@ -333,12 +305,12 @@ func (s *Server) sendGroup(ctx context.Context, group *tasks.Group, sendConcurre
 		pending = append(pending, callback)
 	}
 	if err := s.initWorkflow(ctx, group.GroupUUID, kind, group.Tasks, pending); err != nil {
-		s.withdrawWorkflow(ctx, group.GroupUUID, pending) // the writes may still land
+		s.store().WithdrawWorkflow(ctx, group.GroupUUID, pending...) // the writes may still land
 		return nil, store.NotSent(fmt.Errorf("machinist: send %s %s: %w", kind, group.GroupUUID, err))
 	}
 	if err := s.publishMembers(ctx, group.Tasks, sendConcurrency); err != nil {
-		if withdrawable(err) {
-			s.withdrawWorkflow(ctx, group.GroupUUID, pending)
+		if pair.Withdrawable(err) {
+			s.store().WithdrawWorkflow(ctx, group.GroupUUID, pending...)
 		}
 		return nil, fmt.Errorf("machinist: send group %s: %w", group.GroupUUID, err)
 	}
@@ -368,7 +340,7 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	publish := func(ctx context.Context, sigs ...*tasks.Signature) error { return s.send(ctx, "", sigs...) }
 	if s.eager != nil {
 		if err := st.SetStatePendingContext(ctx, members...); err != nil {
-			s.withdrawPending(ctx, members) // the writes may still land
+			st.Withdraw(ctx, members...) // the writes may still land
 			return store.NotSent(fmt.Errorf("set state pending: %w", err))
 		}
 		publish = s.publish
@@ -381,8 +353,8 @@ func (s *Server) publishMembers(ctx context.Context, members []*tasks.Signature,
 	if !errors.As(err, &ce) {
 		// The members' states were written with their workflow's send:
 		// they are taken back here, not by the batch that failed.
-		if !sent && withdrawable(err) && !errors.Is(err, brokers.ErrMaybeSent) {
-			s.withdrawPending(ctx, members)
+		if !sent && pair.Withdrawable(err) && !errors.Is(err, brokers.ErrMaybeSent) {
+			st.Withdraw(ctx, members...)
 		}
 		return groupOutcome(ctx, err, sent)
 	}

@@ -203,19 +203,13 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*store.QueueStats
 // WatchFinished watches a task's state where the backend can; elsewhere
 // the channel is nil and waits only poll.
 func (s *Store) WatchFinished(ctx context.Context, taskUUID string) (<-chan struct{}, func()) {
-	if s.notifier == nil {
-		return nil, func() {}
-	}
-	return s.notifier.WatchFinished(ctx, taskUUID)
+	return s.states.WatchFinished(ctx, taskUUID)
 }
 
 // GetStateInContext reads a task's state knowing its queue where the
 // backend reads it sooner that way.
 func (s *Store) GetStateInContext(ctx context.Context, queue, taskUUID string) (*tasks.TaskState, error) {
-	if s.inQueue == nil {
-		return s.GetStateContext(ctx, taskUUID)
-	}
-	return s.inQueue.GetStateInContext(ctx, queue, taskUUID)
+	return s.states.GetStateInContext(ctx, queue, taskUUID)
 }
 
 // Reader returns backend as results read it: with a read by queue and a

@@ -39,8 +39,7 @@ type Store struct {
 	monitor    store.Monitor
 	workflows  store.Workflows
 	withdrawer store.Withdrawer
-	notifier   store.Notifier
-	inQueue    store.QueueStateReader
+	states     store.StateReader // the backend as results read it (Reader)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -64,8 +63,7 @@ func New(broker store.Broker, backend store.Backend, log *slog.Logger) *Store {
 	s.monitor, _ = broker.(store.Monitor)
 	s.workflows, _ = backend.(store.Workflows)
 	s.withdrawer, _ = backend.(store.Withdrawer)
-	s.notifier, _ = backend.(store.Notifier)
-	s.inQueue, _ = backend.(store.QueueStateReader)
+	s.states = Reader(backend)
 	return s
 }
 
@@ -109,13 +107,13 @@ func (s *Store) Send(ctx context.Context, p store.SendParams) error {
 		}
 	}
 	if err := s.Backend.SetStatePendingContext(ctx, p.Tasks...); err != nil {
-		s.withdraw(ctx, own) // the writes may still land
+		s.Withdraw(ctx, own...) // the writes may still land
 		return store.NotSent(fmt.Errorf("set state pending: %w", err))
 	}
 	if err := s.broker.Publish(ctx, p.Tasks...); err != nil {
 		err = SendFailed(err)
 		if Withdrawable(err) {
-			s.withdraw(ctx, own)
+			s.Withdraw(ctx, own...)
 		}
 		return fmt.Errorf("publish: %w", err)
 	}
@@ -146,13 +144,21 @@ func Withdrawable(err error) bool {
 		!errors.Is(err, tasks.ErrTaskCancelled)
 }
 
-// withdraw takes back the PENDING states of sigs, written by a send that
+// Withdraw takes back the PENDING states of sigs, written by a send that
 // then published none of them, after those writes (which may have been
-// still under way when the send gave up). A failure is logged.
-func (s *Store) withdraw(ctx context.Context, sigs []*tasks.Signature) {
+// still under way when the send gave up), even once ctx has ended. It
+// does not wait for the deletion where the backend queues it; a failure
+// is logged.
+func (s *Store) Withdraw(ctx context.Context, sigs ...*tasks.Signature) {
 	if len(sigs) > 0 {
 		s.logWithdrawal(s.WithdrawPendingContext(context.WithoutCancel(ctx), sigs...))
 	}
+}
+
+// WithdrawWorkflow takes back the record of workflow id and the PENDING
+// states of pending, written with it, as Withdraw does.
+func (s *Store) WithdrawWorkflow(ctx context.Context, id string, pending ...*tasks.Signature) {
+	s.logWithdrawal(s.WithdrawWorkflowContext(context.WithoutCancel(ctx), id, pending...))
 }
 
 func (s *Store) logWithdrawal(err error) {
@@ -300,14 +306,8 @@ func (s *Store) succeed(ctx context.Context, d *store.Delivery, st store.Settlem
 // FAILURE is written instead); after a recovery, so does one whose state
 // shows it started or finished: the earlier run sent it.
 func (s *Store) sendNext(ctx context.Context, d *store.Delivery, next *tasks.Signature) error {
-	if d.Recovered > 0 {
-		st, err := s.Backend.GetStateContext(ctx, next.UUID)
-		switch {
-		case err == nil && st.State != tasks.StatePending:
-			return nil
-		case err != nil && !errors.Is(err, store.ErrStateNotFound):
-			return fmt.Errorf("read state of task %s: %w", next.UUID, err)
-		}
+	if sent, err := s.SentBefore(ctx, d, next); sent || err != nil {
+		return err
 	}
 	err := s.Send(ctx, store.SendParams{Tasks: []*tasks.Signature{next}})
 	var ce *store.CancelledError
@@ -318,6 +318,26 @@ func (s *Store) sendNext(ctx context.Context, d *store.Delivery, next *tasks.Sig
 		return s.Backend.SetStateFailureContext(ctx, next, ce.Reason)
 	}
 	return fmt.Errorf("send task %s: %w", next.UUID, err)
+}
+
+// SentBefore reports whether next, a task that follows d's (a callback),
+// was sent by an earlier run of d's task: only a task that ran again after
+// a recovery may have sent it, and its callbacks may have run and been
+// forgotten by the broker since, so their states are what tell. One that
+// has started or finished was; one PENDING or without a state may not
+// have been.
+func (s *Store) SentBefore(ctx context.Context, d *store.Delivery, next *tasks.Signature) (bool, error) {
+	if d == nil || d.Recovered == 0 || next.UUID == "" {
+		return false, nil
+	}
+	st, err := s.Backend.GetStateContext(ctx, next.UUID)
+	switch {
+	case err == nil:
+		return st.State != tasks.StatePending, nil
+	case errors.Is(err, store.ErrStateNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("read state of task %s: %w", next.UUID, err)
 }
 
 func (s *Store) Fetch(ctx context.Context, queues []string, max int, names *store.TaskNames) ([]*store.Delivery, error) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/retry"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -426,19 +425,18 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 
 func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, in time.Duration, cause error, log *slog.Logger) error {
 	at := w.clock.Now().Add(in)
+	log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
 	if d != nil {
 		_, err := w.store.Settle(ctx, d, store.Settlement{
 			Kind: store.SettleRetry, State: tasks.NewRetryTaskState(sig), RetryAt: at, Reason: cause.Error()})
 		if err != nil {
 			return fmt.Errorf("worker: retry task %s: %w", sig.UUID, err)
 		}
-		log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
 		return nil
 	}
 	if _, err := w.write(ctx, sig, d, tasks.NewRetryTaskState(sig), false); err != nil {
 		return fmt.Errorf("worker: write state RETRY of task %s: %w", sig.UUID, err)
 	}
-	log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
 	if w.p.RetryInline {
 		return &retryAt{at: at}
 	}
@@ -558,14 +556,11 @@ func (w *Worker) sendErrorCallbacks(ctx context.Context, d *brokers.Delivery, ca
 // been forgotten by the broker: such a task first reads cb's state and
 // leaves alone a callback that has started or finished.
 func (w *Worker) sendCallback(ctx context.Context, d *brokers.Delivery, cb *tasks.Signature) error {
-	if d != nil && d.Recovered > 0 && cb.UUID != "" {
-		st, err := w.store.GetStateContext(ctx, cb.UUID)
-		switch {
-		case err == nil && st.State != tasks.StatePending:
-			return nil // sent by the earlier run, and under way or done
-		case err != nil && !errors.Is(err, backends.ErrStateNotFound):
-			return fmt.Errorf("worker: read state of callback %s: %w", cb.UUID, err)
+	if sent, err := w.store.SentBefore(ctx, d, cb); sent || err != nil {
+		if err != nil {
+			return fmt.Errorf("worker: callback %s: %w", cb.UUID, err)
 		}
+		return nil // sent by the earlier run, and under way or done
 	}
 	return w.p.SendFunc(ctx, cb)
 }
