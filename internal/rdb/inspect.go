@@ -151,19 +151,26 @@ func (s *Store) pendingIDs(ctx context.Context, qk *queueKeys, start, stop int64
 	return ids, nil
 }
 
-// taskInfos reads the hashes of ids in one pipeline.
+// taskInfoPage is how many task hashes one pipeline of taskInfos reads: a
+// pipeline's replies must all arrive within one read timeout, and a long
+// one holds Redis (or the embedded engine) from other clients meanwhile.
+const taskInfoPage = 500
+
+// taskInfos reads the hashes of ids, a pipeline per taskInfoPage of them.
 func (s *Store) taskInfos(ctx context.Context, queue string, status store.TaskStatus, ids []string) ([]*store.TaskInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	qk := s.keys.queue(queue)
-	pipe := s.client.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, qk.task+id, taskInfoFields...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("read tasks of %s: %w", queue, err)
+	for start := 0; start < len(ids); start += taskInfoPage {
+		pipe := s.client.Pipeline()
+		for i := start; i < min(start+taskInfoPage, len(ids)); i++ {
+			cmds[i] = pipe.HMGet(ctx, qk.task+ids[i], taskInfoFields...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, fmt.Errorf("read tasks of %s: %w", queue, err)
+		}
 	}
 	out := make([]*store.TaskInfo, 0, len(ids))
 	for i, id := range ids {
