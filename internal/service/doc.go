@@ -40,8 +40,7 @@
 //		Interval: time.Second,
 //		RunFunc:  f.forward, // func(ctx context.Context) error
 //		Backoff:  service.Backoff{Min: time.Second, Max: 30 * time.Second},
-//		Clock:    f.clock,
-//		Logger:   f.log,
+//		Archetype: f.archetype, // its logger and clock
 //	})
 //	if err := f.loop.Start(ctx); err != nil {
 //		return err
@@ -55,7 +54,7 @@
 // and waits until the timer is armed again: the run is over, with no sleep.
 //
 //	clk := clock.NewFake(start)
-//	loop := service.NewPeriodic(service.PeriodicParams{Interval: time.Minute, RunFunc: run, Clock: clk})
+//	loop := service.NewPeriodic(service.PeriodicParams{Interval: time.Minute, RunFunc: run, Archetype: service.NewArchetype(nil, clk)})
 //	loop.Start(ctx)
 //	t.Cleanup(loop.Stop)
 //	clk.BlockUntil(1)

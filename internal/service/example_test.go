@@ -35,9 +35,8 @@ func ExamplePeriodic() {
 			}
 			return nil
 		},
-		Backoff: service.Backoff{Min: 5 * time.Second, Jitter: -1},
-		Clock:   clk,
-		Logger:  logger,
+		Backoff:   service.Backoff{Min: 5 * time.Second, Jitter: -1},
+		Archetype: service.NewArchetype(logger, clk),
 	})
 	if err := loop.Start(context.Background()); err != nil {
 		fmt.Println(err)

@@ -3,10 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
-
-	"github.com/b6192125/machinist/internal/clock"
 )
 
 // PeriodicParams configures a periodic loop: RunEvery and Periodic.
@@ -28,10 +25,9 @@ type PeriodicParams struct {
 	// Backoff sets the delays after failures. The zero Backoff uses its
 	// defaults.
 	Backoff Backoff
-	// Clock times the loop. Default clock.Real().
-	Clock clock.Clock
-	// Logger receives the failures. Default slog.Default().
-	Logger *slog.Logger
+	// Archetype gives the clock that times the loop and the logger that
+	// receives its failures. Default NewArchetype(nil, nil).
+	Archetype *Archetype
 	// LogEvery is how often a failure that goes on is logged. Default
 	// DefaultLogEvery (30s).
 	LogEvery time.Duration
@@ -47,8 +43,8 @@ func (p PeriodicParams) withDefaults() (PeriodicParams, error) {
 	if p.Name == "" {
 		p.Name = "periodic loop"
 	}
-	if p.Clock == nil {
-		p.Clock = clock.Real()
+	if p.Archetype == nil {
+		p.Archetype = NewArchetype(nil, nil)
 	}
 	return p, nil
 }
@@ -65,12 +61,12 @@ func RunEvery(ctx context.Context, p PeriodicParams) error {
 	if err != nil {
 		return err
 	}
-	fails := NewFailureLog(p.Logger, p.Clock, p.Name, p.LogEvery)
+	fails := NewFailureLog(p.Archetype.Logger, p.Archetype.Clock, p.Name, p.LogEvery)
 	wait := p.Interval
 	if p.RunAtStart {
 		wait = 0
 	}
-	timer := p.Clock.NewTimer(wait)
+	timer := p.Archetype.Clock.NewTimer(wait)
 	defer timer.Stop()
 	var failures int // consecutive
 	for {

@@ -66,7 +66,7 @@ func TestPeriodicRunsEveryInterval(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(start)
 	r := &runs{clk: clk}
-	startPeriodic(t, service.PeriodicParams{Interval: time.Minute, RunFunc: r.run, Clock: clk})
+	startPeriodic(t, service.PeriodicParams{Interval: time.Minute, RunFunc: r.run, Archetype: service.NewArchetype(nil, clk)})
 
 	for range 3 {
 		step(t, clk, time.Minute)
@@ -80,7 +80,7 @@ func TestPeriodicRunAtStart(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(start)
 	r := &runs{clk: clk}
-	startPeriodic(t, service.PeriodicParams{Interval: time.Minute, RunAtStart: true, RunFunc: r.run, Clock: clk})
+	startPeriodic(t, service.PeriodicParams{Interval: time.Minute, RunAtStart: true, RunFunc: r.run, Archetype: service.NewArchetype(nil, clk)})
 	waitArmed(t, clk, 1) // armed again after the first run
 	step(t, clk, time.Minute)
 	if want := []time.Duration{0, time.Minute}; !slices.Equal(r.times(), want) {
@@ -99,13 +99,12 @@ func TestPeriodicBacksOffOnFailuresAndResetsOnSuccess(t *testing.T) {
 		return nil
 	}}
 	startPeriodic(t, service.PeriodicParams{
-		Name:     "forwarder",
-		Interval: 10 * time.Second,
-		RunFunc:  r.run,
-		Backoff:  service.Backoff{Min: time.Second, Max: 4 * time.Second, Jitter: -1},
-		Clock:    clk,
-		Logger:   logger,
-		LogEvery: 5 * time.Second,
+		Name:      "forwarder",
+		Interval:  10 * time.Second,
+		RunFunc:   r.run,
+		Backoff:   service.Backoff{Min: time.Second, Max: 4 * time.Second, Jitter: -1},
+		Archetype: service.NewArchetype(logger, clk),
+		LogEvery:  5 * time.Second,
 	})
 	// Each wait, after the run before it.
 	for _, d := range []time.Duration{
@@ -150,9 +149,9 @@ func TestPeriodicJitteredBackoff(t *testing.T) {
 	clk := clock.NewFake(start)
 	r := &runs{clk: clk, fail: func(int) error { return errors.New("down") }}
 	startPeriodic(t, service.PeriodicParams{
-		Interval: time.Minute, RunAtStart: true, RunFunc: r.run, Clock: clk,
-		Backoff: service.Backoff{Min: 10 * time.Second, Max: 10 * time.Second, Jitter: 0.5},
-		Logger:  slog.New(slog.DiscardHandler),
+		Interval: time.Minute, RunAtStart: true, RunFunc: r.run,
+		Backoff:   service.Backoff{Min: 10 * time.Second, Max: 10 * time.Second, Jitter: 0.5},
+		Archetype: service.NewArchetype(slog.New(slog.DiscardHandler), clk),
 	})
 	seen := map[time.Duration]bool{}
 	for range 20 {
@@ -178,7 +177,7 @@ func TestPeriodicStopDuringARun(t *testing.T) {
 	logger, logs := newLog()
 	running := make(chan struct{})
 	loop := service.NewPeriodic(service.PeriodicParams{
-		Interval: time.Minute, RunAtStart: true, Clock: clk, Logger: logger,
+		Interval: time.Minute, RunAtStart: true, Archetype: service.NewArchetype(logger, clk),
 		RunFunc: func(ctx context.Context) error {
 			close(running)
 			<-ctx.Done()
@@ -202,7 +201,7 @@ func TestPeriodicStartStop(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(start)
 	r := &runs{clk: clk}
-	p := service.PeriodicParams{Interval: time.Minute, RunFunc: r.run, Clock: clk}
+	p := service.PeriodicParams{Interval: time.Minute, RunFunc: r.run, Archetype: service.NewArchetype(nil, clk)}
 
 	t.Run("stop before start, twice", func(t *testing.T) {
 		loop := service.NewPeriodic(p)
@@ -280,7 +279,7 @@ func TestRunEveryReturnsWhenContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		done <- service.RunEvery(ctx, service.PeriodicParams{Interval: time.Second, RunFunc: r.run, Clock: clk})
+		done <- service.RunEvery(ctx, service.PeriodicParams{Interval: time.Second, RunFunc: r.run, Archetype: service.NewArchetype(nil, clk)})
 	}()
 	step(t, clk, time.Second)
 	cancel()

@@ -48,10 +48,10 @@ type reloader struct {
 func startReloading(cnf *Config, path string, data []byte, interval time.Duration) {
 	r := &reloader{path: path, lastData: data}
 	r.loop = service.NewPeriodic(service.PeriodicParams{
-		Name:     "config reloader",
-		Interval: interval,
-		RunFunc:  r.reloadOnce,
-		Clock:    reloadClock,
+		Name:      "config reloader",
+		Interval:  interval,
+		RunFunc:   r.reloadOnce,
+		Archetype: service.NewArchetype(nil, reloadClock),
 	})
 	cnf.reload = r
 	r.latest.Store(cnf)

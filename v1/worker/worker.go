@@ -913,11 +913,10 @@ func (w *Worker) reportError(err error) {
 func (w *Worker) newHeartbeat() *service.Periodic {
 	interval := w.p.Config.LeaseRenewInterval
 	return service.NewPeriodic(service.PeriodicParams{
-		Name:     "heartbeat (lease renewal)",
-		Interval: interval,
-		Backoff:  service.Backoff{Min: interval, Max: interval, Jitter: -1},
-		Clock:    w.clock,
-		Logger:   w.log,
+		Name:      "heartbeat (lease renewal)",
+		Interval:  interval,
+		Backoff:   service.Backoff{Min: interval, Max: interval, Jitter: -1},
+		Archetype: service.NewArchetype(w.log, w.clock),
 		RunFunc: func(ctx context.Context) error {
 			return w.renewLeases(ctx, interval)
 		},
@@ -932,11 +931,10 @@ func (w *Worker) newHeartbeat() *service.Periodic {
 func (w *Worker) newAnnouncer() *service.Periodic {
 	interval := w.p.Config.LeaseRenewInterval
 	return service.NewPeriodic(service.PeriodicParams{
-		Name:     "announcement of the task names",
-		Interval: interval,
-		Backoff:  service.Backoff{Min: interval, Max: interval, Jitter: -1},
-		Clock:    w.clock,
-		Logger:   w.log,
+		Name:      "announcement of the task names",
+		Interval:  interval,
+		Backoff:   service.Backoff{Min: interval, Max: interval, Jitter: -1},
+		Archetype: service.NewArchetype(w.log, w.clock),
 		RunFunc: func(ctx context.Context) error {
 			return w.announce(ctx, max(interval, w.clock.Until(w.announcedUntil())))
 		},
