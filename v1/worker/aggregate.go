@@ -66,24 +66,60 @@ func (w *Worker) announceAggregators(ctx context.Context) error {
 	return nil
 }
 
-// aggregateLoop builds the aggregates of the due groups of the worker's
-// queues whose names it aggregates, until ctx ends, up to Concurrency
-// batches at once, as it runs up to Concurrency tasks: it claims batches
-// while it has room, each built on a goroutine of its own under buildCtx
-// (which outlives ctx, so that a stopping worker finishes the batches it
-// took), and with nothing due (or no room) it waits: for the broker to say
-// a group or batch is due (WaitDue, at most a poll period), or for a batch
-// to be built. It returns once the batches it took are built.
-func (w *Worker) aggregateLoop(ctx, buildCtx context.Context) {
+// batches builds the aggregates of the due groups of the worker's queues
+// whose names it aggregates, up to Concurrency batches at once, as it runs
+// up to Concurrency tasks: it claims batches while it has room, each built
+// on a goroutine of its own, and with nothing due (or no room) it waits:
+// for the broker to say a group or batch is due (WaitDue, at most a poll
+// period), or for a batch to be built. It claims no batch once the worker
+// stops fetching; the batches it took are let finish until Stop, whose
+// context their builds run under. Stopped is closed once claiming has
+// ended and the batches taken are built, or at Stop.
+type batches struct {
+	service.Base
+	w *Worker
+}
+
+// Start launches the loop; ctx bounds the builds.
+func (b *batches) Start(ctx context.Context) error {
+	ctx, shouldStart, stopped, err := b.StartInit(ctx)
+	if !shouldStart {
+		return err
+	}
+	go func() {
+		defer close(stopped)
+		var building sync.WaitGroup
+		b.claim(ctx, &building)
+		// An aggregator that outlasts the shutdown is not waited for
+		// after Stop: its batch's lease ends, and another worker builds
+		// it again.
+		built := make(chan struct{})
+		go func() {
+			building.Wait()
+			close(built)
+		}()
+		select {
+		case <-built:
+		case <-ctx.Done():
+		}
+	}()
+	return nil
+}
+
+// claim claims batches and starts their builds under buildCtx until the
+// worker stops fetching or buildCtx ends.
+func (b *batches) claim(buildCtx context.Context, building *sync.WaitGroup) {
+	w := b.w
+	ctx, cancel := context.WithCancel(w.fetching)
+	defer cancel()
+	defer context.AfterFunc(buildCtx, cancel)()
 	poll := time.Duration(w.p.Config.Redis.NormalTasksPollPeriod) * time.Millisecond
 	// As the fetch loop: a failing broker is tried again after a jittered
 	// backoff, and logged once, then once per interval with a count.
 	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
-	fails := service.NewFailureLog(w.log, w.clock, "aggregation", 0)
+	fails := w.arch.FailureLog("aggregation")
 	failures := 0
 	room := make(chan struct{}, max(1, w.p.Concurrency))
-	var building sync.WaitGroup
-	defer building.Wait()
 	for ctx.Err() == nil {
 		select {
 		case room <- struct{}{}:
@@ -92,12 +128,12 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context) {
 		}
 		regs := w.aggregators()
 		names := brokers.NewTaskNames(slices.Collect(maps.Keys(regs)))
-		b, err := w.store.ClaimBatch(ctx, w.p.Queues, names)
-		if err == nil && b != nil {
+		batch, err := w.store.ClaimBatch(ctx, w.p.Queues, names)
+		if err == nil && batch != nil {
 			building.Go(func() {
 				defer func() { <-room }()
 				w.aggregationStep("claimed")
-				w.aggregate(buildCtx, b, regs[b.Name])
+				w.aggregate(buildCtx, batch, regs[batch.Name])
 			})
 		} else {
 			<-room
@@ -109,7 +145,7 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context) {
 		case ctx.Err() != nil, errors.Is(err, brokers.ErrClosed):
 			return
 		case errors.Is(err, store.ErrUnsupported):
-			w.log.Error("aggregators are registered, but the broker does not aggregate: their members are refused when sent", slog.Any("error", err))
+			w.arch.Logger.Error("aggregators are registered, but the broker does not aggregate: their members are refused when sent", slog.Any("error", err))
 			return
 		case err == nil:
 			if failures > 0 {
@@ -134,7 +170,7 @@ func (w *Worker) aggregateLoop(ctx, buildCtx context.Context) {
 // tried again after 1, 2, 3 … seconds, AggregatorRetries times, then the
 // members are archived, their states FAILURE with the error.
 func (w *Worker) aggregate(ctx context.Context, b *brokers.Batch, a Aggregation) {
-	log := w.log.With(slog.String("batch", b.ID), slog.String("queue", b.Queue),
+	log := w.arch.Logger.With(slog.String("batch", b.ID), slog.String("queue", b.Queue),
 		slog.String("task_name", b.Name), slog.String("aggregation_key", b.Key), slog.Int("members", len(b.Members)))
 	sctx, cancel := detach(ctx)
 	defer cancel()
@@ -196,7 +232,7 @@ func (w *Worker) aggregate(ctx context.Context, b *brokers.Batch, a Aggregation)
 		in := time.Duration(fibonacciNext(b.Failed)) * time.Second
 		log.Warn("aggregator failed; the batch is tried again", slog.Any("error", err), slog.Duration("retry_in", in))
 		w.settling(b)
-		if rerr := w.store.RetryBatch(sctx, b, w.clock.Now().Add(in), err.Error()); rerr != nil {
+		if rerr := w.store.RetryBatch(sctx, b, w.arch.Clock.Now().Add(in), err.Error()); rerr != nil {
 			log.Error("giving the batch back failed; it is taken again when its lease ends", slog.Any("error", rerr))
 		}
 		return
@@ -273,20 +309,20 @@ func (w *Worker) buildAggregate(ctx context.Context, b *brokers.Batch, a Aggrega
 		defer func() {
 			if p := recover(); p != nil {
 				r = built{err: fmt.Errorf("aggregator panicked: %v", p)}
-				w.log.Error("aggregator panicked", slog.String("batch", b.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+				w.arch.Logger.Error("aggregator panicked", slog.String("batch", b.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
 			out <- r
 		}()
 		r.aggregate, r.err = a.Func(actx, b.Key, members)
 	}()
-	timer := w.clock.NewTimer(timeout)
+	timer := w.arch.Clock.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case r := <-out:
 		aggregate, err = r.aggregate, r.err
 	case <-timer.C():
 		cancel()
-		w.log.Error("aggregator did not return within AggregatorTimeout; the batch fails without it", slog.String("batch", b.ID), slog.Duration("timeout", timeout))
+		w.arch.Logger.Error("aggregator did not return within AggregatorTimeout; the batch fails without it", slog.String("batch", b.ID), slog.Duration("timeout", timeout))
 		return nil, fmt.Errorf("aggregator did not return within %s (AggregatorTimeout)", timeout)
 	}
 	switch {

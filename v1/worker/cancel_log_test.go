@@ -188,12 +188,10 @@ func TestWatchCancelsFailuresAreNotRepeated(t *testing.T) {
 		brokers.Canceller
 	}{h.mem, c}
 	w := New(p)
-	ctx, cancel := context.WithCancel(context.Background())
-	watching, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		w.watchCancels(ctx, watching)
-	}()
+	watch := w.newCancelWatch()
+	if err := watch.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	for range fails {
 		if err := clk.BlockUntilContext(ctxFor(t), 1); err != nil {
 			t.Fatal("the watch did not wait before trying again")
@@ -201,9 +199,8 @@ func TestWatchCancelsFailuresAreNotRepeated(t *testing.T) {
 		next, _ := clk.NextDeadline()
 		clk.Set(next)
 	}
-	recv(t, watching, "the watch to be set up")
-	cancel()
-	recv(t, done, "watchCancels to return")
+	recv(t, watch.ready, "the watch to be set up")
+	watch.Stop()
 	failed, lines := logs.count("watching cancellations failed")
 	recovered, _ := logs.count("watching cancellations recovered after failing 14 times")
 	if failed != 2 || recovered != 1 {

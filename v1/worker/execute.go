@@ -31,7 +31,7 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 			return err
 		}
 		// RetryInline: run it again here, when its retry is due.
-		t := w.clock.NewTimer(w.clock.Until(again.at))
+		t := w.arch.Clock.NewTimer(w.arch.Clock.Until(again.at))
 		select {
 		case <-t.C():
 		case <-ctx.Done():
@@ -126,7 +126,7 @@ const StartedAfter = time.Millisecond
 func (w *Worker) markStarted(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) (finished func()) {
 	var mu sync.Mutex
 	done := false
-	timer := w.clock.AfterFunc(StartedAfter, func() {
+	timer := w.arch.Clock.AfterFunc(StartedAfter, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if done || ctx.Err() != nil {
@@ -424,7 +424,7 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 }
 
 func (w *Worker) retry(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, in time.Duration, cause error, log *slog.Logger) error {
-	at := w.clock.Now().Add(in)
+	at := w.arch.Clock.Now().Add(in)
 	log.Info("task will be retried", slog.Duration("retry_in", in), slog.Int("retries_left", sig.RetryCount), slog.Any("error", cause))
 	if d != nil {
 		_, err := w.store.Settle(ctx, d, store.Settlement{

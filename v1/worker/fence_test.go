@@ -105,7 +105,7 @@ func TestRefusedCommitWritesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			commits, writes, sends := broker.commits.Load(), backend.writes.Load(), sent.Load()
-			err = w.settle(ctx, ds[0].Signature, ds[0], nil, tc.results, tc.runErr, false, w.log)
+			err = w.settle(ctx, ds[0].Signature, ds[0], nil, tc.results, tc.runErr, false, w.arch.Logger)
 			if !errors.Is(err, brokers.ErrLeaseLost) {
 				t.Fatalf("settle with a refused commit: %v, want ErrLeaseLost", err)
 			}

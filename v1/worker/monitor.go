@@ -76,7 +76,7 @@ func (w *Worker) settled(ctx context.Context, queue, name, outcome string) {
 	queue = brokers.LogicalQueue(queue) // a shard counts for its queue
 	w.p.Metrics.Settled(ctx, queue, name, outcome)
 	if !w.unmonitored.Load() {
-		w.tally.add(queue, outcome, w.clock.Now())
+		w.tally.add(queue, outcome, w.arch.Clock.Now())
 	}
 }
 
@@ -135,6 +135,6 @@ func (w *Worker) unregister() {
 		_ = w.store.Heartbeat(ctx, &info, time.Millisecond, counts...)
 	}
 	if err := w.store.Unregister(ctx, w.identity.ID); err != nil {
-		w.log.Warn("unregistering the worker failed; it is listed until its heartbeat runs out", slog.Any("error", err))
+		w.arch.Logger.Warn("unregistering the worker failed; it is listed until its heartbeat runs out", slog.Any("error", err))
 	}
 }

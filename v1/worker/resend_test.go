@@ -63,7 +63,7 @@ func TestRecoveredTaskDoesNotResendCallbacksThatRan(t *testing.T) {
 			sent = append(sent, sig.UUID)
 			return nil
 		}})
-		if err := w.settle(ctx, d.Signature, d, nil, nil, nil, false, w.log); err != nil {
+		if err := w.settle(ctx, d.Signature, d, nil, nil, nil, false, w.arch.Logger); err != nil {
 			t.Fatalf("child %q: settle: %v", tc.childState, err)
 		}
 		if got := len(sent) == 1; got != tc.wantSent {

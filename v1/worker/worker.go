@@ -118,9 +118,9 @@ type Params struct {
 
 // Worker fetches tasks from a broker and runs them. Run it once.
 type Worker struct {
-	p      Params
-	log    *slog.Logger
-	clock  clock.Clock
+	p Params
+	// arch is the logger and clock of the worker and of its loops.
+	arch   *service.Archetype
 	queues *queueOrder
 	store  *pair.Store
 	// fetching ends when the worker stops taking tasks (Run's fetch
@@ -181,14 +181,7 @@ func New(p Params) *Worker {
 	if p.Concurrency < 1 {
 		p.Concurrency = 1
 	}
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	clk := p.Clock
-	if clk == nil {
-		clk = clock.Real()
-	}
+	arch := service.NewArchetype(p.Logger, p.Clock)
 	if p.Tracing == nil {
 		p.Tracing = telemetry.NewTracing(nil, nil)
 	}
@@ -197,10 +190,9 @@ func New(p Params) *Worker {
 	}
 	w := &Worker{
 		p:      p,
-		clock:  clk,
-		store:  pair.New(p.Broker, p.Backend, log),
+		arch:   arch.With(slog.String("worker", p.ConsumerTag)),
+		store:  pair.New(p.Broker, p.Backend, arch.Logger),
 		queues: newQueueOrder(p.Queues, p.Weights, p.StrictPriority),
-		log:    log.With(slog.String("worker", p.ConsumerTag)),
 		abort:  make(chan struct{}),
 		active: make(map[*running]struct{}),
 	}
@@ -238,7 +230,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelTasks()
 	// Leases are renewed until the last task is settled or requeued,
 	// after ctx has ended: the heartbeat's context does not end with it.
-	w.identity.StartedAt = w.clock.Now()
+	w.identity.StartedAt = w.arch.Clock.Now()
 	heartbeat := w.newHeartbeat()
 	if err := heartbeat.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("worker: start the lease renewal: %w", err)
@@ -250,7 +242,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		heartbeat.Stop()
 		return fmt.Errorf("worker: start the announcements: %w", err)
 	}
-	w.log.Info("worker started", slog.String("broker", w.brokerName()), slog.String("result_backend", w.backendName()),
+	w.arch.Logger.Info("worker started", slog.String("broker", w.brokerName()), slog.String("result_backend", w.backendName()),
 		slog.Int("concurrency", w.p.Concurrency), slog.Any("queues", w.p.Queues))
 	if w.p.StartedFunc != nil {
 		w.p.StartedFunc()
@@ -258,30 +250,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Cancellations stop running tasks at once; without them a cancelled
 	// task stops when its lease renewal is refused. The watch is set up
 	// before the first fetch (waited for a moment at most).
+	watch := w.newCancelWatch()
 	if w.store.Cancels() {
-		watching := make(chan struct{})
-		go w.watchCancels(taskCtx, watching)
-		t := w.clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
+		_ = watch.Start(taskCtx) // a new service starts
+		t := w.arch.Clock.NewTimer(min(w.p.Config.LeaseRenewInterval, time.Second))
 		select {
-		case <-watching:
+		case <-watch.ready:
 		case <-t.C():
-			w.log.Warn("watching cancellations is not set up yet; fetching anyway")
+			w.arch.Logger.Warn("watching cancellations is not set up yet; fetching anyway")
 		}
 		t.Stop()
 	}
 	// Aggregation runs beside fetching: it claims no batch once fetching
 	// stops, and the batches being built are let finish, as running tasks
 	// are, up to the shutdown timeout.
-	aggregating := make(chan struct{})
-	buildCtx, stopBuilds := context.WithCancel(taskCtx)
-	defer stopBuilds()
+	batches := &batches{w: w}
 	if len(w.aggregators()) > 0 {
-		go func() {
-			defer close(aggregating)
-			w.aggregateLoop(fetchCtx, buildCtx)
-		}()
+		_ = batches.Start(taskCtx) // a new service starts
 	} else {
-		close(aggregating)
+		batches.Stop() // Stopped is closed
 	}
 	fetchErr := w.fetchLoop(fetchCtx, taskCtx)
 	stopFetch()
@@ -289,26 +276,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	// counted from here. An aggregator still building when it passes, or
 	// at Abort, has its context cancelled and is not waited for: its
 	// batch's lease ends, and another worker builds it again.
-	deadline := w.clock.Now().Add(w.p.Config.ShutdownTimeout)
-	aggTimer := w.clock.NewTimer(w.p.Config.ShutdownTimeout)
+	deadline := w.arch.Clock.Now().Add(w.p.Config.ShutdownTimeout)
+	aggTimer := w.arch.Clock.NewTimer(w.p.Config.ShutdownTimeout)
 	select {
-	case <-aggregating:
+	case <-batches.Stopped():
 	case <-aggTimer.C():
-		w.log.Warn("an aggregator did not return within the shutdown timeout; its batch is taken again")
+		w.arch.Logger.Warn("an aggregator did not return within the shutdown timeout; its batch is taken again")
 	case <-w.abort:
 	}
-	stopBuilds()
+	batches.Stop()
 	aggTimer.Stop()
 
 	// Shutdown, in order: fetching has stopped; wait for running tasks
-	// for what is left of the timeout; abandon and requeue the rest; stop
+	// for what is left of the timeout; abandon and requeue the rest; then
+	// stop watching cancellations (no task runs any more), announcing and
 	// renewing leases.
-	w.waitRunning(max(w.clock.Until(deadline), 0))
+	w.waitRunning(max(w.arch.Clock.Until(deadline), 0))
 	w.abandonRunning()
+	watch.Stop()
 	announcer.Stop()
 	heartbeat.Stop()
 	w.unregister()
-	w.log.Info("worker stopped")
+	w.arch.Logger.Info("worker stopped")
 
 	switch {
 	case fetchErr != nil:
@@ -341,7 +330,7 @@ func (w *Worker) fetchLoop(ctx, taskCtx context.Context) error {
 	// backoff stops at 1 s: one attempt a second costs Redis nothing, and
 	// work resumes within a second of Redis coming back.
 	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
-	fails := service.NewFailureLog(w.log, w.clock, "fetch", 0)
+	fails := w.arch.FailureLog("fetch")
 	failures := 0
 	for {
 		select {
@@ -421,7 +410,7 @@ func (w *Worker) gated(ctx context.Context) (fctx context.Context, stop func()) 
 	done := make(chan struct{})
 	go func() {
 		defer cancel()
-		timer := w.clock.NewTimer(period)
+		timer := w.arch.Clock.NewTimer(period)
 		defer timer.Stop()
 		for {
 			select {
@@ -523,7 +512,7 @@ func (w *Worker) putBack(d *brokers.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := w.store.Requeue(ctx, d); err != nil {
-		w.log.Error("requeueing a task taken at shutdown failed; it comes back when its lease expires",
+		w.arch.Logger.Error("requeueing a task taken at shutdown failed; it comes back when its lease expires",
 			slog.String("task", d.Signature.UUID), slog.Any("error", err))
 	}
 	d.Lease.Lose()
@@ -660,7 +649,7 @@ func (w *Worker) taskLog(sig *tasks.Signature, queue string, span trace.Span) *s
 	if sc := span.SpanContext(); sc.IsValid() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
-	return w.log.With(attrs...)
+	return w.arch.Logger.With(attrs...)
 }
 
 // lost records on the span of ctx why r's outcome is not recorded, and
@@ -698,132 +687,6 @@ func (w *Worker) wasCancelled(ctx context.Context, r *running) bool {
 	}
 	r.cancelled.Store(true)
 	return true
-}
-
-// watchCancels stops the running tasks cancelled from any process (their
-// lease is gone: see brokers.Canceller), until ctx ends; a broken watch is
-// set up again after a backoff. Run starts it only when the store
-// cancels (pair.Store.Cancels); elsewhere a cancelled task stops at its
-// next renewal.
-func (w *Worker) watchCancels(ctx context.Context, watching chan struct{}) {
-	var once sync.Once
-	onCancel := func(uuid string) {
-		if uuid == "" { // set up, or set up again after an outage
-			first := false
-			once.Do(func() { close(watching); first = true })
-			if !first {
-				go w.renewNow(ctx)
-			}
-			return
-		}
-		w.cancelRunning(uuid)
-	}
-	// Logged as the other loops log: once, then once per interval while
-	// it goes on, and once when the watch is back. Meanwhile a cancelled
-	// task stops at its next lease renewal.
-	fails := service.NewFailureLog(w.log, w.clock, "watching cancellations", 0)
-	watched := func(uuid string) {
-		if uuid == "" {
-			fails.Succeeded()
-		}
-		onCancel(uuid)
-	}
-	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	for failures := 1; ctx.Err() == nil; failures++ {
-		err := w.store.WatchCancels(ctx, watched)
-		if ctx.Err() != nil || errors.Is(err, brokers.ErrClosed) {
-			return
-		}
-		fails.Failed(err)
-		t := w.clock.NewTimer(backoff.Delay(failures))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-	}
-}
-
-// cancelRunning stops the task uuid if this worker runs it: its lease is
-// lost (the broker took it), so its context ends and nothing is settled.
-// A cancellation of a task not (yet) running here is kept for a
-// LeaseDuration, in case it was fetched and is about to start.
-func (w *Worker) cancelRunning(uuid string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for r := range w.active {
-		if r.d.Signature.UUID == uuid {
-			r.cancelled.Store(true)
-			r.d.Lease.Lose()
-			return
-		}
-	}
-	now := w.clock.Now()
-	for id, until := range w.cancelled {
-		if !now.Before(until) {
-			delete(w.cancelled, id)
-		}
-	}
-	if w.cancelled == nil {
-		w.cancelled = make(map[string]time.Time)
-	}
-	w.cancelled[uuid] = now.Add(w.p.Config.LeaseDuration)
-}
-
-// renewNow renews the leases of the running tasks at once, so that one
-// the broker took (a cancellation the watch may have missed while it was
-// down) stops now rather than at the next renewal.
-func (w *Worker) renewNow(ctx context.Context) {
-	if err := w.renewLeases(ctx, w.p.Config.LeaseRenewInterval); err != nil {
-		w.log.Warn("renewing the leases after the cancellation watch was set up again failed", slog.Any("error", err))
-	}
-}
-
-// renewLeases renews the leases of the running tasks that still hold
-// theirs, and of the batches being built, in at most timeout (the
-// heartbeat's work, and renewNow's).
-func (w *Worker) renewLeases(ctx context.Context, timeout time.Duration) error {
-	w.mu.Lock()
-	ds := make([]*brokers.Delivery, 0, len(w.active))
-	for r := range w.active {
-		if r.d.Lease.Valid() {
-			ds = append(ds, r.d)
-		}
-	}
-	bs := make([]*brokers.Batch, 0, len(w.building))
-	for b := range w.building {
-		bs = append(bs, b)
-	}
-	w.mu.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var errs []error
-	if len(ds) > 0 {
-		if err := w.store.ExtendLeases(rctx, ds...); err != nil {
-			errs = append(errs, fmt.Errorf("renew the leases of %d tasks: %w", len(ds), err))
-		}
-	}
-	// The batches are renewed at once, each a round trip of its own, so
-	// that many builds on a slow Redis still fit in timeout.
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, b := range bs {
-		if !b.Lease.Valid() {
-			continue
-		}
-		wg.Go(func() {
-			// A batch whose lease is lost has its aggregator stopped (its
-			// context ends with the lease): not an error of the renewal.
-			if err := w.store.ExtendBatch(rctx, b); err != nil && !errors.Is(err, brokers.ErrLeaseLost) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("renew the lease of aggregation batch %s: %w", b.ID, err))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // detach returns a context for the writes that settle a task: not cancelled
@@ -877,7 +740,7 @@ func (w *Worker) tryLater(ctx context.Context, d *brokers.Delivery, log *slog.Lo
 	telemetry.Retrying(ctx, errors.New(why), w.p.Config.UnregisteredTaskDelay.Milliseconds())
 	log.Warn("trying task again later: "+why,
 		slog.Duration("retry_in", w.p.Config.UnregisteredTaskDelay), slog.Int("tries", tries))
-	at := w.clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
+	at := w.arch.Clock.Now().Add(w.p.Config.UnregisteredTaskDelay)
 	if _, err := w.store.Settle(ctx, d, store.Settlement{Kind: store.SettleRetry, RetryAt: at, Reason: why}); err != nil {
 		log.Error("handing back task failed", slog.Any("error", err))
 	}
@@ -906,105 +769,6 @@ func (w *Worker) reportError(err error) {
 	}
 }
 
-// newHeartbeat returns the loop that renews the leases of the running
-// tasks and of the batches being built every LeaseRenewInterval. A failure
-// is tried again at the next interval (not later: a lease would run out)
-// and logged once per 30 s with a count.
-func (w *Worker) newHeartbeat() *service.Periodic {
-	interval := w.p.Config.LeaseRenewInterval
-	return service.NewPeriodic(service.PeriodicParams{
-		Name:      "heartbeat (lease renewal)",
-		Interval:  interval,
-		Backoff:   service.Backoff{Min: interval, Max: interval, Jitter: -1},
-		Archetype: service.NewArchetype(w.log, w.clock),
-		RunFunc: func(ctx context.Context) error {
-			return w.renewLeases(ctx, interval)
-		},
-	})
-}
-
-// newAnnouncer returns the loop that announces the worker again every
-// LeaseRenewInterval, beside the heartbeat so that a slow announcement
-// never delays a lease renewal. An attempt may take until the last
-// announcement lapses: on a slow Redis one that lands late still keeps the
-// worker's names alive, where one cut at the interval would let them lapse.
-func (w *Worker) newAnnouncer() *service.Periodic {
-	interval := w.p.Config.LeaseRenewInterval
-	return service.NewPeriodic(service.PeriodicParams{
-		Name:      "announcement of the task names",
-		Interval:  interval,
-		Backoff:   service.Backoff{Min: interval, Max: interval, Jitter: -1},
-		Archetype: service.NewArchetype(w.log, w.clock),
-		RunFunc: func(ctx context.Context) error {
-			return w.announce(ctx, max(interval, w.clock.Until(w.announcedUntil())))
-		},
-	})
-}
-
-// announceFirst announces the worker before its first fetch, so that
-// other workers reroute to it the tasks they lack from the start and sends
-// of its aggregators' members are accepted once it has started. A failure
-// is reported and tried again after a backoff, each attempt given twice the
-// time of the one before (the first has a second, so that an unreachable
-// Redis is reported soon), for up to a LeaseDuration; then
-// the worker starts anyway and the announcer goes on trying.
-func (w *Worker) announceFirst(ctx context.Context) {
-	backoff := service.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
-	fails := service.NewFailureLog(w.log, w.clock, "announcement of the task names", 0)
-	giveUp := w.clock.Now().Add(w.p.Config.LeaseDuration)
-	timeout := time.Second
-	for failures := 1; ; failures++ {
-		err := w.announce(ctx, min(timeout, max(w.clock.Until(giveUp), time.Millisecond)))
-		if err == nil {
-			fails.Succeeded()
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		w.reportError(err)
-		fails.Failed(err)
-		left := w.clock.Until(giveUp)
-		if left <= 0 {
-			w.log.Warn("the worker starts without its task names announced; it goes on trying")
-			return
-		}
-		if !w.sleep(ctx, min(backoff.Delay(failures), left)) {
-			return
-		}
-		timeout *= 2
-	}
-}
-
-// announce tells the broker the registry's task names (read again each
-// time: tasks may be registered while the worker runs), for a
-// LeaseDuration, and makes them the names the worker fetches with. It
-// makes one attempt, of at most timeout.
-func (w *Worker) announce(ctx context.Context, timeout time.Duration) error {
-	names := brokers.NewTaskNames(w.p.Tasks.GetRegisteredTaskNames())
-	w.names.Store(names)
-	lapses := w.clock.Now().Add(w.p.Config.LeaseDuration)
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := w.store.Announce(actx, w.p.Queues, names, w.p.Config.LeaseDuration); err != nil {
-		return fmt.Errorf("worker: announce the task names: %w", err)
-	}
-	if err := errors.Join(w.announceAggregators(actx), w.beat(actx, names.List(), w.p.Config.LeaseDuration)); err != nil {
-		return err
-	}
-	w.announced.Store(lapses.UnixNano())
-	return nil
-}
-
-// announcedUntil is when the last announcement lapses (the zero time
-// before the first).
-func (w *Worker) announcedUntil() time.Time {
-	if n := w.announced.Load(); n != 0 {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
-}
-
 // waitRunning waits up to timeout for running tasks to finish, or until Abort.
 func (w *Worker) waitRunning(timeout time.Duration) {
 	finished := make(chan struct{})
@@ -1015,7 +779,7 @@ func (w *Worker) waitRunning(timeout time.Duration) {
 	if w.aborted() {
 		timeout = 0
 	}
-	timer := w.clock.NewTimer(timeout)
+	timer := w.arch.Clock.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-finished:
@@ -1049,10 +813,10 @@ func (w *Worker) abandonRunning() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := w.store.Requeue(ctx, abandoned...); err != nil {
-		w.log.Error("requeueing unfinished tasks failed; they come back when their leases expire",
+		w.arch.Logger.Error("requeueing unfinished tasks failed; they come back when their leases expire",
 			slog.Int("tasks", len(abandoned)), slog.Any("error", err))
 	} else {
-		w.log.Info("requeued unfinished tasks", slog.Int("tasks", len(abandoned)))
+		w.arch.Logger.Info("requeued unfinished tasks", slog.Int("tasks", len(abandoned)))
 	}
 	for _, d := range abandoned {
 		d.Lease.Lose()
@@ -1061,7 +825,7 @@ func (w *Worker) abandonRunning() {
 
 // sleep waits for d or until ctx ends; it reports whether the wait ran out.
 func (w *Worker) sleep(ctx context.Context, d time.Duration) bool {
-	t := w.clock.NewTimer(d)
+	t := w.arch.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():

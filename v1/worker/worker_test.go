@@ -949,11 +949,11 @@ func TestStartedOnlyForTasksThatRunAWhile(t *testing.T) {
 		SendFunc: func(context.Context, *tasks.Signature) error { return nil }})
 	ctx := context.Background()
 	quick := &tasks.Signature{UUID: "task_quick", Name: "quick"}
-	if _, err, _ := w.run(ctx, quick, nil, func() error { return nil }, true, w.log); err != nil {
+	if _, err, _ := w.run(ctx, quick, nil, func() error { return nil }, true, w.arch.Logger); err != nil {
 		t.Fatal(err)
 	}
 	slow := &tasks.Signature{UUID: "task_slow", Name: "slow"}
-	if _, err, _ := w.run(ctx, slow, nil, func() error { clk.Advance(2 * StartedAfter); return nil }, true, w.log); err != nil {
+	if _, err, _ := w.run(ctx, slow, nil, func() error { clk.Advance(2 * StartedAfter); return nil }, true, w.arch.Logger); err != nil {
 		t.Fatal(err)
 	}
 	if got := backend.started(); len(got) != 1 || got[0] != "task_slow" {
