@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/waitfor"
 )
 
 // TestMain fails the run if a test leaves a loop's goroutine behind.
@@ -25,11 +25,7 @@ var start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 // a deadline.
 func waitArmed(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := clk.BlockUntilContext(ctx, n); err != nil {
-		t.Fatalf("waiting for %d armed timers: %v", n, err)
-	}
+	waitfor.Armed(t, 10*time.Second, clk, n)
 }
 
 // closed fails the test if c is not closed within a deadline.

@@ -5,8 +5,11 @@
 package waitfor
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/b6192125/machinist/internal/clock"
 )
 
 // Interval is how often True and Nil poll.
@@ -72,5 +75,16 @@ func Recv[T any](tb testing.TB, timeout time.Duration, what string, ch <-chan T)
 	case <-timer.C:
 		tb.Fatalf("timed out after %v waiting for %s", timeout, what)
 		panic("unreachable") // Fatalf does not return
+	}
+}
+
+// Armed waits until n timers of clk are armed, failing tb after timeout:
+// a loop on a fake clock has reached its wait, so the test may move time.
+func Armed(tb testing.TB, timeout time.Duration, clk *clock.Fake, n int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, n); err != nil {
+		tb.Fatalf("timed out after %v waiting for %d armed timers: %v", timeout, n, err)
 	}
 }

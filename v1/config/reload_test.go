@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/waitfor"
 )
 
 // These tests replace reloadClock, a package variable, so none of them is
@@ -35,11 +35,7 @@ func fakeReload(t *testing.T) *clock.Fake {
 // a deadline.
 func waitArmed(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := clk.BlockUntilContext(ctx, n); err != nil {
-		t.Fatalf("waiting for %d armed timers: %v", n, err)
-	}
+	waitfor.Armed(t, 10*time.Second, clk, n)
 }
 
 // tick makes the one reloader on clk read its file once, and returns when

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/waitfor"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -193,9 +194,7 @@ func TestWatchCancelsFailuresAreNotRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range fails {
-		if err := clk.BlockUntilContext(ctxFor(t), 1); err != nil {
-			t.Fatal("the watch did not wait before trying again")
-		}
+		waitfor.Armed(t, waitTimeout, clk, 1) // the watch waits before trying again
 		next, _ := clk.NextDeadline()
 		clk.Set(next)
 	}
@@ -207,11 +206,4 @@ func TestWatchCancelsFailuresAreNotRepeated(t *testing.T) {
 		t.Fatalf("logged %d failure and %d recovery lines over %d failures in about 46 s; want 2 (the first, then one 30 s on) and 1:\n%s",
 			failed, recovered, fails, strings.Join(lines, "\n"))
 	}
-}
-
-// ctxFor returns a context that ends when the test's wait would time out.
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	t.Cleanup(cancel)
-	return ctx
 }
