@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/periodic"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
@@ -39,15 +40,15 @@ type proc struct {
 	s     *Server
 	clk   *clock.Fake
 	steps chan procStep
-	// dieAt is the step (an attemptStep) at which the process "dies": the
+	// dieAt is the step (a periodic.Step) at which the process "dies": the
 	// attempt ends there, writing nothing more and looking at the tick no
 	// more; -1 for never.
 	dieAt atomic.Int32
 }
 
 type procStep struct {
-	step attemptStep
-	t    tick
+	step periodic.Step
+	t    periodic.Tick
 	died bool
 }
 
@@ -56,16 +57,14 @@ type procStep struct {
 func newProc(s *Server, start time.Time, lease time.Duration) *proc {
 	p := &proc{s: s, clk: clock.NewFake(start), steps: make(chan procStep, 1000)}
 	p.dieAt.Store(-1)
-	s.scheduler.clock = p.clk
-	s.scheduler.lease = lease
-	s.scheduler.hookFunc = func(step attemptStep, t tick) bool {
-		died := step != stepEnded && attemptStep(p.dieAt.Load()) == step
+	schedule(s, p.clk, lease, func(step periodic.Step, t periodic.Tick) bool {
+		died := step != periodic.StepEnded && periodic.Step(p.dieAt.Load()) == step
 		select {
 		case p.steps <- procStep{step: step, t: t, died: died}:
 		default: // a test that lets this many pile up fails waiting for one
 		}
 		return !died
-	}
+	})
 	return p
 }
 
@@ -81,13 +80,13 @@ func (p *proc) attemptAt(t *testing.T, at time.Time) tried {
 	var a tried
 	for {
 		st := next(t, p.steps)
-		if !st.t.at.Equal(at) {
+		if !st.t.At.Equal(at) {
 			continue // an attempt at another tick
 		}
-		a.claimed = a.claimed || st.step == stepClaimed
-		a.sent = a.sent || st.step == stepSent
+		a.claimed = a.claimed || st.step == periodic.StepClaimed
+		a.sent = a.sent || st.step == periodic.StepSent
 		a.died = a.died || st.died
-		if a.died || st.step == stepEnded {
+		if a.died || st.step == periodic.StepEnded {
 			return a
 		}
 	}
@@ -103,7 +102,7 @@ func (p *proc) set(t *testing.T, at time.Time) {
 // tickUUID is the UUID of the task that RegisterPeriodicTask(spec, name)
 // sends for its tick at.
 func tickUUID(name, spec string, at time.Time) string {
-	return tick{key: fmt.Sprintf("periodic:%s:%s:%d", name, spec, at.Unix())}.uuid("task_", "/0")
+	return periodic.Tick{Key: fmt.Sprintf("periodic:%s:%s:%d", name, spec, at.Unix())}.UUID("task_", "/0")
 }
 
 // ran is what a reporting worker ran: task UUIDs, and the results a
@@ -428,8 +427,8 @@ func TestPeriodicClaimantDies(t *testing.T) {
 	for storeName, newStore := range sharedStores(t) {
 		for _, dies := range []struct {
 			name string
-			step attemptStep
-		}{{"BeforeSending", stepClaimed}, {"AfterSending", stepSent}} {
+			step periodic.Step
+		}{{"BeforeSending", periodic.StepClaimed}, {"AfterSending", periodic.StepSent}} {
 			t.Run(storeName+"/"+dies.name, func(t *testing.T) {
 				st := newStore(t)
 				a := newProc(st.newServer(), periodicStart, st.lease)
@@ -446,7 +445,7 @@ func TestPeriodicClaimantDies(t *testing.T) {
 				if !a.attemptAt(t, at).died {
 					t.Fatal("the first Server did not claim the tick")
 				}
-				if dies.step == stepSent {
+				if dies.step == periodic.StepSent {
 					// The task ran and left the broker, SUCCESS.
 					if got := next(t, runs).uuid; got != want {
 						t.Fatalf("ran %s, want the tick's task %s", got, want)
@@ -457,7 +456,7 @@ func TestPeriodicClaimantDies(t *testing.T) {
 				if !b.attemptAt(t, at).sent {
 					takeOver(t, st, b, at)
 				}
-				if dies.step == stepClaimed {
+				if dies.step == periodic.StepClaimed {
 					if got := next(t, runs).uuid; got != want {
 						t.Fatalf("ran %s, want the tick's task %s", got, want)
 					}
@@ -478,7 +477,7 @@ func TestPeriodicLateTakeOverFindsTheTickSent(t *testing.T) {
 			a := newProc(st.newServer(), periodicStart, st.lease)
 			b := newProc(st.newServer(), periodicStart, st.lease)
 			runs := startWorker(t, b.s)
-			a.dieAt.Store(int32(stepSent))
+			a.dieAt.Store(int32(periodic.StepSent))
 			const spec, name = reportSpec, reportName
 			registerReport(t, a, b)
 			at := periodicStart.Add(time.Minute)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/pair"
+	"github.com/b6192125/machinist/internal/periodic"
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
@@ -51,7 +52,7 @@ type Server struct {
 	lock    lockiface.Lock // machinery's lock, for a broker that is not a Claimer
 	invalid error          // the config's error, for NewServerWithBrokerBackendLock
 
-	scheduler *scheduler
+	scheduler *periodic.Scheduler
 	eager     *worker.Worker // runs every task inside Send* in eager mode (see eager.go); nil otherwise
 	closers   []io.Closer    // Redis clients the Server made
 	closeOnce sync.Once

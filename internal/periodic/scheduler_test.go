@@ -1,0 +1,291 @@
+package periodic
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+func TestPeriodicEveryMinuteFiresOncePerMinute(t *testing.T) {
+	t.Parallel()
+	sc, clk := newScheduler(t, start)
+	fires := make(chan time.Time, 100)
+	if err := sc.add("@every 1m", "every-minute", fired(clk, fires)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		waitArmed(t, clk)
+		if at, _ := clk.NextDeadline(); clk.Until(at) != time.Minute {
+			t.Fatalf("tick %d: the scheduler waits %v, want 1m", i, clk.Until(at))
+		}
+		clk.Advance(time.Minute)
+		if got, want := next(t, fires), start.Add(time.Duration(i)*time.Minute); !got.Equal(want) {
+			t.Errorf("tick %d fired at %v, want %v", i, got, want)
+		}
+	}
+	sc.Stop() // waits for the ticks in flight
+	if extra := drain(fires); len(extra) != 0 {
+		t.Errorf("fired %d more times than once a minute: %v", len(extra), extra)
+	}
+}
+
+func TestPeriodicCronFiresAtTheRightTimes(t *testing.T) {
+	t.Parallel()
+	sc, clk := newScheduler(t, start.Add(2*time.Minute+30*time.Second)) // 00:02:30
+	fires := make(chan time.Time, 100)
+	if err := sc.add("*/5 * * * *", "every-five", fired(clk, fires)); err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler's timer is due on the fives, the first one aligned on
+	// the hour, not five minutes after the start; each tick fires then.
+	for _, want := range []string{"00:05:00", "00:10:00", "00:15:00", "00:20:00"} {
+		waitArmed(t, clk) // armed again after the previous tick
+		at, _ := clk.NextDeadline()
+		if got := at.Format(time.TimeOnly); got != want {
+			t.Fatalf("the scheduler waits until %s, want %s", got, want)
+		}
+		clk.Set(at)
+		if got := next(t, fires).Format(time.TimeOnly); got != want {
+			t.Errorf("fired at %s, want %s", got, want)
+		}
+	}
+	waitArmed(t, clk)
+	sc.Stop()
+	if extra := drain(fires); len(extra) != 0 {
+		t.Errorf("fired between the ticks: %v", extra)
+	}
+}
+
+func TestPeriodicEntryAddedAfterStartIsPickedUp(t *testing.T) {
+	t.Parallel()
+	sc, clk := newScheduler(t, start)
+	hourly := make(chan time.Time, 100)
+	if err := sc.add("@every 1h", "hourly", fired(clk, hourly)); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, clk) // the scheduler runs, waiting for the hour
+	if at, _ := clk.NextDeadline(); !at.Equal(start.Add(time.Hour)) {
+		t.Fatalf("the scheduler waits until %v, want %v", at, start.Add(time.Hour))
+	}
+
+	minutely := make(chan time.Time, 100)
+	if err := sc.add("@every 1m", "minutely", fired(clk, minutely)); err != nil {
+		t.Fatal(err)
+	}
+	// add returns once the scheduler has re-armed its timer for the new
+	// entry.
+	if at, _ := clk.NextDeadline(); !at.Equal(start.Add(time.Minute)) {
+		t.Fatalf("after add the scheduler waits until %v, want %v", at, start.Add(time.Minute))
+	}
+	clk.Advance(time.Minute)
+	if got := next(t, minutely); !got.Equal(start.Add(time.Minute)) {
+		t.Errorf("the entry added later fired at %v, want %v", got, start.Add(time.Minute))
+	}
+	for range 59 {
+		waitArmed(t, clk)
+		clk.Advance(time.Minute)
+		next(t, minutely)
+	}
+	if got := next(t, hourly); !got.Equal(start.Add(time.Hour)) {
+		t.Errorf("the first entry fired at %v, want %v", got, start.Add(time.Hour))
+	}
+	waitArmed(t, clk)
+	sc.Stop()
+	if extra := append(drain(minutely), drain(hourly)...); len(extra) != 0 {
+		t.Errorf("extra firings: %v", extra)
+	}
+}
+
+// stop cancels the ticks being sent and waits for them.
+func TestSchedulerStopWaitsForTheTickInFlight(t *testing.T) {
+	t.Parallel()
+	sc, clk := newScheduler(t, start)
+	firing := make(chan struct{})
+	ended := make(chan struct{})
+	var early atomic.Bool
+	err := sc.add("@every 1m", "slow", func(ctx context.Context, _ Tick) error {
+		close(firing)
+		<-ctx.Done()
+		// A scheduler that did not wait for its ticks would report
+		// itself stopped now; a correct one cannot before this returns.
+		// The timer only bounds the window given to that bug.
+		select {
+		case <-sc.Stopped():
+			early.Store(true)
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(ended)
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, clk)
+	clk.Advance(time.Minute)
+	select {
+	case <-firing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tick did not fire")
+	}
+	sc.Stop()
+	select {
+	case <-ended:
+	default:
+		t.Error("stop returned before the tick in flight ended")
+	}
+	if early.Load() {
+		t.Error("the scheduler was stopped while a tick was in flight")
+	}
+}
+
+func TestSchedulerRefusesBadEntries(t *testing.T) {
+	t.Parallel()
+	sc, clk := newScheduler(t, start)
+	noop := func(context.Context, Tick) error { return nil }
+	for _, tc := range []struct{ spec, name, want string }{
+		{"@every 1m", "", "has no name"},
+		{"not a spec", "bad", `spec "not a spec"`},
+		{"61 * * * *", "bad-minute", `spec "61 * * * *"`},
+	} {
+		err := sc.add(tc.spec, tc.name, noop)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("add(%q, %q) = %v, want an error with %q", tc.spec, tc.name, err, tc.want)
+		}
+	}
+	if clk.Armed() != 0 {
+		t.Error("a refused entry started the scheduler")
+	}
+}
+
+// A tick may register another entry (a task run in eager mode can): add
+// does not wait on a loop that is waiting for the tick.
+func TestPeriodicTickMayAddAnEntry(t *testing.T) {
+	t.Parallel()
+	sc, clk := newScheduler(t, start)
+	added := make(chan error, 1)
+	inner := make(chan time.Time, 100)
+	var once sync.Once
+	err := sc.add("@every 1h", "outer", func(context.Context, Tick) error {
+		once.Do(func() { added <- sc.add("@every 1m", "inner", fired(clk, inner)) })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, clk)
+	clk.Advance(time.Hour)
+	if err := next(t, added); err != nil {
+		t.Fatalf("add from a tick = %v", err)
+	}
+	waitArmed(t, clk)
+	clk.Advance(time.Minute)
+	if got, want := next(t, inner), start.Add(time.Hour+time.Minute); !got.Equal(want) {
+		t.Errorf("the entry added by a tick fired at %v, want %v", got, want)
+	}
+}
+
+// "@every D" ticks at the multiples of D since the Unix epoch, whenever the
+// process started.
+func TestPeriodicEveryTicksOnTheEpoch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		every time.Duration
+		from  time.Time
+		want  time.Time
+	}{
+		{time.Minute, start, start.Add(time.Minute)},
+		{time.Minute, start.Add(17 * time.Second), start.Add(time.Minute)},
+		{time.Minute, start.Add(time.Minute - time.Nanosecond), start.Add(time.Minute)},
+		{time.Hour, start.Add(90 * time.Minute), start.Add(2 * time.Hour)},
+		{7 * time.Second, time.Unix(1704067201, 0), time.Unix(1704067204, 0)}, // 1704067204 = 7 × 243438172
+		{7 * time.Second, time.Unix(-5, 0), time.Unix(0, 0)},
+	} {
+		if got := everyAligned(tc.every).Next(tc.from); !got.Equal(tc.want) {
+			t.Errorf("every %v after %v: %v, want %v", tc.every, tc.from.UTC(), got.UTC(), tc.want.UTC())
+		}
+	}
+	// Through the scheduler: a spec under a second is one second, as
+	// cron rounds it.
+	sc, clk := newScheduler(t, start.Add(300*time.Millisecond))
+	if err := sc.add("@every 500ms", "half", func(context.Context, Tick) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, clk)
+	if at, _ := clk.NextDeadline(); !at.Equal(start.Add(time.Second)) {
+		t.Errorf("@every 500ms from %v waits until %v, want the next second", start.Add(300*time.Millisecond), at)
+	}
+}
+
+// A tick's tasks get UUIDs derived from the tick and their place: the same
+// in every process, new at every tick, never the registered one.
+func TestPeriodicTickUUIDs(t *testing.T) {
+	t.Parallel()
+	sig := &tasks.Signature{
+		UUID: "fixed", Name: "a",
+		OnSuccess: []*tasks.Signature{{UUID: "fixed-s", Name: "s"}},
+		OnError:   []*tasks.Signature{{Name: "e"}},
+	}
+	t1 := Tick{Key: "periodic:x:@every 1m:60"}
+	t2 := Tick{Key: "periodic:x:@every 1m:120"}
+	uuids := func(tk Tick) []string {
+		c := tk.copies("", sig, sig)
+		return []string{c[0].UUID, c[0].OnSuccess[0].UUID, c[0].OnError[0].UUID, c[1].UUID}
+	}
+	a, again, other := uuids(t1), uuids(t1), uuids(t2)
+	seen := map[string]bool{}
+	for i := range a {
+		if a[i] != again[i] {
+			t.Errorf("place %d: %s, then %s for the same tick", i, a[i], again[i])
+		}
+		if !strings.HasPrefix(a[i], "task_") || seen[a[i]] || seen[other[i]] || a[i] == other[i] {
+			t.Errorf("place %d: %s and %s for two ticks, want task_ UUIDs distinct across places and ticks", i, a[i], other[i])
+		}
+		seen[a[i]], seen[other[i]] = true, true
+	}
+	if sig.UUID != "fixed" || sig.OnError[0].UUID != "" {
+		t.Error("copies changed the registered signature")
+	}
+	g1, err := t1.group(sig, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, _ := t1.group(sig, sig)
+	if !strings.HasPrefix(g1.GroupUUID, "group_") || g1.GroupUUID != g2.GroupUUID || g1.Tasks[1].GroupUUID != g1.GroupUUID || g1.Tasks[1].GroupTaskCount != 2 {
+		t.Errorf("group %s (members' %s, count %d), then %s: want one group_ UUID per tick on every member",
+			g1.GroupUUID, g1.Tasks[1].GroupUUID, g1.Tasks[1].GroupTaskCount, g2.GroupUUID)
+	}
+}
+
+func TestSchedulerAddAfterStop(t *testing.T) {
+	t.Parallel()
+	sc, _ := newScheduler(t, start)
+	sc.Stop() // before any entry: nothing is running
+	sc.Stop()
+	if err := sc.add("@every 1m", "late", func(context.Context, Tick) error { return nil }); !errors.Is(err, service.ErrStopped) {
+		t.Errorf("add after Stop = %v, want service.ErrStopped", err)
+	}
+}
+
+// A Server that sends nothing (its config was refused) schedules nothing:
+// add returns its error.
+func TestSchedulerRefusesEntriesOfAServerInError(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("config refused")
+	clk := clock.NewFake(start)
+	sc := NewScheduler(SchedulerParams{Server: noClaims{err: refused}, Archetype: service.NewArchetype(nil, clk)})
+	t.Cleanup(sc.Stop)
+	if err := sc.add("@every 1m", "report", func(context.Context, Tick) error { return nil }); !errors.Is(err, refused) {
+		t.Errorf("add = %v, want the Server's error", err)
+	}
+	if clk.Armed() != 0 {
+		t.Error("a refused entry started the scheduler")
+	}
+}
