@@ -16,8 +16,8 @@ import (
 // (five fields, or descriptors such as "@every 1m", as machinery's). Every
 // process that registers the same name and spec on brokers sharing their
 // queues shares each tick, and the tick is sent once across them, even if
-// the process sending it dies (internal/periodic's package comment says
-// how). Each tick's copy has a UUID derived from the tick.
+// the process sending it dies (internal/periodic/doc.go says how). Each
+// tick's copy has a UUID derived from the tick.
 func (s *Server) RegisterPeriodicTask(spec, name string, signature *tasks.Signature) error {
 	return closedScheduler(s.scheduler.AddTask(spec, name, signature))
 }
