@@ -1,7 +1,6 @@
 package machinery
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,11 +57,7 @@ func schedule(s *Server, clk clock.Clock, lease time.Duration, hook func(periodi
 // after a deadline.
 func waitArmed(t *testing.T, clk *clock.Fake) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatalf("waiting for the scheduler's timer: %v", err)
-	}
+	waitfor.Armed(t, 10*time.Second, clk, 1)
 }
 
 // next receives the next firing, failing the test after a deadline.

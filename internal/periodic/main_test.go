@@ -63,11 +63,7 @@ func fired(clk *clock.Fake, c chan<- time.Time) func(context.Context, Tick) erro
 // after a deadline.
 func waitArmed(t *testing.T, clk *clock.Fake) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatalf("waiting for the scheduler's timer: %v", err)
-	}
+	waitfor.Armed(t, 10*time.Second, clk, 1)
 }
 
 // next receives the next firing, failing the test after a deadline.
