@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/b6192125/machinist/internal/store"
 )
 
 // forwardBatch and recoverBatch bound the work of one script call.
@@ -12,29 +14,14 @@ const (
 	recoverBatch = 100
 )
 
-// Forwarded is what one Forward did.
-type Forwarded struct {
-	// More: more are due now (call again).
-	More bool
-	// Next is how long, by Redis's clock, until the earliest task, group
-	// or batch still waiting is due, or an announcement with a group or
-	// batch due ends, counted from when Forward returns (the script's
-	// round trip taken off, so that a wait of Next ends no later); negative
-	// when none waits.
-	Next time.Duration
-	// Stranded counts the aggregation members sent to pending because no
-	// worker alive aggregates their task name any more.
-	Stranded int64
-}
-
 // Forward moves due scheduled and retry tasks of queue q to pending, up to
 // a batch, wakes the workers of q's due aggregation groups and batches,
 // strands the members of those whose task name no worker alive aggregates
 // any more (forward.lua), and trims the completed tasks past their
 // retention. With most > 0 it records when its caller will run it next
-// (after Forwarded.Next, at most most from now, or at once with More), so
-// that whatever comes due sooner wakes the caller (WatchDue).
-func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forwarded, error) {
+// (after store.Forwarded.Next, at most most from now, or at once with
+// More), so that whatever comes due sooner wakes the caller (WatchDue).
+func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (store.Forwarded, error) {
 	qk := s.keys.queue(q)
 	start := time.Now()
 	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch, most.Milliseconds())
@@ -44,14 +31,14 @@ func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (Forw
 		moved, nextIn, stranded, err = parseForwardReply(cmd.Val())
 	}
 	if err != nil {
-		return Forwarded{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
+		return store.Forwarded{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
 	}
 	if s.opts.CompletedRetention > 0 {
 		if err := s.client.ZRemRangeByScore(ctx, qk.completed, "-inf", fmt.Sprint(time.Now().UnixMilli())).Err(); err != nil {
-			return Forwarded{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
+			return store.Forwarded{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
 		}
 	}
-	f := Forwarded{More: moved >= forwardBatch, Next: -1, Stranded: stranded}
+	f := store.Forwarded{More: moved >= forwardBatch, Next: -1, Stranded: stranded}
 	if nextIn >= 0 {
 		f.Next = max(time.Duration(nextIn)*time.Microsecond-time.Since(start), 0)
 	}
