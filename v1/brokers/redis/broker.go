@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/b6192125/machinist/internal/clock"
+	"github.com/b6192125/machinist/internal/maintenance"
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/service"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
@@ -34,11 +36,11 @@ type Broker struct {
 	opts      Options
 	log       *slog.Logger
 	id        string // this broker's name in maintainer elections
-
-	clock clock.Clock
+	// archetype is the maintainers' logger and clock.
+	archetype *service.Archetype
 
 	mu          sync.Mutex
-	maintainers map[string]*maintainer // by queue, started by Fetch
+	maintainers map[string]*maintenance.Maintainer // by queue, started by Fetch
 	closed      bool
 	ctx         context.Context // ends at Close
 	cancel      context.CancelFunc
@@ -63,7 +65,7 @@ type Options struct {
 	// waits to become pending off a single server, where maintainers poll
 	// (Config.Redis.DelayedTasksPollPeriod); on one, what comes due wakes
 	// the maintainer, which runs at least every max(ForwardInterval, 1 s)
-	// (maintenance.go's forwardIdle).
+	// (see internal/maintenance).
 	ForwardInterval time.Duration
 	// RecoverInterval is how often expired leases are looked for.
 	RecoverInterval time.Duration
@@ -95,16 +97,13 @@ func OptionsFrom(cnf *config.Config) Options {
 // recovering expired leases) starts for a queue the first time a worker
 // fetches from it, so a process that only sends tasks runs none, and runs
 // only while the broker is the queue's elected maintainer (see
-// maintenance.go).
+// internal/maintenance).
 func New(store *rdb.Store, opts Options) *Broker {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.Real()
-	}
+	log = log.With(slog.String("component", "redisbroker"))
 	// The maintainers run until Close, not for a caller's request: their
 	// context is the broker's own.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -112,10 +111,10 @@ func New(store *rdb.Store, opts Options) *Broker {
 		store:       store,
 		ownsStore:   opts.OwnsStore,
 		opts:        opts,
-		log:         log.With(slog.String("component", "redisbroker")),
+		log:         log,
 		id:          newID(),
-		clock:       clk,
-		maintainers: make(map[string]*maintainer),
+		archetype:   service.NewArchetype(log, opts.Clock),
+		maintainers: make(map[string]*maintenance.Maintainer),
 		ctx:         ctx,
 		cancel:      cancel,
 		metrics:     telemetry.NewMetrics(opts.MeterProvider),
