@@ -1,5 +1,5 @@
 // Package service gives every background loop of the library (forwarder,
-// recoverer, heartbeater, janitor, scheduler, config reloader) one shape,
+// recoverer, heartbeat, announcer, scheduler, config reloader) one shape,
 // after River's startstop:
 //
 //	type Service interface {
