@@ -59,7 +59,7 @@
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Publishes are independent (concurrent senders' publishes to one queue
--- share a call: queue.go's combiner), each all or nothing, run in order as
+-- share a call: combine.go's combiner), each all or nothing, run in order as
 -- if each were a call of its own.
 --
 -- Returns: for each publish, in order, {0} when every task was published
