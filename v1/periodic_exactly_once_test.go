@@ -338,7 +338,8 @@ func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) broke
 			engine.SetTime(at)
 		},
 		passLease: func() {
-			now = now.Add(cnf.LeaseDuration)
+			// A lease runs through its last millisecond.
+			now = now.Add(cnf.LeaseDuration + time.Millisecond)
 			engine.SetTime(now)
 		},
 	}

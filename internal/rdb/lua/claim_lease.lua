@@ -30,9 +30,11 @@ if current then
 	if token == ARGV[1] then
 		return {tonumber(was_taken_over), 0}
 	end
+	-- now is TIME cut to the ms, as was the lease's start: the lease runs
+	-- through its last ms, so that it never ends before its time.
 	lease_end = tonumber(lease_end)
-	if lease_end > now then
-		return {2, lease_end - now}
+	if lease_end >= now then
+		return {2, math.max(lease_end - now, 1)}
 	end
 	taken_over = 1
 end
