@@ -8,7 +8,8 @@
 //     Engine moves every TTL on by the time elapsed every ExpiryTick, and
 //     before a client's command whenever a tick is due, so that a key
 //     expires within ExpiryTick of its time however late the ticker runs.
-//     TIME is the wall clock.
+//     TIME is the wall clock until a test sets the clock (SetTime); from
+//     then on TIME and the TTLs follow that clock alone, and together.
 //   - Its in-memory connections (Miniredis.Dial, a net.Pipe) have no
 //     buffer: a client writing a pipeline while the server writes the
 //     first replies blocks both. An Engine listens on a loopback port,
@@ -47,7 +48,6 @@ type Engine struct {
 
 	mu     sync.Mutex
 	frozen bool      // SetTime was called: the wall clock no longer moves it
-	now    time.Time // the engine's time once frozen
 	last   time.Time // the last move of the TTLs, until frozen
 
 	peersMu sync.Mutex
@@ -130,18 +130,19 @@ func (e *Engine) Close() {
 // SetTime sets the engine's clock to at, for tests that control time:
 // TIME answers at, and the keys' TTLs move on by the time from the
 // engine's last time to at (at the first call, from the wall clock's
-// now), at once. From then on the wall clock moves nothing.
+// now). From then on the wall clock moves nothing. The engine moves the
+// TTLs before the next command, with TIME, so that no command, nor any
+// script, sees one moved and not the other. Keys set before the first
+// call may still be up to ExpiryTick off; a test that times a key sets it
+// after.
 func (e *Engine) SetTime(at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.frozen {
-		e.frozen, e.now = true, time.Now()
+		e.frozen = true
+		e.m.ClockTTL(true) // counted from the wall clock's now
 	}
 	e.m.SetTime(at)
-	if d := at.Sub(e.now); d > 0 {
-		e.m.FastForward(d)
-	}
-	e.now = at
 }
 
 // expire moves the TTLs on by the time elapsed, every ExpiryTick, until
