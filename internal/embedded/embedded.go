@@ -15,6 +15,11 @@
 //     first replies blocks both. An Engine listens on a loopback port,
 //     with a random password so that other processes of the machine cannot
 //     use it.
+//
+// One difference is left, which a test that sets the clock sees: a key is
+// gone in the millisecond its TTL ends, where Redis keeps it through that
+// millisecond. The scripts' own deadlines (a lease's end, an archive's age
+// limit) end as the engine's keys do.
 package embedded
 
 import (
@@ -28,16 +33,14 @@ import (
 	"github.com/alicebob/miniredis/v2/server"
 )
 
-// ExpiryTick is how often an Engine moves its keys' TTLs on. Each move
-// visits every key, so a shorter tick costs more.
+// ExpiryTick is how often an Engine moves its keys' TTLs on, and so how
+// early or late a key may expire until SetTime. Each move visits every
+// key, so a shorter tick costs more. A move counts the time since the
+// last one, including the part of it before a key was set; a move is made
+// before any client's command once a tick is due, so the command that set
+// a key came less than a tick after the last move, and one that reads it
+// sees the TTLs less than a tick behind.
 const ExpiryTick = 10 * time.Millisecond
-
-// ExpiryMargin bounds how early or late a key expires. A move counts the
-// time since the last one, including the part of it before a key was set;
-// a move is made before any client's command once a tick is due, so the
-// command that set a key came less than a tick after the last move, and
-// one that reads it sees the TTLs less than a tick behind.
-const ExpiryMargin = ExpiryTick
 
 // Engine is a Redis-compatible server in the process, on a loopback port.
 type Engine struct {

@@ -113,13 +113,13 @@ func wantBatch(t *testing.T, what string, batch *brokers.Batch, queue, name, key
 }
 
 // claimNotBefore claims a batch once, failing the test when it takes one
-// before at; it returns the batch it took (after at: the machine held the
-// test up), or nil.
-func claimNotBefore(t *testing.T, b Broker, names *brokers.TaskNames, at time.Time, queues ...string) *brokers.Batch {
+// while clk is before at; it returns the batch it took (after at: the
+// machine held the test up), or nil.
+func claimNotBefore(t *testing.T, clk *storeClock, b Broker, names *brokers.TaskNames, at time.Time, queues ...string) *brokers.Batch {
 	t.Helper()
 	batch := claim(t, b, names, queues...)
-	if batch != nil && time.Now().Before(at) {
-		t.Fatalf("ClaimBatch took batch %s of %d members %v before it was due", batch.ID, len(batch.Members), time.Until(at))
+	if batch != nil && clk.before(at) {
+		t.Fatalf("ClaimBatch took batch %s of %d members %v before it was due", batch.ID, len(batch.Members), at.Sub(clk.Now()))
 	}
 	return batch
 }
@@ -155,8 +155,18 @@ func testAggregationNeedsAnAggregator(t *testing.T, s *suite) {
 	// A member is no pending task: Fetch does not take it.
 	fetchNone(t, b, q)
 	// An announcement lasts its ttl.
+	const ttl = 100 * time.Millisecond
+	clk := stopClock(t, b)
 	expiring := queueName(t, "expiring")
-	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{expiring}, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}}, 100*time.Millisecond))
+	before := clk.Now()
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(context.Background(), []string{expiring}, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}}, ttl))
+	after := clk.Now()
+	clk.advanceTo(before.Add(ttl - time.Millisecond))
+	err := b.Publish(context.Background(), member(expiring, "notify", "bob"))
+	if clk.before(before.Add(ttl)) && err != nil {
+		t.Fatalf("Publish of a member 1ms before the announcement ends: %v", err)
+	}
+	clk.advanceTo(after.Add(ttl))
 	eventually(t, "the announcement to end", func() bool {
 		return errors.Is(b.Publish(context.Background(), member(expiring, "notify", "bob")), brokers.ErrNoAggregator)
 	})
@@ -198,12 +208,13 @@ func testAggregationMaxSize(t *testing.T, s *suite) {
 
 func testAggregationGracePeriod(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	const grace = 300 * time.Millisecond
 	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {GracePeriod: grace}})
 	m1 := member(q, "notify", "alice")
-	joined := time.Now()
+	joined := clk.Now()
 	publish(t, b, m1)
-	published := time.Now()
+	published := clk.Now()
 	due, err := b.NextDue(context.Background(), []string{q}, names)
 	if err != nil {
 		t.Fatalf("NextDue: %v", err)
@@ -213,12 +224,11 @@ func testAggregationGracePeriod(t *testing.T, s *suite) {
 	if len(info) != 1 || info[0].Size != 1 || !near(info[0].Due, due, 5*time.Millisecond) {
 		t.Fatalf("Aggregations: %s, want one group of 1 due %v", describeAggregations(info), due)
 	}
-	batch := claim(t, b, names, q) // at once, unless the machine held the test up
+	clk.advanceTo(joined.Add(grace - time.Millisecond))
+	batch := claimNotBefore(t, clk, b, names, joined.Add(grace), q) // nil, unless the machine held the test up
 	if batch == nil {
+		clk.advanceTo(published.Add(grace))
 		batch = claimEventually(t, b, names, q)
-	}
-	if since := time.Since(joined); since < grace-time.Millisecond {
-		t.Fatalf("batch taken %v after its member joined, before the grace period (%v)", since, grace)
 	}
 	wantBatch(t, "after the grace period", batch, q, "notify", "alice", m1)
 }
@@ -233,18 +243,19 @@ func testAggregationGracePeriod(t *testing.T, s *suite) {
 // that window shows nothing and is made again, with a new group.
 func testAggregationGraceMovesOn(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	const grace = 400 * time.Millisecond
 	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {GracePeriod: grace}})
 	for attempt := 1; ; attempt++ {
 		key := fmt.Sprintf("alice%d", attempt)
 		m1, m2 := member(q, "notify", key), member(q, "notify", key)
 		publish(t, b, m1)
-		waitUntil(time.Now().Add(grace / 2))
+		clk.advance(grace / 2)
 		// m2 joins between joined and published: its grace period ends
 		// between joined + grace and published + grace.
-		joined := time.Now()
+		joined := clk.Now()
 		publish(t, b, m2)
-		published := time.Now()
+		published := clk.Now()
 		info := aggregations(t, b, q)
 		if len(info) != 1 || info[0].Size != 2 {
 			t.Fatalf("Aggregations: %s, want one group of 2", describeAggregations(info))
@@ -252,16 +263,12 @@ func testAggregationGraceMovesOn(t *testing.T, s *suite) {
 		between(t, "the group's due time", info[0].Due, joined.Add(grace), published.Add(grace))
 
 		// Past the first member's grace period, before the second's.
-		waitUntil(published.Add(grace * 3 / 4))
-		batch := claim(t, b, names, q)
-		claimed := time.Now()
-		if batch != nil && claimed.Before(joined.Add(grace)) {
-			t.Fatalf("ClaimBatch took batch %s before the newest member's grace period ended (%v after it joined)", batch.ID, claimed.Sub(joined))
-		}
+		clk.advanceTo(published.Add(grace * 3 / 4))
+		batch := claimNotBefore(t, clk, b, names, joined.Add(grace), q)
 		if batch != nil {
 			// Held up past the window: the claim shows nothing.
 			if attempt == 3 {
-				t.Fatalf("three runs held up past the window between the grace periods' ends; the last claimed %v after the newest member joined", claimed.Sub(joined))
+				t.Fatalf("three runs held up past the window between the grace periods' ends; the last claimed %v after the newest member joined", clk.Since(joined))
 			}
 			must(t, "CompleteBatch", b.CompleteBatch(context.Background(), batch, newSig(q, "agg")))
 			continue
@@ -270,9 +277,10 @@ func testAggregationGraceMovesOn(t *testing.T, s *suite) {
 		if err != nil || !near(due, info[0].Due, 5*time.Millisecond) {
 			t.Fatalf("NextDue after a claim found the group early = %v, %v; want %v", due, err, info[0].Due)
 		}
-		batch = claimEventually(t, b, names, q)
-		if since := time.Since(joined); since < grace-time.Millisecond {
-			t.Fatalf("batch taken %v after its newest member joined, before the grace period (%v)", since, grace)
+		clk.advanceTo(joined.Add(grace - time.Millisecond))
+		if batch = claimNotBefore(t, clk, b, names, joined.Add(grace), q); batch == nil {
+			clk.advanceTo(published.Add(grace))
+			batch = claimEventually(t, b, names, q)
 		}
 		wantBatch(t, "after the newest member's grace period", batch, q, "notify", key, m1, m2)
 		return
@@ -281,27 +289,32 @@ func testAggregationGraceMovesOn(t *testing.T, s *suite) {
 
 func testAggregationMaxDelay(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	const maxDelay = 400 * time.Millisecond
 	// The grace period alone would keep the group waiting while members
-	// arrive more often than it; MaxDelay releases it.
+	// arrive more often than it; MaxDelay releases it, counted from when
+	// the oldest joined, between first and joined.
 	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxDelay: maxDelay, GracePeriod: time.Hour}})
-	first := time.Now()
+	first := clk.Now()
+	var joined time.Time
 	var members []*tasks.Signature
 	var batch *brokers.Batch
-	for batch == nil {
+	for at := first; batch == nil && at.Before(first.Add(maxDelay)); at = at.Add(50 * time.Millisecond) {
+		clk.advanceTo(at)
 		m := member(q, "notify", "alice")
 		publish(t, b, m)
-		members = append(members, m)
-		batch = claim(t, b, names, q)
-		if batch == nil {
-			waitUntil(time.Now().Add(50 * time.Millisecond))
+		if members = append(members, m); len(members) == 1 {
+			joined = clk.Now()
 		}
-		if time.Since(first) > waitLong {
-			t.Fatalf("no batch %v after the oldest member joined", waitLong)
-		}
+		batch = claimNotBefore(t, clk, b, names, first.Add(maxDelay), q)
 	}
-	if since := time.Since(first); since < maxDelay {
-		t.Fatalf("batch taken %v after its oldest member joined, before MaxDelay (%v)", since, maxDelay)
+	if batch == nil {
+		clk.advanceTo(first.Add(maxDelay - time.Millisecond))
+		batch = claimNotBefore(t, clk, b, names, first.Add(maxDelay), q)
+	}
+	if batch == nil {
+		clk.advanceTo(joined.Add(maxDelay))
+		batch = claimEventually(t, b, names, q)
 	}
 	wantBatch(t, "after MaxDelay", batch, q, "notify", "alice", members...)
 }
@@ -440,7 +453,7 @@ func testAggregationRetryBatch(t *testing.T, s *suite) {
 	if err != nil || !near(due, at, time.Millisecond) {
 		t.Fatalf("NextDue with a batch to retry = %v, %v; want %v", due, err, at)
 	}
-	again := claimNotBefore(t, b, names, at, q)
+	again := claimNotBefore(t, wallClock(t), b, names, at, q)
 	if again == nil {
 		again = claimEventually(t, b, names, q)
 	}
@@ -500,7 +513,7 @@ func testAggregationETA(t *testing.T, s *suite) {
 	if info := queueInfo(t, b, q); info.Scheduled+info.Aggregating != 2 || (info.Scheduled == 0 && time.Now().Before(eta)) {
 		t.Fatalf("QueueInfo = %+v, want 1 scheduled and 1 aggregating", info)
 	}
-	batch := claimNotBefore(t, b, names, eta, q)
+	batch := claimNotBefore(t, wallClock(t), b, names, eta, q)
 	if batch == nil {
 		batch = claimEventually(t, b, names, q)
 	}
@@ -634,23 +647,25 @@ func testAggregationWaitDue(t *testing.T, s *suite) {
 // waiting worker need not poll for them.
 func testAggregationWaitDueByTime(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	ctx := context.Background()
 	const grace = 200 * time.Millisecond
 	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {GracePeriod: grace}})
 	m := member(q, "notify", "k")
 	publish(t, b, m)
-	joined := time.Now()
+	joined := clk.Now()
 	woken := make(chan error, 1)
 	go func() {
 		// A spurious wake-up (the group filed early) is allowed: wait
 		// again until a batch is due, as a worker does.
 		for {
-			if err := b.WaitDue(ctx, []string{q}, names, time.Hour); err != nil || time.Since(joined) >= grace {
+			if err := b.WaitDue(ctx, []string{q}, names, time.Hour); err != nil || clk.Since(joined) >= grace {
 				woken <- err
 				return
 			}
 		}
 	}()
+	clk.advanceTo(joined.Add(grace))
 	select {
 	case err := <-woken:
 		must(t, "WaitDue", err)
@@ -700,10 +715,12 @@ func testAggregationWaitDueByName(t *testing.T, s *suite) {
 // tried again joins its group again.
 func testAggregationStranded(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	ctx := context.Background()
-	policy := map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2, GracePeriod: 50 * time.Millisecond}}
-	announced := time.Now()
-	must(t, "AnnounceAggregators", b.AnnounceAggregators(ctx, []string{q}, policy, 500*time.Millisecond))
+	const grace, ttl = 50 * time.Millisecond, 500 * time.Millisecond
+	policy := map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2, GracePeriod: grace}}
+	announced := clk.Now()
+	must(t, "AnnounceAggregators", b.AnnounceAggregators(ctx, []string{q}, policy, ttl))
 	full := []*tasks.Signature{member(q, "notify", "full"), member(q, "notify", "full")}
 	publish(t, b, full...)
 	batch := claim(t, b, names, q) // its worker dies
@@ -715,11 +732,14 @@ func testAggregationStranded(t *testing.T, s *suite) {
 	// The plain task comes first; the waiting member once the announcement
 	// ended; the batch's members once its lease ended too.
 	ack(t, b, fetchOne(t, b, q))
+	clk.advanceTo(announced.Add(ttl - time.Millisecond))
+	if info := queueInfo(t, b, q); info.Pending > 0 && clk.before(announced.Add(ttl)) {
+		t.Fatalf("QueueInfo 1ms before the announcement ends = %+v, want no member stranded yet", info)
+	}
+	clk.advanceTo(announced.Add(ttl))
 	stranded := fetchOne(t, b, q)
-	// The broker's clock may count in whole milliseconds (Redis's scripts
-	// do): the announcement ends up to 1ms sooner than this clock says.
-	if since := time.Since(announced); since < 499*time.Millisecond {
-		t.Fatalf("member stranded %s after the announcement, before it ended (500ms)", since)
+	if clk.before(announced.Add(ttl)) {
+		t.Fatalf("member stranded %s after the announcement, before it ended (%v)", clk.Since(announced), ttl)
 	}
 	endBatchLease(t, b, batch)
 	must(t, "Archive", b.Archive(ctx, stranded, "no worker alive aggregates it"))
@@ -736,10 +756,12 @@ func testAggregationStranded(t *testing.T, s *suite) {
 	wantLost(t, "CompleteBatch of a stranded batch", b.CompleteBatch(ctx, batch, newSig(q, "agg")), batch.Lease)
 
 	// An aggregator is back: a member tried again joins its group and is
-	// taken in a batch.
+	// taken in a batch, once its grace period ended.
 	announce(t, b, q, policy)
-	must(t, "Retry", b.Retry(ctx, fromBatch[0], time.Now(), "no worker alive aggregates it"))
+	retried := clk.Now()
+	must(t, "Retry", b.Retry(ctx, fromBatch[0], retried, "no worker alive aggregates it"))
 	ack(t, b, fromBatch[1])
+	clk.advanceTo(retried.Add(grace))
 	again := claimEventually(t, b, names, q)
 	wantBatch(t, "the member tried again", again, q, "notify", "full", full[0])
 	must(t, "CompleteBatch", b.CompleteBatch(ctx, again, newSig(q, "agg")))

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +52,9 @@ import (
 // therefore register its own teardown with t.Cleanup rather than defer it in
 // the calling test. The brokers it returns implement LeaseEnder: no lease
 // ends in the suite unless a test ends it, so that no test waits for time
-// to pass.
+// to pass. They may implement TimeMover, each on a store of its own: the
+// checks that something lasts its time then move the store's clock rather
+// than wait for it.
 func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Broker) {
 	t.Helper()
 	s := &suite{newBroker: newBroker}
@@ -632,21 +635,32 @@ func testArchiveMaxSize(t *testing.T, s *suite) {
 		[]string{sigs[2].UUID, sigs[1].UUID})
 }
 
+// A dead letter is kept while younger than ArchiveMaxAge, and dropped by
+// the next archive once it is not.
 func testArchiveMaxAge(t *testing.T, s *suite) {
 	const maxAge = 200 * time.Millisecond
 	b := s.broker(t, func(c *config.Config) { c.ArchiveMaxAge = maxAge })
+	clk := stopClock(t, b)
 	q := queueName(t, "q")
-	old, young := newSig(q, "old"), newSig(q, "young")
+	old, young, younger := newSig(q, "old"), newSig(q, "young"), newSig(q, "younger")
+	// old is archived between before and after (the store's clock).
+	before := clk.Now()
 	archiveAll(t, b, q, []*tasks.Signature{old})
-	archivedAt := time.Now()
-	if got := list(t, b, q, brokers.StatusArchived); len(got) != 1 {
-		t.Fatalf("archived = %v, want [%s]", infoUUIDs(got), old.UUID)
+	after := clk.Now()
+
+	clk.advanceTo(before.Add(maxAge - time.Millisecond))
+	archiveAll(t, b, q, []*tasks.Signature{young})
+	got := infoUUIDs(list(t, b, q, brokers.StatusArchived))
+	if clk.before(before.Add(maxAge)) && !equalStrings(got, []string{young.UUID, old.UUID}) {
+		t.Fatalf("archived = %v, want [%s %s]: a dead letter younger than ArchiveMaxAge was dropped", got, young.UUID, old.UUID)
 	}
 
-	waitUntil(archivedAt.Add(maxAge + 100*time.Millisecond))
-	archiveAll(t, b, q, []*tasks.Signature{young})
-	wantOrder(t, "archive without dead letters older than ArchiveMaxAge", infoUUIDs(list(t, b, q, brokers.StatusArchived)),
-		[]string{young.UUID})
+	clk.advanceTo(after.Add(maxAge))
+	archiveAll(t, b, q, []*tasks.Signature{younger})
+	got = infoUUIDs(list(t, b, q, brokers.StatusArchived))
+	if len(got) == 0 || got[0] != younger.UUID || slices.Contains(got, old.UUID) {
+		t.Fatalf("archived = %v, want %s first and without %s, older than ArchiveMaxAge", got, younger.UUID, old.UUID)
+	}
 }
 
 func testRequeueToHead(t *testing.T, s *suite) {
@@ -1016,23 +1030,32 @@ func testClaimLease(t *testing.T, b Broker) {
 // long, for the test to see it held however slow the machine.)
 func testClaimTakeOver(t *testing.T, b Broker) {
 	ctx := context.Background()
+	clk := stopClock(t, b)
 	const lease = 200 * time.Millisecond
 	k := queueName(t, "takeover")
-	claimedAt := time.Now()
+	claimedAt := clk.Now()
 	first := claimLease(t, b, k, lease, time.Minute)
 	if first.Status != brokers.ClaimWon {
 		t.Fatalf("first ClaimLease = %+v, want won", first)
 	}
 	var next brokers.ClaimResult
-	eventually(t, "the lease taken over once it ended", func() bool {
+	takenOver := func() bool {
 		next = claimLease(t, b, k, leaseDuration, time.Minute)
 		if next.Status == brokers.ClaimHeld && next.Remaining > lease {
 			t.Fatalf("ClaimLease = %+v, held for longer than the lease (%v)", next, lease)
 		}
+		if next.Status == brokers.ClaimWon && clk.before(claimedAt.Add(lease)) {
+			t.Fatalf("lease taken over %v after it was won, before it ended (%v)", clk.Since(claimedAt), lease)
+		}
 		return next.Status == brokers.ClaimWon
-	})
-	if since := time.Since(claimedAt); since < lease {
-		t.Fatalf("lease taken over %v after it was won, before it ended (%v)", since, lease)
+	}
+	clk.advanceTo(claimedAt.Add(lease - time.Millisecond))
+	if !takenOver() {
+		if clk.before(claimedAt.Add(lease)) && next.Status != brokers.ClaimHeld {
+			t.Fatalf("ClaimLease 1ms before the lease ends = %+v, want held", next)
+		}
+		clk.advanceTo(claimedAt.Add(lease))
+		eventually(t, "the lease taken over once it ended", takenOver)
 	}
 	if !next.TakenOver || next.Token == "" || next.Token == first.Token {
 		t.Fatalf("ClaimLease after the lease ended = %+v, want won with a new token, taken over", next)
@@ -1049,17 +1072,18 @@ func testClaimTakeOver(t *testing.T, b Broker) {
 	}
 }
 
-// A key's record, completed or not, ends keep after it was taken: the key
-// is then free, and not taken over.
+// A key's record, completed or not, ends keep after it was taken, however
+// sooner its lease ended: the key is then free, and not taken over.
 func testClaimKeep(t *testing.T, b Broker) {
 	ctx := context.Background()
-	const lease, keep = 300 * time.Millisecond, 300 * time.Millisecond
+	clk := stopClock(t, b)
+	const lease, keep = 300 * time.Millisecond, 500 * time.Millisecond
 	var k string
 	var claimedAt time.Time
 	var first brokers.ClaimResult
 	for attempt := 1; ; attempt++ {
 		k = queueName(t, "keep")
-		claimedAt = time.Now()
+		claimedAt = clk.Now()
 		first = claimLease(t, b, k, lease, keep)
 		err := b.CompleteClaim(ctx, k, first.Token)
 		if err == nil {
@@ -1067,17 +1091,25 @@ func testClaimKeep(t *testing.T, b Broker) {
 		}
 		// A machine that held the test up past the lease makes the
 		// completion come too late: that run shows nothing.
-		if !errors.Is(err, brokers.ErrLeaseLost) || time.Since(claimedAt) < lease || attempt == 3 {
-			t.Fatalf("CompleteClaim %v after the claim (lease %v): %v", time.Since(claimedAt), lease, err)
+		if !errors.Is(err, brokers.ErrLeaseLost) || clk.Since(claimedAt) < lease || attempt == 3 {
+			t.Fatalf("CompleteClaim %v after the claim (lease %v): %v", clk.Since(claimedAt), lease, err)
 		}
 	}
 	var again brokers.ClaimResult
-	eventually(t, "a completed key free once its record ended", func() bool {
+	won := func() bool {
 		again = claimLease(t, b, k, lease, keep)
+		if again.Status == brokers.ClaimWon && clk.before(claimedAt.Add(keep)) {
+			t.Fatalf("completed key won again %v after it was taken, before its record ended (%v)", clk.Since(claimedAt), keep)
+		}
 		return again.Status == brokers.ClaimWon
-	})
-	if since := time.Since(claimedAt); since < keep-expiryMargin(b) {
-		t.Fatalf("completed key won again %v after it was taken, before its record ended (%v)", since, keep)
+	}
+	clk.advanceTo(claimedAt.Add(keep - time.Millisecond))
+	if !won() {
+		if clk.before(claimedAt.Add(keep)) && again.Status != brokers.ClaimDone {
+			t.Fatalf("ClaimLease of a completed key 1ms before its record ends = %+v, want done", again)
+		}
+		clk.advanceTo(claimedAt.Add(keep))
+		eventually(t, "a completed key free once its record ended", won)
 	}
 	if again.TakenOver {
 		t.Fatalf("ClaimLease of a key whose record ended = %+v, want not taken over", again)

@@ -54,20 +54,90 @@ type LeaseEnder interface {
 	EndBatchLease(ctx context.Context, b *brokers.Batch) error
 }
 
-// ExpiryMargin may be implemented by a broker whose store can expire a
-// key up to a margin before its time, such as the in-process engine of
-// memory://, which moves its keys' TTLs on every few milliseconds. The
-// suite's checks that a key lives its whole TTL allow for it.
-type ExpiryMargin interface {
-	ExpiryMargin() time.Duration
+// TimeMover may be implemented by a broker whose store's clock a test can
+// stop and move: the clock its scripts read and its keys' TTLs run by. The
+// suite's checks that something lasts its time (a claim's lease and
+// record, a cancel bar, a unique key, an announcement, an aggregation's
+// grace period and delay, a rate's steps, the archive's age limit) then
+// move it instead of waiting for it, and hold to the millisecond however
+// loaded the machine. The host's clock runs on: where a call takes a time
+// (Retry's at), the suite gives the store's. A broker that implements it
+// has its store to itself, so that no other subtest sees the moves.
+type TimeMover interface {
+	// StopClock stops the store's clock, if it runs, and returns its
+	// time; from then on only Advance moves it.
+	StopClock() time.Time
+	// Advance moves the stopped clock on by d, at once: keys whose TTL it
+	// passes are gone and scripts read the later time. By the time it
+	// returns, what came due by then (a scheduled task, an aggregation
+	// group, an announcement's end) has been handled as the queues'
+	// maintenance handles it.
+	Advance(ctx context.Context, d time.Duration) error
 }
 
-// expiryMargin is b's ExpiryMargin, or 0.
-func expiryMargin(b any) time.Duration {
-	if m, ok := b.(ExpiryMargin); ok {
-		return m.ExpiryMargin()
+// storeClock is a broker's store clock as a check reads and moves it:
+// stopped, and moved at once, on a broker that implements TimeMover; else
+// the wall clock, which the check waits for.
+type storeClock struct {
+	t     *testing.T
+	mover TimeMover // nil: the wall clock
+}
+
+// stopClock returns b's store clock, stopped if b can move it. A check
+// calls it before it makes what it times.
+func stopClock(t *testing.T, b Broker) *storeClock {
+	t.Helper()
+	c := &storeClock{t: t}
+	if m, ok := b.(TimeMover); ok {
+		c.mover = m
+		m.StopClock()
 	}
-	return 0
+	return c
+}
+
+// wallClock is the wall clock as a storeClock, for a check that times
+// what the host's clock sets (a task's ETA), and so leaves the store's
+// clock running.
+func wallClock(t *testing.T) *storeClock { return &storeClock{t: t} }
+
+// Now is the store's time.
+func (c *storeClock) Now() time.Time {
+	if c.mover == nil {
+		return time.Now()
+	}
+	return c.mover.StopClock() // stopped already: only read
+}
+
+// Since is the store's time elapsed since t.
+func (c *storeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// before reports whether the store's clock is still before at, after what
+// the check did. The wall clock allows a millisecond for a store that
+// counts whole ones.
+func (c *storeClock) before(at time.Time) bool {
+	if c.mover == nil {
+		return time.Now().Add(time.Millisecond).Before(at)
+	}
+	return c.Now().Before(at)
+}
+
+// advanceTo moves the clock to at, if it is before it: a stopped clock at
+// once, the wall clock by waiting for it.
+func (c *storeClock) advanceTo(at time.Time) {
+	c.t.Helper()
+	if c.mover == nil {
+		waitUntil(at)
+		return
+	}
+	if d := at.Sub(c.Now()); d > 0 {
+		must(c.t, "Advance", c.mover.Advance(context.Background(), d))
+	}
+}
+
+// advance moves the clock on by d (advanceTo).
+func (c *storeClock) advance(d time.Duration) {
+	c.t.Helper()
+	c.advanceTo(c.Now().Add(d))
 }
 
 type suite struct {
@@ -250,7 +320,8 @@ func eventually(t *testing.T, msg string, cond func() bool) {
 
 // waitUntil blocks until the clock has passed ts. It waits for time to pass,
 // not for anything to happen: the suite uses it to give two events distinct
-// timestamps and to let an age limit run out.
+// timestamps, and to let a time run out on a store whose clock it cannot
+// move (storeClock).
 func waitUntil(ts time.Time) {
 	if d := time.Until(ts); d > 0 {
 		<-time.After(d)

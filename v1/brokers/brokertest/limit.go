@@ -3,6 +3,7 @@ package brokertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,30 +136,40 @@ func testLimitDeadHolder(t *testing.T, s *suite) {
 // Rate: the others are scheduled at the start each books, and taken then.
 func testLimitRate(t *testing.T, s *suite) {
 	b := s.broker(t)
+	clk := stopClock(t, b)
 	q := queueName(t, "q")
 	const step = 150 * time.Millisecond
 	l := tasks.Limit{Key: "r", Rate: 2, Per: 2 * step}
 	sigs := []*tasks.Signature{limited(q, "call", l), limited(q, "call", l), limited(q, "call", l)}
 	publish(t, b, sigs...)
-	start := time.Now()
+	// The first starts between start and fetched (the store's clock).
+	start := clk.Now()
 	got := fetch(t, b, []string{q}, 10)
+	fetched := clk.Now()
 	wantOrder(t, "first fetch", deliveryUUIDs(got), []string{sigs[0].UUID})
 	// The others wait for their starts (a machine that held the test up
 	// may have let the second's come).
 	info := queueInfo(t, b, q)
-	if info.Active != 1 || info.Scheduled+info.Pending != 2 || (info.Pending > 0 && time.Since(start) < step-20*time.Millisecond) {
+	if info.Active != 1 || info.Scheduled+info.Pending != 2 || (info.Pending > 0 && clk.before(start.Add(step))) {
 		t.Fatalf("QueueInfo after the first fetch = %+v, want 1 active and 2 scheduled", info)
 	}
 	ack(t, b, got...)
 	for i, sig := range sigs[1:] {
+		// Its booked start: i+1 steps after the first's.
+		booked := time.Duration(i+1) * step
+		clk.advanceTo(start.Add(booked - time.Millisecond))
+		if in := getTask(t, b, q, sig.UUID); in.Status == brokers.StatusScheduled {
+			between(t, fmt.Sprintf("task %d's start", i+1), in.NextProcessAt, start.Add(booked), fetched.Add(booked))
+		} else if clk.before(start.Add(booked)) {
+			t.Fatalf("task %d of a key with a rate of one per %v is %s 1ms before its start, want scheduled", i+1, step, in.Status)
+		}
+		clk.advanceTo(fetched.Add(booked))
 		d := fetchOne(t, b, q)
 		if d.Signature.UUID != sig.UUID {
 			t.Fatalf("fetched %s, want %s", d.Signature.UUID, sig.UUID)
 		}
-		// Its booked start: (i+1) steps after the first, by Redis's
-		// clock; the local clock may differ by a few ms.
-		if at := time.Since(start); at < time.Duration(i+1)*step-20*time.Millisecond {
-			t.Fatalf("task %d of a key with a rate of one per %v taken %v after the first", i+1, step, at)
+		if clk.before(start.Add(booked)) {
+			t.Fatalf("task %d of a key with a rate of one per %v taken %v after the first", i+1, step, clk.Since(start))
 		}
 		ack(t, b, d)
 	}

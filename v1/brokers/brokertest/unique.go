@@ -98,21 +98,30 @@ func testUniqueTask(t *testing.T, s *suite) {
 
 	// No longer than UniqueFor, even while the holder waits.
 	const uniqueFor = 300 * time.Millisecond
+	clk := stopClock(t, b)
 	short := uniqueSig(q, "short", uniqueFor)
-	sent := time.Now()
+	sent := clk.Now()
 	publish(t, b, short)
 	// The key's time runs from when the publish reached the store: after
 	// sent, before published (a loaded machine may hold the publish up
 	// between the two).
-	published := time.Now()
+	published := clk.Now()
+	clk.advanceTo(sent.Add(uniqueFor - time.Millisecond))
 	later := uniqueSig(q, "short", uniqueFor)
-	err := b.Publish(ctx, later)
-	if err == nil && time.Since(sent) >= uniqueFor {
+	err := b.Publish(ctx, tasks.CopySignature(later))
+	if err == nil && !clk.before(sent.Add(uniqueFor)) {
 		return // a machine that held the test up past UniqueFor: later went
 	}
-	wantNotUnique(t, "a send within UniqueFor", err, later, short)
-	waitUntil(published.Add(uniqueFor + 50*time.Millisecond))
-	publish(t, b, later)
+	wantNotUnique(t, "a send 1ms before UniqueFor ends", err, later, short)
+	clk.advanceTo(published.Add(uniqueFor))
+	eventually(t, "a send once UniqueFor ended to go", func() bool {
+		err := b.Publish(ctx, tasks.CopySignature(later))
+		var nu *tasks.NotUniqueError
+		if err != nil && !errors.As(err, &nu) {
+			t.Fatalf("Publish once UniqueFor ended: %v", err)
+		}
+		return err == nil
+	})
 }
 
 // testUniqueFreedByCommit: a unique task frees its key when its final

@@ -2,12 +2,15 @@ package redisbroker_test
 
 import (
 	"context"
+	"strings"
+	"sync"
+	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/internal/embedded"
 	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/v1/brokers/brokertest"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
@@ -55,8 +58,71 @@ func (c conformant) EndBatchLease(ctx context.Context, b *brokers.Batch) error {
 	return endLeaseScript.Run(ctx, c.client, []string{agg + "batch:" + b.ID, agg + "batches:" + b.Name}, b.ID, b.Lease.Token()).Err()
 }
 
-// onEngine is a conformant broker on the in-process engine, whose keys
-// may expire up to embedded.ExpiryMargin early.
-type onEngine struct{ conformant }
+// onEngine is a conformant broker on an engine of its own, whose clock
+// the suite stops and moves (brokertest.TimeMover).
+type onEngine struct {
+	conformant
+	engine *redistest.Embedded
+	store  *rdb.Store // the broker's
 
-func (onEngine) ExpiryMargin() time.Duration { return embedded.ExpiryMargin }
+	mu  sync.Mutex
+	now time.Time // the engine's time once stopped; zero until then
+}
+
+var _ brokertest.TimeMover = (*onEngine)(nil)
+
+// newOnEngine returns a broker on an engine started for it, configured by
+// cnf (through WithDefaults), closed when the test ends.
+func newOnEngine(t *testing.T, cnf *config.Config) *onEngine {
+	t.Helper()
+	engine := redistest.StartEmbedded(t)
+	client := engine.Client(t)
+	cnf.Redis.KeyPrefix = strings.TrimSuffix(engine.Prefix(), ":")
+	store := rdb.New(client, dial.Options(cnf), false)
+	opts := redisbroker.OptionsFrom(cnf)
+	opts.OwnsStore = true
+	b := redisbroker.New(store, opts)
+	t.Cleanup(func() { b.Close() })
+	return &onEngine{conformant: conformant{b, client, cnf.Redis.KeyPrefix}, engine: engine, store: store}
+}
+
+func (e *onEngine) StopClock() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopLocked()
+}
+
+func (e *onEngine) stopLocked() time.Time {
+	if e.now.IsZero() {
+		// Whole milliseconds, as the scripts count: a time the suite
+		// reckons from is one a script could have read.
+		e.now = time.Now().Truncate(time.Millisecond)
+		e.engine.SetTime(e.now)
+	}
+	return e.now
+}
+
+// Advance moves the engine's clock, then runs forward.lua on each queue at
+// the new time, as the queue's maintainer does when what it waits for is
+// due: the maintainer's timers run on the host's clock, which Advance does
+// not move, and would run it later.
+func (e *onEngine) Advance(ctx context.Context, d time.Duration) error {
+	e.mu.Lock()
+	e.now = e.stopLocked().Add(d)
+	e.engine.SetTime(e.now)
+	e.mu.Unlock()
+	queues, err := e.store.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range queues {
+		for more := true; more; {
+			f, err := e.store.Forward(ctx, q, 0) // 0: no plan; the maintainer's stays
+			if err != nil {
+				return err
+			}
+			more = f.More
+		}
+	}
+	return nil
+}
