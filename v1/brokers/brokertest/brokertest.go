@@ -1049,12 +1049,13 @@ func testClaimTakeOver(t *testing.T, b Broker) {
 		}
 		return next.Status == brokers.ClaimWon
 	}
-	clk.advanceTo(claimedAt.Add(lease - time.Millisecond))
+	// A lease runs through its last millisecond.
+	clk.advanceTo(claimedAt.Add(lease))
 	if !takenOver() {
-		if clk.before(claimedAt.Add(lease)) && next.Status != brokers.ClaimHeld {
-			t.Fatalf("ClaimLease 1ms before the lease ends = %+v, want held", next)
+		if clk.before(claimedAt.Add(lease+time.Millisecond)) && next.Status != brokers.ClaimHeld {
+			t.Fatalf("ClaimLease in the lease's last millisecond = %+v, want held", next)
 		}
-		clk.advanceTo(claimedAt.Add(lease))
+		clk.advanceTo(claimedAt.Add(lease + time.Millisecond))
 		eventually(t, "the lease taken over once it ended", takenOver)
 	}
 	if !next.TakenOver || next.Token == "" || next.Token == first.Token {
