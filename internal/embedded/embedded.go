@@ -18,8 +18,9 @@
 //
 // One difference is left, which a test that sets the clock sees: a key is
 // gone in the millisecond its TTL ends, where Redis keeps it through that
-// millisecond. The scripts' own deadlines (a lease's end, an archive's age
-// limit) end as the engine's keys do.
+// millisecond. The scripts' own deadlines (a task's lease, an archive's
+// age limit) end as the engine's keys do; a periodic claim's lease runs
+// through its last millisecond on both.
 package embedded
 
 import (
