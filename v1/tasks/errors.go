@@ -29,8 +29,8 @@ var (
 	ErrAggregationMember = errors.New("tasks: an aggregation member runs only in its aggregate: it cannot have callbacks or be part of a chain, group or chord (give them to the aggregate)")
 	// ErrUniqueInWorkflow is returned for a signature with UniqueFor that
 	// is a callback, a member of a group or chord, or an aggregation
-	// member: only a task sent by itself (or the first of a chain) can be
-	// unique.
+	// member: only a task sent by itself (or the first of a chain, or the
+	// one first node of a Workflow) can be unique.
 	ErrUniqueInWorkflow = errors.New("tasks: only a task sent by itself (or a chain's first) can be unique: not a callback, a group or chord member, an aggregation member or an aggregate")
 	// ErrTaskCancelled is wrapped by the error of waiting on a task that
 	// was cancelled (its FAILURE state's error starts with
@@ -46,7 +46,8 @@ var (
 	ErrNotUnique = errors.New("tasks: a task with the same unique key is queued or running")
 	// ErrEmptyTaskName is returned for a signature without a Name.
 	ErrEmptyTaskName = errors.New("tasks: signature has no task name")
-	// ErrEmptyWorkflow is returned for a chain, group or chord without tasks.
+	// ErrEmptyWorkflow is returned for a chain, group, chord or DAG without
+	// tasks.
 	ErrEmptyWorkflow = errors.New("tasks: workflow has no tasks")
 	// ErrEmptyGroupUUID is returned for a group without a GroupUUID; build
 	// groups with NewGroup.
@@ -57,6 +58,47 @@ var (
 	// ErrDecode is wrapped by every error of DecodeSignature: the message is
 	// not JSON, has trailing data, or is not a valid signature.
 	ErrDecode = errors.New("tasks: cannot decode signature")
+)
+
+// Errors of building a workflow (NewChainOf, NewGroupOf, NewChordOf,
+// DAG.Build). Each is wrapped with the key of the place it is about (see
+// WorkflowNode.Key). Building also returns ErrEmptyWorkflow for a chain,
+// group or DAG without nodes, the errors of each signature's Validate,
+// ErrAggregationMember for an aggregation member, and ErrUniqueInWorkflow
+// for a unique signature that is not the workflow's one first node.
+var (
+	// ErrNilNode is returned for a nil *Signature, *Workflow or Node in a
+	// workflow.
+	ErrNilNode = errors.New("tasks: workflow node is nil")
+	// ErrDuplicateNode is returned when a workflow holds the same
+	// *Signature or *Workflow twice, or two signatures with the same UUID:
+	// each node runs once, so give each place its own (CopySignature, and
+	// clear the copy's UUID).
+	ErrDuplicateNode = errors.New("tasks: the same node is twice in a workflow")
+	// ErrWiredSignature is returned for a signature in a workflow that
+	// NewChain, NewGroup or NewChord already wired (OnSuccess,
+	// ChordCallback, GroupUUID or GroupTaskCount is set): say what follows
+	// it with the workflow instead. OnError callbacks are allowed.
+	ErrWiredSignature = errors.New("tasks: signature already has OnSuccess, a ChordCallback or a GroupUUID: express them in the workflow")
+	// ErrBadNodeID is returned for a DAG node id that is not 1 to 64 of
+	// A-Z, a-z, 0-9, '_', '.' and '-'.
+	ErrBadNodeID = errors.New("tasks: bad DAG node id")
+	// ErrDuplicateNodeID is returned for two nodes of a DAG with the same
+	// id.
+	ErrDuplicateNodeID = errors.New("tasks: DAG node id used twice")
+	// ErrUnknownDependency is returned for a DAG dependency that names no
+	// node of the DAG.
+	ErrUnknownDependency = errors.New("tasks: DAG dependency names no node")
+	// ErrDuplicateDependency is returned for a DAG node that lists the
+	// same dependency twice.
+	ErrDuplicateDependency = errors.New("tasks: DAG dependency listed twice")
+	// ErrCycle is returned for a DAG whose dependencies go round in a
+	// cycle; the error lists the nodes on it.
+	ErrCycle = errors.New("tasks: DAG has a cycle (each node listed depends on the next)")
+	// ErrWorkflowTooLarge is returned for a workflow with more than
+	// MaxWorkflowNodes signatures or MaxWorkflowDeps dependencies, or that
+	// nests more than MaxWorkflowDepth deep.
+	ErrWorkflowTooLarge = errors.New("tasks: workflow is too large")
 )
 
 // Retriable is implemented by errors that ask for the task to run again
