@@ -81,6 +81,36 @@
 // callback that runs once, with every member's results in group order,
 // after the whole group succeeded.
 //
+// # Workflows of any shape
+//
+// A Workflow nests chains, groups and chords in each other, or joins
+// nodes in a DAG, and compiles them into one graph of signatures.
+// ChainOf, GroupOf and ChordOf describe the workflows to nest; NewChainOf,
+// NewGroupOf, NewChordOf and DAG.Build build the outermost one, checking
+// the whole and naming the place of any mistake:
+//
+//	wf, err := tasks.NewChainOf(
+//		fetch,
+//		tasks.GroupOf(resizeA, resizeB, resizeC),
+//		tasks.ChordOf(tasks.GroupOf(upload1, upload2), tasks.ChainOf(index, notify)),
+//	)
+//
+//	dag, err := tasks.NewDAG("report").
+//		Add("a", extract).
+//		Add("b", cleanUsers, "a").
+//		Add("c", cleanOrders, "a").
+//		Add("d", join, "b", "c"). // d gets b's results, then c's
+//		Build()
+//
+// Results follow machinery's rules: a step's results are appended to the
+// next step's args unless it is Immutable; after a group, in group order;
+// in a DAG, each dependency's in the order the dependencies were given.
+// Workflow.Nodes lists the graph, each node under a key that says where it
+// sits ("2.cb.0": the first step of the callback of the chord that is the
+// third step), with the keys of the nodes it gets results from; see
+// WorkflowNode. The signatures are copied into the graph, the caller's
+// are left as they are. Nothing sends a Workflow yet.
+//
 // # Retries
 //
 // A failing task runs again while its RetryCount lasts, after RetryTimeout
