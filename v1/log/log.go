@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // LoggerInterface is what a level logger has: the methods of the
@@ -100,8 +102,17 @@ func loggerFor(level slog.Level) (LoggerInterface, bool) {
 // slog.Default(); Fatal… then exits with status 1, Panic… panics.
 type toSlog struct{ level slog.Level }
 
+// log is called by the Print… methods only, so the record's source is
+// their caller, as it would be had the program logged with slog itself.
 func (l toSlog) log(msg string) {
-	slog.Default().Log(context.Background(), l.level, strings.TrimSuffix(msg, "\n"))
+	ctx := context.Background()
+	h := slog.Default().Handler()
+	if !h.Enabled(ctx, l.level) {
+		return
+	}
+	var pcs [1]uintptr
+	runtime.Callers(3, pcs[:]) // runtime.Callers, log, the Print… method
+	_ = h.Handle(ctx, slog.NewRecord(time.Now(), l.level, strings.TrimSuffix(msg, "\n"), pcs[0]))
 }
 
 func (l toSlog) Print(v ...interface{})                 { l.log(fmt.Sprint(v...)) }
@@ -170,9 +181,41 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 		return err
 	}
 	if l != nil {
-		l.Print(strings.TrimSpace(r.Message + " " + strings.TrimSuffix(buf.String(), "\n")))
+		printAt(l, r.PC, strings.TrimSpace(r.Message+" "+strings.TrimSuffix(buf.String(), "\n")))
 	}
 	return nil
+}
+
+// outputter is a level logger that can be told which frame to name as the
+// caller: the standard library's *log.Logger is one.
+type outputter interface {
+	Output(calldepth int, s string) error
+}
+
+// printAt prints s with l, naming the frame that made the call at pc as
+// the caller when l can name one (with log.Lshortfile, say) and that
+// frame is on the stack; else as l.Print would.
+func printAt(l LoggerInterface, pc uintptr, s string) {
+	o, ok := l.(outputter)
+	if !ok || pc == 0 {
+		l.Print(s)
+		return
+	}
+	want, _ := runtime.CallersFrames([]uintptr{pc}).Next()
+	var pcs [64]uintptr
+	n := runtime.Callers(1, pcs[:]) // from printAt: Output's calldepth 1
+	frames := runtime.CallersFrames(pcs[:n])
+	for depth := 1; ; depth++ {
+		f, more := frames.Next()
+		if f.Function == want.Function && f.File == want.File && f.Line == want.Line {
+			_ = o.Output(depth, s)
+			return
+		}
+		if !more {
+			break
+		}
+	}
+	l.Print(s)
 }
 
 func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {

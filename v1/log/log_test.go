@@ -2,9 +2,13 @@ package log_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	stdlog "log"
 	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +44,21 @@ func TestDefaultLoggersWriteToSlog(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("slog.Default() got %q, want a line with %s", out, want)
 		}
+	}
+}
+
+// TestDefaultLoggersNameTheirCaller: a record written by a default level
+// logger has the line that called it as its source, not this package's.
+func TestDefaultLoggersNameTheirCaller(t *testing.T) {
+	var buf syncbuf.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{AddSource: true})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	_, file, line, _ := runtime.Caller(0)
+	mlog.INFO.Println("worker started")
+	want := "source=" + file + ":" + strconv.Itoa(line+1) + " "
+	if out := buf.String(); !strings.Contains(out, want) {
+		t.Errorf("slog.Default() got %q, want a record with %s", out, want)
 	}
 }
 
@@ -93,5 +112,21 @@ func TestServerLogsGoToTheLevelLoggers(t *testing.T) {
 	}
 	if out := errs.String(); !strings.Contains(out, "ERROR: task failed") || !strings.Contains(out, "error=boom") {
 		t.Errorf("the ERROR logger got %q, want the worker's \"task failed\" line with error=boom", out)
+	}
+}
+
+// TestSetLoggerNamesTheCaller: a *log.Logger set with Set names, with
+// Lshortfile, the line that logged through Handler, not this package's.
+func TestSetLoggerNamesTheCaller(t *testing.T) {
+	var buf syncbuf.Buffer
+	mlog.Set(stdlog.New(&buf, "", stdlog.Lshortfile))
+	logger := slog.New(mlog.Handler()).With(slog.String("worker", "w1"))
+	_, file, line, _ := runtime.Caller(0)
+	logger.Info("task done", slog.String("task_id", "t1"))
+	logger.Log(context.Background(), slog.LevelError, "task failed")
+	want := filepath.Base(file) + ":" + strconv.Itoa(line+1) + ": task done worker=w1 task_id=t1\n" +
+		filepath.Base(file) + ":" + strconv.Itoa(line+2) + ": task failed worker=w1\n"
+	if got := buf.String(); got != want {
+		t.Errorf("the logger got %q, want %q", got, want)
 	}
 }
