@@ -146,5 +146,17 @@ func FuzzDecodeSignature(f *testing.F) {
 		if !bytes.Equal(encoded, reencoded) {
 			t.Fatalf("encoding is not stable:\n%s\n%s", encoded, reencoded)
 		}
+		// machinery's shape, json.Marshal's, decodes to the same signature.
+		full, err := json.Marshal(sig)
+		if err != nil {
+			t.Fatalf("json.Marshal of a decoded signature: %v", err)
+		}
+		fromFull, err := DecodeSignature(full)
+		if err != nil {
+			t.Fatalf("DecodeSignature(json.Marshal(sig)) = %v for %s", err, full)
+		}
+		if again, err := EncodeSignature(fromFull); err != nil || !bytes.Equal(again, encoded) {
+			t.Fatalf("json.Marshal's shape decodes to another signature:\n%s\n%s (%v)", encoded, again, err)
+		}
 	})
 }

@@ -51,31 +51,33 @@ func (h Headers) ForeachKey(handler func(key, val string) error) error {
 }
 
 // Signature describes one task invocation: which registered function to run,
-// with which arguments, where, when, and what to do after it. It travels as
-// JSON with the Go field names as keys, as machinery's does, so the two can
-// read each other's messages; fields left empty are not written (machinery
-// writes every field), which keeps messages small.
+// with which arguments, where, when, and what to do after it. Its JSON has
+// the Go field names as keys: json.Marshal writes machinery's fields always,
+// as machinery does, and machinist's own fields only when they are set, so a
+// signature that uses none of them has machinery's JSON. The store keeps the
+// smaller form of EncodeSignature, which leaves out every empty field;
+// DecodeSignature reads both.
 type Signature struct {
-	UUID           string       `json:",omitempty"`
-	Name           string       `json:",omitempty"`
-	RoutingKey     string       `json:",omitempty"` // the queue; empty means the config's DefaultQueue
-	ETA            *time.Time   `json:",omitempty"`
-	GroupUUID      string       `json:",omitempty"`
-	GroupTaskCount int          `json:",omitempty"`
-	Args           []Arg        `json:",omitempty"`
-	Headers        Headers      `json:",omitempty"`
-	Priority       uint8        `json:",omitempty"` // accepted for compatibility; queues, not messages, carry priority here
-	Immutable      bool         `json:",omitempty"` // when true, the results of the previous chain member are not appended to Args
-	RetryCount     int          `json:",omitempty"` // how many more times a failing task is retried
-	RetryTimeout   int          `json:",omitempty"` // before each retry, becomes the first Fibonacci number above it, and the retry waits that many seconds (from 1: 2 s, then 3 s)
-	OnSuccess      []*Signature `json:",omitempty"`
-	OnError        []*Signature `json:",omitempty"`
-	ChordCallback  *Signature   `json:",omitempty"`
+	UUID           string
+	Name           string
+	RoutingKey     string // the queue; empty means the config's DefaultQueue
+	ETA            *time.Time
+	GroupUUID      string
+	GroupTaskCount int
+	Args           []Arg
+	Headers        Headers
+	Priority       uint8 // accepted for compatibility; queues, not messages, carry priority here
+	Immutable      bool  // when true, the results of the previous chain member are not appended to Args
+	RetryCount     int   // how many more times a failing task is retried
+	RetryTimeout   int   // before each retry, becomes the first Fibonacci number above it, and the retry waits that many seconds (from 1: 2 s, then 3 s)
+	OnSuccess      []*Signature
+	OnError        []*Signature
+	ChordCallback  *Signature
 
-	BrokerMessageGroupId        string `json:",omitempty"` // accepted for compatibility (SQS FIFO); unused
-	SQSReceiptHandle            string `json:",omitempty"` // accepted for compatibility (SQS); unused
-	StopTaskDeletionOnError     bool   `json:",omitempty"` // accepted for compatibility; a failed task is always archived
-	IgnoreWhenTaskNotRegistered bool   `json:",omitempty"` // drop the task, instead of returning it for other workers, when its name is not registered
+	BrokerMessageGroupId        string // accepted for compatibility (SQS FIFO); unused
+	SQSReceiptHandle            string // accepted for compatibility (SQS); unused
+	StopTaskDeletionOnError     bool   // accepted for compatibility; a failed task is always archived
+	IgnoreWhenTaskNotRegistered bool   // drop the task, instead of returning it for other workers, when its name is not registered
 
 	// Timeout bounds one run of the task: its context carries a deadline this
 	// far after the start. Zero means no deadline. machinist extension;
@@ -123,6 +125,105 @@ type Signature struct {
 	// A task over the limit is not taken by a worker: it waits for a slot
 	// (see Limit). machinist extension.
 	Limit *Limit `json:",omitempty"`
+}
+
+// storedSignature is a Signature as EncodeSignature writes it: machinery's
+// fields too are left out when empty, here and in the callbacks, so that a
+// pending task costs the store only the fields it sets. machinist's own
+// fields come from the embedded signature, whose machinery fields these
+// hide; so a field added to Signature is stored without a change here.
+type storedSignature struct {
+	UUID           string             `json:",omitempty"`
+	Name           string             `json:",omitempty"`
+	RoutingKey     string             `json:",omitempty"`
+	ETA            *time.Time         `json:",omitempty"`
+	GroupUUID      string             `json:",omitempty"`
+	GroupTaskCount int                `json:",omitempty"`
+	Args           []Arg              `json:",omitempty"`
+	Headers        Headers            `json:",omitempty"`
+	Priority       uint8              `json:",omitempty"`
+	Immutable      bool               `json:",omitempty"`
+	RetryCount     int                `json:",omitempty"`
+	RetryTimeout   int                `json:",omitempty"`
+	OnSuccess      []*storedSignature `json:",omitempty"`
+	OnError        []*storedSignature `json:",omitempty"`
+	ChordCallback  *storedSignature   `json:",omitempty"`
+
+	BrokerMessageGroupId        string `json:",omitempty"`
+	SQSReceiptHandle            string `json:",omitempty"`
+	StopTaskDeletionOnError     bool   `json:",omitempty"`
+	IgnoreWhenTaskNotRegistered bool   `json:",omitempty"`
+
+	*extensions
+}
+
+// extensions is a Signature seen only for machinist's own fields.
+type extensions Signature
+
+// encodeStored encodes sig as a storedSignature.
+func encodeStored(sig *Signature) ([]byte, error) {
+	w, err := stored(sig, 0)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}
+
+// stored returns the storedSignature of s, at depth in its workflow: deeper
+// than 1000 is refused, as Validate refuses it, so that a cycle of callbacks
+// ends in an error.
+func stored(s *Signature, depth int) (*storedSignature, error) {
+	if s == nil {
+		return nil, nil
+	}
+	if depth > 1000 {
+		return nil, fmt.Errorf("tasks: callbacks of signature %q nest deeper than 1000 (a cycle?)", s.Name)
+	}
+	w := &storedSignature{
+		UUID:                        s.UUID,
+		Name:                        s.Name,
+		RoutingKey:                  s.RoutingKey,
+		ETA:                         s.ETA,
+		GroupUUID:                   s.GroupUUID,
+		GroupTaskCount:              s.GroupTaskCount,
+		Args:                        s.Args,
+		Headers:                     s.Headers,
+		Priority:                    s.Priority,
+		Immutable:                   s.Immutable,
+		RetryCount:                  s.RetryCount,
+		RetryTimeout:                s.RetryTimeout,
+		BrokerMessageGroupId:        s.BrokerMessageGroupId,
+		SQSReceiptHandle:            s.SQSReceiptHandle,
+		StopTaskDeletionOnError:     s.StopTaskDeletionOnError,
+		IgnoreWhenTaskNotRegistered: s.IgnoreWhenTaskNotRegistered,
+		extensions:                  (*extensions)(s),
+	}
+	var err error
+	if w.OnSuccess, err = storedList(s.OnSuccess, depth+1); err != nil {
+		return nil, err
+	}
+	if w.OnError, err = storedList(s.OnError, depth+1); err != nil {
+		return nil, err
+	}
+	if w.ChordCallback, err = stored(s.ChordCallback, depth+1); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func storedList(sigs []*Signature, depth int) ([]*storedSignature, error) {
+	if len(sigs) == 0 {
+		return nil, nil
+	}
+	out := make([]*storedSignature, len(sigs))
+	for i, s := range sigs {
+		w, err := stored(s, depth)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = w
+	}
+	return out, nil
 }
 
 // Limit is a per-key limit (Signature.Limit), shared by the tasks of its

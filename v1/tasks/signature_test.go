@@ -1,6 +1,8 @@
 package tasks
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -163,6 +165,163 @@ func TestAggregationMembersHaveNoWorkflow(t *testing.T) {
 	} {
 		if !errors.Is(err, ErrAggregationMember) {
 			t.Errorf("%s: %v, want ErrAggregationMember", what, err)
+		}
+	}
+}
+
+// machineryFields are the keys of machinery's Signature JSON, in its order.
+var machineryFields = []string{
+	"UUID", "Name", "RoutingKey", "ETA", "GroupUUID", "GroupTaskCount", "Args", "Headers",
+	"Priority", "Immutable", "RetryCount", "RetryTimeout", "OnSuccess", "OnError", "ChordCallback",
+	"BrokerMessageGroupId", "SQSReceiptHandle", "StopTaskDeletionOnError", "IgnoreWhenTaskNotRegistered",
+}
+
+// jsonKeys returns the keys of the JSON object data, in order.
+func jsonKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s is no JSON object: %v", data, err)
+	}
+	var keys []string
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// TestSignatureJSONIsMachinerys: json.Marshal writes a signature as
+// machinery does, every machinery field present, so that a program that
+// puts one in its own JSON keeps its shape; machinist's fields follow
+// only when set.
+func TestSignatureJSONIsMachinerys(t *testing.T) {
+	t.Parallel()
+	sig, err := DecodeSignature([]byte(machineryWireExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := json.Marshal(sig); err != nil || string(got) != machineryWireExample {
+		t.Errorf("json.Marshal of machinery's message decoded = %s, %v; want it unchanged:\n%s", got, err, machineryWireExample)
+	}
+
+	// A value in a struct of the program's is written the same way.
+	type response struct {
+		Task Signature
+	}
+	got, err := json.Marshal(response{Task: Signature{Name: "add", OnSuccess: []*Signature{{Name: "next"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outer struct{ Task json.RawMessage }
+	if err := json.Unmarshal(got, &outer); err != nil {
+		t.Fatal(err)
+	}
+	if keys := jsonKeys(t, outer.Task); !reflect.DeepEqual(keys, machineryFields) {
+		t.Errorf("keys of a signature in a struct = %v, want machinery's %v", keys, machineryFields)
+	}
+	var task struct{ OnSuccess []json.RawMessage }
+	if err := json.Unmarshal(outer.Task, &task); err != nil {
+		t.Fatal(err)
+	}
+	if keys := jsonKeys(t, task.OnSuccess[0]); !reflect.DeepEqual(keys, machineryFields) {
+		t.Errorf("keys of a callback = %v, want machinery's %v", keys, machineryFields)
+	}
+
+	withOwn, err := json.Marshal(&Signature{Name: "add", Timeout: time.Second, WorkflowUUID: "chain_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]string(nil), machineryFields...), "Timeout", "WorkflowUUID")
+	if keys := jsonKeys(t, withOwn); !reflect.DeepEqual(keys, want) {
+		t.Errorf("keys with machinist's Timeout and WorkflowUUID set = %v, want %v", keys, want)
+	}
+}
+
+// TestEncodeSignatureIsCompact: the store's encoding leaves out every
+// empty field, in the callbacks too, so that a pending task takes no more
+// memory in Redis than the fields it sets.
+func TestEncodeSignatureIsCompact(t *testing.T) {
+	t.Parallel()
+	sig := &Signature{
+		Name:      "add",
+		Args:      []Arg{{Type: "int64", Value: 1}, {Type: "int64", Value: 2}},
+		OnSuccess: []*Signature{{UUID: "task_b", Name: "next", Timeout: time.Second}},
+	}
+	got, err := EncodeSignature(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"Name":"add","Args":[{"Name":"","Type":"int64","Value":1},{"Name":"","Type":"int64","Value":2}],` +
+		`"OnSuccess":[{"UUID":"task_b","Name":"next","Timeout":1000000000}]}`
+	if string(got) != want {
+		t.Errorf("EncodeSignature = %s, want %s", got, want)
+	}
+	if got, err := EncodeSignature(nil); err != nil || string(got) != "null" {
+		t.Errorf("EncodeSignature(nil) = %s, %v; want null", got, err)
+	}
+
+	cycle := &Signature{Name: "loop"}
+	cycle.OnSuccess = []*Signature{cycle}
+	if _, err := EncodeSignature(cycle); err == nil || !strings.Contains(err.Error(), "nest deeper than 1000") {
+		t.Errorf("EncodeSignature of a cycle = %v, want an error saying it nests too deep", err)
+	}
+}
+
+// TestSignatureEncodingsKeepEveryField: both encodings of a signature
+// whose every field is set, in a callback too, decode to it.
+func TestSignatureEncodingsKeepEveryField(t *testing.T) {
+	t.Parallel()
+	eta := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	full := func(name string) *Signature {
+		return &Signature{
+			UUID: "task_" + name, Name: name, RoutingKey: "q", ETA: &eta,
+			GroupUUID: "group_1", GroupTaskCount: 2,
+			Args:     []Arg{{Name: "a", Type: "string", Value: "x"}},
+			Headers:  Headers{"k": "v"},
+			Priority: 1, Immutable: true, RetryCount: 3, RetryTimeout: 5,
+			BrokerMessageGroupId: "m", SQSReceiptHandle: "r",
+			StopTaskDeletionOnError: true, IgnoreWhenTaskNotRegistered: true,
+			Timeout: time.Second, AggregationKey: "agg",
+			UniqueFor: time.Minute, UniqueKey: "u", UniqueReplace: true,
+			WorkflowUUID: "chain_1",
+			Limit:        &Limit{Key: "l", Concurrency: 1, Rate: 2, Per: time.Second},
+		}
+	}
+	sig := full("a")
+	sig.OnSuccess = []*Signature{full("b")}
+	sig.OnError = []*Signature{full("c")}
+	sig.ChordCallback = full("d")
+	v := reflect.ValueOf(sig).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Fatalf("the test's signature leaves %s unset: set it", v.Type().Field(i).Name)
+		}
+	}
+
+	for name, encode := range map[string]func(*Signature) ([]byte, error){
+		"EncodeSignature": EncodeSignature,
+		"json.Marshal":    func(s *Signature) ([]byte, error) { return json.Marshal(s) },
+	} {
+		data, err := encode(sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var got *Signature
+		if err := dec.Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, sig) {
+			t.Errorf("%s then decoding gave %+v, want %+v (from %s)", name, got, sig, data)
 		}
 	}
 }

@@ -286,7 +286,9 @@ func DecodeSignature(data []byte) (*Signature, error) {
 }
 
 // EncodeSignature encodes sig as the JSON message DecodeSignature (and
-// machinery) reads.
+// machinery) reads, in the store's compact form: machinery's field names,
+// and only the fields that are set (json.Marshal writes machinery's shape,
+// with every machinery field).
 func EncodeSignature(sig *Signature) ([]byte, error) {
-	return json.Marshal(sig)
+	return encodeStored(sig)
 }
