@@ -385,3 +385,59 @@ func TestMessageOverMaxMessageSize(t *testing.T) {
 		})
 	}
 }
+
+// TestMachineryPurgeStateOfAQueuedTask: as with machinery, PurgeState of
+// a task still in its queue makes GetState fail, and the task still runs
+// when a worker takes it. Inside it, GetState finds its state, as it finds
+// machinery's RECEIVED (so a program that checks there whether its job
+// was deleted, as DungBeetle does, runs it), and its result is written as
+// usual.
+func TestMachineryPurgeStateOfAQueuedTask(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	u := "redis://" + srv.Addr()
+	s := newServer(t, &config.Config{Broker: u, ResultBackend: u, NoUnixSignals: true,
+		Redis: &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")}})
+	inside := make(chan error, 1)
+	if err := s.RegisterTask("job", func(ctx context.Context) error {
+		_, err := s.GetBackend().GetState(tasks.SignatureFromContext(ctx).UUID)
+		inside <- err
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sig := &tasks.Signature{UUID: "job_" + uuid.NewString(), Name: "job"}
+	res, err := s.SendTask(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := s.GetBackend()
+	if st, err := backend.GetState(sig.UUID); err != nil || st.State != tasks.StatePending {
+		t.Fatalf("GetState of the queued task: %+v, %v; want PENDING", st, err)
+	}
+	if err := backend.PurgeState(sig.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := backend.GetState(sig.UUID); !errors.Is(err, backends.ErrStateNotFound) {
+		t.Fatalf("GetState of the queued task after PurgeState: %+v, %v; want ErrStateNotFound", st, err)
+	}
+
+	w := s.NewWorker("w", 1)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	t.Cleanup(func() { w.Quit(); <-errs })
+	select {
+	case err := <-inside:
+		if err != nil {
+			t.Fatalf("GetState inside the purged task as it ran: %v; want its state", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the purged task did not run")
+	}
+	if _, err := res.GetWithTimeout(10*time.Second, time.Millisecond); err != nil {
+		t.Fatalf("the result of the purged task once it ran: %v", err)
+	}
+	if st, err := backend.GetState(sig.UUID); err != nil || st.State != tasks.StateSuccess {
+		t.Fatalf("GetState of the purged task after it ran: %+v, %v; want SUCCESS", st, err)
+	}
+}

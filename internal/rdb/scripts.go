@@ -49,9 +49,10 @@ var (
 	cancelScript          = loadScript("cancel")
 
 	// States (state.go).
-	setStateScript = loadScript("set_state")
-	getStateScript = loadScript("get_state")
-	withdrawScript = loadScript("withdraw")
+	setStateScript   = loadScript("set_state")
+	getStateScript   = loadScript("get_state")
+	purgeStateScript = loadScript("purge_state")
+	withdrawScript   = loadScript("withdraw")
 
 	// A group's bookkeeping (group.go).
 	groupDoneScript    = loadScript("group_done")

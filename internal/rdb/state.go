@@ -451,9 +451,30 @@ func parseGetStateReply(v interface{}) (map[string]string, error) {
 	return nil, fmt.Errorf("get_state: unexpected reply %v", v)
 }
 
-// PurgeState deletes the task's state; a missing state is not an error.
+// PurgeState deletes the task's state, so that GetState then fails with
+// ErrStateNotFound; a missing state is not an error. On a single server a
+// task its queue holds implies a state (GetState): purge_state.lua marks
+// its hash so that it implies none while the task waits as it did. The
+// task itself still runs, and the states its worker writes read as usual.
+// Like GetState, it goes through the task's lane of the batcher, after
+// the store's queued writes of the task.
 func (s *Store) PurgeState(ctx context.Context, taskUUID string) error {
-	if err := s.client.Del(ctx, s.keys.state(taskUUID)).Err(); err != nil {
+	key := s.keys.state(taskUUID)
+	var err error
+	if s.oneNode {
+		err = s.batch.RunScript(ctx, taskUUID, purgeStateScript, []string{key, s.keys.queues()}, s.keys.prefix+":{", taskUUID).Err()
+	} else {
+		err = transport.Again(ctx, func() error {
+			cmds, err := s.batch.Submit(ctx, taskUUID, func(p goredis.Pipeliner) []goredis.Cmder {
+				return []goredis.Cmder{p.Del(ctx, key)}
+			}).Wait(ctx)
+			if err != nil {
+				return err
+			}
+			return cmds[0].Err()
+		}, transport.Retry{})
+	}
+	if err != nil {
 		return fmt.Errorf("purge state of task %s: %w", taskUUID, err)
 	}
 	return nil

@@ -68,7 +68,10 @@ type Backend interface {
 	// GetStateContext returns the state of the task, or an error wrapping
 	// ErrStateNotFound when there is none (never sent, purged or expired).
 	GetStateContext(ctx context.Context, taskUUID string) (*tasks.TaskState, error)
-	// PurgeStateContext deletes the state of the task.
+	// PurgeStateContext deletes the state of the task: GetStateContext then
+	// fails with ErrStateNotFound, also for a task still in its queue,
+	// which nonetheless runs when its turn comes and writes its states as
+	// usual (machinery's semantics).
 	PurgeStateContext(ctx context.Context, taskUUID string) error
 	// PurgeGroupMetaContext deletes the group's bookkeeping.
 	PurgeGroupMetaContext(ctx context.Context, groupUUID string) error

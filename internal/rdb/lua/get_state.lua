@@ -7,7 +7,10 @@
 -- reason its hash keeps; so has a task cancelled while it waited, whose
 -- hash (cancel.lua's marker, with when it was sent) keeps it out. A
 -- marker that keeps out a task not sent yet implies nothing: its
--- canceller writes its FAILURE.
+-- canceller writes its FAILURE. Nor does a task whose state was purged
+-- (purge_state.lua) while its hash's state is of the class it had then
+-- (lib/queue.lua's implied_by): a task purged while it waits reads as
+-- none until a worker takes it.
 --
 -- KEYS[1] the task's state hash   KEYS[2] the set of queue names
 -- ARGV[1] the queues' key prefix ("<prefix>:{"): a queue's task hash is
@@ -29,17 +32,17 @@ if #h > 0 then
 	return h
 end
 -- implied reads a task hash: the reply for the task it holds, nil for
--- none (or a completed task, whose state expired or was never written, or
--- a marker keeping out a task not sent yet).
+-- none (or a completed task, whose state expired or was never written, a
+-- marker keeping out a task not sent yet, or a task purged since it
+-- entered its hash's present class of state).
 local function implied(q)
-	local t = redis.call("HMGET", ARGV[1] .. q .. "}:t:" .. ARGV[2], "state", "msg", "at", "joined", "error")
-	local state = t[1]
-	if not state or state == "completed" or state == "cancelled" and not t[3] then
+	local implicit, class, t = implied_by(ARGV[1] .. q .. "}:t:" .. ARGV[2])
+	if not implicit or t[6] == class then
 		return nil
 	end
-	local implicit, reason = "PENDING", ""
-	if state == "archived" or state == "cancelled" then
-		implicit, reason = "FAILURE", t[5] or ""
+	local reason = ""
+	if implicit == "FAILURE" then
+		reason = t[5] or ""
 	end
 	return {2, t[2] or "", sent_at(t[3], t[4]) or "", implicit, reason}
 end

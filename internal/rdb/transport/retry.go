@@ -19,10 +19,11 @@ import (
 // that hung past the read timeout runs both copies when it resumes. So
 // every script of package rdb is one of four kinds:
 //
-//   - Safe to run twice: the state and group writes, extend, forward,
-//     recover, elect, resign, claim_lease and complete_claim (which know
-//     their own token), announce, unroute. go-redis may send them again,
-//     and RunScript does after such an error.
+//   - Safe to run twice: the state and group writes, purge_state,
+//     extend, forward, recover, elect, resign, claim_lease and
+//     complete_claim (which know their own token), announce, unroute.
+//     go-redis may send them again, and RunScript does after such an
+//     error.
 //   - Enqueue, which go-redis never sends twice: on a single server
 //     machinist sends it again marked as a repeat, which finds the first
 //     run's tasks by their publish token, or their states once they ran

@@ -16,7 +16,10 @@
 // ErrGroupNotFound; a group created implicitly by its members lists, in
 // GroupTaskStates, the finished members in the order they finished;
 // PurgeState and PurgeGroupMeta of what does not exist succeed; a closed
-// backend fails with ErrClosed.
+// backend fails with ErrClosed. Given a broker on the backend's store
+// (WithBroker), it also holds the backend to the states of tasks that wait
+// in a queue: PurgeState of such a task makes GetState fail with
+// ErrStateNotFound, as machinery's does, and the task still runs.
 package backendtest
 
 import (
@@ -30,6 +33,7 @@ import (
 	"github.com/google/uuid"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -46,9 +50,12 @@ const waitLong = 10 * time.Second
 // parallel and use task and group UUIDs unique to the run, so the backends
 // may share one store (one Redis); newBackend must therefore register its
 // own teardown with t.Cleanup rather than defer it in the calling test.
-func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) backends.Backend) {
+func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) backends.Backend, opts ...Option) {
 	t.Helper()
 	s := &suite{newBackend: newBackend}
+	for _, opt := range opts {
+		opt(s)
+	}
 	for _, tc := range []struct {
 		name string
 		run  func(*testing.T, *suite)
@@ -57,6 +64,7 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) ba
 		{"SetStatePendingMany", testSetStatePendingMany},
 		{"Results", testResults},
 		{"StateNotFound", testStateNotFound},
+		{"PurgeQueuedTask", testPurgeQueuedTask},
 		{"StateExpires", testStateExpires},
 		{"GroupCompleted", testGroupCompleted},
 		{"CompleteGroupMember", testCompleteGroupMember},
@@ -78,6 +86,17 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) ba
 
 type suite struct {
 	newBackend func(t *testing.T, cnf *config.Config) backends.Backend
+	newBroker  func(t *testing.T, b backends.Backend) brokers.Broker
+}
+
+// Option configures Exercise.
+type Option func(*suite)
+
+// WithBroker gives the suite a broker on the store of a backend it made,
+// for the checks of the states of tasks that wait in a queue; without it
+// they are skipped. The suite closes the broker when the test ends.
+func WithBroker(newBroker func(t *testing.T, b backends.Backend) brokers.Broker) Option {
+	return func(s *suite) { s.newBroker = newBroker }
 }
 
 // backend returns a fresh backend configured by cnf (after WithDefaults),
@@ -272,6 +291,68 @@ func testStateNotFound(t *testing.T, s *suite) {
 	must(t, "PurgeState", b.PurgeStateContext(ctx, sig.UUID))
 	wantNotFound(t, b, sig.UUID, "after PurgeState")
 	must(t, "PurgeState of a missing state", b.PurgeStateContext(ctx, sig.UUID))
+}
+
+// testPurgeQueuedTask checks that PurgeState of a task that waits in its
+// queue makes GetState fail with ErrStateNotFound, as machinery's does,
+// whether its PENDING state was written first (as machinery's send writes
+// it) or the broker implies it, and for a task scheduled for later; and
+// that the task still runs when a worker takes it, the states its worker
+// writes reading as usual.
+func testPurgeQueuedTask(t *testing.T, s *suite) {
+	if s.newBroker == nil {
+		t.Skip("no broker on the backend's store (WithBroker)")
+	}
+	b := s.backend(t, config.Config{})
+	br := s.newBroker(t, b)
+	t.Cleanup(func() { _ = br.Close() })
+	ctx := context.Background()
+	queue := "purge_" + uuid.NewString()
+	written, implied, scheduled := newSig("written"), newSig("implied"), newSig("scheduled")
+	eta := time.Now().Add(time.Hour)
+	scheduled.ETA = &eta
+	sigs := []*tasks.Signature{written, implied, scheduled}
+	for _, sig := range sigs {
+		sig.RoutingKey = queue
+	}
+	must(t, "SetStatePending", b.SetStatePendingContext(ctx, written))
+	must(t, "Publish", br.Publish(ctx, sigs...))
+	if st := getState(t, b, written.UUID); st.State != tasks.StatePending {
+		t.Fatalf("state of a queued task before PurgeState: %+v, want PENDING", st)
+	}
+	for _, sig := range sigs {
+		must(t, "PurgeState", b.PurgeStateContext(ctx, sig.UUID))
+		wantNotFound(t, b, sig.UUID, "of a queued task ("+sig.Name+") after PurgeState")
+		if r, ok := b.(backends.QueueStateReader); ok {
+			if st, err := r.GetStateInContext(ctx, queue, sig.UUID); !errors.Is(err, backends.ErrStateNotFound) {
+				t.Fatalf("GetStateIn of a queued task (%s) after PurgeState: %+v, err %v; want ErrStateNotFound", sig.Name, st, err)
+			}
+		}
+	}
+
+	// The tasks due now still run; what their worker writes reads as usual.
+	fetchCtx, cancel := context.WithTimeout(ctx, waitLong)
+	defer cancel()
+	var taken []*brokers.Delivery
+	for len(taken) < 2 {
+		ds, err := br.Fetch(fetchCtx, []string{queue}, 2-len(taken), nil)
+		must(t, "Fetch of the purged tasks", err)
+		taken = append(taken, ds...)
+	}
+	for _, d := range taken {
+		if d.Signature.UUID != written.UUID && d.Signature.UUID != implied.UUID {
+			t.Fatalf("Fetch took %s, want the purged tasks due now", d.Signature.Name)
+		}
+		must(t, "SetStateStarted", b.SetStateStartedContext(ctx, d.Signature))
+		if st := getState(t, b, d.Signature.UUID); st.State != tasks.StateStarted {
+			t.Fatalf("state of a purged task (%s) its worker started: %+v, want STARTED", d.Signature.Name, st)
+		}
+		must(t, "SetStateSuccess", b.SetStateSuccessContext(ctx, d.Signature, nil))
+		must(t, "Ack", br.Ack(ctx, d))
+		if st := getState(t, b, d.Signature.UUID); st.State != tasks.StateSuccess {
+			t.Fatalf("state of a purged task (%s) that succeeded: %+v, want SUCCESS", d.Signature.Name, st)
+		}
+	}
 }
 
 func testStateExpires(t *testing.T, s *suite) {

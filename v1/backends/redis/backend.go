@@ -278,7 +278,10 @@ func (b *Backend) WatchFinished(ctx context.Context, taskUUID string) (<-chan st
 	return b.store.WatchFinished(ctx, taskUUID)
 }
 
-// PurgeStateContext deletes the task's state; a missing state is not an error.
+// PurgeStateContext deletes the task's state; a missing state is not an
+// error. GetState then fails with ErrStateNotFound, also for a task still
+// waiting in its queue, until a worker takes it: the task still runs, and
+// the states its worker writes read as usual.
 func (b *Backend) PurgeStateContext(ctx context.Context, taskUUID string) error {
 	if err := b.checkOpen("purge state"); err != nil {
 		return err

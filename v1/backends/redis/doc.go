@@ -74,6 +74,9 @@
 // queue of the store: O(queues) for such a task). The first state its
 // worker writes starts its state hash, with created_at taken from the task
 // hash; a PENDING state so kept never expires while the task waits.
+// PurgeState of such a task marks its hash (purge_state.lua): GetState
+// then finds no state while the task waits, as with machinery, and finds
+// one again once a worker takes it.
 //
 // Results are stored as JSON. GetState decodes them with UseNumber, so a
 // value comes back as JSON gives it: numbers as json.Number, slices as

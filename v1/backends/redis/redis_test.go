@@ -19,6 +19,8 @@ import (
 	"github.com/b6192125/machinist/v1/backends/backendtest"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -31,6 +33,11 @@ func TestMain(m *testing.M) {
 // whose keys ("t7-9f86d081:state:...") the prefix's cleanup deletes.
 func keyPrefix(prefix string) string { return strings.TrimSuffix(prefix, ":") }
 
+// brokerOn returns a broker on the store of b, a backend newBackend made.
+func brokerOn(t *testing.T, b backends.Backend) brokers.Broker {
+	return redisbroker.New(b.(*redisbackend.Backend).Store(), redisbroker.Options{})
+}
+
 func TestConformanceStandalone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
@@ -39,7 +46,7 @@ func TestConformanceStandalone(t *testing.T) {
 		b := newBackend(goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), cnf, true)
 		t.Cleanup(func() { _ = b.Close() })
 		return b
-	})
+	}, backendtest.WithBroker(brokerOn))
 }
 
 // The store on the engine that runs it for memory:// passes the suite that
@@ -52,7 +59,7 @@ func TestConformanceEmbedded(t *testing.T) {
 		b := newBackend(engine.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })
 		return b
-	})
+	}, backendtest.WithBroker(brokerOn))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -63,7 +70,7 @@ func TestConformanceCluster(t *testing.T) {
 		b := newBackend(cluster.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })
 		return b
-	})
+	}, backendtest.WithBroker(brokerOn))
 }
 
 // commandLog is a go-redis hook that counts round trips (a command, or a

@@ -52,6 +52,27 @@ local function sent_at(at, joined)
 	return joined and string.format("%d", math.floor(tonumber(joined) / 1000)) or false
 end
 
+-- implied_by reads the task hash key for a task with no state hash
+-- (get_state.lua, purge_state.lua): the state the task implies, PENDING
+-- while it waits or runs, FAILURE once archived or cancelled after it was
+-- sent; the class of its hash's state ("wait", "run" or "failed"), which
+-- a purge records in the hash's purged field; and the hash's fields
+-- {state, msg, at, joined, error, purged}. false for no task, a completed
+-- one, or a marker keeping out a task not sent yet.
+local function implied_by(key)
+	local t = redis.call("HMGET", key, "state", "msg", "at", "joined", "error", "purged")
+	local state = t[1]
+	if not state or state == "completed" or state == "cancelled" and not t[3] then
+		return false
+	end
+	if state == "archived" or state == "cancelled" then
+		return "FAILURE", "failed", t
+	elseif state == "active" then
+		return "PENDING", "run", t
+	end
+	return "PENDING", "wait", t
+end
+
 -- wake leaves a wake-up token on a queue's notify list for idle workers,
 -- at most one.
 local function wake(notify)
