@@ -31,7 +31,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		})
 	}
 	b.Run("memory/concurrency=10", func(b *testing.B) {
-		benchEndToEnd(b, &config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)}, 10, nil)
+		benchEndToEnd(b, &config.Config{Broker: "memory://", NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)}, 10, nil)
 	})
 }
 

@@ -8,7 +8,7 @@
 // them (alone, or as a chain, group or chord), and wait for their results;
 // Workers take the tasks from the broker and run them:
 //
-//	server, err := machinery.NewServer(&config.Config{}) // in-process broker and backend
+//	server, err := machinery.NewServer(&config.Config{Broker: "memory://"}) // in-process broker and backend
 //	server.RegisterTask("add", func(a, b int64) (int64, error) { return a + b, nil })
 //	worker := server.NewWorker("worker-1", 10)
 //	go worker.Launch()

@@ -17,7 +17,7 @@ import (
 // run as one task that the registered aggregator builds: here, one digest
 // per recipient for each batch of notifications.
 func ExampleServer_RegisterAggregator() {
-	server, err := machinery.NewServer(&config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
+	server, err := machinery.NewServer(&config.Config{Broker: "memory://", NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

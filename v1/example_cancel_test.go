@@ -16,7 +16,7 @@ import (
 // that has not been sent yet: the running step's context ends, and no
 // later step runs.
 func ExampleServer_CancelWorkflow() {
-	server, err := machinery.NewServer(&config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
+	server, err := machinery.NewServer(&config.Config{Broker: "memory://", NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

@@ -17,7 +17,7 @@ import (
 // A chain, a group and a chord, as the README's Workflows section sends
 // them (workflows is that section's code).
 func ExampleServer_SendChord() {
-	server, err := machinery.NewServer(&config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
+	server, err := machinery.NewServer(&config.Config{Broker: "memory://", NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

@@ -21,7 +21,7 @@ import (
 // nothing is inspected, cancelled or aggregated.
 func plainServer(t *testing.T) *machinery.Server {
 	t.Helper()
-	s := newServer(t, &config.Config{NoUnixSignals: true})
+	s := newServer(t, &config.Config{Broker: "memory://", NoUnixSignals: true})
 	s.SetBroker(struct{ brokers.Broker }{s.GetBroker()})
 	s.SetBackend(struct{ backends.Backend }{s.GetBackend()})
 	for name, fn := range map[string]any{

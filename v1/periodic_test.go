@@ -31,7 +31,7 @@ func newPeriodicServer(t *testing.T, start time.Time) (*Server, *clock.Fake) {
 	t.Helper()
 	others := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, others) }) // runs last
-	s, err := NewServer(&config.Config{Logger: slog.New(slog.DiscardHandler)})
+	s, err := NewServer(&config.Config{Broker: "memory://", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

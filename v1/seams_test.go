@@ -23,7 +23,7 @@ func seamServers(t *testing.T) map[string]*machinery.Server {
 	t.Helper()
 	srv := redistest.Shared(t)
 	out := map[string]*machinery.Server{
-		"memory": newServer(t, &config.Config{NoUnixSignals: true}),
+		"memory": newServer(t, &config.Config{Broker: "memory://", NoUnixSignals: true}),
 		"redis": newServer(t, &config.Config{
 			Broker: srv.URL(), ResultBackend: srv.URL(), NoUnixSignals: true,
 			Redis: &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")},
@@ -244,7 +244,7 @@ func (foreignProcessor) PreConsumeHandler() bool        { return true }
 // to return, makes a Server that refuses to send or run.
 func TestServerOnCallersBrokerValidatesTheConfig(t *testing.T) {
 	t.Parallel()
-	base := newServer(t, &config.Config{NoUnixSignals: true})
+	base := newServer(t, &config.Config{Broker: "memory://", NoUnixSignals: true})
 	bad := &config.Config{ResultsExpireIn: -1, Broker: "amqp://guest@localhost", NoUnixSignals: true}
 	if _, err := machinery.NewServerWithBrokerBackend(bad, base.GetBroker(), base.GetBackend()); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ResultsExpireIn") {
 		t.Fatalf("NewServerWithBrokerBackend(ResultsExpireIn -1) = %v, want config.ErrInvalid naming the field", err)

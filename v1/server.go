@@ -61,10 +61,16 @@ type Server struct {
 
 // NewServer makes a Server from cnf. Fields left zero get their defaults (see
 // package config); a configuration that cannot work is refused with an error
-// wrapping config.ErrInvalid that names the field. cnf itself is not changed.
+// wrapping config.ErrInvalid that names the field. cnf.Broker must be set
+// ("memory://" for the in-process broker); a nil cnf is refused as one
+// without it. cnf itself is not changed.
 func NewServer(cnf *config.Config) (*Server, error) {
 	c := withDefaults(cnf)
 	if err := c.Validate(); err != nil {
+		if cnf == nil {
+			// Most often a load whose error was ignored: say so.
+			return nil, fmt.Errorf("machinist: NewServer: nil *config.Config: %w", err)
+		}
 		return nil, err
 	}
 	broker, backend, closers, err := newBrokerBackend(c)
@@ -84,7 +90,12 @@ func NewServer(cnf *config.Config) (*Server, error) {
 // (*redis.Client, *redis.ClusterClient, *redis.Ring, a Sentinel client).
 func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalClient) (*Server, error) {
 	c := withDefaults(cnf)
-	if err := c.Validate(); err != nil {
+	validate := c.Validate
+	if c.Broker == "" {
+		// client is the broker: an unset Broker is no mistake here.
+		validate = c.ValidateSettings
+	}
+	if err := validate(); err != nil {
 		return nil, err
 	}
 	st := rdb.New(client, dial.Options(c), false)

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 func newServer(t *testing.T, cnf *config.Config) *machinery.Server {
 	t.Helper()
 	if cnf == nil {
-		cnf = &config.Config{}
+		cnf = &config.Config{Broker: "memory://"}
 	}
 	cnf.Logger = slog.New(slog.DiscardHandler)
 	s, err := machinery.NewServer(cnf)
@@ -50,11 +50,11 @@ func TestNewServerRefusesBadConfigNamingTheField(t *testing.T) {
 		field string
 	}{
 		{config.Config{Broker: "amqp://guest:secret@localhost"}, "Broker"},
-		{config.Config{ResultBackend: "mongodb://x"}, "ResultBackend"},
-		{config.Config{ResultsExpireIn: -5}, "ResultsExpireIn"},
-		{config.Config{LeaseDuration: 10}, "LeaseDuration"},
-		{config.Config{LeaseRenewInterval: config.DefaultLeaseDuration}, "LeaseRenewInterval"},
-		{config.Config{DefaultQueue: "a{b"}, "DefaultQueue"},
+		{config.Config{Broker: "memory://", ResultBackend: "mongodb://x"}, "ResultBackend"},
+		{config.Config{Broker: "memory://", ResultsExpireIn: -5}, "ResultsExpireIn"},
+		{config.Config{Broker: "memory://", LeaseDuration: 10}, "LeaseDuration"},
+		{config.Config{Broker: "memory://", LeaseRenewInterval: config.DefaultLeaseDuration}, "LeaseRenewInterval"},
+		{config.Config{Broker: "memory://", DefaultQueue: "a{b"}, "DefaultQueue"},
 		// Refused before anything is dialled: the URL cannot be used.
 		{config.Config{Broker: "redis://:secret@localhost:notaport"}, "Broker"},
 		{config.Config{Broker: "redis://[::1"}, "Broker"},
@@ -103,15 +103,79 @@ func TestSendToUnreachableRedisSaysWhere(t *testing.T) {
 
 func TestNewServerDefaults(t *testing.T) {
 	t.Parallel()
-	cnf := &config.Config{}
+	cnf := &config.Config{Broker: "memory://"}
 	s := newServer(t, cnf)
 	got := s.GetConfig()
-	if got.Broker != "memory://" || got.DefaultQueue != "machinery_tasks" || got.ResultsExpireIn != 3600 {
+	if got.ResultBackend != "memory://" || got.DefaultQueue != "machinery_tasks" || got.ResultsExpireIn != 3600 {
 		t.Fatalf("defaults not applied: %+v", got)
 	}
-	if cnf.Broker != "" {
+	if cnf.ResultBackend != "" || cnf.DefaultQueue != "" {
 		t.Fatal("NewServer changed the caller's config")
 	}
+}
+
+// A Config without a Broker (nil, from a load whose error was ignored; an
+// unset BROKER; a literal that leaves it out) is refused at once, as
+// machinery's NewServer refused it, with an error saying what to set;
+// nothing falls back to the in-process broker.
+func TestNewServerRefusesAMissingBroker(t *testing.T) {
+	for _, k := range []string{"BROKER", "RESULT_BACKEND"} {
+		t.Setenv(k, "") // restored at Cleanup
+		os.Unsetenv(k)
+	}
+	fromEnv, err := config.NewFromEnvironment()
+	if err != nil {
+		t.Fatalf("NewFromEnvironment() with BROKER unset = %v, want it to load", err)
+	}
+	for name, cnf := range map[string]*config.Config{
+		"nil":                   nil,
+		"empty":                 {},
+		"only a result backend": {ResultBackend: "memory://", DefaultQueue: "q"},
+		"BROKER unset":          fromEnv,
+	} {
+		s, err := machinery.NewServer(cnf)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: NewServer = nil error, want the Broker refused", name)
+			continue
+		}
+		if !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%s: NewServer = %v, want an error wrapping config.ErrInvalid", name, err)
+		}
+		for _, want := range []string{"Broker", "BROKER", `"memory://"`, `"redis://host:port"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: NewServer = %q, want it to name %s", name, err, want)
+			}
+		}
+		if cnf == nil && !strings.Contains(err.Error(), "nil *config.Config") {
+			t.Errorf("nil: NewServer = %q, want it to say the Config is nil", err)
+		}
+	}
+}
+
+// The constructors given the broker need no Broker URL.
+func TestNewServerOnAGivenBrokerNeedsNoBrokerURL(t *testing.T) {
+	t.Parallel()
+	base := newServer(t, nil)
+	quiet := func() *config.Config { return &config.Config{Logger: slog.New(slog.DiscardHandler)} }
+	s, err := machinery.NewServerWithBrokerBackend(quiet(), base.GetBroker(), base.GetBackend())
+	if err != nil {
+		t.Errorf("NewServerWithBrokerBackend with no Broker URL = %v", err)
+	}
+	_ = s // closing it would close base's broker and backend
+	s = machinery.NewServerWithBrokerBackendLock(quiet(), base.GetBroker(), base.GetBackend(), nil)
+	if _, err := s.SendTask(&tasks.Signature{Name: "none"}); err != nil {
+		t.Errorf("a Server of NewServerWithBrokerBackendLock with no Broker URL: SendTask = %v", err)
+	}
+
+	srv := redistest.Shared(t)
+	cnf := quiet()
+	cnf.Redis = &config.RedisConfig{KeyPrefix: strings.TrimSuffix(srv.Prefix(t), ":")}
+	rs, err := machinery.NewServerWithRedisClient(cnf, srv.Client(t))
+	if err != nil {
+		t.Fatalf("NewServerWithRedisClient with no Broker URL = %v", err)
+	}
+	t.Cleanup(func() { rs.Close() })
 }
 
 func TestRegisterTaskRejectsBadFunctions(t *testing.T) {

@@ -369,7 +369,8 @@ func TestConfig(t *testing.T) {
 		{"flag over the environment", func(k string) string {
 			return map[string]string{"REDIS_KEY_PREFIX": "elsewhere"}[k]
 		}, []string{"--config", d.configPath, "--key-prefix", prefix, "queue", "ls"}, exitOK, "emails"},
-		{"no broker", noEnv, []string{"stats"}, exitUsage, `the broker is "memory://"`},
+		{"no broker", noEnv, []string{"stats"}, exitUsage, "no broker is set: point --broker, BROKER or --config at the Redis"},
+		{"the in-process broker", noEnv, []string{"--broker", "memory://", "stats"}, exitUsage, `the broker is "memory://"`},
 		{"a password is not shown", noEnv, []string{"--broker", "memory://user:secret@host", "stats"}, exitUsage, `"memory://***@host"`},
 		{"a password is not shown without a scheme", noEnv, []string{"--broker", "secret@10.0.0.5:6379", "stats"}, exitUsage, `"***@10.0.0.5:6379"`},
 		{"unreachable", noEnv, []string{"--broker", "redis://:secret@127.0.0.1:1", "--timeout", "20s", "stats"}, exitFailed,

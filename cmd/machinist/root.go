@@ -222,6 +222,9 @@ func (a *app) config() (*config.Config, error) {
 	if a.keyPrefix != "" {
 		cnf.Redis.KeyPrefix = a.keyPrefix
 	}
+	if cnf.Broker == "" {
+		return nil, usagef("no broker is set: point --broker, BROKER or --config at the Redis your workers use (redis://host:6379)")
+	}
 	if !strings.HasPrefix(cnf.Broker, "redis") {
 		return nil, usagef("the broker is %q, which the command cannot reach from outside the program that uses it: "+
 			"point --broker, BROKER or --config at the Redis your workers use (redis://host:6379)", config.RedactURL(cnf.Broker))

@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	server, err := machinery.NewServer(&config.Config{}) // memory:// broker and backend
+	server, err := machinery.NewServer(&config.Config{Broker: "memory://"}) // in-process broker and backend
 	if err != nil {
 		panic(err)
 	}

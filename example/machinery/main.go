@@ -11,8 +11,9 @@
 //	go run ./example/machinery send      # send tasks, print their results
 //
 // The config comes from the YAML file named by -c, else from the
-// environment (BROKER, RESULT_BACKEND, ...); with neither, the in-process
-// memory broker, which only the one-process form can use.
+// environment (BROKER, RESULT_BACKEND, ...). BROKER=memory:// is the
+// in-process broker, which only the one-process form can use; with no
+// broker set, NewServer refuses to start, as machinery's did.
 package main
 
 import (

@@ -5,7 +5,7 @@ import (
 )
 
 // The example runs end to end, worker and sender in one process, on the
-// in-process broker its config defaults to.
+// in-process broker.
 func TestExampleRunsInOneProcess(t *testing.T) {
 	t.Setenv("BROKER", "memory://")
 	t.Setenv("RESULT_BACKEND", "memory://")

@@ -73,8 +73,9 @@ func TestProducerAndWorkerProcesses(t *testing.T) {
 	}
 }
 
-// Without BROKER, either program would use an in-process broker the other
-// cannot reach: both refuse to start, saying what to set.
+// Without BROKER, both refuse to start, saying to set it to a Redis URL
+// (not the in-process broker NewServer's own error suggests, which the
+// other program could not reach).
 func TestProgramsRefuseToRunWithoutBroker(t *testing.T) {
 	bin := build(t)
 	for _, name := range []string{"worker", "producer"} {

@@ -6,7 +6,7 @@
 //
 // The same program runs on Redis when BROKER and RESULT_BACKEND say so
 // (e.g. BROKER=redis://localhost:6379), because the config comes from the
-// environment and defaults to the in-process memory broker.
+// environment; with BROKER unset it chooses the in-process memory broker.
 package main
 
 import (
@@ -36,6 +36,11 @@ func run() error {
 	cnf, err := config.NewFromEnvironment()
 	if err != nil {
 		return err
+	}
+	if cnf.Broker == "" {
+		// NewServer refuses an unset Broker; this program runs whole in
+		// one process, so the in-process broker serves it.
+		cnf.Broker = "memory://"
 	}
 	cnf.NoUnixSignals = true
 	cnf.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -18,7 +18,7 @@
 //
 // then open Jaeger at http://localhost:16686 and Prometheus at
 // http://localhost:9090. BROKER and RESULT_BACKEND choose Redis, as in the
-// quick start; the default is the in-process broker.
+// quick start; with BROKER unset it chooses the in-process broker.
 package main
 
 import (
@@ -108,6 +108,11 @@ func run(ctx context.Context, o options) error {
 	cnf, err := config.NewFromEnvironment()
 	if err != nil {
 		return err
+	}
+	if cnf.Broker == "" {
+		// NewServer refuses an unset Broker; this program runs whole in
+		// one process, so the in-process broker serves it.
+		cnf.Broker = "memory://"
 	}
 	cnf.NoUnixSignals = true
 	cnf.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

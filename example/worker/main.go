@@ -20,8 +20,8 @@ import (
 )
 
 func main() {
-	// Without BROKER the config is the in-process memory broker, which the
-	// producer, in its own process, cannot reach.
+	// Without BROKER, NewServer would refuse to start and suggest the
+	// in-process broker, which the producer, in its own process, cannot reach.
 	if os.Getenv("BROKER") == "" {
 		log.Fatal("set BROKER and RESULT_BACKEND, e.g. BROKER=redis://localhost:6379 RESULT_BACKEND=redis://localhost:6379")
 	}

@@ -26,18 +26,21 @@
 // github.com/kelseyhightower/envconfig, and never sets TLSConfig (machinery's
 // switched TLS on, its issue #517).
 //
-// Both loaders start from the loader defaults: Broker "memory://",
-// DefaultQueue "machinery_tasks", ResultsExpireIn 3600, and Redis and AMQP
-// allocated; each load gets sub-configs of its own. Unlike machinery, the
-// default broker is the in-process one (machinist has no AMQP). Both refuse,
-// naming the field, what Validate refuses once WithDefaults has filled in
-// the rest. The Config they return still has the other fields zero: NewServer
-// fills them in, as WithDefaults does for a Config built by hand.
+// Both loaders start from the loader defaults: DefaultQueue
+// "machinery_tasks", ResultsExpireIn 3600, and Redis and AMQP allocated;
+// each load gets sub-configs of its own. Broker has no default (machinery's
+// was AMQP, which machinist does not have): a file or environment that does
+// not set it loads, so that a program can still set it in code, and
+// NewServer refuses it. Both refuse, naming the field, what else Validate
+// refuses once WithDefaults has filled in the rest. The Config they return
+// still has the other fields zero: NewServer fills them in, as WithDefaults
+// does for a Config built by hand.
 //
 // # Defaults
 //
-// WithDefaults sets each field left zero to its default: Broker "memory://",
-// ResultBackend the same as Broker, DefaultQueue "machinery_tasks",
+// Broker must be set: "memory://" for the in-process broker, a "redis://"
+// URL for Redis. WithDefaults sets each other field left zero to its
+// default: ResultBackend the same as Broker, DefaultQueue "machinery_tasks",
 // ResultsExpireIn 3600 (seconds), LeaseDuration 10s, LeaseRenewInterval
 // LeaseDuration/4, RecoverInterval 1s, MaxRecoveries 3, ShutdownTimeout 30s,
 // UnregisteredTaskTries 10, UnregisteredTaskDelay 5s, ArchiveMaxSize 10000,
@@ -101,9 +104,6 @@ import (
 const (
 	// DefaultResultsExpireIn is the default ResultsExpireIn, in seconds.
 	DefaultResultsExpireIn = 3600
-	// DefaultBroker is the default Broker and ResultBackend: the in-process
-	// broker and backend.
-	DefaultBroker = "memory://"
 	// MaxQueueShards bounds each count of RedisConfig.QueueShards.
 	MaxQueueShards = 64
 	// DefaultQueueName is the default DefaultQueue, machinery's.
@@ -128,15 +128,18 @@ const (
 	DefaultDelayedTasksPollPeriod = 20   // ms
 )
 
-// Config configures a Server and its workers. The zero value works: it runs
-// the Redis store on an in-process engine, with no Redis to set up.
+// Config configures a Server and its workers. Every field but Broker may be
+// left zero for its default; Config{Broker: "memory://"} runs the Redis
+// store on an in-process engine, with no Redis to set up.
 type Config struct {
-	// Broker is where tasks are queued: "memory://" (default; the Redis
-	// store on an in-process engine of the Server's own), "memory://NAME"
-	// (on the process's engine of that name, shared by every Server that
-	// names it), "eager" (each task runs
-	// inside SendTask, before it returns), or "redis://", "rediss://" or
-	// "redis+socket://" (a Unix socket) for Redis.
+	// Broker is where tasks are queued: "memory://" (the Redis store on an
+	// in-process engine of the Server's own), "memory://NAME" (on the
+	// process's engine of that name, shared by every Server that names
+	// it), "eager" (each task runs inside SendTask, before it returns), or
+	// "redis://", "rediss://" or "redis+socket://" (a Unix socket) for
+	// Redis. It has no default: NewServer refuses an empty one (machinery's
+	// failed too); the constructors given a broker or a Redis client
+	// ignore it.
 	Broker string `yaml:"broker" envconfig:"BROKER"`
 	// Lock names machinery's lock for LockFactory ("eager", or a
 	// "redis://" URL); NewServer does not use it: periodic tasks fire once
@@ -149,9 +152,9 @@ type Config struct {
 	// DefaultQueue is the queue of signatures without a RoutingKey and of
 	// workers without a queue. Default "machinery_tasks".
 	DefaultQueue string `yaml:"default_queue" envconfig:"DEFAULT_QUEUE"`
-	// ResultBackend is where states and results are kept: "memory://"
-	// (default), "memory://NAME", "eager" (same as memory://), or a Redis URL.
-	// Empty means the same kind as Broker.
+	// ResultBackend is where states and results are kept: "memory://",
+	// "memory://NAME", "eager" (same as memory://), or a Redis URL. Empty
+	// (the default) means the same as Broker.
 	ResultBackend string `yaml:"result_backend" envconfig:"RESULT_BACKEND"`
 	// ResultsExpireIn is how long states and results are kept, in seconds.
 	// Zero means 3600. Negative values are refused.

@@ -31,6 +31,24 @@ func TestNewFromEnvironmentStartsFromTheLoaderDefaults(t *testing.T) {
 	}
 }
 
+// BROKER unset loads, so that a program may still set Broker in code, and
+// leaves Broker empty for NewServer to refuse: nothing chooses the
+// in-process broker behind the program's back.
+func TestNewFromEnvironmentLeavesAnUnsetBrokerToNewServer(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("DEFAULT_QUEUE", "jobs")
+	got, err := NewFromEnvironment()
+	if err != nil {
+		t.Fatalf("NewFromEnvironment() with BROKER unset = %v, want it to load", err)
+	}
+	if got.Broker != "" || got.WithDefaults().ResultBackend != "" {
+		t.Errorf("Broker = %q, ResultBackend with defaults = %q; want both empty", got.Broker, got.WithDefaults().ResultBackend)
+	}
+	if err := got.WithDefaults().Validate(); !errors.Is(err, errNoBroker) {
+		t.Errorf("Validate() = %v, want %v", err, errNoBroker)
+	}
+}
+
 // Every name machinery documents, and machinist's, set at once; each must
 // reach its field.
 func TestNewFromEnvironmentReadsEveryName(t *testing.T) {

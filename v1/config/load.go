@@ -18,7 +18,6 @@ import (
 // wrote into) the same RedisConfig.
 func defaultConfig() *Config {
 	return &Config{
-		Broker:          DefaultBroker,
 		DefaultQueue:    DefaultQueueName,
 		ResultsExpireIn: DefaultResultsExpireIn,
 		Redis:           &RedisConfig{},
@@ -147,7 +146,7 @@ func isEmptyDocument(n *yaml.Node) bool {
 }
 
 // check validates what a loader read, as NewServer will: with the defaults
-// filled in.
+// filled in. An unset Broker passes here and is refused by NewServer.
 func check(cnf *Config) error {
-	return cnf.WithDefaults().Validate()
+	return cnf.WithDefaults().validateLoaded()
 }

@@ -74,7 +74,7 @@ func TestReloadPicksUpAChangedFile(t *testing.T) {
 	if latest.DefaultQueue != "two" {
 		t.Fatalf("after a tick Reloaded().DefaultQueue = %q, want two", latest.DefaultQueue)
 	}
-	if latest.Redis.KeyPrefix != "two" || latest.Broker != DefaultBroker {
+	if latest.Redis.KeyPrefix != "two" || latest.Broker != "" {
 		t.Errorf("reloaded Config = %+v, Redis %+v; want the new file over the loader defaults", latest, latest.Redis)
 	}
 	if cnf.DefaultQueue != "one" || cnf.Redis.KeyPrefix != "" {

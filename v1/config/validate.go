@@ -11,14 +11,12 @@ import (
 )
 
 // WithDefaults returns a copy of c with every field left zero set to its
-// default. c itself is not changed; a nil c gives the defaults.
+// default. c itself is not changed; a nil c gives the defaults. Broker has
+// no default: an unset one stays empty, and Validate refuses it.
 func (c *Config) WithDefaults() *Config {
 	out := &Config{}
 	if c != nil {
 		*out = c.copyFields()
-	}
-	if out.Broker == "" {
-		out.Broker = DefaultBroker
 	}
 	if out.ResultBackend == "" {
 		out.ResultBackend = out.Broker
@@ -149,20 +147,35 @@ func (c *Config) copyFields() Config {
 
 // Validate reports the first field that makes c unusable, naming the field
 // and its value (URLs with their credentials hidden). Every error wraps
-// ErrInvalid. Call it on the result of WithDefaults: zero values that mean
+// ErrInvalid. An unset Broker is refused with an error that says how to
+// choose one. Call it on the result of WithDefaults: zero values that mean
 // "default" are refused here.
 func (c *Config) Validate() error {
-	bad := func(field string, value interface{}, why string) error {
-		return fmt.Errorf("%w: %s = %v: %s", ErrInvalid, field, value, why)
-	}
 	if c == nil {
 		return fmt.Errorf("%w: nil *Config", ErrInvalid)
 	}
-	if err := validateURL(c.Broker); err != nil {
-		return bad("Broker", fmt.Sprintf("%q", redact.URL(c.Broker)), err.Error())
+	if c.Broker == "" {
+		return errNoBroker
 	}
-	if err := validateURL(c.ResultBackend); err != nil {
-		return bad("ResultBackend", fmt.Sprintf("%q", redact.URL(c.ResultBackend)), err.Error())
+	return c.validateLoaded()
+}
+
+// validateLoaded is Validate with an unset Broker (and ResultBackend)
+// allowed: what the loaders check, as a program may set the Broker after
+// loading; NewServer refuses it then.
+func (c *Config) validateLoaded() error {
+	bad := func(field string, value interface{}, why string) error {
+		return fmt.Errorf("%w: %s = %v: %s", ErrInvalid, field, value, why)
+	}
+	if c.Broker != "" {
+		if err := validateURL(c.Broker); err != nil {
+			return bad("Broker", fmt.Sprintf("%q", redact.URL(c.Broker)), err.Error())
+		}
+	}
+	if c.ResultBackend != "" || c.Broker != "" {
+		if err := validateURL(c.ResultBackend); err != nil {
+			return bad("ResultBackend", fmt.Sprintf("%q", redact.URL(c.ResultBackend)), err.Error())
+		}
 	}
 	return c.ValidateSettings()
 }

@@ -18,8 +18,6 @@ import (
 // written out rather than taken from the constants.
 func defaults() *Config {
 	return &Config{
-		Broker:          "memory://",
-		ResultBackend:   "memory://",
 		DefaultQueue:    "machinery_tasks",
 		ResultsExpireIn: 3600,
 		AMQP:            &AMQPConfig{},
@@ -169,7 +167,7 @@ func TestValidateAccepts(t *testing.T) {
 		"redis://localhost:6379/0", "redis://user:secret@host:6379", "rediss://:secret@host:6380/1",
 	} {
 		for _, field := range []string{"Broker", "ResultBackend"} {
-			c := &Config{}
+			c := &Config{Broker: "memory://"}
 			reflect.ValueOf(c).Elem().FieldByName(field).SetString(u)
 			if err := c.WithDefaults().Validate(); err != nil {
 				t.Errorf("%s %q: Validate() = %v, want nil", field, u, err)
@@ -181,6 +179,28 @@ func TestValidateAccepts(t *testing.T) {
 	}
 }
 
+// An unset Broker (an environment variable not set, a YAML file without
+// the key) is refused with an error that names it as the user set it and
+// says what to set, whatever else is set.
+func TestValidateRefusesAnUnsetBroker(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]*Config{
+		"zero":                  {},
+		"result backend only":   {ResultBackend: "redis://localhost:6379"},
+		"everything but Broker": func() *Config { c := fullConfig(); c.Broker = ""; return c }(),
+	} {
+		err := c.WithDefaults().Validate()
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%s: Validate() = %v, want an error wrapping ErrInvalid", name, err)
+		}
+		for _, want := range []string{"Broker", "BROKER", "broker", `"memory://"`, `"redis://host:port"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: Validate() = %q, want it to name %s", name, err, want)
+			}
+		}
+	}
+}
+
 func TestValidateRefuses(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -188,7 +208,6 @@ func TestValidateRefuses(t *testing.T) {
 		value  string // as the error must show it
 		modify func(*Config)
 	}{
-		{"Broker", `""`, func(c *Config) { c.Broker = "" }},
 		{"Broker", `"amqp://***@localhost:5672/"`, func(c *Config) { c.Broker = "amqp://guest@localhost:5672/" }},
 		{"Broker", `"memory://a/b"`, func(c *Config) { c.Broker = "memory://a/b" }},
 		{"ResultBackend", `"mongodb://localhost"`, func(c *Config) { c.ResultBackend = "mongodb://localhost" }},
@@ -225,7 +244,7 @@ func TestValidateRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.field+"="+tt.value, func(t *testing.T) {
 			t.Parallel()
-			c := (&Config{}).WithDefaults()
+			c := (&Config{Broker: "memory://"}).WithDefaults()
 			tt.modify(c)
 			err := c.Validate()
 			if !errors.Is(err, ErrInvalid) {
@@ -280,7 +299,7 @@ func TestValidateNeverShowsPassword(t *testing.T) {
 		"se:cret@host://x",               // not a scheme
 	} {
 		for _, field := range []string{"Broker", "ResultBackend"} {
-			c := (&Config{}).WithDefaults()
+			c := (&Config{Broker: "memory://"}).WithDefaults()
 			reflect.ValueOf(c).Elem().FieldByName(field).SetString(u)
 			err := c.Validate()
 			if !errors.Is(err, ErrInvalid) {

@@ -16,7 +16,7 @@ import (
 // server. (Here on the in-process broker; the machinist dash command
 // serves it for a Redis deployment.)
 func ExampleNew() {
-	srv, err := machinery.NewServer(&config.Config{NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := machinery.NewServer(&config.Config{Broker: "memory://", NoUnixSignals: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

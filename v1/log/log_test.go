@@ -91,7 +91,7 @@ func TestHandlerFollowsSlogDefaultThenTheReplacedLoggers(t *testing.T) {
 func TestServerLogsGoToTheLevelLoggers(t *testing.T) {
 	var errs syncbuf.Buffer
 	mlog.SetError(stdlog.New(&errs, "ERROR: ", 0))
-	server, err := machinery.NewServer(&config.Config{NoUnixSignals: true})
+	server, err := machinery.NewServer(&config.Config{Broker: "memory://", NoUnixSignals: true})
 	if err != nil {
 		t.Fatal(err)
 	}
