@@ -152,5 +152,5 @@ func newBrokerBackend(cnf *config.Config) (broker brokers.Broker, backend backen
 	if err != nil {
 		return nil, nil, nil, dialError("ResultBackend", err)
 	}
-	return redisbroker.New(bst, redisbroker.OptionsFrom(cnf)), redisbackend.New(rst, redisbackend.Options{}), made, nil
+	return redisbroker.NewOnStore(bst, redisbroker.OptionsFrom(cnf)), redisbackend.NewOnStore(rst, redisbackend.Options{}), made, nil
 }

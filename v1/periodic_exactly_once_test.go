@@ -317,8 +317,8 @@ func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) broke
 	if !paired {
 		backendStore = rdb.New(engine.Client(t), dial.Options(cnf), false)
 	}
-	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
-	backend := redisbackend.New(backendStore, redisbackend.Options{})
+	broker := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
+	backend := redisbackend.NewOnStore(backendStore, redisbackend.Options{})
 	var b brokers.Broker = broker
 	if wrap != nil {
 		b = wrap(broker)

@@ -99,8 +99,8 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 		return nil, err
 	}
 	st := rdb.New(client, dial.Options(c), false)
-	broker := redisbroker.New(st, redisbroker.OptionsFrom(c))
-	backend := redisbackend.New(st, redisbackend.Options{})
+	broker := redisbroker.NewOnStore(st, redisbroker.OptionsFrom(c))
+	backend := redisbackend.NewOnStore(st, redisbackend.Options{})
 	s := newServer(c, broker, backend)
 	s.brokerName = rdb.ClientName(client)
 	s.backendName = s.brokerName

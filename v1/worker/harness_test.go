@@ -119,7 +119,7 @@ func newEnginePair(t *testing.T, cnf *config.Config) (*redisbroker.Broker, *redi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	return redisbroker.New(store, redisbroker.OptionsFrom(cnf)), redisbackend.New(store, redisbackend.Options{})
+	return redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf)), redisbackend.NewOnStore(store, redisbackend.Options{})
 }
 
 // newHarness builds a harness on a broker and a backend, each on an

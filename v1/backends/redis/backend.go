@@ -21,7 +21,7 @@ const GroupSafetyTTL = rdb.GroupSafetyTTL
 var _ backends.Backend = (*Backend)(nil)
 
 // Backend is the Redis result backend: an adapter of backends.Backend over the
-// store in internal/rdb. Create it with New or Dial. Every method is safe
+// store in internal/rdb. Create it with NewOnStore or Dial. Every method is safe
 // for concurrent use.
 type Backend struct {
 	backends.Compat // machinery's methods
@@ -37,9 +37,9 @@ type Options struct {
 	OwnsStore bool
 }
 
-// New returns a backend on store. It sends nothing to Redis; state writes
+// NewOnStore returns a backend on store. It sends nothing to Redis; state writes
 // of concurrent callers share round trips through the store's batcher.
-func New(store *rdb.Store, opts Options) *Backend {
+func NewOnStore(store *rdb.Store, opts Options) *Backend {
 	b := &Backend{store: store, ownsStore: opts.OwnsStore}
 	b.Compat = backends.NewCompat(b)
 	return b
@@ -52,7 +52,7 @@ func Dial(rawURL string, cnf *config.Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(store, Options{OwnsStore: true}), nil
+	return NewOnStore(store, Options{OwnsStore: true}), nil
 }
 
 // Store returns the store the backend runs on.

@@ -12,5 +12,5 @@ import (
 // ownsClient.
 func newBackend(client rdb.UniversalClient, cnf *config.Config, ownsClient bool) *redisbackend.Backend {
 	store := rdb.New(client, dial.Options(cnf.WithDefaults()), ownsClient)
-	return redisbackend.New(store, redisbackend.Options{OwnsStore: true})
+	return redisbackend.NewOnStore(store, redisbackend.Options{OwnsStore: true})
 }

@@ -35,7 +35,7 @@ func keyPrefix(prefix string) string { return strings.TrimSuffix(prefix, ":") }
 
 // brokerOn returns a broker on the store of b, a backend newBackend made.
 func brokerOn(t *testing.T, b backends.Backend) brokers.Broker {
-	return redisbroker.New(b.(*redisbackend.Backend).Store(), redisbroker.Options{})
+	return redisbroker.NewOnStore(b.(*redisbackend.Backend).Store(), redisbroker.Options{})
 }
 
 func TestConformanceStandalone(t *testing.T) {

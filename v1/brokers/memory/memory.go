@@ -54,5 +54,5 @@ func NewPair(opts Options) (*Broker, *memorybackend.Backend) {
 	}
 	bopts := redisbroker.OptionsFrom(cnf)
 	bopts.OwnsStore = true
-	return redisbroker.New(store, bopts), redisbackend.New(store, redisbackend.Options{})
+	return redisbroker.NewOnStore(store, bopts), redisbackend.NewOnStore(store, redisbackend.Options{})
 }

@@ -93,12 +93,12 @@ func OptionsFrom(cnf *config.Config) Options {
 	}
 }
 
-// New returns a broker on store. Its background work (promoting due tasks,
+// NewOnStore returns a broker on store. Its background work (promoting due tasks,
 // recovering expired leases) starts for a queue the first time a worker
 // fetches from it, so a process that only sends tasks runs none, and runs
 // only while the broker is the queue's elected maintainer (see
 // internal/maintenance).
-func New(store *rdb.Store, opts Options) *Broker {
+func NewOnStore(store *rdb.Store, opts Options) *Broker {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -137,7 +137,7 @@ func Dial(rawURL string, cnf *config.Config) (*Broker, error) {
 	}
 	opts := OptionsFrom(cnf)
 	opts.OwnsStore = true
-	b := New(store, opts)
+	b := NewOnStore(store, opts)
 	b.SetConfig(cnf)
 	return b, nil
 }

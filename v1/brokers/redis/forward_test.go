@@ -52,7 +52,7 @@ func newWokenWith(t *testing.T, lease time.Duration, clk clock.Clock) *woken {
 	}).WithDefaults()
 	opts := redisbroker.OptionsFrom(cnf)
 	opts.OwnsStore, opts.Clock = true, clk
-	b := redisbroker.New(rdb.New(client, dial.Options(cnf), false), opts)
+	b := redisbroker.NewOnStore(rdb.New(client, dial.Options(cnf), false), opts)
 	t.Cleanup(func() { b.Close() })
 	w := &woken{b: b, client: client, queue: "q", names: brokers.NewTaskNames([]string{"notify"})}
 	w.fnext = cnf.Redis.KeyPrefix + ":{" + w.queue + "}:fnext"

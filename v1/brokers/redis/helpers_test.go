@@ -23,7 +23,7 @@ import (
 func newBrokerOn(client rdb.UniversalClient, cnf *config.Config) *redisbroker.Broker {
 	opts := redisbroker.OptionsFrom(cnf)
 	opts.OwnsStore = true
-	return redisbroker.New(rdb.New(client, dial.Options(cnf), false), opts)
+	return redisbroker.NewOnStore(rdb.New(client, dial.Options(cnf), false), opts)
 }
 
 // conformant is a broker as the conformance suite takes it: with
@@ -81,7 +81,7 @@ func newOnEngine(t *testing.T, cnf *config.Config) *onEngine {
 	store := rdb.New(client, dial.Options(cnf), false)
 	opts := redisbroker.OptionsFrom(cnf)
 	opts.OwnsStore = true
-	b := redisbroker.New(store, opts)
+	b := redisbroker.NewOnStore(store, opts)
 	t.Cleanup(func() { b.Close() })
 	return &onEngine{conformant: conformant{b, client, cnf.Redis.KeyPrefix}, engine: engine, store: store}
 }

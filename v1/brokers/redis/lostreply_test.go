@@ -47,8 +47,8 @@ func newLostReply(t *testing.T) *lostReply {
 		Redis:         &config.RedisConfig{KeyPrefix: srv.Prefix(t)},
 	}).WithDefaults()
 	store := rdb.New(client, dial.Options(cnf), false)
-	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
-	backend := redisbackend.New(store, redisbackend.Options{})
+	broker := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
+	backend := redisbackend.NewOnStore(store, redisbackend.Options{})
 	t.Cleanup(func() {
 		_ = broker.Close()
 		_ = backend.Close()
@@ -161,8 +161,8 @@ func TestLostReplyPublishOvertakenByItsRepeatQueuesOnce(t *testing.T) {
 				t.Parallel()
 				ctx := ctxFor(t)
 				p := newProxied(t)
-				sender := redisbroker.New(p.viaProxy, redisbroker.OptionsFrom(p.cnf))
-				worker := redisbroker.New(p.direct, redisbroker.OptionsFrom(p.cnf))
+				sender := redisbroker.NewOnStore(p.viaProxy, redisbroker.OptionsFrom(p.cnf))
+				worker := redisbroker.NewOnStore(p.direct, redisbroker.OptionsFrom(p.cnf))
 				t.Cleanup(func() {
 					_ = sender.Close()
 					_ = worker.Close()
@@ -400,8 +400,8 @@ func TestLostReplyPublishOfATaskThatRanIsNotRepeated(t *testing.T) {
 	ctx := ctxFor(t)
 	p := newProxied(t)
 	proxy, cnf, direct := p.proxy, p.cnf, p.directClient
-	sender := redisbroker.New(p.viaProxy, redisbroker.OptionsFrom(cnf))
-	worker := redisbroker.New(p.direct, redisbroker.OptionsFrom(cnf))
+	sender := redisbroker.NewOnStore(p.viaProxy, redisbroker.OptionsFrom(cnf))
+	worker := redisbroker.NewOnStore(p.direct, redisbroker.OptionsFrom(cnf))
 	t.Cleanup(func() {
 		_ = sender.Close()
 		_ = worker.Close()
@@ -491,9 +491,9 @@ func TestLostReplyChordDueIsNotRepeated(t *testing.T) {
 	ctx := ctxFor(t)
 	p := newProxied(t)
 	proxy, cnf := p.proxy, p.cnf
-	member := redisbroker.New(p.viaProxy, redisbroker.OptionsFrom(cnf))
-	other := redisbroker.New(p.direct, redisbroker.OptionsFrom(cnf))
-	states := redisbackend.New(p.direct, redisbackend.Options{})
+	member := redisbroker.NewOnStore(p.viaProxy, redisbroker.OptionsFrom(cnf))
+	other := redisbroker.NewOnStore(p.direct, redisbroker.OptionsFrom(cnf))
+	states := redisbackend.NewOnStore(p.direct, redisbackend.Options{})
 	t.Cleanup(func() {
 		_ = member.Close()
 		_ = other.Close()

@@ -287,8 +287,8 @@ func TestConformancePairedStandalone(t *testing.T) {
 	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(srv.Prefix(t), ":")
 		store := rdb.New(client, dial.Options(cnf), false)
-		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
-		be := redisbackend.New(store, redisbackend.Options{})
+		b := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
+		be := redisbackend.NewOnStore(store, redisbackend.Options{})
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
 		return conformant{b, client, cnf.Redis.KeyPrefix}, be
 	})
@@ -301,8 +301,8 @@ func TestConformancePairedEmbedded(t *testing.T) {
 	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(engine.Prefix(), ":")
 		store := rdb.New(client, dial.Options(cnf), false)
-		b := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
-		be := redisbackend.New(store, redisbackend.Options{})
+		b := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
+		be := redisbackend.NewOnStore(store, redisbackend.Options{})
 		t.Cleanup(func() { _ = b.Close(); _ = be.Close(); _ = store.Close() })
 		return conformant{b, client, cnf.Redis.KeyPrefix}, be
 	})

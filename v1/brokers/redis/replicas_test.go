@@ -30,7 +30,7 @@ func replicatedBroker(t *testing.T, srv *redistest.Server) *redisbroker.Broker {
 	opts := dial.Options(cnf)
 	opts.ReplicaTimeout = 100 * time.Millisecond
 	store := rdb.New(client, opts, false)
-	broker := redisbroker.New(store, redisbroker.OptionsFrom(cnf))
+	broker := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
 	t.Cleanup(func() {
 		_ = broker.Close()
 		_ = store.Close()
