@@ -131,6 +131,30 @@ func Parse(raw string) (Target, error) {
 	return t, nil
 }
 
+// check returns t with its addresses as host:port, or an error wrapping
+// ErrURL when one cannot be dialled or t names no server.
+func (t Target) check() (Target, error) {
+	if t.Socket != "" {
+		if len(t.Addrs) > 0 {
+			return Target{}, fmt.Errorf("%w %s: both a socket and addresses", ErrURL, t)
+		}
+		return t, nil
+	}
+	addrs := make([]string, 0, len(t.Addrs))
+	for _, h := range t.Addrs {
+		addr, err := hostPort(strings.TrimSpace(h))
+		if err != nil {
+			return Target{}, fmt.Errorf("%w: %s", ErrURL, err)
+		}
+		addrs = append(addrs, addr)
+	}
+	if len(addrs) == 0 {
+		return Target{}, fmt.Errorf("%w: no host", ErrURL)
+	}
+	t.Addrs = addrs
+	return t, nil
+}
+
 // hostPort returns h, an address of a Redis URL, as host:port: the port
 // 6379 when h has none, an IPv6 address in brackets. It refuses what
 // cannot be dialled, so that a mistyped URL is refused when the Server is
@@ -180,6 +204,17 @@ type ClientOptions struct {
 // NewClient returns a client for rawURL configured by o.
 func NewClient(rawURL string, o ClientOptions) (goredis.UniversalClient, error) {
 	t, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return ClientFor(t, o)
+}
+
+// ClientFor returns a client for t configured by o: what NewClient makes of
+// the URL t was parsed from. Addresses are checked and normalised as
+// Parse does; a socket path need not be absolute here.
+func ClientFor(t Target, o ClientOptions) (goredis.UniversalClient, error) {
+	t, err := t.check()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -162,12 +163,35 @@ func Dial(rawURL string, c ClientOptions, opts Options) (*Store, error) {
 	if name, ok := strings.CutPrefix(rawURL, MemoryScheme); ok {
 		return dialEmbedded(name, c, opts)
 	}
-	client, err := NewClient(rawURL, c)
+	t, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return DialTarget(t, c, opts)
+}
+
+// DialTarget returns a store on a client of its own for t, as Dial does for
+// the URL t was parsed from.
+func DialTarget(t Target, c ClientOptions, opts Options) (*Store, error) {
+	client, err := ClientFor(t, c)
 	if err != nil {
 		return nil, err
 	}
 	_, opts.nodesWait = client.(*goredis.ClusterClient) // NewClient gave its nodes a transport.WaitHook
 	return New(client, opts, true), nil
+}
+
+// Unusable returns a store whose every command fails with err, as commands
+// to a server that cannot be reached fail: the store of a constructor that
+// has no error to return. Close releases it.
+func Unusable(err error, opts Options) *Store {
+	client := goredis.NewClient(&goredis.Options{
+		Addr:          "unusable",
+		Dialer:        func(context.Context, string, string) (net.Conn, error) { return nil, err },
+		DialerRetries: 1,
+		MaxRetries:    -1,
+	})
+	return New(client, opts, true)
 }
 
 // MemoryScheme starts the URLs of the in-process engine: "memory://" is an

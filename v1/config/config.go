@@ -174,7 +174,8 @@ type Config struct {
 	DynamoDB  *DynamoDBConfig  `yaml:"dynamodb" ignored:"true"`
 	// TLSConfig is used for Redis connections made from a "rediss://" URL.
 	// It is never switched on by a plain "redis://" URL, and never set by
-	// NewFromEnvironment.
+	// NewFromEnvironment. machinery's constructors (redisbroker.New and
+	// NewGR, and redisbackend's), which take no URL, use TLS when it is set.
 	TLSConfig *tls.Config `yaml:"-" ignored:"true"`
 	// NoUnixSignals stops Worker.Launch from handling SIGINT and SIGTERM.
 	NoUnixSignals bool `yaml:"no_unix_signals" envconfig:"NO_UNIX_SIGNALS"`

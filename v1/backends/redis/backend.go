@@ -21,7 +21,7 @@ const GroupSafetyTTL = rdb.GroupSafetyTTL
 var _ backends.Backend = (*Backend)(nil)
 
 // Backend is the Redis result backend: an adapter of backends.Backend over the
-// store in internal/rdb. Create it with NewOnStore or Dial. Every method is safe
+// store in internal/rdb. Create it with New, NewGR or Dial. Every method is safe
 // for concurrent use.
 type Backend struct {
 	backends.Compat // machinery's methods

@@ -9,6 +9,10 @@
 //	be, err := redisbackend.Dial("redis://localhost:6379", cnf.WithDefaults())
 //	defer be.Close()
 //
+// machinery's constructors, New(cnf, host, password, socketPath, db) and
+// NewGR(cnf, addrs, db), make the same backend, for a program that builds
+// its backend by hand.
+//
 // # Keys
 //
 // Every key starts with Config.Redis.KeyPrefix ("machinist" by default):

@@ -15,7 +15,6 @@ import (
 	"github.com/b6192125/machinist/internal/service"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/telemetry"
-	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
@@ -135,11 +134,7 @@ func Dial(rawURL string, cnf *config.Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := OptionsFrom(cnf)
-	opts.OwnsStore = true
-	b := NewOnStore(store, opts)
-	b.SetConfig(cnf)
-	return b, nil
+	return onStore(cnf, store), nil
 }
 
 // Store returns the store the broker runs on.
@@ -183,7 +178,8 @@ func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 // state can be written by the script that publishes or acknowledges the
 // task; else nil.
 func (b *Broker) Join(backend store.Backend) store.StateBroker {
-	if be, ok := backend.(*redisbackend.Backend); ok && be.Store() == b.store && b.store.OneNode() {
+	// A *redisbackend.Backend, or a type that embeds one (BackendGR).
+	if be, ok := backend.(interface{ Store() *rdb.Store }); ok && be.Store() == b.store && b.store.OneNode() {
 		return b
 	}
 	return nil

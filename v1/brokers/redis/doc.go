@@ -9,7 +9,9 @@
 // URL; a comma-separated list of addresses, or Redis.ClusterMode, selects
 // Redis Cluster. Every key of a queue carries the hash tag {queue}
 // (internal/rdb/keys.go has the layout), so a queue lives in one cluster
-// slot and every script runs on one node.
+// slot and every script runs on one node. A program that builds its broker
+// by hand calls machinery's constructors, New(cnf, host, password,
+// socketPath, db) or NewGR(cnf, addrs, db), or Dial with a URL.
 //
 // # A task's life
 //
