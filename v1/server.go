@@ -23,7 +23,6 @@ import (
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
 	lockiface "github.com/b6192125/machinist/v1/locks/iface"
-	mlog "github.com/b6192125/machinist/v1/log"
 	"github.com/b6192125/machinist/v1/tasks"
 	"github.com/b6192125/machinist/v1/worker"
 )
@@ -65,7 +64,7 @@ type Server struct {
 // ("memory://" for the in-process broker); a nil cnf is refused as one
 // without it. cnf itself is not changed.
 func NewServer(cnf *config.Config) (*Server, error) {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	if err := c.Validate(); err != nil {
 		if cnf == nil {
 			// Most often a load whose error was ignored: say so.
@@ -89,7 +88,7 @@ func NewServer(cnf *config.Config) (*Server, error) {
 // of client: Close does not close it. client is a go-redis v9 client
 // (*redis.Client, *redis.ClusterClient, *redis.Ring, a Sentinel client).
 func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalClient) (*Server, error) {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	validate := c.Validate
 	if c.Broker == "" {
 		// client is the broker: an unset Broker is no mistake here.
@@ -115,7 +114,7 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 // Broker "eager" still selects eager mode). Close closes broker and
 // backend.
 func NewServerWithBrokerBackend(cnf *config.Config, broker brokers.Broker, backend backends.Backend) (*Server, error) {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	if err := c.ValidateSettings(); err != nil {
 		return nil, err
 	}
@@ -130,7 +129,7 @@ func NewServerWithBrokerBackend(cnf *config.Config, broker brokers.Broker, backe
 // NewServerWithBrokerBackend would refuse is logged, and every send,
 // worker and periodic task of the Server fails with that error.
 func NewServerWithBrokerBackendLock(cnf *config.Config, broker brokers.Broker, backend backends.Backend, lock lockiface.Lock) *Server {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	s := newServer(c, broker, backend)
 	s.lock = lock
 	if err := c.ValidateSettings(); err != nil {
@@ -138,17 +137,6 @@ func NewServerWithBrokerBackendLock(cnf *config.Config, broker brokers.Broker, b
 		s.log.Error("the Server's config is refused; it will send and run nothing", slog.Any("error", err))
 	}
 	return s
-}
-
-// withDefaults returns cnf with its defaults; a nil Logger becomes one on
-// package log's Handler: slog.Default(), or the level loggers a machinery
-// program set with log.Set.
-func withDefaults(cnf *config.Config) *config.Config {
-	c := cnf.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.New(mlog.Handler())
-	}
-	return c
 }
 
 func newServer(c *config.Config, broker brokers.Broker, backend backends.Backend) *Server {
@@ -264,7 +252,7 @@ func (s *Server) GetConfig() *config.Config {
 // SetConfig replaces the configuration (defaults applied) used from now on.
 // The broker and backend are not rebuilt.
 func (s *Server) SetConfig(cnf *config.Config) {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.config = c

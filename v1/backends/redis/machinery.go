@@ -1,12 +1,9 @@
 package redisbackend
 
 import (
-	"log/slog"
-
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
-	mlog "github.com/b6192125/machinist/v1/log"
 )
 
 // BackendGR is the backend NewGR returns: a Backend on a go-redis universal
@@ -26,7 +23,7 @@ var _ backends.Backend = (*BackendGR)(nil)
 // (not host:port) is logged, and every operation of the backend fails with
 // that error. Close closes its connections.
 func New(cnf *config.Config, host, password, socketPath string, db int) backends.Backend {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	return NewOnStore(dial.Single("redisbackend.New", c, host, password, socketPath, db), Options{OwnsStore: true})
 }
 
@@ -37,16 +34,6 @@ func New(cnf *config.Config, host, password, socketPath string, db int) backends
 // addrs[0] may carry the password ("password@host:port") and a Cluster
 // ignores db. Otherwise it is New.
 func NewGR(cnf *config.Config, addrs []string, db int) backends.Backend {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	return &BackendGR{NewOnStore(dial.Universal("redisbackend.NewGR", c, addrs, db), Options{OwnsStore: true})}
-}
-
-// withDefaults returns cnf with its defaults and, as a Server's, a Logger
-// on package log's Handler when it has none.
-func withDefaults(cnf *config.Config) *config.Config {
-	c := cnf.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.New(mlog.Handler())
-	}
-	return c
 }

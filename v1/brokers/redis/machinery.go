@@ -1,13 +1,10 @@
 package redisbroker
 
 import (
-	"log/slog"
-
 	"github.com/b6192125/machinist/internal/rdb"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
-	mlog "github.com/b6192125/machinist/v1/log"
 )
 
 // BrokerGR is the broker NewGR returns: a Broker on a go-redis universal
@@ -27,7 +24,7 @@ var _ brokers.Broker = (*BrokerGR)(nil)
 // (not host:port) is logged, and every operation of the broker fails with
 // that error. Close closes its connections.
 func New(cnf *config.Config, host, password, socketPath string, db int) brokers.Broker {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	return onStore(c, dial.Single("redisbroker.New", c, host, password, socketPath, db))
 }
 
@@ -38,7 +35,7 @@ func New(cnf *config.Config, host, password, socketPath string, db int) brokers.
 // addrs[0] may carry the password ("password@host:port") and a Cluster
 // ignores db. Otherwise it is New.
 func NewGR(cnf *config.Config, addrs []string, db int) brokers.Broker {
-	c := withDefaults(cnf)
+	c := dial.Defaults(cnf)
 	return &BrokerGR{onStore(c, dial.Universal("redisbroker.NewGR", c, addrs, db))}
 }
 
@@ -50,14 +47,4 @@ func onStore(cnf *config.Config, st *rdb.Store) *Broker {
 	b := NewOnStore(st, opts)
 	b.SetConfig(cnf)
 	return b
-}
-
-// withDefaults returns cnf with its defaults and, as a Server's, a Logger
-// on package log's Handler when it has none.
-func withDefaults(cnf *config.Config) *config.Config {
-	c := cnf.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.New(mlog.Handler())
-	}
-	return c
 }

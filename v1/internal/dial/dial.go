@@ -11,7 +11,19 @@ import (
 
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/v1/config"
+	mlog "github.com/b6192125/machinist/v1/log"
 )
+
+// Defaults returns cnf with its defaults (cnf itself is not changed); a
+// nil Logger becomes one on package log's Handler: slog.Default(), or the
+// level loggers a machinery program set with log.Set.
+func Defaults(cnf *config.Config) *config.Config {
+	c := cnf.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(mlog.Handler())
+	}
+	return c
+}
 
 // Store returns a store for rawURL (Redis, or memory://) configured by cnf,
 // which must have been through WithDefaults.
