@@ -442,10 +442,11 @@ func testAggregationExtendBatch(t *testing.T, s *suite) {
 
 func testAggregationRetryBatch(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	ctx := context.Background()
 	members := fullGroupOfTwo(t, b, q, "k")
 	batch := claim(t, b, names, q)
-	at := time.Now().Add(300 * time.Millisecond)
+	at := clk.Now().Add(300 * time.Millisecond)
 	must(t, "RetryBatch", b.RetryBatch(ctx, batch, at, "the aggregator failed"))
 	err := b.RetryBatch(ctx, batch, at, "again")
 	wantLost(t, "RetryBatch of a batch given back", err, batch.Lease)
@@ -453,11 +454,13 @@ func testAggregationRetryBatch(t *testing.T, s *suite) {
 	if err != nil || !near(due, at, time.Millisecond) {
 		t.Fatalf("NextDue with a batch to retry = %v, %v; want %v", due, err, at)
 	}
-	again := claimNotBefore(t, wallClock(t), b, names, at, q)
+	clk.advanceTo(at.Add(-time.Millisecond))
+	again := claimNotBefore(t, clk, b, names, at, q)
 	if again == nil {
+		clk.advanceTo(at)
 		again = claimEventually(t, b, names, q)
 	}
-	if time.Now().Before(at) {
+	if clk.before(at) {
 		t.Fatal("the batch was taken again before its retry")
 	}
 	if again.ID != batch.ID || again.Failed != 1 {
@@ -501,23 +504,26 @@ func testAggregationArchiveBatch(t *testing.T, s *suite) {
 
 func testAggregationETA(t *testing.T, s *suite) {
 	b, q, names := aggregation(t, s)
+	clk := stopClock(t, b)
 	announce(t, b, q, map[string]brokers.AggregationPolicy{"notify": {MaxSize: 2}})
-	eta := time.Now().Add(300 * time.Millisecond)
+	eta := clk.Now().Add(300 * time.Millisecond)
 	later := member(q, "notify", "k")
 	later.ETA = &eta
 	now := member(q, "notify", "k")
 	publish(t, b, later, now)
-	published := time.Now()
+	published := clk.Now()
 	// The member sent for later waits for its ETA (a machine that held
 	// the test up may have let it come).
-	if info := queueInfo(t, b, q); info.Scheduled+info.Aggregating != 2 || (info.Scheduled == 0 && time.Now().Before(eta)) {
+	if info := queueInfo(t, b, q); info.Scheduled+info.Aggregating != 2 || (info.Scheduled == 0 && clk.before(eta)) {
 		t.Fatalf("QueueInfo = %+v, want 1 scheduled and 1 aggregating", info)
 	}
-	batch := claimNotBefore(t, wallClock(t), b, names, eta, q)
+	clk.advanceTo(eta.Add(-time.Millisecond))
+	batch := claimNotBefore(t, clk, b, names, eta, q)
 	if batch == nil {
+		clk.advanceTo(eta)
 		batch = claimEventually(t, b, names, q)
 	}
-	if time.Now().Before(eta) {
+	if clk.before(eta) {
 		t.Fatal("a member joined its group before its ETA")
 	}
 	if published.After(eta) && len(batch.Members) == 2 && batch.Members[0].UUID == later.UUID {

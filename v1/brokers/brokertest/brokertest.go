@@ -440,13 +440,14 @@ func testPauseResume(t *testing.T, s *suite) {
 
 func testETA(t *testing.T, s *suite) {
 	b := s.broker(t)
+	clk := stopClock(t, b)
 	q := queueName(t, "q")
 
 	// One task waits an hour, for the checks of a task not yet due,
 	// which hold however slow the machine; the other is due soon, and is
 	// taken then, never before.
-	eta := time.Now().Add(300 * time.Millisecond)
-	hour := time.Now().Add(time.Hour)
+	eta := clk.Now().Add(300 * time.Millisecond)
+	hour := clk.Now().Add(time.Hour)
 	sig, later := newSig(q, "soon"), newSig(q, "later")
 	sig.ETA, later.ETA = &eta, &hour
 	publish(t, b, later)
@@ -462,9 +463,14 @@ func testETA(t *testing.T, s *suite) {
 	fetchNone(t, b, q)
 
 	publish(t, b, sig)
+	if clk.stopped() {
+		clk.advanceTo(eta.Add(-time.Millisecond))
+		fetchNone(t, b, q) // a millisecond before its ETA
+	}
+	clk.advanceTo(eta)
 	d := fetchOne(t, b, q)
-	if now := time.Now(); now.Before(eta) {
-		t.Fatalf("task fetched at %s, %s before its ETA", now, eta.Sub(now))
+	if clk.before(eta) {
+		t.Fatalf("task fetched at %s, before its ETA %s", clk.Now(), eta)
 	}
 	if d.Signature.UUID != sig.UUID || d.Signature.ETA == nil || !d.Signature.ETA.Equal(eta) {
 		t.Fatalf("fetched %s with ETA %v, want %s with ETA %s", d.Signature.UUID, d.Signature.ETA, sig.UUID, eta)
@@ -472,7 +478,7 @@ func testETA(t *testing.T, s *suite) {
 	ack(t, b, d)
 	wantSizes(t, b, q, brokers.QueueInfo{Scheduled: 1})
 
-	past := time.Now().Add(-time.Hour)
+	past := clk.Now().Add(-time.Hour)
 	now := newSig(q, "past_eta")
 	now.ETA = &past
 	publish(t, b, now)
@@ -482,6 +488,7 @@ func testETA(t *testing.T, s *suite) {
 
 func testRetry(t *testing.T, s *suite) {
 	b := s.broker(t)
+	clk := stopClock(t, b)
 	ctx := context.Background()
 	q := queueName(t, "q")
 	sig, later := newSig(q, "flaky"), newSig(q, "later")
@@ -498,7 +505,7 @@ func testRetry(t *testing.T, s *suite) {
 	dl.Signature.RetryTimeout = 1
 	dl.Signature.Args = append(dl.Signature.Args, tasks.Arg{Type: "string", Value: "added by the worker"})
 	want := tasks.CopySignature(dl.Signature)
-	hour := time.Now().Add(time.Hour)
+	hour := clk.Now().Add(time.Hour)
 	if err := b.Retry(ctx, dl, hour, "boom"); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
@@ -511,7 +518,7 @@ func testRetry(t *testing.T, s *suite) {
 	if in.Status != brokers.StatusRetry || in.Retried != 1 || in.LastError != "boom" || in.Queue != q {
 		t.Fatalf("retry task: %+v, want status retry, Retried 1, LastError boom, Queue %s", in, q)
 	}
-	if !near(in.NextProcessAt, hour, time.Millisecond) || !near(in.LastFailedAt, time.Now(), 5*time.Second) {
+	if !near(in.NextProcessAt, hour, time.Millisecond) || !near(in.LastFailedAt, clk.Now(), 5*time.Second) {
 		t.Fatalf("retry task: NextProcessAt %s LastFailedAt %s, want %s and about now", in.NextProcessAt, in.LastFailedAt, hour)
 	}
 	sameSignature(t, "listed retry task", in.Signature, want)
@@ -520,17 +527,19 @@ func testRetry(t *testing.T, s *suite) {
 
 	d.Signature.Args = append(d.Signature.Args, tasks.Arg{Type: "string", Value: "added by the worker"})
 	want = tasks.CopySignature(d.Signature)
-	at := time.Now().Add(300 * time.Millisecond)
+	at := clk.Now().Add(300 * time.Millisecond)
 	if err := b.Retry(ctx, d, at, "boom"); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
 	// Pending at its time, never before.
+	clk.advanceTo(at.Add(-time.Millisecond))
+	if len(list(t, b, q, brokers.StatusPending)) != 0 && clk.before(at) {
+		t.Fatalf("retry task pending at %s, before its time %s", clk.Now(), at)
+	}
+	clk.advanceTo(at)
 	eventually(t, "retry task becomes pending", func() bool {
 		return len(list(t, b, q, brokers.StatusPending)) == 1
 	})
-	if now := time.Now(); now.Before(at) {
-		t.Fatalf("retry task pending at %s, %s before its time", now, at.Sub(now))
-	}
 	pending := list(t, b, q, brokers.StatusPending)[0]
 	if pending.Retried != 1 || pending.LastError != "boom" {
 		t.Fatalf("pending after retry: Retried %d LastError %q, want 1 and boom", pending.Retried, pending.LastError)

@@ -95,11 +95,6 @@ func stopClock(t *testing.T, b Broker) *storeClock {
 	return c
 }
 
-// wallClock is the wall clock as a storeClock, for a check that times
-// what the host's clock sets (a task's ETA), and so leaves the store's
-// clock running.
-func wallClock(t *testing.T) *storeClock { return &storeClock{t: t} }
-
 // Now is the store's time.
 func (c *storeClock) Now() time.Time {
 	if c.mover == nil {
@@ -107,6 +102,10 @@ func (c *storeClock) Now() time.Time {
 	}
 	return c.mover.StopClock() // stopped already: only read
 }
+
+// stopped reports whether the clock is the store's, stopped: only
+// Advance moves it.
+func (c *storeClock) stopped() bool { return c.mover != nil }
 
 // Since is the store's time elapsed since t.
 func (c *storeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

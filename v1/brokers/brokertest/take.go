@@ -40,8 +40,9 @@ func testTakeWaiting(t *testing.T, s *suite) {
 
 	// Scheduled: run now (at the head), archived; deleted, it never
 	// becomes pending.
-	eta := time.Now().Add(time.Hour)
-	soon := time.Now().Add(300 * time.Millisecond)
+	clk := stopClock(t, b)
+	eta := clk.Now().Add(time.Hour)
+	soon := clk.Now().Add(300 * time.Millisecond)
 	runNow, archiveIt, deleteIt := newSig(q, "s"), newSig(q, "s"), newSig(q, "s")
 	runNow.ETA, archiveIt.ETA, deleteIt.ETA = &eta, &eta, &soon
 	publish(t, b, runNow, archiveIt, deleteIt)
@@ -49,13 +50,13 @@ func testTakeWaiting(t *testing.T, s *suite) {
 	take(t, b, q, runNow, brokers.TakeRun)
 	wantOrder(t, "pending after running a scheduled task now", infoUUIDs(list(t, b, q, brokers.StatusPending)), []string{runNow.UUID, p[0].UUID})
 	take(t, b, q, archiveIt, brokers.TakeArchive)
-	waitUntil(soon.Add(200 * time.Millisecond))
+	clk.advanceTo(soon.Add(200 * time.Millisecond)) // the deleted task was not due
 	wantSizes(t, b, q, brokers.QueueInfo{Pending: 2, Archived: 2})
 
 	// Retrying: deleted. Running: refused. Archived: refused. Unknown:
 	// not found.
 	d := fetchOne(t, b, q)
-	must(t, "Retry", b.Retry(ctx, d, time.Now().Add(time.Hour), "later"))
+	must(t, "Retry", b.Retry(ctx, d, clk.Now().Add(time.Hour), "later"))
 	take(t, b, q, d.Signature, brokers.TakeDelete)
 	running := fetchOne(t, b, q)
 	for _, tc := range []struct {
@@ -81,7 +82,7 @@ func testTakeWaiting(t *testing.T, s *suite) {
 	retried := newSig(q, "r")
 	publish(t, b, retried)
 	d = fetchOne(t, b, q)
-	must(t, "Retry", b.Retry(ctx, d, time.Now().Add(time.Hour), "later"))
+	must(t, "Retry", b.Retry(ctx, d, clk.Now().Add(time.Hour), "later"))
 	take(t, b, q, retried, brokers.TakeRun)
 	if d = fetchOne(t, b, q); d.Signature.UUID != retried.UUID || d.Retried != 1 {
 		t.Fatalf("after running a retrying task now, fetched %s (Retried %d), want %s (Retried 1)", d.Signature.UUID, d.Retried, retried.UUID)
