@@ -18,13 +18,18 @@ const (
 // a batch, wakes the workers of q's due aggregation groups and batches,
 // strands the members of those whose task name no worker alive aggregates
 // any more (forward.lua), and trims the completed tasks past their
-// retention. With most > 0 it records when its caller will run it next
+// retention by Redis's clock, which scored them. With most > 0 it records when its caller will run it next
 // (after store.Forwarded.Next, at most most from now, or at once with
 // More), so that whatever comes due sooner wakes the caller (WatchDue).
 func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (store.Forwarded, error) {
 	qk := s.keys.queue(q)
 	start := time.Now()
-	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused}, qk.task, forwardBatch, most.Milliseconds())
+	trim := 0
+	if s.opts.CompletedRetention > 0 {
+		trim = 1
+	}
+	cmd := forwardScript.Run(ctx, s.client, []string{qk.scheduled, qk.retry, qk.pending, qk.notify, qk.paused, qk.completed},
+		qk.task, forwardBatch, most.Milliseconds(), trim)
 	err := cmd.Err()
 	var moved, nextIn, stranded int64
 	if err == nil {
@@ -32,11 +37,6 @@ func (s *Store) Forward(ctx context.Context, q string, most time.Duration) (stor
 	}
 	if err != nil {
 		return store.Forwarded{}, fmt.Errorf("promote due tasks of queue %s: %w", q, err)
-	}
-	if s.opts.CompletedRetention > 0 {
-		if err := s.client.ZRemRangeByScore(ctx, qk.completed, "-inf", fmt.Sprint(time.Now().UnixMilli())).Err(); err != nil {
-			return store.Forwarded{}, fmt.Errorf("trim completed tasks of queue %s: %w", q, err)
-		}
 	}
 	f := store.Forwarded{More: moved >= forwardBatch, Next: -1, Stranded: stranded}
 	if nextIn >= 0 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/b6192125/machinist/internal/redistest"
 )
 
@@ -31,5 +33,28 @@ func TestIdleForwardRunsWhenRedisIsOutOfMemory(t *testing.T) {
 	}
 	if n := client.Exists(ctx, strings.TrimSuffix(s.keys.queue("q").fwake, "fwake")+"fnext").Val(); n != 0 {
 		t.Fatalf("a plan was written over maxmemory")
+	}
+}
+
+// TestForwardTrimsCompletedByRedisClock: the completed tasks are trimmed
+// by the clock that scored them (Redis's, in ack_success.lua), however far
+// the host's is from it.
+func TestForwardTrimsCompletedByRedisClock(t *testing.T) {
+	t.Parallel()
+	engine := redistest.StartEmbedded(t)
+	client := engine.Client(t)
+	ctx := context.Background()
+	s := New(client, Options{KeyPrefix: strings.TrimSuffix(engine.Prefix(), ":"), CompletedRetention: time.Hour}, false)
+	t.Cleanup(func() { _ = s.Close() })
+	redisNow := time.Now().Add(24 * time.Hour)
+	engine.SetTime(redisNow)
+	completed := s.keys.queue("q").completed
+	ms := redisNow.UnixMilli()
+	client.ZAdd(ctx, completed, goredis.Z{Score: float64(ms - 1), Member: "ended"}, goredis.Z{Score: float64(ms + 1000), Member: "kept"})
+	if _, err := s.Forward(ctx, "q", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := client.ZRange(ctx, completed, 0, -1).Val(); len(got) != 1 || got[0] != "kept" {
+		t.Fatalf("completed after Forward: %v, want [kept]", got)
 	}
 }

@@ -16,6 +16,7 @@
 -- KEYS[4] notify list      KEYS[5] the queue's paused flag (a paused
 --                            queue's workers are not woken for its
 --                            batches, which they would not take)
+-- KEYS[6] completed zset (ids of acknowledged tasks kept, by expiry)
 -- ARGV[1] task hash key prefix (the queue's aggregation keys are found
 --         from it)
 -- ARGV[2] the most tasks to move from each zset, the most members to
@@ -25,6 +26,8 @@
 --         lib/due.lua) at the next due time it returns, at most that far
 --         off, or now when it moved as many as ARGV[2]; "0" for no plan
 --         (the caller polls)
+-- ARGV[4] "1" to trim the completed tasks whose retention ended, by the
+--         server's clock, as ack_success.lua scored them
 --
 -- Returns: {moved, next_in, stranded}: how many tasks moved (members
 -- stranded included), in how many µs (by the server's clock, so that the
@@ -33,7 +36,8 @@
 -- still waiting is due, or an announcement with a group or batch due ends
 -- (-1: none), and how many members were stranded.
 -- An idle queue costs five commands a run (TIME, the head of each zset,
--- the names aggregated on it), six with a plan (its SET).
+-- the names aggregated on it), one more with a plan (its SET) and one
+-- more with a trim.
 -- Complexity: O(N log S) for N tasks moved, plus O(A log G) for the A
 -- task names ever aggregated on the queue, plus O(M log G) for M members
 -- stranded, plus O(log B + H) a name for the H due batches it reads (at
@@ -196,6 +200,9 @@ if most > 0 then
 	-- plan: writers then wake nobody, and the caller runs again within
 	-- most.
 	redis.pcall("SET", string.sub(ARGV[1], 1, -3) .. "fnext", string.format("%d", plan), "PX", 3 * most)
+end
+if ARGV[4] == "1" then
+	redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now)
 end
 if nextDue >= 0 then
 	nextDue = math.max(nextDue * 1000 - now_us, 0)
