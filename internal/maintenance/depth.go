@@ -32,19 +32,19 @@ func (m *Maintainer) Depth(ctx context.Context) *store.QueueInfo {
 	d := &m.depth
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.info != nil && m.clock.Since(d.at) < depthEvery {
+	if d.info != nil && m.arch.Clock.Since(d.at) < depthEvery {
 		return d.info
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	info, err := m.store.QueueInfo(rctx, m.queue) // a shard's own, when the queue is one
 	if err != nil {
-		m.log.Debug("reading the queue's sizes for the depth gauge failed", slog.String("queue", m.queue), slog.Any("error", err))
-		if m.clock.Since(d.at) >= 3*depthEvery {
+		m.arch.Logger.Debug("reading the queue's sizes for the depth gauge failed", slog.String("queue", m.queue), slog.Any("error", err))
+		if m.arch.Clock.Since(d.at) >= 3*depthEvery {
 			d.info = nil // too old to report
 		}
 		return d.info // the last known, if any
 	}
-	d.info, d.at = info, m.clock.Now()
+	d.info, d.at = info, m.arch.Clock.Now()
 	return info
 }

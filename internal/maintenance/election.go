@@ -38,7 +38,7 @@ func (m *Maintainer) setMaintaining(ctx context.Context, on bool) {
 		m.watch(ctx, on)
 	}
 	if on && !m.maintaining {
-		m.log.Debug("maintaining queue", slog.String("queue", m.queue))
+		m.arch.Logger.Debug("maintaining queue", slog.String("queue", m.queue))
 		if m.wakes == nil {
 			m.forwardTimer.Reset(0)
 		} else {

@@ -41,7 +41,7 @@ func (m *Maintainer) forward(ctx context.Context) {
 	}
 	f, err := m.store.Forward(ctx, m.queue, most)
 	if f.Stranded > 0 {
-		m.log.Warn("sent aggregation members to pending: no worker alive aggregates their task any more",
+		m.arch.Logger.Warn("sent aggregation members to pending: no worker alive aggregates their task any more",
 			slog.Int64("members", f.Stranded), slog.String("queue", m.queue))
 	}
 	switch {

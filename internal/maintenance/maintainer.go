@@ -43,8 +43,7 @@ type Maintainer struct {
 	metrics         Metrics
 	forwardInterval time.Duration
 	recoverInterval time.Duration
-	log             *slog.Logger
-	clock           clock.Clock
+	arch            *service.Archetype
 	fails           *service.FailureLog
 	backoff         service.Backoff
 
@@ -80,8 +79,7 @@ func New(p Params) *Maintainer {
 		metrics:         p.Metrics,
 		forwardInterval: p.ForwardInterval,
 		recoverInterval: p.RecoverInterval,
-		log:             arch.Logger,
-		clock:           arch.Clock,
+		arch:            arch,
 		fails:           arch.With(slog.String("queue", p.Queue)).FailureLog("maintenance of queue " + p.Queue),
 		backoff:         service.Backoff{Min: p.ForwardInterval, Max: time.Second},
 	}
@@ -104,11 +102,11 @@ func (m *Maintainer) Start(ctx context.Context) error {
 // maintainer, runs the forwarder and the recoverer, until ctx ends; then
 // a maintainer resigns.
 func (m *Maintainer) run(ctx context.Context) {
-	m.electTimer = m.clock.NewTimer(0)
+	m.electTimer = m.arch.Clock.NewTimer(0)
 	defer m.electTimer.Stop()
-	m.recoverTimer = m.clock.NewTimer(m.recoverInterval)
+	m.recoverTimer = m.arch.Clock.NewTimer(m.recoverInterval)
 	defer m.recoverTimer.Stop()
-	m.forwardTimer = m.clock.NewTimer(time.Hour)
+	m.forwardTimer = m.arch.Clock.NewTimer(time.Hour)
 	defer m.forwardTimer.Stop()
 	m.unwatch = func() {}
 	defer func() { m.unwatch() }()

@@ -41,10 +41,10 @@ func (m *Maintainer) recoverExpired(ctx context.Context) error {
 			return errors.Join(err, unrouteErr)
 		}
 		for _, id := range recovered {
-			m.log.Warn("recovered task whose lease expired", slog.String("task_id", id), slog.String("queue", m.queue))
+			m.arch.Logger.Warn("recovered task whose lease expired", slog.String("task_id", id), slog.String("queue", m.queue))
 		}
 		for _, id := range archived {
-			m.log.Error("archived task that kept losing its worker", slog.String("task_id", id), slog.String("queue", m.queue))
+			m.arch.Logger.Error("archived task that kept losing its worker", slog.String("task_id", id), slog.String("queue", m.queue))
 		}
 		m.metrics.Recovered(ctx, m.queue, len(recovered))
 		m.metrics.Archived(ctx, m.queue, "", len(archived))

@@ -12,7 +12,7 @@ import (
 func (m *Maintainer) unroute(ctx context.Context) error {
 	n, err := m.store.Unroute(ctx, m.queue)
 	if n > 0 {
-		m.log.Warn("put back rerouted tasks whose workers stopped announcing them",
+		m.arch.Logger.Warn("put back rerouted tasks whose workers stopped announcing them",
 			slog.Int64("tasks", n), slog.String("queue", m.queue))
 	}
 	return err
