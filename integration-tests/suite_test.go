@@ -205,6 +205,9 @@ func (e *env) taskFuncs() map[string]interface{} {
 		"concat": func(strs []string) (string, error) { return strings.Join(strs, ""), nil },
 		"split":  func(str string) ([]string, error) { return strings.Split(str, ""), nil },
 		"bytes":  func(b []byte) (string, error) { return string(b), nil },
+		// suffix returns s followed by what it was given after it.
+		"suffix":     func(s, prev string) (string, error) { return s + prev, nil },
+		"concat_all": func(strs ...string) (string, error) { return strings.Join(strs, "|"), nil },
 		"multiple_values": func(ctx context.Context, a int64, s string) (int64, string, error) {
 			if tasks.SignatureFromContext(ctx) == nil {
 				return 0, "", errors.New("no signature in context")

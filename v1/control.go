@@ -166,6 +166,12 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 			return fmt.Errorf("machinist: cancel workflow %s: elect the chord's canceller: %w", wf.WorkflowUUID, err)
 		}
 	}
+	if wf.Kind == tasks.WorkflowGraph {
+		// The broker sends no node of it from now on.
+		if err := backend.FailGraph(ctx, wf.WorkflowUUID, "", msg); err != nil && !errors.Is(err, backends.ErrWorkflowNotFound) {
+			return fmt.Errorf("machinist: cancel workflow %s: %w", wf.WorkflowUUID, err)
+		}
+	}
 	if wf.Members > 0 {
 		// The members are listed by the group's bookkeeping, in group
 		// order.

@@ -248,3 +248,43 @@ func (r *reader) GetStateInContext(ctx context.Context, queue, taskUUID string) 
 	}
 	return r.inQueue.GetStateInContext(ctx, queue, taskUUID)
 }
+
+// RecordGraph writes the graph of a workflow of any shape.
+func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
+	if s.graphs == nil {
+		return unsupported("run workflows of any shape", s.broker)
+	}
+	return s.graphs.RecordGraph(ctx, g)
+}
+
+// WithdrawGraph deletes a graph RecordGraph wrote for a send that failed.
+func (s *Store) WithdrawGraph(id string) error {
+	if s.graphs == nil {
+		return unsupported("run workflows of any shape", s.broker)
+	}
+	return s.graphs.WithdrawGraph(id)
+}
+
+// NodeSucceeded records a node's success and returns the nodes ready.
+func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) ([]*tasks.Signature, error) {
+	if s.graphs == nil {
+		return nil, unsupported("run workflows of any shape", s.broker)
+	}
+	return s.graphs.NodeSucceeded(ctx, sig, results)
+}
+
+// FailGraph fails a workflow of any shape.
+func (s *Store) FailGraph(ctx context.Context, id, node, reason string) error {
+	if s.graphs == nil {
+		return unsupported("run workflows of any shape", s.broker)
+	}
+	return s.graphs.FailGraph(ctx, id, node, reason)
+}
+
+// GraphStatus returns where a workflow of any shape stands.
+func (s *Store) GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error) {
+	if s.graphs == nil {
+		return nil, unsupported("run workflows of any shape", s.broker)
+	}
+	return s.graphs.GraphStatus(ctx, id)
+}

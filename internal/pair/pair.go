@@ -37,6 +37,7 @@ type Store struct {
 	canceller  store.Canceller
 	aggregator store.Aggregator
 	monitor    store.Monitor
+	graphs     store.Graphs
 	workflows  store.Workflows
 	withdrawer store.Withdrawer
 	states     store.StateReader // the backend as results read it (Reader)
@@ -61,6 +62,7 @@ func New(broker store.Broker, backend store.Backend, log *slog.Logger) *Store {
 	s.canceller, _ = broker.(store.Canceller)
 	s.aggregator, _ = broker.(store.Aggregator)
 	s.monitor, _ = broker.(store.Monitor)
+	s.graphs, _ = broker.(store.Graphs)
 	s.workflows, _ = backend.(store.Workflows)
 	s.withdrawer, _ = backend.(store.Withdrawer)
 	s.states = Reader(backend)

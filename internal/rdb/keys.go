@@ -52,6 +52,14 @@ import (
 //	                                state is written (PENDING implicit)
 //	<prefix>:workflow:<id>          string: JSON tasks.WorkflowMeta of a
 //	                                chain, group or chord
+//	<prefix>:{<wf>}:graph           hash: the graph of a workflow of any
+//	                                shape: state, nodes, done, name,
+//	                                failed, error, outputs, created_at
+//	<prefix>:{<wf>}:graph:nodes     hash: node key → JSON record: task id,
+//	                                queue, message, deps, successors
+//	<prefix>:{<wf>}:graph:wait      hash: node key → deps not yet succeeded
+//	<prefix>:{<wf>}:graph:res       hash: node key → results (JSON) of a
+//	                                node that succeeded
 //	<prefix>:{<group>}:group        hash: uuids, count, trig, created_at
 //	<prefix>:{<group>}:done         hash: member id → JSON TaskState
 //	<prefix>:{<group>}:order        list: member ids in the order they first finished
@@ -255,6 +263,22 @@ func (k *keys) group(groupUUID string) groupKeys {
 
 // all returns the group's keys in the order the scripts take them.
 func (g groupKeys) all() []string { return []string{g.meta, g.done, g.order} }
+
+// graphKeys are the keys of a workflow's graph (graph.go).
+type graphKeys struct {
+	meta  string // the graph hash: state, nodes, done, name, failed, error, outputs, created_at
+	nodes string // node key → its record (graphNode)
+	wait  string // node key → how many of its deps have not succeeded
+	res   string // node key → the results of a node that succeeded
+}
+
+func (k *keys) graph(workflowUUID string) graphKeys {
+	base := k.prefix + ":{" + workflowUUID + "}:graph"
+	return graphKeys{meta: base, nodes: base + ":nodes", wait: base + ":wait", res: base + ":res"}
+}
+
+// all returns the graph's keys in the order the scripts take them.
+func (g graphKeys) all() []string { return []string{g.meta, g.nodes, g.wait, g.res} }
 
 // ValidQueue reports why a queue name cannot be used, or nil.
 func ValidQueue(name string) error {

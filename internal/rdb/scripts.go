@@ -59,6 +59,10 @@ var (
 	initGroupScript    = loadScript("init_group")
 	triggerChordScript = loadScript("trigger_chord")
 
+	// Workflows of any shape (graph.go).
+	graphDoneScript = loadScript("graph_done")
+	graphFailScript = loadScript("graph_fail")
+
 	// Claims of periodic ticks (claim.go).
 	claimLeaseScript    = loadScript("claim_lease")
 	completeClaimScript = loadScript("complete_claim")

@@ -47,6 +47,7 @@ type Store interface {
 
 	Backend
 	Workflows
+	Graphs
 	Withdrawer
 	Notifier
 	QueueStateReader

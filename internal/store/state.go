@@ -25,6 +25,46 @@ type Workflows interface {
 	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
 }
 
+// Graph is a built workflow of any shape (tasks.Workflow) as the store
+// sends it, its signatures ready to travel (UUID, RoutingKey).
+type Graph struct {
+	ID, Name string
+	// Nodes are the workflow's graph (tasks.Workflow.Nodes).
+	Nodes []tasks.WorkflowNode
+	// Outputs are the keys of the nodes whose results are the
+	// workflow's (tasks.Workflow.Outputs).
+	Outputs []string
+}
+
+// Graphs is a broker that runs workflows of any shape (tasks.Workflow):
+// it keeps a workflow's graph and releases each node once every node it
+// depends on has succeeded. Both of machinist's brokers implement it.
+type Graphs interface {
+	// RecordGraph writes g's graph, before its first nodes are sent.
+	RecordGraph(ctx context.Context, g *Graph) error
+	// WithdrawGraph deletes the graph of workflow id, which RecordGraph
+	// wrote for a send that then failed having published nothing; it may
+	// return before it is done, as WithdrawWorkflowContext does.
+	WithdrawGraph(id string) error
+	// NodeSucceeded records that sig, a node (Signature.WorkflowNode),
+	// succeeded with results, and returns the nodes that follow it and
+	// are ready to be sent, each with its deps' results appended to its
+	// args unless it is Immutable. Each node's success is counted once,
+	// so that a node with several deps is released once; called again
+	// (the task finished again after a recovery), it returns every
+	// successor that is ready, sent or not: the caller sends those not
+	// sent before. A workflow that failed releases nothing. A graph that
+	// is gone (it expired): an error wrapping ErrWorkflowNotFound.
+	NodeSucceeded(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) ([]*tasks.Signature, error)
+	// FailGraph fails workflow id: node failed for good with reason, or,
+	// with node "", the workflow was cancelled. No node is released after
+	// it. A workflow final already is left as it is.
+	FailGraph(ctx context.Context, id, node, reason string) error
+	// GraphStatus returns where workflow id stands, with its results once
+	// it succeeded. None: an error wrapping ErrWorkflowNotFound.
+	GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error)
+}
+
 // Withdrawer is a backend that takes back the PENDING states a send wrote
 // when the send failed having published nothing (brokers/iface.ErrNotSent),
 // so that no state reads as a task waiting to run that never will. Both of

@@ -54,6 +54,7 @@ const (
 	RetryInKey       = attribute.Key("machinist.task.retry_in_ms")
 	WorkflowKey      = attribute.Key("machinist.workflow.type")
 	GroupIDKey       = attribute.Key("machinist.workflow.group_id")
+	WorkflowIDKey    = attribute.Key("machinist.workflow.id")
 	ChordCallbackKey = attribute.Key("machinist.workflow.chord_callback_id")
 	ChainLengthKey   = attribute.Key("machinist.workflow.chain_length")
 	AggregationKey   = attribute.Key("machinist.aggregation.key")

@@ -669,7 +669,7 @@ func (c *compiler) add(sig *Signature, key string) (ports, error) {
 		return ports{}, errAt(key, fmt.Errorf("%w: UUID %q is also that of %q", ErrDuplicateNode, s.UUID, prev))
 	}
 	c.uuids[s.UUID] = key
-	s.WorkflowUUID = c.id
+	s.WorkflowUUID, s.WorkflowNode = c.id, key
 	i := len(c.nodes)
 	c.nodes = append(c.nodes, WorkflowNode{Key: key, Signature: s})
 	return ports{[]int{i}, []int{i}}, nil

@@ -119,6 +119,11 @@ type Signature struct {
 	// names it (TaskState.Workflow), so that the workflow can be found,
 	// and cancelled as a whole, from any of its tasks. machinist extension.
 	WorkflowUUID string `json:",omitempty"`
+	// WorkflowNode is the key of the task's node in its workflow's graph
+	// (WorkflowNode.Key), on the signatures of a workflow built by
+	// NewChainOf, NewGroupOf, NewChordOf or DAG.Build: the store releases
+	// the nodes that follow it when it succeeds. machinist extension.
+	WorkflowNode string `json:",omitempty"`
 
 	// Limit puts the task under a per-key limit: how many of the tasks of
 	// its key run at once in its queue, and how many start per period.

@@ -291,8 +291,8 @@ func TestSignatureEncodingsKeepEveryField(t *testing.T) {
 			StopTaskDeletionOnError: true, IgnoreWhenTaskNotRegistered: true,
 			Timeout: time.Second, AggregationKey: "agg",
 			UniqueFor: time.Minute, UniqueKey: "u", UniqueReplace: true,
-			WorkflowUUID: "chain_1",
-			Limit:        &Limit{Key: "l", Concurrency: 1, Rate: 2, Per: time.Second},
+			WorkflowUUID: "chain_1", WorkflowNode: "1.0",
+			Limit: &Limit{Key: "l", Concurrency: 1, Rate: 2, Per: time.Second},
 		}
 	}
 	sig := full("a")

@@ -49,6 +49,9 @@ const (
 	WorkflowChain = "chain"
 	WorkflowGroup = "group"
 	WorkflowChord = "chord"
+	// WorkflowGraph is a workflow built by NewChainOf, NewGroupOf,
+	// NewChordOf or DAG.Build: its tasks are the nodes of its graph.
+	WorkflowGraph = "graph"
 )
 
 // WorkflowMeta is what a result backend stores for a chain, group or chord
@@ -57,7 +60,7 @@ const (
 // whole.
 type WorkflowMeta struct {
 	WorkflowUUID string         `bson:"_id"`
-	Kind         string         `bson:"kind"` // WorkflowChain, WorkflowGroup or WorkflowChord
+	Kind         string         `bson:"kind"` // WorkflowChain, WorkflowGroup, WorkflowChord or WorkflowGraph
 	Tasks        []WorkflowTask `bson:"tasks"`
 	CreatedAt    time.Time      `bson:"created_at"`
 	// Members, for a group or a chord whose members share a queue, is how
@@ -93,13 +96,17 @@ type WorkflowTask struct {
 	// a chord's callback; empty for a chain's first step and a group's
 	// members. It draws the workflow's graph.
 	Follows string `json:",omitempty" bson:"follows,omitempty"`
+	// Node and Deps, in a WorkflowGraph, are the task's node key and the
+	// keys of the nodes it waits for (WorkflowNode).
+	Node string   `json:",omitempty" bson:"node,omitempty"`
+	Deps []string `json:",omitempty" bson:"deps,omitempty"`
 }
 
 // Signature returns a signature of t that names it (UUID, name, queue,
 // group and workflow), for writing its state.
 func (t WorkflowTask) Signature(workflowUUID string) *Signature {
 	return &Signature{UUID: t.UUID, Name: t.Name, RoutingKey: t.Queue,
-		GroupUUID: t.GroupUUID, GroupTaskCount: t.GroupTaskCount, WorkflowUUID: workflowUUID}
+		GroupUUID: t.GroupUUID, GroupTaskCount: t.GroupTaskCount, WorkflowUUID: workflowUUID, WorkflowNode: t.Node}
 }
 
 // NewWorkflowMeta returns the record of the workflow id of kind, whose
@@ -151,6 +158,41 @@ func NewWorkflowMeta(id, kind string, roots ...*Signature) *WorkflowMeta {
 		}
 	}
 	return wf
+}
+
+// NewGraphMeta returns the record of the workflow id of any shape
+// (WorkflowGraph) whose graph is nodes (Workflow.Nodes): a task for each
+// node, in order.
+func NewGraphMeta(id string, nodes []WorkflowNode) *WorkflowMeta {
+	meta := &WorkflowMeta{WorkflowUUID: id, Kind: WorkflowGraph, CreatedAt: time.Now().UTC(), Tasks: make([]WorkflowTask, len(nodes))}
+	for i, n := range nodes {
+		t := workflowTask(n.Signature, "")
+		t.Node, t.Deps = n.Key, n.Deps
+		meta.Tasks[i] = t
+		if eta := n.Signature.ETA; eta != nil && eta.After(meta.LastETA) {
+			meta.LastETA = *eta
+		}
+	}
+	return meta
+}
+
+// WorkflowStatus is where a workflow of any shape (WorkflowGraph) stands.
+type WorkflowStatus struct {
+	WorkflowUUID string
+	Name         string
+	// State is StatePending until every node has succeeded (StateSuccess)
+	// or one has failed for good or the workflow was cancelled
+	// (StateFailure).
+	State string
+	// Nodes counts the workflow's nodes, Succeeded those that succeeded.
+	Nodes, Succeeded int
+	// FailedNode is the key of the node whose failure failed the
+	// workflow (empty when it was cancelled), Error why it failed.
+	FailedNode string `json:",omitempty"`
+	Error      string `json:",omitempty"`
+	// Results are the results of the workflow's outputs
+	// (Workflow.Outputs), one after the other, once it succeeded.
+	Results []*TaskResult `json:",omitempty"`
 }
 
 func workflowTask(sig *Signature, follows string) WorkflowTask {

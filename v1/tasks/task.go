@@ -272,17 +272,47 @@ func ValidateTask(task interface{}) error {
 func DecodeSignature(data []byte) (*Signature, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var sig *Signature
-	if err := dec.Decode(&sig); err != nil {
+	m := message{Signature: new(Signature)}
+	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: trailing data after the JSON value at offset %d", ErrDecode, dec.InputOffset())
 	}
+	sig := m.Signature
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		sig = nil // Validate says so
+	}
+	if sig != nil && !sig.Immutable {
+		for _, results := range m.ParentResults {
+			sig.Args = append(sig.Args, ResultArgs(results)...)
+		}
+	}
 	if err := sig.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	return sig, nil
+}
+
+// message is a task's message as DecodeSignature reads it: a signature
+// and, for a node of a workflow's graph, the results of the nodes it
+// depends on, in the order of its deps (WorkflowNode.Deps), which the
+// store adds to the node's message when it releases the node. They are
+// appended to Args, unless the node is Immutable.
+type message struct {
+	*Signature
+	ParentResults [][]*TaskResult
+}
+
+// ResultArgs returns results as args, in order: what a task that follows
+// another (a chain's next step, a chord's callback, a workflow's node)
+// gets appended to its Args unless it is Immutable.
+func ResultArgs(results []*TaskResult) []Arg {
+	args := make([]Arg, len(results))
+	for i, r := range results {
+		args[i] = Arg{Type: r.Type, Value: r.Value}
+	}
+	return args
 }
 
 // EncodeSignature encodes sig as the JSON message DecodeSignature (and

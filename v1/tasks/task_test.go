@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -711,5 +712,27 @@ func TestEncodeSignatureRoundTrip(t *testing.T) {
 	}
 	if results[0].Value != "1xy" {
 		t.Errorf("task on decoded args returned %v, want 1xy", results[0].Value)
+	}
+}
+
+// TestDecodeSignatureAppendsParentResults: a workflow node's message gets
+// its deps' results from the store as ParentResults, appended to Args in
+// order, numbers exact, unless the node is Immutable.
+func TestDecodeSignatureAppendsParentResults(t *testing.T) {
+	msg := `{"Name":"join","Args":[{"Type":"string","Value":"x"}],"ParentResults":[[{"Type":"int64","Value":9007199254740993}],[],[{"Type":"string","Value":"b"}]]}`
+	sig, err := DecodeSignature([]byte(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(sig.Args))
+	for i, a := range sig.Args {
+		got[i] = fmt.Sprint(a.Type, "=", a.Value)
+	}
+	if want := []string{"string=x", "int64=9007199254740993", "string=b"}; !slices.Equal(got, want) {
+		t.Fatalf("args %v, want %v", got, want)
+	}
+	sig, err = DecodeSignature([]byte(`{"Name":"join","Immutable":true,"ParentResults":[[{"Type":"int64","Value":1}]]}`))
+	if err != nil || len(sig.Args) != 0 {
+		t.Fatalf("an Immutable node got args %v (%v), want none", sig.Args, err)
 	}
 }

@@ -284,7 +284,7 @@ func (w *Worker) succeeded(ctx context.Context, sig *tasks.Signature) {
 // is written in that call, and acknowledged after the election): there is
 // a delivery, and no callback or PrepareFunc readies them.
 func (w *Worker) oneStep(sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult) ([]*tasks.Signature, bool) {
-	if d == nil {
+	if d == nil || sig.WorkflowNode != "" {
 		return nil, false
 	}
 	if len(sig.OnSuccess) > 0 && w.p.PrepareFunc == nil {
@@ -303,7 +303,7 @@ func (w *Worker) oneStep(sig *tasks.Signature, d *brokers.Delivery, results []*t
 func successCallback(sig, cb *tasks.Signature, results []*tasks.TaskResult) *tasks.Signature {
 	next := tasks.CopySignature(cb)
 	if !sig.Immutable && !next.Immutable {
-		next.Args = append(next.Args, resultArgs(results)...)
+		next.Args = append(next.Args, tasks.ResultArgs(results)...)
 	}
 	return next
 }
@@ -325,6 +325,9 @@ func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brok
 			errs = append(errs, err)
 		}
 	}
+	if sig.WorkflowNode != "" {
+		errs = append(errs, w.releaseNodes(ctx, sig, d, results, log)...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		// Not acknowledged: when the lease runs out, the worker that takes
 		// the task finds its committed outcome and sends what was not sent
@@ -338,6 +341,28 @@ func (w *Worker) afterSuccess(ctx context.Context, sig *tasks.Signature, d *brok
 	}
 	log.Debug("task done")
 	return nil
+}
+
+// releaseNodes records the success of sig, a node of its workflow's
+// graph, and sends the nodes that follow it and are ready (those a run
+// before a recovery sent are not sent again).
+func (w *Worker) releaseNodes(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult, log *slog.Logger) []error {
+	next, err := w.store.NodeSucceeded(ctx, sig, results)
+	if errors.Is(err, store.ErrWorkflowNotFound) {
+		log.Warn("the workflow's graph is gone (it outlived its TTL): no node follows this one",
+			slog.String("workflow", sig.WorkflowUUID), slog.String("node", sig.WorkflowNode))
+		return nil
+	}
+	if err != nil {
+		return []error{fmt.Errorf("worker: record the success of node %q of workflow %s: %w", sig.WorkflowNode, sig.WorkflowUUID, err)}
+	}
+	var errs []error
+	for _, n := range next {
+		if err := w.sendCallback(ctx, d, n); err != nil {
+			errs = append(errs, fmt.Errorf("worker: send node %q (task %s) of workflow %s: %w", n.WorkflowNode, n.UUID, sig.WorkflowUUID, err))
+		}
+	}
+	return errs
 }
 
 // ack acknowledges d, taking the next task for the slot as h says.
@@ -408,7 +433,7 @@ func (w *Worker) completeChordMember(ctx context.Context, sig *tasks.Signature, 
 			return w.failChord(ctx, sig, d, st.TaskUUID, st.TaskName, st.Error)
 		}
 		if !callback.Immutable {
-			callback.Args = append(callback.Args, resultArgs(st.Results)...)
+			callback.Args = append(callback.Args, tasks.ResultArgs(st.Results)...)
 		}
 		if sc, ok := telemetry.Parse(st.Trace); ok && trace.SpanFromContext(ctx).IsRecording() {
 			links = append(links, trace.Link{SpanContext: sc})
@@ -502,6 +527,12 @@ func (w *Worker) FailTaken(ctx context.Context, sig *tasks.Signature, msg string
 func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string) error {
 	var errs []error
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
+	if sig.WorkflowNode != "" {
+		// No node of the workflow is sent after this.
+		if err := w.store.FailGraph(ctx, sig.WorkflowUUID, sig.WorkflowNode, msg); err != nil && !errors.Is(err, store.ErrWorkflowNotFound) {
+			errs = append(errs, fmt.Errorf("worker: fail workflow %s at node %q: %w", sig.WorkflowUUID, sig.WorkflowNode, err))
+		}
+	}
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {
 		won, err := w.store.TriggerChordContext(ctx, sig.GroupUUID, sig.UUID)
 		switch {
@@ -574,15 +605,6 @@ func unstorable(err error) bool {
 	var marshaler *json.MarshalerError
 	return errors.As(err, &value) || errors.As(err, &typ) || errors.As(err, &marshaler) ||
 		errors.Is(err, brokers.ErrMessageTooLarge)
-}
-
-// resultArgs turns results into args for the next task.
-func resultArgs(results []*tasks.TaskResult) []tasks.Arg {
-	args := make([]tasks.Arg, len(results))
-	for i, r := range results {
-		args[i] = tasks.Arg{Type: r.Type, Value: r.Value}
-	}
-	return args
 }
 
 // fibonacciNext returns the first Fibonacci number greater than n:

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -723,8 +724,8 @@ func testWorkflow(t *testing.T, s *suite) {
 			t.Fatalf("GetWorkflow(%s): %v", key, err)
 		}
 		if got.WorkflowUUID != id || got.Kind != tasks.WorkflowChain || !got.LastETA.Equal(eta) || len(got.Tasks) != 2 ||
-			got.Tasks[0] != (tasks.WorkflowTask{UUID: first.UUID, Name: "first", Queue: "q1"}) ||
-			got.Tasks[1] != (tasks.WorkflowTask{UUID: second.UUID, Name: "second", Queue: "q2", Follows: first.UUID}) {
+			!reflect.DeepEqual(got.Tasks[0], tasks.WorkflowTask{UUID: first.UUID, Name: "first", Queue: "q1"}) ||
+			!reflect.DeepEqual(got.Tasks[1], tasks.WorkflowTask{UUID: second.UUID, Name: "second", Queue: "q2", Follows: first.UUID}) {
 			t.Fatalf("GetWorkflow(%s) = %+v, want the chain %s of first then second", key, got, id)
 		}
 	}
