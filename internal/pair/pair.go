@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/b6192125/machinist/internal/store"
@@ -282,7 +283,8 @@ func (s *Store) ack(ctx context.Context, d *store.Delivery, take *store.Take) (*
 }
 
 // succeed is SettleSuccess step by step: the success committed and
-// written, then each task that follows published, then the
+// written, then each task that follows published (a graph's node's
+// released first), then the
 // acknowledgement. A step that fails leaves the task unacknowledged; when
 // its lease ends, the worker that takes it finds the committed outcome and
 // does what was not done.
@@ -292,8 +294,20 @@ func (s *Store) succeed(ctx context.Context, d *store.Delivery, st store.Settlem
 	if err != nil {
 		return nil, err
 	}
-	for _, next := range st.Next {
-		if err := s.sendNext(ctx, d, next); err != nil {
+	next := st.Next
+	if sig.WorkflowNode != "" {
+		released, err := s.NodeSucceeded(ctx, sig, st.State.Results)
+		switch {
+		case errors.Is(err, store.ErrWorkflowNotFound):
+			s.log.Warn("the workflow's graph is gone (it outlived its TTL): no node follows this one",
+				slog.String("workflow", sig.WorkflowUUID), slog.String("node", sig.WorkflowNode))
+		case err != nil:
+			return nil, err
+		}
+		next = append(slices.Clip(next), released...)
+	}
+	for _, n := range next {
+		if err := s.sendNext(ctx, d, n); err != nil {
 			return nil, err
 		}
 	}

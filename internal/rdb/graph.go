@@ -16,13 +16,16 @@ import (
 )
 
 // graphNode is a node of a workflow's graph as its nodes hash holds it
-// (lua/lib/graph.lua reads it): its task's id, queue and stored message,
-// the keys of its deps and of its successors, and whether it is
-// Immutable (its deps' results are not added to it).
+// (lua/lib/graph.lua reads it): its task's id, queue (the shard, for a
+// sharded queue), stored message, ETA and limit, the keys of its deps
+// and of its successors, and whether it is Immutable (its deps' results
+// are not added to it).
 type graphNode struct {
 	UUID      string   `json:"u"`
 	Queue     string   `json:"q"`
 	Msg       string   `json:"m"`
+	ETA       int64    `json:"e,omitempty"` // ms
+	Limit     string   `json:"l,omitempty"` // limitItem's
 	Deps      []string `json:"d,omitempty"`
 	Succ      []string `json:"s,omitempty"`
 	Immutable bool     `json:"i,omitempty"`
@@ -51,17 +54,42 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 		}
 	}
 	var lastETA int64
+	// The graph hash says where released nodes go, for the settle that
+	// sends them (ack_success.lua): each queue's keys, and the prefix of
+	// the state keys.
+	meta := []interface{}{"state", tasks.StatePending, "nodes", len(nodes), "done", 0,
+		"name", g.Name, "created_at", formatTime(time.Now()), "sp", s.keys.state("")}
+	queues := make(map[string]bool)
 	for _, n := range nodes {
 		sig := n.Signature
 		msg, err := s.message(sig)
 		if err != nil {
 			return fmt.Errorf("record workflow %s: %w", g.ID, err)
 		}
+		node := graphNode{UUID: sig.UUID, Msg: string(msg), Deps: n.Deps, Succ: succ[n.Key], Immutable: sig.Immutable}
 		if sig.ETA != nil {
-			lastETA = max(lastETA, msOf(*sig.ETA))
+			node.ETA = msOf(*sig.ETA)
+			lastETA = max(lastETA, node.ETA)
 		}
-		raw, err := json.Marshal(graphNode{UUID: sig.UUID, Queue: sig.RoutingKey, Msg: string(msg),
-			Deps: n.Deps, Succ: succ[n.Key], Immutable: sig.Immutable})
+		if node.Queue, err = s.route(ctx, sig); err != nil {
+			return fmt.Errorf("record workflow %s: node %q: %w", g.ID, n.Key, err)
+		}
+		qk := s.keys.queue(node.Queue)
+		if node.Limit, err = limitItem(qk, sig.Limit); err != nil {
+			return fmt.Errorf("record workflow %s: node %q: %w", g.ID, n.Key, err)
+		}
+		if !queues[node.Queue] {
+			queues[node.Queue] = true
+			if err := s.registerQueue(ctx, node.Queue); err != nil {
+				return fmt.Errorf("record workflow %s: %w", g.ID, err)
+			}
+			keys, err := json.Marshal([]string{qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task})
+			if err != nil {
+				return fmt.Errorf("record workflow %s: %w", g.ID, err)
+			}
+			meta = append(meta, "q:"+node.Queue, keys)
+		}
+		raw, err := json.Marshal(node)
 		if err != nil {
 			return fmt.Errorf("record workflow %s: %w", g.ID, err)
 		}
@@ -74,13 +102,13 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 	if err != nil {
 		return fmt.Errorf("record workflow %s: %w", g.ID, err)
 	}
+	meta = append(meta, "outputs", outputs)
 	ttl := s.graphTTL(lastETA)
 	gk := s.keys.graph(g.ID)
 	err = transport.Again(ctx, func() error {
 		return s.batch.Do(ctx, g.ID, func(pipe goredis.Pipeliner) []goredis.Cmder {
 			cmds := []goredis.Cmder{
-				pipe.HSet(ctx, gk.meta, "state", tasks.StatePending, "nodes", len(nodes), "done", 0,
-					"name", g.Name, "outputs", outputs, "created_at", formatTime(time.Now())),
+				pipe.HSet(ctx, gk.meta, meta...),
 				pipe.HSet(ctx, gk.nodes, records...),
 				pipe.PExpire(ctx, gk.meta, ttl),
 				pipe.PExpire(ctx, gk.nodes, ttl),
@@ -121,6 +149,10 @@ func (s *Store) WithdrawGraph(id string) error {
 	return nil
 }
 
+// graphReadyItems is how many items lib/graph.lua's graph_ready gives per
+// node: id, queue, message, ETA and limit.
+const graphReadyItems = 5
+
 // NodeSucceeded records that sig, a node of its workflow's graph,
 // succeeded with results, and returns the nodes that follow it and are
 // ready, with their deps' results in their args (graph_done.lua): those
@@ -146,11 +178,11 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 	if !ok {
 		return nil, fmt.Errorf("record success of node %q of workflow %s: %w", sig.WorkflowNode, id, store.ErrWorkflowNotFound)
 	}
-	if len(items) == 0 || (len(items)-1)%3 != 0 {
-		return nil, malformed("graph_done", nil, "%d items, not a count and id, queue, message triples", len(items))
+	if len(items) == 0 || (len(items)-1)%graphReadyItems != 0 {
+		return nil, malformed("graph_done", nil, "%d items, not a count and 5 items per node", len(items))
 	}
-	next := make([]*tasks.Signature, 0, (len(items)-1)/3)
-	for i := 1; i < len(items); i += 3 {
+	next := make([]*tasks.Signature, 0, (len(items)-1)/graphReadyItems)
+	for i := 1; i < len(items); i += graphReadyItems {
 		uuid, _ := items[i].(string)
 		queue, _ := items[i+1].(string)
 		msg, _ := items[i+2].(string)

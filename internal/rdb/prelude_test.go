@@ -408,7 +408,7 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 			c := &scriptCall{
 				keys: []string{qk.task + "a", qk.lease, qk.completed, k.state("a"), qk.pending, qk.paused, qk.notify},
 				args: []interface{}{"0", "a", "tok", 0, 60000, "", "", 0, 70000, 80000, "0", 3, "0",
-					4, "state", "SUCCESS", "name", "n", qk.task, 30000, "taken"},
+					4, "state", "SUCCESS", "name", "n", "", "", 0, qk.task, 30000, "taken"},
 			}
 			for _, change := range changes {
 				change(k, qk, c)

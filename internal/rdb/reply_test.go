@@ -1097,7 +1097,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		token string
 		want  int64
 	}{{"wrong", statusLeaseLost}, {"tokC", statusOK}} {
-		v := run(ackSuccessScript, ackSuccessKeys, "0", "c", tc.token, 0, ttl, "", "", 0, ttl, ttl, "0", 0, "0", 2, "state", "SUCCESS")
+		v := run(ackSuccessScript, ackSuccessKeys, "0", "c", tc.token, 0, ttl, "", "", 0, ttl, ttl, "0", 0, "0", 2, "state", "SUCCESS", "", "", 0)
 		code, err := parseStatusReply("ack_success", v, statusOK, statusLeaseLost)
 		if err != nil || code != tc.want {
 			t.Fatalf("ack_success: %d, %v; want %d", code, err, tc.want)

@@ -143,7 +143,9 @@ func (t *taking) settled(ctx context.Context, d *store.Delivery, script string, 
 // if the caller holds the lease, so a worker that lost its lease writes
 // and sends nothing. A next task that its queue still holds counts as sent
 // and is left alone, and after a recovery (d.Recovered > 0) so is one
-// whose state shows it started or finished. A chord member whose success
+// whose state shows it started or finished. A node of a workflow's graph
+// (Signature.WorkflowNode) records its success in the graph, and the
+// nodes it makes ready are sent in the same script. A chord member whose success
 // completes its group is written and committed but not acknowledged: the
 // error wraps ErrChordDue, and the lease is kept. With take, it then
 // takes the next task of d's queue for the caller and returns it. Only on
@@ -178,11 +180,25 @@ func (s *Store) AckSuccess(ctx context.Context, d *store.Delivery, state *tasks.
 		recovered = "1"
 	}
 	fields := w.fields()
-	args := make([]interface{}, 0, 12+len(fields)+len(next)*4)
+	args := make([]interface{}, 0, 15+len(fields)+len(next)*4)
 	args = append(args, id, d.Lease.Token(), s.opts.CompletedRetention.Milliseconds(), s.opts.ResultsExpireIn.Milliseconds(),
 		member, formatTime(state.CreatedAt), sig.GroupTaskCount, s.opts.ResultsExpireIn.Milliseconds(), s.groupTTL().Milliseconds(),
 		recovered, 0, chordFlag(sig), len(fields))
 	args = append(args, fields...)
+	if sig.WorkflowNode != "" {
+		results := state.Results
+		if results == nil {
+			results = []*tasks.TaskResult{}
+		}
+		raw, err := json.Marshal(results)
+		if err != nil {
+			return nil, fmt.Errorf("set state success of task %s: %w", id, err)
+		}
+		keys = append(keys, s.keys.graph(sig.WorkflowUUID).all()...)
+		args = append(args, sig.WorkflowNode, raw, s.graphTTL(0).Milliseconds())
+	} else {
+		args = append(args, "", "", 0)
+	}
 	for _, n := range next {
 		if err := checkSig(n); err != nil {
 			return nil, fmt.Errorf("send the tasks after task %s: %w", id, err)

@@ -284,7 +284,7 @@ func (w *Worker) succeeded(ctx context.Context, sig *tasks.Signature) {
 // is written in that call, and acknowledged after the election): there is
 // a delivery, and no callback or PrepareFunc readies them.
 func (w *Worker) oneStep(sig *tasks.Signature, d *brokers.Delivery, results []*tasks.TaskResult) ([]*tasks.Signature, bool) {
-	if d == nil || sig.WorkflowNode != "" {
+	if d == nil {
 		return nil, false
 	}
 	if len(sig.OnSuccess) > 0 && w.p.PrepareFunc == nil {

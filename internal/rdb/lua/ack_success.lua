@@ -11,6 +11,8 @@
 -- KEYS[4] the task's state hash (result backend)
 -- KEYS[5] group hash  KEYS[6] done hash  KEYS[7] order list (a group
 --         member only: ARGV[6] is not "")
+-- then, for a node of a workflow's graph (ARGV[15+m] is not ""), the
+--         graph's graph, nodes, wait and res hashes
 -- then for each next task: its queue's pending list, scheduled zset,
 --         archived zset and notify list, its task hash, its state hash
 --         (read after a recovery: ARGV[11])
@@ -38,6 +40,9 @@
 -- ARGV[14] m, then m items: the SUCCESS state's field, value pairs
 --          (created_at, when the state has none, is the task hash's at:
 --          when it was sent)
+-- ARGV[15+m] the task's node key in its workflow's graph, or ""
+-- ARGV[16+m] its results (JSON), for the graph   ARGV[17+m] the graph's
+--          TTL in ms (lib/graph.lua's graph_done)
 -- then for each next task: id, message (as enqueue.lua's), ETA in ms (0:
 --          now), its limit (lib/limit.lua; "" for none)
 -- with a take, last: the task hash key prefix, the lease duration in ms
@@ -46,6 +51,11 @@
 -- With a take, the script then takes the next task of the task's queue
 -- for the slot it frees (lib/queue.lua's take_tasks): a next task sent
 -- to that queue may be the one taken, without a wake-up.
+--
+-- A node of a workflow's graph records its success in the graph, and the
+-- nodes that follow it and are ready (lib/graph.lua's graph_done) are sent
+-- as next tasks are: to the queues whose keys the graph hash names (q:<queue>),
+-- their state keys the graph's state prefix (sp) and their ids.
 --
 -- A next task that its queue still holds (lib/queue.lua's held) counts as
 -- sent and is left alone; so does one its workflow's cancellation keeps
@@ -73,7 +83,7 @@
 -- limited or the settled task's own id, goes on to the general path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
-if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and #ARGV == 17 + m0 then
+if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and #ARGV == 20 + m0 and ARGV[15 + m0] == "" then
 	local tv = redis.call("TIME")
 	local now = tonumber(tv[1]) * 1000 + math.floor(tonumber(tv[2]) / 1000)
 	local h = redis.call("HMGET", KEYS[1], "lease", "lease_exp", "at", "pub", "unique", "limit")
@@ -154,33 +164,59 @@ if ARGV[6] ~= "" then
 	chord_due = ARGV[13] == "1" and finished >= tonumber(ARGV[8])
 	key = 8
 end
+local graph = false
+if ARGV[15 + m] ~= "" then
+	graph = { unpack(KEYS, key, key + 3) }
+	key = key + 4
+end
 local sent_here = false -- a next task sent to the take's queue, not woken for
-for i = 15 + m, last, 4 do
-	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
-	key = key + 6
-	local id = ARGV[i]
+-- send_next sends a next task (id, message msg, ETA eta in ms, limit) to
+-- its queue, unless it was sent.
+local function send_next(pending, scheduled, archived_key, notify, task_key, state_key, id, msg, eta, limit)
 	local busy, archived = held(task_key)
 	local started = false
 	if ARGV[11] == "1" then
 		local st = redis.call("HGET", state_key, "state")
 		started = st and st ~= "PENDING"
 	end
-	if not busy and not started then
-		-- A state of an earlier task with its id, or the PENDING its
-		-- workflow wrote, gives way to the one its hash implies.
-		redis.call("DEL", state_key)
-		-- Its pub is the settle's fencing token, unique to this send: its
-		-- states keep it (enqueue.lua's ran_since).
-		local ready = put(pending, scheduled, archived_key, task_key, id, ARGV[i + 1], tonumber(ARGV[i + 2]), archived, ARGV[3], now)
-		if ARGV[i + 3] ~= "" then
-			redis.call("HSET", task_key, "limit", ARGV[i + 3])
-		end
-		-- A next task the take below takes needs no wake-up; one it
-		-- leaves gets it after the take.
-		if ready and notify ~= take_notify then
-			wake(notify)
-		elseif ready then
-			sent_here = true
+	if busy or started then
+		return
+	end
+	-- A state of an earlier task with its id, or the PENDING its
+	-- workflow wrote, gives way to the one its hash implies.
+	redis.call("DEL", state_key)
+	-- Its pub is the settle's fencing token, unique to this send: its
+	-- states keep it (enqueue.lua's ran_since).
+	local ready = put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, ARGV[3], now)
+	if limit ~= "" then
+		redis.call("HSET", task_key, "limit", limit)
+	end
+	-- A next task the take below takes needs no wake-up; one it
+	-- leaves gets it after the take.
+	if ready and notify ~= take_notify then
+		wake(notify)
+	elseif ready then
+		sent_here = true
+	end
+end
+for i = 18 + m, last, 4 do
+	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
+	key = key + 6
+	send_next(pending, scheduled, archived_key, notify, task_key, state_key, ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3])
+end
+if graph then
+	local ready = graph_done(graph, ARGV[15 + m], ARGV[16 + m], tonumber(ARGV[17 + m]))
+	if ready ~= -1 then
+		local queues, sp = {}, false
+		for j = 2, #ready, 5 do
+			local id, q = ready[j], ready[j + 1]
+			local qk = queues[q]
+			if not qk then
+				qk = cjson.decode(redis.call("HGET", graph[1], "q:" .. q))
+				queues[q] = qk
+				sp = sp or redis.call("HGET", graph[1], "sp")
+			end
+			send_next(qk[1], qk[2], qk[3], qk[4], qk[5] .. id, sp .. id, id, ready[j + 2], tonumber(ready[j + 3]), ready[j + 4])
 		end
 	end
 end

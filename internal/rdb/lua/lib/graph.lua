@@ -8,7 +8,8 @@ local function graph_keep(keys, ttl)
 	end
 end
 
--- graph_ready appends to out the id, queue and message of node key of a
+-- graph_ready appends to out the id, queue, message, ETA (ms, 0 for
+-- none) and limit (lib/limit.lua, "" for none) of node key of a
 -- workflow's graph (nodes hash nodes, res hash res), all of whose deps
 -- succeeded: its stored message, with the results of its deps, in the
 -- order of its deps, added as ParentResults (tasks.DecodeSignature) unless
@@ -27,4 +28,51 @@ local function graph_ready(nodes, res, key, out)
 	table.insert(out, node.u)
 	table.insert(out, node.q)
 	table.insert(out, msg)
+	table.insert(out, node.e or 0)
+	table.insert(out, node.l or "")
+end
+
+-- graph_done records that node key of a workflow's graph (keys: its
+-- graph, nodes, wait and res hashes) succeeded with results (JSON), keeps
+-- the graph's keys ttl ms at least, and returns {1 when this call counted
+-- the success, 0 when an earlier one did, then graph_ready's items for
+-- each successor ready}, or -1 when the graph is gone (graph_done.lua
+-- says more).
+local function graph_done(keys, key, results, ttl)
+	local state = redis.call("HGET", keys[1], "state")
+	if not state then
+		return -1
+	end
+	local rec = redis.call("HGET", keys[2], key)
+	if not rec then
+		return -1
+	end
+	local first = redis.call("HSETNX", keys[4], key, results) == 1
+	local out = { 0 }
+	if first then
+		out[1] = 1
+		local done = redis.call("HINCRBY", keys[1], "done", 1)
+		if state == "PENDING" and done >= tonumber(redis.call("HGET", keys[1], "nodes")) then
+			state = "SUCCESS"
+			redis.call("HSET", keys[1], "state", state)
+			redis.call("PUBLISH", keys[1], "")
+		end
+	end
+	graph_keep(keys, ttl)
+	if state ~= "PENDING" then
+		return out
+	end
+	local node = cjson.decode(rec)
+	for _, s in ipairs(node.s or {}) do
+		local left
+		if first then
+			left = redis.call("HINCRBY", keys[3], s, -1)
+		else
+			left = tonumber(redis.call("HGET", keys[3], s))
+		end
+		if left == 0 then
+			graph_ready(keys[2], keys[4], s, out)
+		end
+	end
+	return out
 end
