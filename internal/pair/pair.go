@@ -42,6 +42,25 @@ type Store struct {
 	workflows  store.Workflows
 	withdrawer store.Withdrawer
 	states     store.StateReader // the backend as results read it (Reader)
+
+	// step, if set, is called after each step of a success settled step
+	// by step (SetSettleSteps).
+	step func(step string)
+}
+
+// SetSettleSteps has step called after each step of a success that s
+// settles step by step, with the step's name: "committed" (the outcome
+// committed and the state written), "released" (a graph's node's success
+// recorded in its graph), "sent <uuid>" (a task that follows sent). For
+// fault-injection tests: a test kills or pauses the process at a step.
+// Call it before s is used.
+func (s *Store) SetSettleSteps(step func(step string)) { s.step = step }
+
+// stepped calls the settle step hook, if set.
+func (s *Store) stepped(step string) {
+	if s.step != nil {
+		s.step(step)
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -294,6 +313,7 @@ func (s *Store) succeed(ctx context.Context, d *store.Delivery, st store.Settlem
 	if err != nil {
 		return nil, err
 	}
+	s.stepped("committed")
 	next := st.Next
 	if sig.WorkflowNode != "" {
 		released, err := s.NodeSucceeded(ctx, sig, st.State.Results)
@@ -304,12 +324,14 @@ func (s *Store) succeed(ctx context.Context, d *store.Delivery, st store.Settlem
 		case err != nil:
 			return nil, err
 		}
+		s.stepped("released")
 		next = append(slices.Clip(next), released...)
 	}
 	for _, n := range next {
 		if err := s.sendNext(ctx, d, n); err != nil {
 			return nil, err
 		}
+		s.stepped("sent " + n.UUID)
 	}
 	if sig.GroupUUID != "" && sig.ChordCallback != nil && groupDone {
 		return nil, store.ErrChordDue

@@ -223,6 +223,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 			return w.failUnstorable(ctx, sig, d, err, log)
 		}
 		if err == nil {
+			w.settleStep("settled")
 			w.succeeded(ctx, sig)
 			for _, cb := range next {
 				w.p.Metrics.Sent(ctx, cb.RoutingKey, cb.Name, 1)
@@ -256,6 +257,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	if err != nil {
 		return fmt.Errorf("worker: write state SUCCESS of task %s: %w", sig.UUID, err)
 	}
+	w.settleStep("committed")
 	w.succeeded(ctx, sig)
 	return w.afterSuccess(ctx, sig, d, h, results, groupDone, log)
 }
@@ -356,11 +358,14 @@ func (w *Worker) releaseNodes(ctx context.Context, sig *tasks.Signature, d *brok
 	if err != nil {
 		return []error{fmt.Errorf("worker: record the success of node %q of workflow %s: %w", sig.WorkflowNode, sig.WorkflowUUID, err)}
 	}
+	w.settleStep("released")
 	var errs []error
 	for _, n := range next {
 		if err := w.sendCallback(ctx, d, n); err != nil {
 			errs = append(errs, fmt.Errorf("worker: send node %q (task %s) of workflow %s: %w", n.WorkflowNode, n.UUID, sig.WorkflowUUID, err))
+			continue
 		}
+		w.settleStep("sent " + n.UUID)
 	}
 	return errs
 }

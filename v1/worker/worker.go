@@ -114,6 +114,15 @@ type Params struct {
 	// fault-injection tests: a test kills or pauses the worker at a step.
 	// Default none.
 	AggregationStepFunc func(step string)
+
+	// SettleStepFunc, if set, is called after each step of a task's
+	// success, with the step's name, from the goroutine that ran it:
+	// "settled" (written, what follows sent and acknowledged in one step
+	// where the store can), or, settled step by step, "committed" (the
+	// outcome committed and the state written), "released" (a workflow
+	// node's success recorded in its graph) and "sent <uuid>" (a task
+	// that follows sent). For fault-injection tests. Default none.
+	SettleStepFunc func(step string)
 }
 
 // Worker fetches tasks from a broker and runs them. Run it once.
@@ -196,8 +205,18 @@ func New(p Params) *Worker {
 		abort:  make(chan struct{}),
 		active: make(map[*running]struct{}),
 	}
+	if p.SettleStepFunc != nil {
+		w.store.SetSettleSteps(p.SettleStepFunc)
+	}
 	w.identity = w.newIdentity()
 	return w
+}
+
+// settleStep calls Params.SettleStepFunc, if set, after step.
+func (w *Worker) settleStep(step string) {
+	if w.p.SettleStepFunc != nil {
+		w.p.SettleStepFunc(step)
+	}
 }
 
 // ErrAborted is returned by Run after Abort.
