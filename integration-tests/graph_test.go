@@ -3,6 +3,7 @@ package integration_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/b6192125/machinist/v1/backends/result"
@@ -129,6 +130,32 @@ func TestWorkflowResultFromAnyID(t *testing.T) {
 			if err != nil || !reflect.DeepEqual(values(out), []interface{}{int64(10)}) {
 				t.Fatalf("GetWorkflowResult(%s): %v, %v; want [10]", id, values(out), err)
 			}
+		}
+	})
+}
+
+// TestWorkflowFailureTakesOutWaitingNodes: when a node fails for good, a
+// node that was sent and still waits in its queue (here one no worker
+// consumes) is taken out of it: archived, its state FAILURE as
+// cancelled, naming the node that failed.
+func TestWorkflowFailureTakesOutWaitingNodes(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		if p.eager {
+			t.Skip("eager mode runs every node as it is sent")
+		}
+		e := newEnv(t, p)
+		waiting := sig("record", strArg("never"))
+		waiting.RoutingKey = "graph_nobody_consumes"
+		wf, err := tasks.NewGroupOf(sig("fail", strArg("boom")), waiting)
+		_, _, err = e.runWorkflow(wf, err)
+		var we *result.WorkflowError
+		if !errors.As(err, &we) || we.Node != "0" {
+			t.Fatalf("workflow error %v, want one at node 0", err)
+		}
+		res := result.NewAsyncResult(wf.Nodes()[1].Signature, e.server.GetBackend())
+		_, err = res.GetWithContext(e.ctx(), poll)
+		if !errors.Is(err, tasks.ErrTaskCancelled) || !strings.Contains(err.Error(), `failed at node "0"`) {
+			t.Fatalf("the waiting node's result: %v, want it cancelled, naming node 0", err)
 		}
 	})
 }

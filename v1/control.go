@@ -168,7 +168,7 @@ func (s *Server) CancelWorkflow(ctx context.Context, id string, opts ...CancelOp
 	}
 	if wf.Kind == tasks.WorkflowGraph {
 		// The broker sends no node of it from now on.
-		if err := backend.FailGraph(ctx, wf.WorkflowUUID, "", msg); err != nil && !errors.Is(err, backends.ErrWorkflowNotFound) {
+		if _, err := backend.FailGraph(ctx, wf.WorkflowUUID, "", msg); err != nil && !errors.Is(err, backends.ErrWorkflowNotFound) {
 			return fmt.Errorf("machinist: cancel workflow %s: %w", wf.WorkflowUUID, err)
 		}
 	}

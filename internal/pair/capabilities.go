@@ -274,9 +274,9 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 }
 
 // FailGraph fails a workflow of any shape.
-func (s *Store) FailGraph(ctx context.Context, id, node, reason string) error {
+func (s *Store) FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error) {
 	if s.graphs == nil {
-		return unsupported("run workflows of any shape", s.broker)
+		return nil, unsupported("run workflows of any shape", s.broker)
 	}
 	return s.graphs.FailGraph(ctx, id, node, reason)
 }

@@ -102,7 +102,17 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 	if err != nil {
 		return fmt.Errorf("record workflow %s: %w", g.ID, err)
 	}
-	meta = append(meta, "outputs", outputs)
+	var first []string
+	for _, n := range nodes {
+		if len(n.Deps) == 0 {
+			first = append(first, n.Key)
+		}
+	}
+	firstJSON, err := json.Marshal(first)
+	if err != nil {
+		return fmt.Errorf("record workflow %s: %w", g.ID, err)
+	}
+	meta = append(meta, "outputs", outputs, "first", firstJSON)
 	ttl := s.graphTTL(lastETA)
 	gk := s.keys.graph(g.ID)
 	err = transport.Again(ctx, func() error {
@@ -197,18 +207,33 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 
 // FailGraph fails the graph of workflow id (graph_fail.lua): node failed
 // for good with reason, or, with node "", the workflow was cancelled. No
-// node is released after it. A graph final already is left as it is; one
-// that is gone: an error wrapping store.ErrWorkflowNotFound.
-func (s *Store) FailGraph(ctx context.Context, id, node, reason string) error {
-	code, err := s.batch.RunScript(ctx, id, graphFailScript, s.keys.graph(id).all(),
-		node, reason, s.graphTTL(0).Milliseconds()).Int64()
+// node is released after it. It returns the nodes sent and not finished
+// (but node), each as a signature naming it (UUID, queue, workflow,
+// node), when this call failed the graph; none when it was final
+// already. One that is gone: an error wrapping store.ErrWorkflowNotFound.
+func (s *Store) FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error) {
+	reply, err := s.batch.RunScript(ctx, id, graphFailScript, s.keys.graph(id).all(),
+		node, reason, s.graphTTL(0).Milliseconds()).Result()
 	if err != nil {
-		return fmt.Errorf("fail workflow %s: %w", id, err)
+		return nil, fmt.Errorf("fail workflow %s: %w", id, err)
 	}
-	if code < 0 {
-		return fmt.Errorf("fail workflow %s: %w", id, store.ErrWorkflowNotFound)
+	items, ok := reply.([]interface{})
+	if !ok {
+		if code, _ := reply.(int64); code < 0 {
+			return nil, fmt.Errorf("fail workflow %s: %w", id, store.ErrWorkflowNotFound)
+		}
+		return nil, nil
 	}
-	return nil
+	if len(items)%2 != 1 {
+		return nil, malformed("graph_fail", nil, "%d items, not a status and id, queue pairs", len(items))
+	}
+	var open []*tasks.Signature
+	for i := 1; i < len(items); i += 2 {
+		uuid, _ := items[i].(string)
+		queue, _ := items[i+1].(string)
+		open = append(open, &tasks.Signature{UUID: uuid, RoutingKey: queue, WorkflowUUID: id})
+	}
+	return open, nil
 }
 
 // GraphStatus returns where the workflow id, of any shape, stands, with

@@ -58,8 +58,11 @@ type Graphs interface {
 	NodeSucceeded(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) ([]*tasks.Signature, error)
 	// FailGraph fails workflow id: node failed for good with reason, or,
 	// with node "", the workflow was cancelled. No node is released after
-	// it. A workflow final already is left as it is.
-	FailGraph(ctx context.Context, id, node, reason string) error
+	// it. When this call failed it, it returns the nodes sent and not
+	// finished (but node), each a signature that names its task (UUID,
+	// RoutingKey, WorkflowUUID): the caller takes those still waiting out
+	// of their queues. A workflow final already is left as it is.
+	FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error)
 	// GraphStatus returns where workflow id stands, with its results once
 	// it succeeded. None: an error wrapping ErrWorkflowNotFound.
 	GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error)

@@ -533,9 +533,8 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 	var errs []error
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
 	if sig.WorkflowNode != "" {
-		// No node of the workflow is sent after this.
-		if err := w.store.FailGraph(ctx, sig.WorkflowUUID, sig.WorkflowNode, msg); err != nil && !errors.Is(err, store.ErrWorkflowNotFound) {
-			errs = append(errs, fmt.Errorf("worker: fail workflow %s at node %q: %w", sig.WorkflowUUID, sig.WorkflowNode, err))
+		if err := w.failGraph(ctx, sig, msg); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if sig.GroupUUID != "" && sig.ChordCallback != nil {
@@ -557,6 +556,37 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 			return fmt.Errorf("worker: archive task %s: %w", sig.UUID, err)
 		}
 		w.p.Metrics.Archived(ctx, d.Queue, sig.Name, 1)
+	}
+	return nil
+}
+
+// failGraph fails the workflow of sig, a node that failed for good with
+// msg: no node of it is sent after this, and the nodes sent that still
+// wait in their queues are taken out of them (archived, their state
+// FAILURE as cancelled); those running finish, and nothing follows them.
+// A node that cannot be taken out is logged, not returned: the workflow
+// is failed already, and a run again would not see the node.
+func (w *Worker) failGraph(ctx context.Context, sig *tasks.Signature, msg string) error {
+	open, err := w.store.FailGraph(ctx, sig.WorkflowUUID, sig.WorkflowNode, msg)
+	if errors.Is(err, store.ErrWorkflowNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("worker: fail workflow %s at node %q: %w", sig.WorkflowUUID, sig.WorkflowNode, err)
+	}
+	reason := fmt.Sprintf("%s: its workflow failed at node %q", tasks.CancelledMessage, sig.WorkflowNode)
+	for _, n := range open {
+		taken, err := w.store.TakeWaiting(ctx, n.RoutingKey, n.UUID, store.TakeArchive, reason)
+		if errors.Is(err, store.ErrTaskNotFound) || errors.Is(err, store.ErrTaskNotWaiting) {
+			continue // running or finished
+		}
+		if err == nil {
+			_, err = w.write(ctx, taken, nil, tasks.NewFailureTaskState(taken, reason), true)
+		}
+		if err != nil {
+			w.arch.Logger.Warn("a node of a failed workflow could not be taken out of its queue; it runs, and nothing follows it",
+				slog.String("workflow", sig.WorkflowUUID), slog.String("task", n.UUID), slog.Any("error", err))
+		}
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func (b *Broker) NodeSucceeded(ctx context.Context, sig *tasks.Signature, result
 }
 
 // FailGraph fails a workflow of any shape (see store.Graphs).
-func (b *Broker) FailGraph(ctx context.Context, id, node, reason string) error {
+func (b *Broker) FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error) {
 	return b.store.FailGraph(ctx, id, node, reason)
 }
 
