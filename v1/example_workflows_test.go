@@ -48,6 +48,7 @@ func ExampleServer_SendChord() {
 	// 7
 	// 11
 	// 21
+	// 7
 }
 
 // workflows is the code of the README's Workflows section, between the
@@ -109,6 +110,22 @@ func workflows(ctx context.Context, server *machinery.Server) error {
 		return err
 	}
 	fmt.Println(tasks.HumanReadableResults(values)) // add(3, 7, 11): 21
+
+	// Any shape: chains, groups and chords nest (and tasks.NewDAG joins
+	// nodes as no chain can). The group gets the first step's result.
+	wf, err := tasks.NewChainOf(add(1, 1), tasks.GroupOf(add(1, 0), add(2, 0)), &tasks.Signature{Name: "add"})
+	if err != nil {
+		return err
+	}
+	wfResult, err := server.SendWorkflowWithContext(ctx, wf)
+	if err != nil {
+		return err
+	}
+	values, err = wfResult.GetWithContext(ctx, 5*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	fmt.Println(tasks.HumanReadableResults(values)) // add(add(1, 0, 2), add(2, 0, 2)): 7
 	// README Workflows: end
 	return nil
 }

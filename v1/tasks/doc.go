@@ -109,7 +109,8 @@
 // sits ("2.cb.0": the first step of the callback of the chord that is the
 // third step), with the keys of the nodes it gets results from; see
 // WorkflowNode. The signatures are copied into the graph, the caller's
-// are left as they are. Nothing sends a Workflow yet.
+// are left as they are. Server.SendWorkflowWithContext sends a Workflow,
+// and a node that fails for good fails it (docs/workflows.md).
 //
 // # Retries
 //
