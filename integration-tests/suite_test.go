@@ -251,6 +251,19 @@ func (e *env) taskFuncs() map[string]interface{} {
 			_, ok := ctx.Deadline()
 			return ok, nil
 		},
+		// parents returns its args, then its parents' keys, states and
+		// errors (tasks.WorkflowParents).
+		"parents": func(ctx context.Context, args ...string) (string, error) {
+			ps, err := tasks.WorkflowParents(ctx)
+			if err != nil {
+				return "", err
+			}
+			var out []string
+			for _, p := range ps {
+				out = append(out, p.Key+":"+p.State.State+":"+p.State.Error)
+			}
+			return strings.Join(args, ",") + " / " + strings.Join(out, ","), nil
+		},
 		"sleep_ctx": func(ctx context.Context, ms int64) (string, error) {
 			select {
 			case <-time.After(time.Duration(ms) * time.Millisecond):

@@ -25,8 +25,10 @@ func (s *Server) SendWorkflow(wf *tasks.Workflow) (*result.WorkflowAsyncResult, 
 // first nodes are sent; the broker sends every other node once each node
 // it depends on has succeeded, with their results appended to its args
 // unless it is Immutable (see tasks.WorkflowNode). A node that fails for
-// good fails the workflow: no node is sent after that, and the nodes
-// running finish. Every node's state is PENDING from the start and names
+// good fails the workflow, unless it is allowed to (tasks.AllowFailure):
+// no node is sent after that, the nodes never sent get state FAILURE as
+// cancelled, and the nodes running finish (or are cancelled, with
+// wf.CancelOnFailure). Every node's state is PENDING from the start and names
 // the workflow, so that the workflow can be cancelled (CancelWorkflow) and
 // its result read (GetWorkflowResult) from its ID or any node's UUID.
 //
@@ -73,7 +75,7 @@ func (s *Server) SendWorkflowWithContext(ctx context.Context, wf *tasks.Workflow
 		withdraw()
 		return nil, store.NotSent(fmt.Errorf("machinist: send workflow %s: record the workflow and set state pending: %w", wf.ID, err))
 	}
-	if err := st.RecordGraph(ctx, &store.Graph{ID: wf.ID, Name: wf.Name, Nodes: nodes, Outputs: wf.Outputs()}); err != nil {
+	if err := st.RecordGraph(ctx, &store.Graph{ID: wf.ID, Name: wf.Name, Nodes: nodes, Outputs: wf.Outputs(), CancelOnFailure: wf.CancelOnFailure}); err != nil {
 		withdraw()
 		return nil, store.NotSent(fmt.Errorf("machinist: send workflow %s: %w", wf.ID, err))
 	}

@@ -274,7 +274,7 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 }
 
 // FailGraph fails a workflow of any shape.
-func (s *Store) FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error) {
+func (s *Store) FailGraph(ctx context.Context, id, node, reason string) (*store.GraphFailure, error) {
 	if s.graphs == nil {
 		return nil, unsupported("run workflows of any shape", s.broker)
 	}

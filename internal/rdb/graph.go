@@ -16,12 +16,14 @@ import (
 )
 
 // graphNode is a node of a workflow's graph as its nodes hash holds it
-// (lua/lib/graph.lua reads it): its task's id, queue (the shard, for a
-// sharded queue), stored message, ETA and limit, the keys of its deps
-// and of its successors, and whether it is Immutable (its deps' results
-// are not added to it).
+// (lua/lib/graph.lua and graph_fail.lua read it): its task's id, name,
+// queue (the shard, for a sharded queue), stored message, ETA and limit,
+// the keys of its deps and of its successors, whether it is Immutable
+// (its deps' results are not added to it), whether it may fail
+// (tasks.AllowFailure) and whether it has OnError callbacks.
 type graphNode struct {
 	UUID      string   `json:"u"`
+	Name      string   `json:"n"`
 	Queue     string   `json:"q"`
 	Msg       string   `json:"m"`
 	ETA       int64    `json:"e,omitempty"` // ms
@@ -29,6 +31,8 @@ type graphNode struct {
 	Deps      []string `json:"d,omitempty"`
 	Succ      []string `json:"s,omitempty"`
 	Immutable bool     `json:"i,omitempty"`
+	MayFail   bool     `json:"f,omitempty"`
+	OnError   bool     `json:"o,omitempty"`
 }
 
 // RecordGraph writes the graph g, whose signatures are ready to travel
@@ -66,7 +70,8 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 		if err != nil {
 			return fmt.Errorf("record workflow %s: %w", g.ID, err)
 		}
-		node := graphNode{UUID: sig.UUID, Msg: string(msg), Deps: n.Deps, Succ: succ[n.Key], Immutable: sig.Immutable}
+		node := graphNode{UUID: sig.UUID, Name: sig.Name, Msg: string(msg), Deps: n.Deps, Succ: succ[n.Key],
+			Immutable: sig.Immutable, MayFail: n.AllowFailure, OnError: len(sig.OnError) > 0}
 		if sig.ETA != nil {
 			node.ETA = msOf(*sig.ETA)
 			lastETA = max(lastETA, node.ETA)
@@ -113,6 +118,9 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 		return fmt.Errorf("record workflow %s: %w", g.ID, err)
 	}
 	meta = append(meta, "outputs", outputs, "first", firstJSON)
+	if g.CancelOnFailure {
+		meta = append(meta, "cf", 1)
+	}
 	ttl := s.graphTTL(lastETA)
 	gk := s.keys.graph(g.ID)
 	err = transport.Again(ctx, func() error {
@@ -188,8 +196,14 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 	if !ok {
 		return nil, fmt.Errorf("record success of node %q of workflow %s: %w", sig.WorkflowNode, id, store.ErrWorkflowNotFound)
 	}
+	return s.readyNodes("graph_done", id, items)
+}
+
+// readyNodes decodes the nodes of workflow id that script's reply, items,
+// says are ready: a status, then graph_ready's items for each.
+func (s *Store) readyNodes(script, id string, items []interface{}) ([]*tasks.Signature, error) {
 	if len(items) == 0 || (len(items)-1)%graphReadyItems != 0 {
-		return nil, malformed("graph_done", nil, "%d items, not a count and 5 items per node", len(items))
+		return nil, malformed(script, nil, "%d items, not a status and 5 items per node", len(items))
 	}
 	next := make([]*tasks.Signature, 0, (len(items)-1)/graphReadyItems)
 	for i := 1; i < len(items); i += graphReadyItems {
@@ -205,13 +219,11 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 	return next, nil
 }
 
-// FailGraph fails the graph of workflow id (graph_fail.lua): node failed
-// for good with reason, or, with node "", the workflow was cancelled. No
-// node is released after it. It returns the nodes sent and not finished
-// (but node), each as a signature naming it (UUID, queue, workflow,
-// node), when this call failed the graph; none when it was final
-// already. One that is gone: an error wrapping store.ErrWorkflowNotFound.
-func (s *Store) FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error) {
+// FailGraph records that node of workflow id failed for good with
+// reason, or, with node "", that the workflow was cancelled
+// (graph_fail.lua); see store.Graphs. One that is gone: an error wrapping
+// store.ErrWorkflowNotFound.
+func (s *Store) FailGraph(ctx context.Context, id, node, reason string) (*store.GraphFailure, error) {
 	reply, err := s.batch.RunScript(ctx, id, graphFailScript, s.keys.graph(id).all(),
 		node, reason, s.graphTTL(0).Milliseconds()).Result()
 	if err != nil {
@@ -222,18 +234,45 @@ func (s *Store) FailGraph(ctx context.Context, id, node, reason string) ([]*task
 		if code, _ := reply.(int64); code < 0 {
 			return nil, fmt.Errorf("fail workflow %s: %w", id, store.ErrWorkflowNotFound)
 		}
-		return nil, nil
+		return &store.GraphFailure{}, nil
 	}
-	if len(items)%2 != 1 {
-		return nil, malformed("graph_fail", nil, "%d items, not a status and id, queue pairs", len(items))
+	if code, _ := items[0].(int64); code == 2 {
+		ready, err := s.readyNodes("graph_fail", id, items)
+		if err != nil {
+			return nil, err
+		}
+		return &store.GraphFailure{Allowed: true, Ready: ready}, nil
 	}
-	var open []*tasks.Signature
-	for i := 1; i < len(items); i += 2 {
-		uuid, _ := items[i].(string)
-		queue, _ := items[i+1].(string)
-		open = append(open, &tasks.Signature{UUID: uuid, RoutingKey: queue, WorkflowUUID: id})
+	if len(items) < 3 {
+		return nil, malformed("graph_fail", nil, "%d items, not a status, a flag and a count", len(items))
 	}
-	return open, nil
+	cancel, _ := items[1].(int64)
+	n, _ := items[2].(int64)
+	rest := items[3:]
+	if n < 0 || int(2*n) > len(rest) || (len(rest)-int(2*n))%4 != 0 {
+		return nil, malformed("graph_fail", nil, "%d items for %d nodes sent, not id, queue pairs then 4 items per node not sent", len(rest), n)
+	}
+	f := &store.GraphFailure{Failed: true, CancelRunning: cancel == 1}
+	for i := 0; i < int(2*n); i += 2 {
+		uuid, _ := rest[i].(string)
+		queue, _ := rest[i+1].(string)
+		f.Open = append(f.Open, &tasks.Signature{UUID: uuid, RoutingKey: queue, WorkflowUUID: id})
+	}
+	for i := int(2 * n); i < len(rest); i += 4 {
+		key, _ := rest[i].(string)
+		uuid, _ := rest[i+1].(string)
+		name, _ := rest[i+2].(string)
+		msg, _ := rest[i+3].(string)
+		sig := &tasks.Signature{UUID: uuid, Name: name}
+		if msg != "" {
+			if sig, err = decodeStored(msg, uuid, ""); err != nil {
+				return nil, fmt.Errorf("fail workflow %s: node %q: %w", id, key, err)
+			}
+		}
+		sig.WorkflowUUID, sig.WorkflowNode = id, key
+		f.Unsent = append(f.Unsent, sig)
+	}
+	return f, nil
 }
 
 // GraphStatus returns where the workflow id, of any shape, stands, with
@@ -242,7 +281,7 @@ func (s *Store) FailGraph(ctx context.Context, id, node, reason string) ([]*task
 // store.ErrWorkflowNotFound.
 func (s *Store) GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error) {
 	gk := s.keys.graph(id)
-	vals, err := s.client.HMGet(ctx, gk.meta, "state", "nodes", "done", "name", "failed", "error", "outputs").Result()
+	vals, err := s.client.HMGet(ctx, gk.meta, "state", "nodes", "done", "name", "failed", "error", "outputs", "allowed").Result()
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", id, err)
 	}
@@ -252,7 +291,9 @@ func (s *Store) GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStat
 	}
 	st := &tasks.WorkflowStatus{WorkflowUUID: id, State: field(0), Name: field(3), FailedNode: field(4), Error: field(5)}
 	st.Nodes, _ = strconv.Atoi(field(1))
-	st.Succeeded, _ = strconv.Atoi(field(2))
+	done, _ := strconv.Atoi(field(2))
+	st.Failed, _ = strconv.Atoi(field(7))
+	st.Succeeded = done - st.Failed
 	if st.State != tasks.StateSuccess {
 		return st, nil
 	}

@@ -34,6 +34,28 @@ type Graph struct {
 	// Outputs are the keys of the nodes whose results are the
 	// workflow's (tasks.Workflow.Outputs).
 	Outputs []string
+	// CancelOnFailure is tasks.Workflow.CancelOnFailure.
+	CancelOnFailure bool
+}
+
+// GraphFailure is what Graphs.FailGraph did.
+type GraphFailure struct {
+	// Allowed says the node was allowed to fail: the workflow goes on,
+	// and Ready are the nodes it made ready, to be sent.
+	Allowed bool
+	Ready   []*tasks.Signature
+	// Failed says this call failed the workflow (false: it was final
+	// already). Open are the nodes sent and not finished (but the node
+	// that failed), each a signature that names its task (UUID,
+	// RoutingKey, WorkflowUUID): the caller takes those still waiting out
+	// of their queues, and, with CancelRunning
+	// (tasks.Workflow.CancelOnFailure), cancels those running. Unsent are
+	// the nodes never sent (UUID, Name, WorkflowUUID, WorkflowNode; the
+	// whole signature when it has OnError callbacks): the caller writes
+	// their FAILURE.
+	Failed        bool
+	CancelRunning bool
+	Open, Unsent  []*tasks.Signature
 }
 
 // Graphs is a broker that runs workflows of any shape (tasks.Workflow):
@@ -56,13 +78,16 @@ type Graphs interface {
 	// sent before. A workflow that failed releases nothing. A graph that
 	// is gone (it expired): an error wrapping ErrWorkflowNotFound.
 	NodeSucceeded(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) ([]*tasks.Signature, error)
-	// FailGraph fails workflow id: node failed for good with reason, or,
-	// with node "", the workflow was cancelled. No node is released after
-	// it. When this call failed it, it returns the nodes sent and not
-	// finished (but node), each a signature that names its task (UUID,
-	// RoutingKey, WorkflowUUID): the caller takes those still waiting out
-	// of their queues. A workflow final already is left as it is.
-	FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error)
+	// FailGraph records that node of workflow id failed for good with
+	// reason, or, with node "", that the workflow was cancelled. A node
+	// allowed to fail (tasks.AllowFailure) counts as finished without
+	// results, and the nodes it makes ready are returned (Allowed, Ready)
+	// as NodeSucceeded returns them. Anything else fails the workflow, and
+	// no node is released after it; the call that failed it returns what
+	// the caller must stop (see GraphFailure). A workflow final already is
+	// left as it is. A graph that is gone: an error wrapping
+	// ErrWorkflowNotFound.
+	FailGraph(ctx context.Context, id, node, reason string) (*GraphFailure, error)
 	// GraphStatus returns where workflow id stands, with its results once
 	// it succeeded. None: an error wrapping ErrWorkflowNotFound.
 	GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error)

@@ -16,3 +16,39 @@ func SignatureFromContext(ctx context.Context) *Signature {
 	sig, _ := ctx.Value(signatureCtxKey{}).(*Signature)
 	return sig
 }
+
+// ParentState is a parent of a workflow node (a node it depends on) and
+// its task's state.
+type ParentState struct {
+	// Key is the parent's key in the workflow (WorkflowNode.Key).
+	Key string
+	// State is its task's state: SUCCESS with its results, or FAILURE with
+	// its error when it was allowed to fail (AllowFailure).
+	State *TaskState
+}
+
+// ParentsFunc reads the parents of the workflow node whose task runs.
+type ParentsFunc func(ctx context.Context) ([]ParentState, error)
+
+type parentsCtxKey struct{}
+
+// WithParents returns a copy of ctx that carries fn, for WorkflowParents.
+// The worker calls it for every node of a workflow it runs.
+func WithParents(ctx context.Context, fn ParentsFunc) context.Context {
+	return context.WithValue(ctx, parentsCtxKey{}, fn)
+}
+
+// WorkflowParents returns the parents of the workflow node whose task's
+// context ctx is, in the order of its deps (WorkflowNode.Deps), each with
+// its task's state: how a node that follows one allowed to fail
+// (AllowFailure) learns that it failed, and why. It reads the workflow's
+// record and one state per parent, so it costs a few round trips to the
+// broker. A task that is not a node of a workflow sent with
+// SendWorkflowWithContext: nil, ErrNotWorkflowNode.
+func WorkflowParents(ctx context.Context) ([]ParentState, error) {
+	fn, _ := ctx.Value(parentsCtxKey{}).(ParentsFunc)
+	if fn == nil {
+		return nil, ErrNotWorkflowNode
+	}
+	return fn(ctx)
+}

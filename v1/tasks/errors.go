@@ -58,6 +58,9 @@ var (
 	// ErrDecode is wrapped by every error of DecodeSignature: the message is
 	// not JSON, has trailing data, or is not a valid signature.
 	ErrDecode = errors.New("tasks: cannot decode signature")
+	// ErrNotWorkflowNode is returned by WorkflowParents for a task that is
+	// not a node of a workflow sent with SendWorkflowWithContext.
+	ErrNotWorkflowNode = errors.New("tasks: the task is not a node of a workflow of any shape")
 )
 
 // Errors of building a workflow (NewChainOf, NewGroupOf, NewChordOf,

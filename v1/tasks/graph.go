@@ -31,8 +31,24 @@ type Node interface {
 	workflowNode()
 }
 
-func (*Signature) workflowNode() {}
-func (*Workflow) workflowNode()  {}
+func (*Signature) workflowNode()    {}
+func (*Workflow) workflowNode()     {}
+func (*allowFailure) workflowNode() {}
+
+// allowFailure is a node whose signatures may fail (AllowFailure).
+type allowFailure struct{ node Node }
+
+// AllowFailure marks every signature of node as allowed to fail: one that
+// fails for good does not fail the workflow. It counts as finished, and
+// what follows it runs once its other deps have finished, without its
+// results (a parent that failed adds nothing to the args); the failure is
+// in its task's state, which the nodes that follow can read with
+// WorkflowParents. A workflow whose every node finished succeeds, even
+// when some of them failed this way (WorkflowStatus.Failed counts them).
+// The keys of node's signatures are those they would have without it.
+func AllowFailure(node Node) Node {
+	return &allowFailure{node: node}
+}
 
 // Workflow is a workflow of any shape: chains, groups and chords nested in
 // each other, and DAGs. ChainOf, GroupOf and ChordOf describe one, to be
@@ -55,6 +71,11 @@ type Workflow struct {
 	// Name is the name given to NewDAG (empty for the others), for people
 	// reading logs; it need not be unique.
 	Name string
+	// CancelOnFailure, set on the workflow sent, also cancels the nodes
+	// running when a node fails for good (as CancelTask does: their
+	// contexts are cancelled, and they cannot succeed). Without it they
+	// finish, and nothing follows them.
+	CancelOnFailure bool
 
 	kind    workflowKind
 	members []Node    // a chain's or group's; a chord's group and callback
@@ -96,6 +117,9 @@ type WorkflowNode struct {
 	// order the deps were given to Add. Empty for the workflow's first
 	// nodes.
 	Deps []string
+	// AllowFailure says that the node's failure does not fail the
+	// workflow (see AllowFailure).
+	AllowFailure bool `json:",omitempty"`
 }
 
 type workflowKind uint8
@@ -210,7 +234,7 @@ func (w *Workflow) Nodes() []WorkflowNode {
 	}
 	out := make([]WorkflowNode, len(w.nodes))
 	for i, n := range w.nodes {
-		out[i] = WorkflowNode{Key: n.Key, Signature: CopySignature(n.Signature), Deps: slices.Clone(n.Deps)}
+		out[i] = WorkflowNode{Key: n.Key, Signature: CopySignature(n.Signature), Deps: slices.Clone(n.Deps), AllowFailure: n.AllowFailure}
 	}
 	return out
 }
@@ -340,6 +364,11 @@ func (s *shaper) walk(n Node, key, prefix string, depth int) (span, error) {
 		default:
 			return span{}, errAt(key, ErrEmptyWorkflow)
 		}
+	case *allowFailure:
+		if n == nil {
+			return span{}, errAt(key, ErrNilNode)
+		}
+		return s.walk(n.node, key, prefix, depth)
 	case nil:
 		return span{}, errAt(key, ErrNilNode)
 	default: // a type that embeds *Signature or *Workflow
@@ -563,6 +592,7 @@ type compiler struct {
 	nodes []WorkflowNode
 	uuids map[string]string // each node's UUID → its key
 	plans map[*Workflow]*dagPlan
+	allow int // how many AllowFailure the node compiled is in
 }
 
 // ports are a compiled node's first nodes and outputs, as indexes into
@@ -572,8 +602,13 @@ type ports struct{ in, out []int }
 // compile appends the nodes of n to c.nodes, in topological order, and
 // returns its ports. The first pass has checked n's shape.
 func (c *compiler) compile(n Node, key, prefix string) (ports, error) {
-	if s, ok := n.(*Signature); ok {
-		return c.add(s, key)
+	switch n := n.(type) {
+	case *Signature:
+		return c.add(n, key)
+	case *allowFailure:
+		c.allow++
+		defer func() { c.allow-- }()
+		return c.compile(n.node, key, prefix)
 	}
 	w := n.(*Workflow)
 	var p ports
@@ -671,6 +706,6 @@ func (c *compiler) add(sig *Signature, key string) (ports, error) {
 	c.uuids[s.UUID] = key
 	s.WorkflowUUID, s.WorkflowNode = c.id, key
 	i := len(c.nodes)
-	c.nodes = append(c.nodes, WorkflowNode{Key: key, Signature: s})
+	c.nodes = append(c.nodes, WorkflowNode{Key: key, Signature: s, AllowFailure: c.allow > 0})
 	return ports{[]int{i}, []int{i}}, nil
 }

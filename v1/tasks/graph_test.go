@@ -684,3 +684,30 @@ func FuzzWorkflow(f *testing.F) {
 		}
 	})
 }
+
+// AllowFailure marks every signature of the node it wraps, nested or
+// not, and changes no key; a node used twice, or nil, inside it is
+// refused as anywhere else.
+func TestWorkflowAllowFailure(t *testing.T) {
+	a, b, c, d := sig("a"), sig("b"), sig("c"), sig("d")
+	w := mustBuild(t)(NewChainOf(a, AllowFailure(GroupOf(b, ChainOf(c, d))), sig("e")))
+	plain := mustBuild(t)(NewChainOf(sig("a"), GroupOf(sig("b"), ChainOf(sig("c"), sig("d"))), sig("e")))
+	if got, want := render(w), render(plain); !slices.Equal(got, want) {
+		t.Fatalf("keys with AllowFailure %q, without %q", got, want)
+	}
+	var allowed []string
+	for _, n := range w.Nodes() {
+		if n.AllowFailure {
+			allowed = append(allowed, n.Key)
+		}
+	}
+	if want := []string{"1.0", "1.1.0", "1.1.1"}; !slices.Equal(allowed, want) {
+		t.Fatalf("nodes allowed to fail %q, want %q", allowed, want)
+	}
+	if _, err := NewGroupOf(a, AllowFailure(a)); !errors.Is(err, ErrDuplicateNode) {
+		t.Fatalf("a signature used twice through AllowFailure: %v, want ErrDuplicateNode", err)
+	}
+	if _, err := NewGroupOf(a, AllowFailure(nil)); !errors.Is(err, ErrNilNode) {
+		t.Fatalf("AllowFailure(nil): %v, want ErrNilNode", err)
+	}
+}

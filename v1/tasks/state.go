@@ -184,8 +184,10 @@ type WorkflowStatus struct {
 	// or one has failed for good or the workflow was cancelled
 	// (StateFailure).
 	State string
-	// Nodes counts the workflow's nodes, Succeeded those that succeeded.
-	Nodes, Succeeded int
+	// Nodes counts the workflow's nodes, Succeeded those that succeeded,
+	// Failed those that failed for good and were allowed to
+	// (AllowFailure).
+	Nodes, Succeeded, Failed int
 	// FailedNode is the key of the node whose failure failed the
 	// workflow (empty when it was cancelled), Error why it failed.
 	FailedNode string `json:",omitempty"`

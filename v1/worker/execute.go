@@ -75,6 +75,11 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 		ctx, cancel = context.WithTimeout(ctx, sig.Timeout)
 		defer cancel()
 	}
+	if sig.WorkflowNode != "" {
+		ctx = tasks.WithParents(ctx, func(ctx context.Context) ([]tasks.ParentState, error) {
+			return w.parents(ctx, sig)
+		})
+	}
 	task, err := tasks.NewWithContext(ctx, fn, sig)
 	if err != nil {
 		return nil, err, true
@@ -359,6 +364,12 @@ func (w *Worker) releaseNodes(ctx context.Context, sig *tasks.Signature, d *brok
 		return []error{fmt.Errorf("worker: record the success of node %q of workflow %s: %w", sig.WorkflowNode, sig.WorkflowUUID, err)}
 	}
 	w.settleStep("released")
+	return w.sendNodes(ctx, sig, d, next)
+}
+
+// sendNodes sends next, the nodes that sig's outcome released (those a
+// run before a recovery sent are not sent again).
+func (w *Worker) sendNodes(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, next []*tasks.Signature) []error {
 	var errs []error
 	for _, n := range next {
 		if err := w.sendCallback(ctx, d, n); err != nil {
@@ -368,6 +379,37 @@ func (w *Worker) releaseNodes(ctx context.Context, sig *tasks.Signature, d *brok
 		w.settleStep("sent " + n.UUID)
 	}
 	return errs
+}
+
+// parents returns the parents of sig, a node of its workflow, with their
+// tasks' states (tasks.WorkflowParents).
+func (w *Worker) parents(ctx context.Context, sig *tasks.Signature) ([]tasks.ParentState, error) {
+	meta, err := w.store.GetWorkflowContext(ctx, sig.WorkflowUUID)
+	if err != nil {
+		return nil, fmt.Errorf("worker: parents of node %q: %w", sig.WorkflowNode, err)
+	}
+	byKey := make(map[string]*tasks.WorkflowTask, len(meta.Tasks))
+	var deps []string
+	for i := range meta.Tasks {
+		t := &meta.Tasks[i]
+		byKey[t.Node] = t
+		if t.Node == sig.WorkflowNode {
+			deps = t.Deps
+		}
+	}
+	out := make([]tasks.ParentState, len(deps))
+	for i, key := range deps {
+		t := byKey[key]
+		if t == nil {
+			return nil, fmt.Errorf("worker: parents of node %q: workflow %s has no node %q", sig.WorkflowNode, sig.WorkflowUUID, key)
+		}
+		st, err := w.store.GetStateContext(ctx, t.UUID)
+		if err != nil {
+			return nil, fmt.Errorf("worker: parents of node %q: state of %q: %w", sig.WorkflowNode, key, err)
+		}
+		out[i] = tasks.ParentState{Key: key, State: st}
+	}
+	return out, nil
 }
 
 // ack acknowledges d, taking the next task for the slot as h says.
@@ -533,7 +575,7 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 	var errs []error
 	errs = append(errs, w.sendErrorCallbacks(ctx, d, sig.OnError, msg)...)
 	if sig.WorkflowNode != "" {
-		if err := w.failGraph(ctx, sig, msg); err != nil {
+		if err := w.failGraph(ctx, sig, d, msg); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -560,23 +602,39 @@ func (w *Worker) afterFailure(ctx context.Context, sig *tasks.Signature, d *brok
 	return nil
 }
 
-// failGraph fails the workflow of sig, a node that failed for good with
-// msg: no node of it is sent after this, and the nodes sent that still
-// wait in their queues are taken out of them (archived, their state
-// FAILURE as cancelled); those running finish, and nothing follows them.
-// A node that cannot be taken out is logged, not returned: the workflow
-// is failed already, and a run again would not see the node.
-func (w *Worker) failGraph(ctx context.Context, sig *tasks.Signature, msg string) error {
-	open, err := w.store.FailGraph(ctx, sig.WorkflowUUID, sig.WorkflowNode, msg)
+// failGraph records that sig, a node of its workflow, failed for good
+// with msg. A node allowed to fail releases the nodes that follow it, as
+// a success does. Otherwise the workflow fails: no node of it is sent
+// after this; the nodes sent that still wait in their queues are taken
+// out of them (archived, their state FAILURE as cancelled), and those
+// running finish with nothing following them, or are cancelled when the
+// workflow says so; the nodes never sent get state FAILURE as
+// cancelled, with their OnError callbacks sent. What cannot be taken out
+// or written is logged, not returned: the workflow has failed already,
+// and a run again would not see those nodes.
+func (w *Worker) failGraph(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string) error {
+	f, err := w.store.FailGraph(ctx, sig.WorkflowUUID, sig.WorkflowNode, msg)
 	if errors.Is(err, store.ErrWorkflowNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("worker: fail workflow %s at node %q: %w", sig.WorkflowUUID, sig.WorkflowNode, err)
 	}
+	if f.Allowed {
+		return errors.Join(w.sendNodes(ctx, sig, d, f.Ready)...)
+	}
 	reason := fmt.Sprintf("%s: its workflow failed at node %q", tasks.CancelledMessage, sig.WorkflowNode)
-	for _, n := range open {
-		taken, err := w.store.TakeWaiting(ctx, n.RoutingKey, n.UUID, store.TakeArchive, reason)
+	logFailed := func(n *tasks.Signature, what string, err error) {
+		w.arch.Logger.Warn("a node of a failed workflow could not be "+what,
+			slog.String("workflow", sig.WorkflowUUID), slog.String("task", n.UUID), slog.Any("error", err))
+	}
+	for _, n := range f.Open {
+		var taken *tasks.Signature
+		if f.CancelRunning {
+			taken, _, err = w.store.CancelTask(ctx, n.RoutingKey, n.UUID, reason, 0)
+		} else {
+			taken, err = w.store.TakeWaiting(ctx, n.RoutingKey, n.UUID, store.TakeArchive, reason)
+		}
 		if errors.Is(err, store.ErrTaskNotFound) || errors.Is(err, store.ErrTaskNotWaiting) {
 			continue // running or finished
 		}
@@ -584,8 +642,15 @@ func (w *Worker) failGraph(ctx context.Context, sig *tasks.Signature, msg string
 			_, err = w.write(ctx, taken, nil, tasks.NewFailureTaskState(taken, reason), true)
 		}
 		if err != nil {
-			w.arch.Logger.Warn("a node of a failed workflow could not be taken out of its queue; it runs, and nothing follows it",
-				slog.String("workflow", sig.WorkflowUUID), slog.String("task", n.UUID), slog.Any("error", err))
+			logFailed(n, "taken out of its queue; it runs, and nothing follows it", err)
+		}
+	}
+	for _, n := range f.Unsent {
+		if _, err := w.write(ctx, n, nil, tasks.NewFailureTaskState(n, reason), true); err != nil {
+			logFailed(n, "marked as cancelled; its state stays PENDING", err)
+		}
+		if err := errors.Join(w.sendErrorCallbacks(ctx, nil, n.OnError, reason)...); err != nil {
+			logFailed(n, "followed by its OnError callbacks", err)
 		}
 	}
 	return nil

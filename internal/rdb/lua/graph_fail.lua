@@ -1,5 +1,10 @@
--- graph_fail: fail a workflow's graph, because one of its nodes failed
--- for good or the workflow was cancelled: no node is released after this
+-- graph_fail: record that a node of a workflow's graph failed for good, or
+-- that the workflow was cancelled.
+--
+-- A node allowed to fail (its record's "f") counts as finished without
+-- results, as graph_done counts a success: its successors run without
+-- its results, and the workflow goes on. Any other failure, and a
+-- cancellation, fails the workflow: no node is released after this
 -- (graph_done.lua), and a PUBLISH on the graph hash's name tells whoever
 -- waits for it. A graph already final (SUCCESS, or FAILURE by an earlier
 -- call) is left as it is.
@@ -10,27 +15,53 @@
 -- ARGV[2] why (the node's error, or the cancellation's reason)
 -- ARGV[3] the least TTL of the graph's keys from now, in ms
 --
--- Returns: -1 when the graph is gone; 0 when it was final already; else
--- {1, then the id and queue of each node sent and not finished (a first
--- node, or one whose deps all succeeded, without results)}: the caller
--- takes those still waiting in their queues out of them.
+-- Returns: -1 when the graph is gone; 0 when it was final already;
+-- {2, then graph_ready's items for each successor ready} when the node
+-- was allowed to fail (as graph_done: on a run again, every successor
+-- ready, sent or not); else
+-- {1, 1 when the workflow cancels its running nodes on failure (else 0),
+-- the number n of nodes sent and not finished (a first node, or one whose
+-- deps all succeeded, without results), then n pairs of their id and
+-- queue, then for each node not sent: its key, id, task name and, when it
+-- has OnError callbacks, its message (else "")}: the caller takes the
+-- nodes sent out of their queues, and writes the FAILURE of those not
+-- sent.
 -- Complexity: O(n) for n nodes with deps, once per workflow.
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
 	return -1
 end
-graph_keep(KEYS, tonumber(ARGV[3]))
+local ttl = tonumber(ARGV[3])
+if ARGV[1] ~= "" then
+	local rec = redis.call("HGET", KEYS[2], ARGV[1])
+	if rec and cjson.decode(rec).f then
+		local out = graph_done(KEYS, ARGV[1], "[]", ttl)
+		if type(out) ~= "table" then
+			return out
+		end
+		if out[1] == 1 then
+			redis.call("HINCRBY", KEYS[1], "allowed", 1)
+		end
+		out[1] = 2
+		return out
+	end
+end
+graph_keep(KEYS, ttl)
 if state ~= "PENDING" then
 	return 0
 end
 redis.call("HSET", KEYS[1], "state", "FAILURE", "failed", ARGV[1], "error", ARGV[2])
 redis.call("PUBLISH", KEYS[1], "")
-local out = { 1 }
+local cancel = 0
+if redis.call("HGET", KEYS[1], "cf") == "1" then
+	cancel = 1
+end
+local open, unsent = {}, {}
 local function unfinished(key)
 	if key ~= ARGV[1] and redis.call("HEXISTS", KEYS[4], key) == 0 then
 		local node = cjson.decode(redis.call("HGET", KEYS[2], key))
-		table.insert(out, node.u)
-		table.insert(out, node.q)
+		table.insert(open, node.u)
+		table.insert(open, node.q)
 	end
 end
 for _, key in ipairs(cjson.decode(redis.call("HGET", KEYS[1], "first"))) do
@@ -40,6 +71,19 @@ local wait = redis.call("HGETALL", KEYS[3])
 for i = 1, #wait, 2 do
 	if wait[i + 1] == "0" then
 		unfinished(wait[i])
+	else
+		local node = cjson.decode(redis.call("HGET", KEYS[2], wait[i]))
+		table.insert(unsent, wait[i])
+		table.insert(unsent, node.u)
+		table.insert(unsent, node.n or "")
+		table.insert(unsent, node.o and node.m or "")
 	end
+end
+local out = { 1, cancel, #open / 2 }
+for _, v in ipairs(open) do
+	table.insert(out, v)
+end
+for _, v in ipairs(unsent) do
+	table.insert(out, v)
 end
 return out

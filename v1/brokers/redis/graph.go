@@ -27,8 +27,9 @@ func (b *Broker) NodeSucceeded(ctx context.Context, sig *tasks.Signature, result
 	return b.store.NodeSucceeded(ctx, sig, results)
 }
 
-// FailGraph fails a workflow of any shape (see store.Graphs).
-func (b *Broker) FailGraph(ctx context.Context, id, node, reason string) ([]*tasks.Signature, error) {
+// FailGraph records the failure of a node of a workflow of any shape, or
+// its cancellation (see store.Graphs).
+func (b *Broker) FailGraph(ctx context.Context, id, node, reason string) (*store.GraphFailure, error) {
 	return b.store.FailGraph(ctx, id, node, reason)
 }
 

@@ -1,0 +1,133 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/b6192125/machinist/v1/backends/result"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// TestWorkflowAllowFailure: a node allowed to fail fails, and the
+// workflow goes on: the join runs without its results, learns of its
+// failure from WorkflowParents, and the workflow succeeds, counting it.
+func TestWorkflowAllowFailure(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		mayFail := sig("fail", strArg("b fails"))
+		mayFail.Immutable = true
+		got, res, err := e.runWorkflow(tasks.NewDAG("allow").
+			Add("a", sig("record", strArg("a"))).
+			Add("b", tasks.AllowFailure(mayFail), "a").
+			Add("c", sig("suffix", strArg("-c")), "a").
+			Add("d", sig("parents"), "b", "c").
+			Build())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []interface{}{"-ca / b:FAILURE:b fails,c:SUCCESS:"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("join result %q, want %q", got, want)
+		}
+		st, err := res.Status(e.ctx())
+		if err != nil || st.State != tasks.StateSuccess || st.Succeeded != 3 || st.Failed != 1 {
+			t.Fatalf("status %+v, %v; want SUCCESS, 3 succeeded and 1 failed", st, err)
+		}
+	})
+}
+
+// TestWorkflowParentsOutsideAWorkflow: WorkflowParents in a task sent by
+// itself says it is no workflow node.
+func TestWorkflowParentsOutsideAWorkflow(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		res, err := e.server.SendTaskWithContext(e.ctx(), sig("parents"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.GetWithContext(e.ctx(), poll); err == nil || !strings.Contains(err.Error(), tasks.ErrNotWorkflowNode.Error()) {
+			t.Fatalf("parents outside a workflow: %v, want %v", err, tasks.ErrNotWorkflowNode)
+		}
+	})
+}
+
+// TestWorkflowFailureCancelsUnsentNodes: the nodes a failure keeps from
+// ever being sent get state FAILURE as cancelled, naming the node that
+// failed, so that nobody waiting on them waits forever, and their OnError
+// callbacks are sent, as a chord's callback's are when a member fails.
+func TestWorkflowFailureCancelsUnsentNodes(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		never := sig("record", strArg("never"))
+		never.Immutable = true
+		never.OnError = []*tasks.Signature{sig("on_error", strArg("never"))}
+		wf, err := tasks.NewChainOf(sig("fail", strArg("boom")), tasks.GroupOf(never, sig("record", strArg("never too"))))
+		_, _, err = e.runWorkflow(wf, err)
+		var we *result.WorkflowError
+		if !errors.As(err, &we) || we.Node != "0" {
+			t.Fatalf("workflow error %v, want one at node 0", err)
+		}
+		reason := fmt.Sprintf("%s: its workflow failed at node %q", tasks.CancelledMessage, "0")
+		for _, n := range wf.Nodes()[1:] {
+			_, err := result.NewAsyncResult(n.Signature, e.server.GetBackend()).GetWithContext(e.ctx(), poll)
+			if !errors.Is(err, tasks.ErrTaskCancelled) || !strings.Contains(err.Error(), reason) {
+				t.Fatalf("node %s: %v, want it cancelled: %s", n.Key, err, reason)
+			}
+		}
+		waitFor(t, "the OnError callback of the node never sent", func() bool {
+			return len(e.calls.times("on_error:never:"+reason)) == 1
+		})
+		if n := len(e.calls.times("never")) + len(e.calls.times("never too")); n != 0 {
+			t.Fatalf("nodes after the failure ran %d times", n)
+		}
+	})
+}
+
+// TestWorkflowCancelOnFailure: with CancelOnFailure, a node that fails
+// for good stops the nodes running: one holding until its context ends
+// is cancelled, and waiting on it says so.
+func TestWorkflowCancelOnFailure(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		server := processes(t, p, 1, func(c *config.Config) { c.NoUnixSignals = true })[0]
+		started := make(chan struct{})
+		if err := server.RegisterTasks(map[string]interface{}{
+			"hold": func(ctx context.Context) error {
+				close(started)
+				<-ctx.Done()
+				return ctx.Err()
+			},
+			"fail_after_hold": func(ctx context.Context) error {
+				select {
+				case <-started:
+				case <-ctx.Done():
+				}
+				return errors.New("boom")
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, server.NewWorker("w", 4))
+		ctx := testCtx(t)
+		wf, err := tasks.NewGroupOf(&tasks.Signature{Name: "hold"}, &tasks.Signature{Name: "fail_after_hold"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf.CancelOnFailure = true
+		res, err := server.SendWorkflowWithContext(ctx, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var we *result.WorkflowError
+		if _, err := res.GetWithContext(ctx, poll); !errors.As(err, &we) || we.Node != "1" {
+			t.Fatalf("workflow error %v, want one at node 1", err)
+		}
+		held := result.NewAsyncResult(wf.Nodes()[0].Signature, server.GetBackend())
+		if _, err := held.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
+			t.Fatalf("the running node: %v, want it cancelled", err)
+		}
+	})
+}
