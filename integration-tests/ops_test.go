@@ -68,14 +68,14 @@ func TestOperatorView(t *testing.T) {
 		must(t, err)
 		for _, id := range []string{mixed.GroupUUID, shared.GroupUUID} {
 			waitFor(t, "the chord's callback to finish", func() bool {
-				wf, err := o.Workflow(ctx, id)
+				wf, err := o.Workflow(ctx, id, 0, 0)
 				return err == nil && wf.Root.Next != nil && wf.Root.Next[0].State != "" && wf.Root.Next[0].State != tasks.StatePending
 			})
 		}
 
 		// The mixed chord: two members in group order, the callback after
 		// the group, failed with the member's error.
-		wf, err := o.Workflow(ctx, member(mixed, 1))
+		wf, err := o.Workflow(ctx, member(mixed, 1, 0, 0))
 		must(t, err)
 		if wf.ID != mixed.GroupUUID || wf.Kind != tasks.WorkflowChord || wf.State != tasks.StateFailure || !wf.Root.Group ||
 			len(wf.Root.Members) != 2 || len(wf.Root.Next) != 1 {
@@ -93,7 +93,7 @@ func TestOperatorView(t *testing.T) {
 			st, err := sender.GetBackend().GetStateContext(ctx, after.UUID)
 			return err == nil && st.IsCompleted()
 		})
-		wf, err = o.Workflow(ctx, shared.GroupUUID)
+		wf, err = o.Workflow(ctx, shared.GroupUUID, 0, 0)
 		must(t, err)
 		if wf.State != tasks.StateSuccess || len(wf.Root.Members) != 2 || len(wf.Root.Next) != 1 {
 			t.Fatalf("chord on one queue: %+v", wf)
@@ -104,7 +104,7 @@ func TestOperatorView(t *testing.T) {
 		}
 
 		// The chain, found from its second step: one after the other.
-		wf, err = o.Workflow(ctx, chain.Tasks[1].UUID)
+		wf, err = o.Workflow(ctx, chain.Tasks[1].UUID, 0, 0)
 		must(t, err)
 		var steps []string
 		for n := wf.Root; n != nil; {

@@ -148,6 +148,21 @@ func newDeployment(t *testing.T) *deployment {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// flows: a DAG whose node b fails, allowed to, also run by it.
+	failing := &tasks.Signature{UUID: "task_g2", Name: "fail", RoutingKey: "flows", Immutable: true}
+	dag, err := tasks.NewDAG("report").
+		Add("a", &tasks.Signature{UUID: "task_g1", Name: "add", RoutingKey: "flows", Args: []tasks.Arg{{Type: "int64", Value: 1}, {Type: "int64", Value: 2}}}).
+		Add("b", tasks.AllowFailure(failing), "a").
+		Add("c", &tasks.Signature{UUID: "task_g3", Name: "add", RoutingKey: "flows", Args: []tasks.Arg{{Type: "int64", Value: 10}}}, "a").
+		Add("d", &tasks.Signature{UUID: "task_g4", Name: "sum", RoutingKey: "flows"}, "b", "c").
+		Build()
+	must(err)
+	dagResult, err := srv.SendWorkflowWithContext(ctx, dag)
+	must(err)
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = dagResult.GetWithContext(waitCtx, 5*time.Millisecond)
+	must(err)
 	w.Quit()
 	if err := <-errs; err != nil {
 		t.Fatalf("worker: %v", err)
@@ -207,12 +222,14 @@ var (
 	rfcNow   = regexp.MustCompile(`"20[0-8]\d-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d)"`)
 	duration = regexp.MustCompile(`in (\d+h)?(\d+m)?\d+(\.\d+)?(ms|µs|s)|(\d+h)?(\d+m)?\d+(\.\d+)?(ms|µs|s) ago`)
 	chainID  = regexp.MustCompile(`chain_[0-9a-f-]{8,36}`)
+	graphID  = regexp.MustCompile(`workflow_[0-9a-f-]{8,36}`)
 )
 
 func mask(s string) string {
 	s = stampNow.ReplaceAllString(s, "####-##-## ##:##:## UTC") // as wide: columns stay aligned
 	s = rfcNow.ReplaceAllString(s, `"<time>"`)
 	s = duration.ReplaceAllString(s, "<duration>")
+	s = graphID.ReplaceAllString(s, "workflow_<id>")
 	return chainID.ReplaceAllString(s, "chain_<id>")
 }
 
@@ -292,10 +309,15 @@ func TestShow(t *testing.T) {
 		"workflow show group_chord",
 		"workflow show task_c2",
 		"workflow show nothing_here",
+		"workflow show task_g1",
+		"workflow show task_g4 --size 2 --page 2",
+		"workflow show task_g4 --size 2 --page 3",
+		"workflow show task_g4 --size 0",
 		"workers",
 		"stats --json",
 		"task show task_p1 --json",
 		"workflow show task_m1 --json",
+		"workflow show task_g1 --json",
 		"workers --json",
 	)
 }

@@ -14,29 +14,42 @@ import (
 )
 
 func (a *app) workflowCommand() *cobra.Command {
-	cmd := parent("workflow", "Show or cancel a chain, group or chord")
-	cmd.AddCommand(&cobra.Command{
+	cmd := parent("workflow", "Show or cancel a workflow")
+	var page, size int
+	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Draw a chain, group or chord as a tree, with each task's state",
-		Long: `show draws the workflow ID names (a chain's ID, a group's or chord's GroupUUID,
-or the UUID of any of its tasks) as a tree: a chain's steps one after the
-other, a group's members side by side, and after them what they send (a
-chord's callback), each task with its state, and its error when it failed.`,
+		Short: "Draw a workflow, with each task's state",
+		Long: `show draws the workflow ID names (its ID, a group's or chord's GroupUUID, or
+the UUID of any of its tasks), each task with its state, and its error when it
+failed. A chain, group or chord is drawn as a tree: a chain's steps one after
+the other, a group's members side by side, and after them what they send (a
+chord's callback). A workflow of any shape (nested, or a DAG) is listed by
+level, each node after the nodes it runs after, a page of --size nodes at a
+time.`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
-			wf, err := o.Workflow(ctx, args[0])
+			if page < 1 || size < 1 || size > ops.GraphPage {
+				return usagef("--page starts at 1, and --size is from 1 to %d", ops.GraphPage)
+			}
+			wf, err := o.Workflow(ctx, args[0], (page-1)*size, size)
 			if err != nil {
 				return err
 			}
 			if a.json {
 				return a.printJSON(wf)
 			}
+			if wf.Graph != nil {
+				return a.printGraph(wf, page)
+			}
 			return a.printWorkflow(wf)
 		}),
-	})
+	}
+	show.Flags().IntVar(&page, "page", 1, "of a workflow of any shape: the page of nodes to show, from 1")
+	show.Flags().IntVar(&size, "size", ops.GraphPage, "of a workflow of any shape: the nodes per page")
+	cmd.AddCommand(show)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "cancel ID",
-		Short: "Cancel a chain, group or chord: what waits never runs, what runs is stopped",
+		Short: "Cancel a workflow: what waits never runs, what runs is stopped",
 		Args:  cobra.ExactArgs(1),
 		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
 			if err := o.CancelWorkflow(ctx, args[0]); err != nil {
@@ -63,6 +76,55 @@ func (a *app) printWorkflow(wf *ops.Workflow) error {
 	}
 	fmt.Fprintln(a.stdout)
 	a.drawSequence(a.stdout, wf.Root, "", "", map[*ops.Node]bool{})
+	return nil
+}
+
+// printGraph lists a page of the workflow of any shape wf, level by
+// level, each node with the keys of the nodes it runs after.
+func (a *app) printGraph(wf *ops.Workflow, page int) error {
+	g := wf.Graph
+	name := ""
+	if g.Name != "" {
+		name = fmt.Sprintf(" %q", g.Name)
+	}
+	fmt.Fprintf(a.stdout, "workflow %s%s: %s, %d of %d nodes succeeded", wf.ID, name, a.state(wf.State), g.Succeeded, g.Nodes)
+	if g.Failed > 0 {
+		fmt.Fprintf(a.stdout, ", %d failed (allowed)", g.Failed)
+	}
+	fmt.Fprintf(a.stdout, ", sent %s\n", stamp(wf.CreatedAt))
+	if g.FailedNode != "" || g.Error != "" {
+		at := ""
+		if g.FailedNode != "" {
+			at = fmt.Sprintf(" at node %s", g.FailedNode)
+		}
+		fmt.Fprintf(a.stdout, "failed%s: %s\n", at, a.paint(red, clip(g.Error, 120)))
+	}
+	if len(g.Page) == 0 {
+		fmt.Fprintf(a.stdout, "\npage %d is past the last node (%d)\n", page, g.Nodes)
+		return nil
+	}
+	if len(g.Page) < g.Nodes {
+		fmt.Fprintf(a.stdout, "nodes %d-%d of %d (page %d)\n", g.Offset+1, g.Offset+len(g.Page), g.Nodes, page)
+	}
+	keyW := 0
+	for _, n := range g.Page {
+		keyW = max(keyW, len(n.Key))
+	}
+	level := -1
+	for _, n := range g.Page {
+		if n.Level != level {
+			level = n.Level
+			fmt.Fprintf(a.stdout, "\nlevel %d\n", level)
+		}
+		line := fmt.Sprintf("  %-*s  %s %s: %s", keyW, n.Key, n.Name, n.UUID, a.state(n.State))
+		if n.Error != "" {
+			line += " " + a.paint(red, clip(n.Error, 80))
+		}
+		if len(n.Deps) > 0 {
+			line += "  ← " + strings.Join(n.Deps, ", ")
+		}
+		fmt.Fprintln(a.stdout, line)
+	}
 	return nil
 }
 

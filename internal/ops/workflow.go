@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/b6192125/machinist/internal/store"
@@ -22,11 +23,51 @@ type Workflow struct {
 	Counts map[string]int
 	// Root is where it starts: a chain's first step, or a group node
 	// (a group's, or a chord's, whose Next is the callback).
-	Root *Node
+	Root *Node `json:",omitempty"`
 	// Unread counts the tasks whose state was not read (beyond the first
 	// maxStateReads not known to have finished): their State is "".
 	Unread int `json:",omitempty"`
+	// Graph is set, and Root nil, for a workflow of any shape
+	// (SendWorkflowWithContext).
+	Graph *Graph `json:",omitempty"`
 }
+
+// Graph is a workflow of any shape: where it stands, and a page of its
+// nodes.
+type Graph struct {
+	Name string `json:",omitempty"`
+	// Nodes counts its nodes, Succeeded those that succeeded, Failed those
+	// that failed and were allowed to.
+	Nodes, Succeeded, Failed int
+	// FailedNode is the node whose failure failed it, Error why it failed
+	// ("" while it has not).
+	FailedNode string `json:",omitempty"`
+	Error      string `json:",omitempty"`
+	// Offset is the place of Page[0] among the nodes, which are ordered by
+	// level, then as the workflow was written.
+	Offset int
+	Page   []*GraphNode
+}
+
+// GraphNode is a node of a workflow of any shape, with its task's state.
+type GraphNode struct {
+	Key   string
+	UUID  string
+	Name  string
+	Queue string `json:",omitempty"`
+	// State is its task's state, "" when the backend has none any more.
+	State string
+	Error string `json:",omitempty"`
+	// Deps are the keys of the nodes it runs after.
+	Deps []string `json:",omitempty"`
+	// Level is the length of the longest path to it from a first node: 0
+	// for a first node, and one more than its deepest dep's.
+	Level int
+}
+
+// GraphPage is how many nodes of a workflow of any shape Workflow reads
+// when given no limit, and the most it reads.
+const GraphPage = 200
 
 // maxStateReads bounds the state reads of one Workflow call: a chord of
 // 100,000 members still running costs at most that many reads (members
@@ -54,8 +95,10 @@ type Node struct {
 
 // Workflow returns the workflow id names (its own ID or any of its
 // tasks' UUIDs), with every task's state: an error wrapping the backend's
-// ErrWorkflowNotFound when there is none.
-func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
+// ErrWorkflowNotFound when there is none. Of a workflow of any shape, it
+// reads limit nodes from offset (GraphPage when limit is 0, and at most
+// that); the others ignore offset and limit.
+func (o *Ops) Workflow(ctx context.Context, id string, offset, limit int) (*Workflow, error) {
 	if id == "" {
 		return nil, fmt.Errorf("no workflow ID given: %w", store.ErrWorkflowNotFound)
 	}
@@ -64,6 +107,9 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 		return nil, err
 	}
 	wf := &Workflow{ID: meta.WorkflowUUID, Kind: meta.Kind, CreatedAt: meta.CreatedAt, Counts: map[string]int{}}
+	if meta.Kind == tasks.WorkflowGraph {
+		return o.graph(ctx, wf, meta, offset, limit)
+	}
 
 	nodes := map[string]*Node{}
 	var order []*Node // the tasks, as recorded
@@ -189,6 +235,71 @@ func (o *Ops) Workflow(ctx context.Context, id string) (*Workflow, error) {
 			ms = append(ms, m.State)
 		}
 		group.State = sumUp(ms)
+	}
+	return wf, nil
+}
+
+// graph fills in wf, the workflow of any shape meta records, with a page
+// of limit nodes from offset.
+func (o *Ops) graph(ctx context.Context, wf *Workflow, meta *tasks.WorkflowMeta, offset, limit int) (*Workflow, error) {
+	if offset < 0 || limit < 0 {
+		return nil, fmt.Errorf("workflow %s: a page from %d of %d nodes (want both at least 0)", wf.ID, offset, limit)
+	}
+	if limit == 0 || limit > GraphPage {
+		limit = GraphPage
+	}
+	g := &Graph{Nodes: len(meta.Tasks), Offset: offset}
+	wf.Graph = g
+	// The record lists the nodes so that each comes after its deps.
+	level := make(map[string]int, len(meta.Tasks))
+	nodes := make([]*GraphNode, len(meta.Tasks))
+	for i, t := range meta.Tasks {
+		n := &GraphNode{Key: t.Node, UUID: t.UUID, Name: t.Name, Queue: t.Queue, Deps: t.Deps}
+		for _, d := range t.Deps {
+			n.Level = max(n.Level, level[d]+1)
+		}
+		level[t.Node] = n.Level
+		nodes[i] = n
+	}
+	slices.SortStableFunc(nodes, func(a, b *GraphNode) int { return a.Level - b.Level })
+	if offset < len(nodes) {
+		g.Page = nodes[offset:min(offset+limit, len(nodes))]
+	}
+	err := each(ctx, len(g.Page), func(ctx context.Context, i int) error {
+		n := g.Page[i]
+		st, err := o.st.GetStateContext(ctx, n.UUID)
+		switch {
+		case errors.Is(err, store.ErrStateNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		n.State, n.Error = st.State, st.Error
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range g.Page {
+		wf.Counts[n.State]++
+	}
+	st, err := o.st.GraphStatus(ctx, wf.ID)
+	switch {
+	case errors.Is(err, store.ErrWorkflowNotFound):
+		// The graph expired before the states: what the page says.
+		var states []string
+		for _, n := range g.Page {
+			states = append(states, n.State)
+		}
+		wf.State = sumUp(states)
+		return wf, nil
+	case err != nil:
+		return nil, err
+	}
+	g.Name, g.Succeeded, g.Failed, g.FailedNode, g.Error = st.Name, st.Succeeded, st.Failed, st.FailedNode, st.Error
+	wf.State = st.State
+	if st.State == tasks.StatePending && (st.Succeeded+st.Failed > 0 || wf.Counts[tasks.StateStarted] > 0) {
+		wf.State = tasks.StateStarted
 	}
 	return wf, nil
 }

@@ -313,7 +313,7 @@ func TestBrowserCancelsAWorkflowFoundByID(t *testing.T) {
 	if _, err := e.srv.SendChainWithContext(testCtx(t), chain); err != nil {
 		t.Fatal(err)
 	}
-	wf, err := e.h.ops.Workflow(testCtx(t), steps[0].UUID)
+	wf, err := e.h.ops.Workflow(testCtx(t), steps[0].UUID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

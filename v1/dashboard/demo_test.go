@@ -71,7 +71,7 @@ func waitWorkflowDone(t *testing.T, e *env, id string) *ops.Workflow {
 	var wf *ops.Workflow
 	eventually(t, "the workflow's members to finish", func() error {
 		var err error
-		if wf, err = e.h.ops.Workflow(testCtx(t), id); err != nil {
+		if wf, err = e.h.ops.Workflow(testCtx(t), id, 0, 0); err != nil {
 			return err
 		}
 		for _, m := range wf.Root.Members {

@@ -88,6 +88,52 @@ func layoutWorkflow(wf *ops.Workflow, prefix string) *graph {
 	return g
 }
 
+// layoutDAG draws the page of the workflow of any shape wf.Graph: a
+// column per level (a first node's is 0, another node's one more than
+// its deepest dep's), the nodes of a level stacked in the order the
+// workflow was written, and an arrow from each dep on the page to the
+// node that runs after it.
+func layoutDAG(wf *ops.Workflow, prefix string) *graph {
+	g := &graph{}
+	l := layouter{prefix: prefix, kind: wf.Kind}
+	type placed struct{ x, y float64 }
+	at := map[string]placed{}
+	var columns [][]*ops.GraphNode
+	base := 0
+	if len(wf.Graph.Page) > 0 {
+		base = wf.Graph.Page[0].Level
+	}
+	for _, n := range wf.Graph.Page {
+		c := n.Level - base
+		for len(columns) <= c {
+			columns = append(columns, nil)
+		}
+		columns[c] = append(columns[c], n)
+	}
+	for c, col := range columns {
+		x := margin + float64(c)*(nodeW+gapX)
+		for i, n := range col {
+			y := margin + float64(i)*(nodeH+gapY)
+			at[n.Key] = placed{x, y}
+			box := l.box(&ops.Node{UUID: n.UUID, Name: n.Name, Queue: n.Queue, State: n.State, Error: n.Error}, x, y, nodeW, nodeH, false)
+			box.Title = n.Key + ": " + box.Title
+			g.Nodes = append(g.Nodes, box)
+			g.Tasks++
+			g.Width = max(g.Width, x+nodeW+margin)
+			g.Height = max(g.Height, y+nodeH+margin)
+		}
+	}
+	for _, n := range wf.Graph.Page {
+		to := at[n.Key]
+		for _, d := range n.Deps {
+			if from, ok := at[d]; ok {
+				g.Edges = append(g.Edges, edge(point{from.x + nodeW, from.y + nodeH/2}, point{to.x, to.y + nodeH/2}))
+			}
+		}
+	}
+	return g
+}
+
 type layouter struct {
 	prefix string
 	kind   string

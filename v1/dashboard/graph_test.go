@@ -126,3 +126,31 @@ func TestLayoutWorkflowLoops(t *testing.T) {
 		t.Fatalf("a looping record: %d tasks, %d frames; want 2 and 1", out.Tasks, len(out.Frames))
 	}
 }
+
+// A workflow of any shape is drawn a column per level, with an arrow from
+// each dep on the page to the node after it.
+func TestLayoutDAG(t *testing.T) {
+	page := []*ops.GraphNode{
+		{Key: "a", UUID: "task_a", Name: "extract", State: tasks.StateSuccess},
+		{Key: "b", UUID: "task_b", Name: "clean", State: tasks.StateSuccess, Deps: []string{"a"}, Level: 1},
+		{Key: "c", UUID: "task_c", Name: "geocode", State: tasks.StateFailure, Error: "timeout", Deps: []string{"a"}, Level: 1},
+		{Key: "d", UUID: "task_d", Name: "join", State: tasks.StateStarted, Deps: []string{"b", "c", "off_page"}, Level: 2},
+	}
+	g := layoutDAG(&ops.Workflow{ID: "workflow_1", Kind: tasks.WorkflowGraph, Graph: &ops.Graph{Nodes: 4, Page: page}}, "/p")
+	if g.Tasks != 4 || len(g.Edges) != 4 {
+		t.Fatalf("%d boxes and %d arrows, want 4 and 4 (none from a dep off the page)", g.Tasks, len(g.Edges))
+	}
+	xs := map[string]float64{}
+	for _, n := range g.Nodes {
+		xs[n.Name] = n.X
+	}
+	if !(xs["extract"] < xs["clean"] && xs["clean"] == xs["geocode"] && xs["geocode"] < xs["join"]) {
+		t.Fatalf("columns %v, want one per level", xs)
+	}
+	if g.Nodes[2].Class != "st-failure" || g.Nodes[2].Error != "timeout" || !strings.HasPrefix(g.Nodes[2].Title, "c: ") {
+		t.Fatalf("the failed node is drawn as %+v", g.Nodes[2])
+	}
+	if g.Width < 3*nodeW || g.Height < 2*nodeH {
+		t.Fatalf("drawing of %.0f×%.0f, too small for 3 columns of up to 2 boxes", g.Width, g.Height)
+	}
+}

@@ -461,3 +461,30 @@ func TestSecureCookies(t *testing.T) {
 		}
 	}
 }
+
+// A workflow of any shape larger than a page is shown a page at a time,
+// with links between the pages.
+func TestWorkflowOfAnyShapeIsPaged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	members := make([]tasks.Node, ops.GraphPage+50)
+	for i := range members {
+		members[i] = &tasks.Signature{Name: "nobody_runs_this", RoutingKey: "idle"}
+	}
+	wf, err := tasks.NewChainOf(&tasks.Signature{Name: "nobody_runs_this", RoutingKey: "idle"}, tasks.GroupOf(members...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.SendWorkflowWithContext(testCtx(t), wf); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	_, body := e.get(c, "/workflows/"+wf.ID)
+	if !strings.Contains(body, "Nodes 1–200 of 251") || !strings.Contains(body, "?from=200") || strings.Count(body, `class="node `) != 200 {
+		t.Fatalf("the first page does not show nodes 1–200 of 251 with a link to the next:\n%s", body)
+	}
+	_, body = e.get(c, "/workflows/"+wf.ID+"?from=200")
+	if !strings.Contains(body, "Nodes 201–251 of 251") || !strings.Contains(body, "?from=0") || strings.Count(body, `class="node `) != 51 {
+		t.Fatalf("the second page does not show nodes 201–251 with a link back:\n%s", body)
+	}
+}

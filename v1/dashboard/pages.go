@@ -257,6 +257,14 @@ type workflowData struct {
 	Failed   []*ops.Node
 	// Finished: no task of it can be cancelled any more.
 	Finished bool
+	// Pages of a workflow of any shape with more nodes than one page.
+	Pages *graphPages
+}
+
+// graphPages are the links between the pages of a workflow of any shape.
+type graphPages struct {
+	From, To, Of int // the nodes shown, from 1
+	Prev, Next   string
 }
 
 type stateCount struct {
@@ -265,9 +273,14 @@ type stateCount struct {
 }
 
 func (h *handler) workflowPage(w http.ResponseWriter, r *http.Request) {
-	wf, err := h.ops.Workflow(r.Context(), r.PathValue("id"))
+	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
+	wf, err := h.ops.Workflow(r.Context(), r.PathValue("id"), max(from, 0), 0)
 	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if wf.Graph != nil {
+		h.graphPage(w, r, wf)
 		return
 	}
 	title := "Workflow " + shortID(wf.ID)
@@ -299,6 +312,39 @@ func (h *handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	// A big workflow is not refreshed: each refresh reads the state of
 	// every task not finished.
 	d.Live = !d.Finished && nodes <= liveWorkflowMax
+	h.render(w, r, "workflow", d)
+}
+
+// graphPage renders the page of wf, a workflow of any shape.
+func (h *handler) graphPage(w http.ResponseWriter, r *http.Request, wf *ops.Workflow) {
+	g := wf.Graph
+	title := "Workflow " + shortID(wf.ID)
+	if g.Name != "" {
+		title += " " + g.Name
+	}
+	d := workflowData{base: h.base(w, r, title, ""), Workflow: wf, Graph: layoutDAG(wf, h.prefix)}
+	for s, n := range wf.Counts {
+		d.States = append(d.States, stateCount{State: stateName(s), Count: n})
+	}
+	slices.SortFunc(d.States, func(a, b stateCount) int { return strings.Compare(a.State, b.State) })
+	for _, n := range g.Page {
+		if n.State == tasks.StateFailure {
+			d.Failed = append(d.Failed, &ops.Node{UUID: n.UUID, Name: n.Name, Queue: n.Queue, Error: n.Error})
+		}
+	}
+	d.Finished = wf.State == tasks.StateSuccess || wf.State == tasks.StateFailure
+	if g.Nodes > len(g.Page) {
+		here := h.path("/workflows/" + url.PathEscape(wf.ID))
+		p := &graphPages{From: g.Offset + 1, To: g.Offset + len(g.Page), Of: g.Nodes}
+		if g.Offset > 0 {
+			p.Prev = fmt.Sprintf("%s?from=%d", here, max(g.Offset-ops.GraphPage, 0))
+		}
+		if p.To < g.Nodes {
+			p.Next = fmt.Sprintf("%s?from=%d", here, p.To)
+		}
+		d.Pages = p
+	}
+	d.Live = !d.Finished
 	h.render(w, r, "workflow", d)
 }
 
@@ -394,7 +440,7 @@ func (h *handler) find(w http.ResponseWriter, r *http.Request) {
 		h.failStatus(w, r, http.StatusNotFound, fmt.Sprintf("Queue %s holds no task %s, and the result backend knows none.", queue, id))
 		return
 	}
-	wf, err := h.ops.Workflow(ctx, id)
+	wf, err := h.ops.Workflow(ctx, id, 0, 0)
 	switch {
 	case err == nil:
 		http.Redirect(w, r, h.path("/workflows/"+url.PathEscape(wf.ID)), http.StatusSeeOther)

@@ -2,25 +2,29 @@ package dashboard
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/b6192125/machinist/internal/store"
+	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-var writeScreenshots = flag.Bool("screenshots", false, "write docs/dashboard-queues.png and docs/dashboard-workflow.png (the screenshots of docs/operating.md)")
+var writeScreenshots = flag.Bool("screenshots", false, "write docs/dashboard-queues.png, docs/dashboard-workflow.png and docs/dashboard-dag.png (the screenshots of docs/operating.md)")
 
 // TestScreenshots renders the queues page (a few queues, with a chart of
-// the last hour) and the graph of a failed chord, checks them, and with
+// the last hour), the graph of a failed chord and that of a DAG, checks
+// them, and with
 // -screenshots writes them to docs/ for docs/operating.md.
 func TestScreenshots(t *testing.T) {
 	t.Parallel()
@@ -97,6 +101,59 @@ func TestScreenshots(t *testing.T) {
 		t.Errorf("nodes drawn FAILURE: %v, want the failed member and the callback %s", failed, shortID(callback))
 	}
 	screenshot(t, b, "dashboard-workflow.png")
+
+	// A DAG: the extract feeds three steps, one of which (an outside
+	// API) is allowed to fail, and the join after them feeds a group.
+	dag := sendReportDAG(t, e)
+	if _, err := dag.GetWithContext(ctx, 5*time.Millisecond); err != nil {
+		t.Fatalf("the DAG: %v", err)
+	}
+	b.open("/workflows/"+dag.WorkflowUUID, "#workflow-graph")
+	if n := evalJS[int](b, `document.querySelectorAll('#workflow-graph g.node').length`); n != 7 {
+		t.Errorf("the DAG is drawn with %d nodes, want 7", n)
+	}
+	if n := evalJS[int](b, `document.querySelectorAll('#workflow-graph path.edge').length`); n != 8 {
+		t.Errorf("the DAG is drawn with %d arrows, want 8", n)
+	}
+	if got := b.text("#workflow-counts"); !strings.Contains(got, "6 of 7 nodes succeeded, 1 failed (allowed)") {
+		t.Errorf("the DAG's counts say %q", got)
+	}
+	screenshot(t, b, "dashboard-dag.png")
+}
+
+// sendReportDAG sends, on the default queue, a DAG whose geocode step
+// fails and is allowed to.
+func sendReportDAG(t *testing.T, e *env) *result.WorkflowAsyncResult {
+	t.Helper()
+	step := func(name string) *tasks.Signature { return &tasks.Signature{Name: name, Immutable: true} }
+	err := e.srv.RegisterTasks(map[string]interface{}{
+		"extract_orders":   func() error { return nil },
+		"clean_customers":  func() error { return nil },
+		"clean_orders":     func() error { return nil },
+		"geocode_address":  func() error { return errors.New("maps API: 503 Service Unavailable") },
+		"join_report":      func() error { return nil },
+		"email_finance":    func() error { return nil },
+		"upload_warehouse": func() error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := tasks.NewDAG("monthly-report").
+		Add("extract", step("extract_orders")).
+		Add("customers", step("clean_customers"), "extract").
+		Add("orders", step("clean_orders"), "extract").
+		Add("geocode", tasks.AllowFailure(step("geocode_address")), "extract").
+		Add("join", step("join_report"), "customers", "orders", "geocode").
+		Add("publish", tasks.GroupOf(step("email_finance"), step("upload_warehouse")), "join").
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.srv.SendWorkflowWithContext(testCtx(t), wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 func btoi(b bool) int {
