@@ -37,6 +37,21 @@ func TestWorkflowAllowFailure(t *testing.T) {
 		if err != nil || st.State != tasks.StateSuccess || st.Succeeded != 3 || st.Failed != 1 {
 			t.Fatalf("status %+v, %v; want SUCCESS, 3 succeeded and 1 failed", st, err)
 		}
+		// Each node's state, a page at a time.
+		nodes, total, err := res.Nodes(e.ctx(), 1, 2)
+		if err != nil || total != 4 || len(nodes) != 2 {
+			t.Fatalf("Nodes(1, 2): %d nodes of %d, %v; want 2 of 4", len(nodes), total, err)
+		}
+		b, c := nodes[0], nodes[1]
+		if b.Key != "b" || b.State.State != tasks.StateFailure || b.State.Error != "b fails" || !reflect.DeepEqual(b.Deps, []string{"a"}) {
+			t.Fatalf("node b: %+v, %+v", b, b.State)
+		}
+		if c.Key != "c" || c.State.State != tasks.StateSuccess || len(c.State.Results) != 1 || c.State.Results[0].Value != "-ca" {
+			t.Fatalf("node c: %+v, %+v", c, c.State)
+		}
+		if nodes, total, err := res.Nodes(e.ctx(), 4, 10); len(nodes) != 0 || total != 4 || err != nil {
+			t.Fatalf("Nodes(4, 10): %v, %d, %v; want none of 4", nodes, total, err)
+		}
 	})
 }
 

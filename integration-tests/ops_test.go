@@ -75,7 +75,7 @@ func TestOperatorView(t *testing.T) {
 
 		// The mixed chord: two members in group order, the callback after
 		// the group, failed with the member's error.
-		wf, err := o.Workflow(ctx, member(mixed, 1, 0, 0))
+		wf, err := o.Workflow(ctx, member(mixed, 1), 0, 0)
 		must(t, err)
 		if wf.ID != mixed.GroupUUID || wf.Kind != tasks.WorkflowChord || wf.State != tasks.StateFailure || !wf.Root.Group ||
 			len(wf.Root.Members) != 2 || len(wf.Root.Next) != 1 {

@@ -2,11 +2,13 @@ package result
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"time"
 
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -16,6 +18,21 @@ type WorkflowReader interface {
 	// GraphStatus returns the status of workflow id, or an error wrapping
 	// ErrWorkflowNotFound (brokers/iface) when there is none.
 	GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error)
+	// GetWorkflowContext returns the record of workflow id: its nodes.
+	GetWorkflowContext(ctx context.Context, id string) (*tasks.WorkflowMeta, error)
+	// GetStateContext returns the state of task uuid, or an error
+	// wrapping ErrStateNotFound (backends/iface).
+	GetStateContext(ctx context.Context, uuid string) (*tasks.TaskState, error)
+}
+
+// NodeState is a node of a workflow of any shape, with its task's state.
+type NodeState struct {
+	// Key, UUID and Deps are the node's (tasks.WorkflowNode).
+	Key, UUID string
+	Deps      []string
+	// State is its task's state (PENDING until it starts; its error and
+	// results once it finished); nil when the backend has none any more.
+	State *tasks.TaskState
 }
 
 // WorkflowError is the error of a workflow that failed: a node failed for
@@ -66,6 +83,41 @@ func (r *WorkflowAsyncResult) Status(ctx context.Context) (*tasks.WorkflowStatus
 		return nil, fmt.Errorf("result of workflow %s: %w", r.WorkflowUUID, err)
 	}
 	return st, nil
+}
+
+// Nodes reads the states of limit of the workflow's nodes from offset,
+// in the order of tasks.Workflow.Nodes (each after its deps), and returns
+// them with the number of nodes in all. It reads the workflow's record
+// and one state per node returned, so that a large workflow is read a
+// page at a time.
+func (r *WorkflowAsyncResult) Nodes(ctx context.Context, offset, limit int) ([]NodeState, int, error) {
+	if r.reader == nil {
+		return nil, 0, ErrBackendNotConfigured
+	}
+	if offset < 0 || limit < 1 {
+		return nil, 0, fmt.Errorf("nodes of workflow %s: a page of %d from %d (want a limit of at least 1 from 0 or more)", r.WorkflowUUID, limit, offset)
+	}
+	meta, err := r.reader.GetWorkflowContext(ctx, r.WorkflowUUID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("nodes of workflow %s: %w", r.WorkflowUUID, err)
+	}
+	total := len(meta.Tasks)
+	if offset >= total {
+		return nil, total, nil
+	}
+	page := meta.Tasks[offset:min(offset+limit, total)]
+	out := make([]NodeState, len(page))
+	for i, t := range page {
+		out[i] = NodeState{Key: t.Node, UUID: t.UUID, Deps: t.Deps}
+		st, err := r.reader.GetStateContext(ctx, t.UUID)
+		switch {
+		case err == nil:
+			out[i].State = st
+		case !errors.Is(err, backends.ErrStateNotFound):
+			return nil, 0, fmt.Errorf("nodes of workflow %s: node %q: %w", r.WorkflowUUID, t.Node, err)
+		}
+	}
+	return out, total, nil
 }
 
 // Touch reads the workflow's status once: it returns the results of its
