@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
@@ -145,4 +146,44 @@ func TestWorkflowCancelOnFailure(t *testing.T) {
 			t.Fatalf("the running node: %v, want it cancelled", err)
 		}
 	})
+}
+
+// TestWorkflowDeadline: a workflow's deadline is every node's context's;
+// a node that starts after it fails for good, at once, and fails the
+// workflow.
+func TestWorkflowDeadline(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		wf, err := tasks.NewChainOf(sig("record", strArg("first")), immutableSig("deadline_at"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf.Deadline = time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		got, _, err := e.runWorkflow(wf, nil)
+		if want := wf.Deadline.UTC().Format(time.RFC3339Nano); err != nil || !reflect.DeepEqual(got, []interface{}{want}) {
+			t.Fatalf("the last node's context's deadline: %v, %v; want %s", got, err, want)
+		}
+
+		late := sig("flaky") // would succeed on its third run: it must not be retried
+		late.RetryCount = 5
+		wf, err = tasks.NewChainOf(late, sig("record", strArg("never")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf.Deadline = time.Now().Add(-time.Second)
+		_, _, err = e.runWorkflow(wf, nil)
+		var we *result.WorkflowError
+		if !errors.As(err, &we) || we.Node != "0" || !strings.Contains(we.Message, "deadline") {
+			t.Fatalf("workflow error %v, want one at node 0 about its deadline", err)
+		}
+		if n := len(e.calls.times("flaky")); n != 0 {
+			t.Fatalf("a node past its deadline ran %d times", n)
+		}
+	})
+}
+
+func immutableSig(name string, args ...tasks.Arg) *tasks.Signature {
+	s := sig(name, args...)
+	s.Immutable = true
+	return s
 }

@@ -247,6 +247,14 @@ func (e *env) taskFuncs() map[string]interface{} {
 			}
 			return int64(n), nil
 		},
+		// deadline_at returns its context's deadline, "" for none.
+		"deadline_at": func(ctx context.Context) (string, error) {
+			at, ok := ctx.Deadline()
+			if !ok {
+				return "", nil
+			}
+			return at.UTC().Format(time.RFC3339Nano), nil
+		},
 		"deadline": func(ctx context.Context) (bool, error) {
 			_, ok := ctx.Deadline()
 			return ok, nil

@@ -28,7 +28,7 @@ func (s *Server) SendWorkflow(wf *tasks.Workflow) (*result.WorkflowAsyncResult, 
 // good fails the workflow, unless it is allowed to (tasks.AllowFailure):
 // no node is sent after that, the nodes never sent get state FAILURE as
 // cancelled, and the nodes running finish (or are cancelled, with
-// wf.CancelOnFailure). Every node's state is PENDING from the start and names
+// wf.CancelOnFailure). wf.Deadline is every node's. Every node's state is PENDING from the start and names
 // the workflow, so that the workflow can be cancelled (CancelWorkflow) and
 // its result read (GetWorkflowResult) from its ID or any node's UUID.
 //
@@ -49,6 +49,9 @@ func (s *Server) SendWorkflowWithContext(ctx context.Context, wf *tasks.Workflow
 	var first, rest []*tasks.Signature
 	for i, n := range nodes {
 		s.prepare(n.Signature)
+		if !wf.Deadline.IsZero() {
+			n.Signature.SetDeadline(wf.Deadline)
+		}
 		all[i] = n.Signature
 		if len(n.Deps) == 0 {
 			first = append(first, n.Signature)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -76,6 +77,11 @@ type Workflow struct {
 	// contexts are cancelled, and they cannot succeed). Without it they
 	// finish, and nothing follows them.
 	CancelOnFailure bool
+	// Deadline, set on the workflow sent, is every node's deadline
+	// (Signature.SetDeadline): each node's context ends then, and a node
+	// that starts after it fails for good, which fails the workflow
+	// unless the node may fail. Zero: none.
+	Deadline time.Time
 
 	kind    workflowKind
 	members []Node    // a chain's or group's; a chord's group and callback

@@ -24,6 +24,32 @@ type Arg struct {
 // Headers carries metadata alongside a signature, such as the trace context.
 type Headers map[string]interface{}
 
+// DeadlineHeader is the header that carries a task's deadline, as RFC 3339
+// with nanoseconds: the task's context ends then (or at its Timeout,
+// whichever comes first), and a task that starts after it, or fails after
+// it, fails for good, without retries. SendWorkflowWithContext sets it on
+// every node of a workflow with a Deadline; any task can carry it.
+const DeadlineHeader = "machinist_deadline"
+
+// SetDeadline sets the task's deadline (DeadlineHeader).
+func (s *Signature) SetDeadline(at time.Time) {
+	if s.Headers == nil {
+		s.Headers = Headers{}
+	}
+	s.Headers[DeadlineHeader] = at.UTC().Format(time.RFC3339Nano)
+}
+
+// Deadline returns the task's deadline (DeadlineHeader), and whether it
+// has one that parses.
+func (s *Signature) Deadline() (time.Time, bool) {
+	v, _ := s.Headers[DeadlineHeader].(string)
+	if v == "" {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	return at, err == nil
+}
+
 // Set stores a string value under key.
 func (h Headers) Set(key, val string) {
 	h[key] = val

@@ -70,6 +70,15 @@ func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt 
 // first says it is the task's first attempt, whose wait in the queue is
 // measured.
 func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, fn interface{}, first bool, log *slog.Logger) (results []*tasks.TaskResult, err error, permanent bool) {
+	deadline, hasDeadline := sig.Deadline()
+	if hasDeadline {
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("its deadline, %s, has passed: %w", deadline.Format(time.RFC3339Nano), context.DeadlineExceeded), true
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	if sig.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, sig.Timeout)
@@ -104,6 +113,9 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 	defer m.InFlight(ctx, w.p.ConsumerTag, -1)
 	start := time.Now()
 	results, err = task.Call()
+	if err != nil && hasDeadline && !time.Now().Before(deadline) {
+		permanent = true // a retry would start after the deadline
+	}
 	if err != nil {
 		var perr *tasks.PanicError
 		if errors.As(err, &perr) {
@@ -114,7 +126,7 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 	} else {
 		log.Debug("task succeeded", slog.Duration("duration", time.Since(start)))
 	}
-	return results, err, false
+	return results, err, permanent
 }
 
 // StartedAfter is how long a task runs before its state becomes STARTED. A
