@@ -187,3 +187,32 @@ func immutableSig(name string, args ...tasks.Arg) *tasks.Signature {
 	s.Immutable = true
 	return s
 }
+
+// TestWorkflowGetWakesAtTheEnd: on one Redis server and the embedded
+// engine, waiting for a workflow wakes when it ends, not at the next
+// poll: with a poll of an hour, the wait still ends, for a success and
+// for a failure.
+func TestWorkflowGetWakesAtTheEnd(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		if p.name == "cluster" {
+			t.Skip("a Cluster has no notices: waits poll")
+		}
+		e := newEnv(t, p)
+		for _, wf := range []func() (*tasks.Workflow, error){
+			func() (*tasks.Workflow, error) { return tasks.NewChainOf(sig("add", int64Arg(1)), sig("add", int64Arg(2))) },
+			func() (*tasks.Workflow, error) { return tasks.NewChainOf(sig("add", int64Arg(1)), sig("fail", strArg("boom"))) },
+		} {
+			w, err := wf()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.server.SendWorkflowWithContext(e.ctx(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := res.GetWithContext(e.ctx(), time.Hour); errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the wait for workflow %s did not wake when it ended", w.ID)
+			}
+		}
+	})
+}

@@ -281,6 +281,15 @@ func (s *Store) FailGraph(ctx context.Context, id, node, reason string) (*store.
 	return s.graphs.FailGraph(ctx, id, node, reason)
 }
 
+// WatchGraph watches a workflow of any shape until it is final; nil
+// when the broker cannot.
+func (s *Store) WatchGraph(ctx context.Context, id string) (<-chan struct{}, func()) {
+	if s.graphs == nil {
+		return nil, func() {}
+	}
+	return s.graphs.WatchGraph(ctx, id)
+}
+
 // GraphStatus returns where a workflow of any shape stands.
 func (s *Store) GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error) {
 	if s.graphs == nil {

@@ -50,6 +50,13 @@ func (s *Store) WatchFinished(ctx context.Context, taskUUID string) (notices <-c
 	return s.watchChannel(ctx, s.keys.state(taskUUID))
 }
 
+// WatchGraph starts watching workflow id: the scripts that make its graph
+// final (graph_done.lua, graph_fail.lua, ack_success.lua) publish on its
+// graph hash's name. Off a single server it returns a nil channel.
+func (s *Store) WatchGraph(ctx context.Context, id string) (notices <-chan struct{}, stop func()) {
+	return s.watchChannel(ctx, s.keys.graph(id).meta)
+}
+
 // WatchDue starts watching queue q for what comes due before its
 // maintainer's plan (Forward with most > 0, lib/due.lua): from when it
 // returns, the channel receives when Forward should run now, and once

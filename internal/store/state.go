@@ -91,6 +91,11 @@ type Graphs interface {
 	// GraphStatus returns where workflow id stands, with its results once
 	// it succeeded. None: an error wrapping ErrWorkflowNotFound.
 	GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error)
+	// WatchGraph starts watching workflow id: from when it returns, the
+	// channel receives when the workflow may have become final. As with
+	// Notifier.WatchFinished, a notice may be lost, so a waiter still
+	// polls; a nil channel means the broker cannot watch (a Cluster).
+	WatchGraph(ctx context.Context, id string) (notices <-chan struct{}, stop func())
 }
 
 // Withdrawer is a backend that takes back the PENDING states a send wrote

@@ -23,6 +23,10 @@ type WorkflowReader interface {
 	// GetStateContext returns the state of task uuid, or an error
 	// wrapping ErrStateNotFound (backends/iface).
 	GetStateContext(ctx context.Context, uuid string) (*tasks.TaskState, error)
+	// WatchGraph returns a channel that receives when workflow id may
+	// have become final, and the function that stops the watch; a nil
+	// channel where the store cannot watch.
+	WatchGraph(ctx context.Context, id string) (notices <-chan struct{}, stop func())
 }
 
 // NodeState is a node of a workflow of any shape, with its task's state.
@@ -142,8 +146,10 @@ func (r *WorkflowAsyncResult) Touch(ctx context.Context) ([]reflect.Value, error
 }
 
 // Get waits for the workflow to end, reading its status every
-// sleepDuration, and returns the results of its outputs or its error. It
-// waits for as long as the workflow runs: GetWithContext bounds the wait.
+// sleepDuration, and at once when the store says it ended (on one Redis
+// server and the embedded engine), and returns the results of its
+// outputs or its error. It waits for as long as the workflow runs:
+// GetWithContext bounds the wait.
 func (r *WorkflowAsyncResult) Get(sleepDuration time.Duration) ([]reflect.Value, error) {
 	return r.GetWithContext(context.Background(), sleepDuration)
 }
@@ -159,6 +165,13 @@ func (r *WorkflowAsyncResult) GetWithContext(ctx context.Context, sleepDuration 
 	if sleepDuration <= 0 {
 		sleepDuration = defaultSleep
 	}
+	if r.reader == nil {
+		return nil, ErrBackendNotConfigured
+	}
+	// Watched before the first read, so that an end between the two is
+	// not missed.
+	notices, stop := r.reader.WatchGraph(ctx, r.WorkflowUUID)
+	defer stop()
 	ticker := time.NewTicker(sleepDuration)
 	defer ticker.Stop()
 	for {
@@ -170,6 +183,7 @@ func (r *WorkflowAsyncResult) GetWithContext(ctx context.Context, sleepDuration 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-ticker.C:
+		case <-notices:
 		}
 	}
 }

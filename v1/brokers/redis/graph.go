@@ -33,6 +33,12 @@ func (b *Broker) FailGraph(ctx context.Context, id, node, reason string) (*store
 	return b.store.FailGraph(ctx, id, node, reason)
 }
 
+// WatchGraph watches a workflow of any shape until it is final (see
+// store.Graphs).
+func (b *Broker) WatchGraph(ctx context.Context, id string) (<-chan struct{}, func()) {
+	return b.store.WatchGraph(ctx, id)
+}
+
 // GraphStatus returns where a workflow of any shape stands.
 func (b *Broker) GraphStatus(ctx context.Context, id string) (*tasks.WorkflowStatus, error) {
 	return b.store.GraphStatus(ctx, id)
