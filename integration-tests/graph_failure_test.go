@@ -199,8 +199,12 @@ func TestWorkflowGetWakesAtTheEnd(t *testing.T) {
 		}
 		e := newEnv(t, p)
 		for _, wf := range []func() (*tasks.Workflow, error){
-			func() (*tasks.Workflow, error) { return tasks.NewChainOf(sig("add", int64Arg(1)), sig("add", int64Arg(2))) },
-			func() (*tasks.Workflow, error) { return tasks.NewChainOf(sig("add", int64Arg(1)), sig("fail", strArg("boom"))) },
+			func() (*tasks.Workflow, error) {
+				return tasks.NewChainOf(sig("add", int64Arg(1)), sig("add", int64Arg(2)))
+			},
+			func() (*tasks.Workflow, error) {
+				return tasks.NewChainOf(sig("add", int64Arg(1)), sig("fail", strArg("boom")))
+			},
 		} {
 			w, err := wf()
 			if err != nil {
