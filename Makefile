@@ -31,7 +31,7 @@ lint: ## gofmt check and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
-bench: ## the comparison with asynq and machinery (bench/, ~17 min; results in bench/results/)
+bench: ## the comparison with asynq, machinery and BullMQ (bench/, ~18 min; results in bench/results/)
 	cd bench && $(GO) run . -reps 3 -json results/latest.jsonl -md results/latest.md
 
 bench-go: ## go test benchmarks of the hot paths (compare runs with benchstat)

@@ -283,7 +283,7 @@ func (c *redisCluster) cpuSeconds(ctx context.Context) ([]float64, error) {
 func (c *redisCluster) ticks() (int64, bool) {
 	var sum int64
 	for _, n := range c.nodes {
-		t, ok := procTicks(strconv.Itoa(n.cmd.Process.Pid))
+		t, ok := procTicks(strconv.Itoa(n.cmd.Process.Pid), false)
 		if !ok {
 			return 0, false
 		}

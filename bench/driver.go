@@ -95,10 +95,11 @@ type Driver interface {
 // machinist with the OpenTelemetry SDK (every span batched to an exporter
 // that drops it, every metric aggregated): it runs only when named, to
 // measure what telemetry costs.
-var allLibs = []string{"machinist", "machinist-otel", "asynq", "machinery", "machinery-null"}
+var allLibs = []string{"machinist", "machinist-otel", "asynq", "machinery", "machinery-null", "bullmq"}
 
-// defaultLibs are the libraries run when -libs is not given.
-var defaultLibs = []string{"machinist", "asynq", "machinery", "machinery-null"}
+// defaultLibs are the libraries run when -libs is not given. bullmq runs
+// only the flow workload (bullmq/flow.js, under Node.js).
+var defaultLibs = []string{"machinist", "asynq", "machinery", "machinery-null", "bullmq"}
 
 func newDriver(name string) (Driver, error) {
 	switch name {

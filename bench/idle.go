@@ -176,7 +176,7 @@ type idleSnapshot struct {
 func (b *bench) idleSnapshot(ctx context.Context, procs []*child) (idleSnapshot, error) {
 	s := idleSnapshot{cpu: readCPUSnapshot(b.redis.cmd.Process.Pid), workersOK: true}
 	for _, c := range procs {
-		t, ok := procTicks(strconv.Itoa(c.cmd.Process.Pid))
+		t, ok := procTicks(strconv.Itoa(c.cmd.Process.Pid), false)
 		s.workers += t
 		s.workersOK = s.workersOK && ok
 	}

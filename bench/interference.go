@@ -35,14 +35,16 @@ func readCPUSnapshot(redisPID int) cpuSnapshot {
 	s.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
 	s.total = s.busy + v[3] + v[4]
 	var ok1, ok2 bool
-	s.self, ok1 = procTicks("self")
-	s.redis, ok2 = procTicks(strconv.Itoa(redisPID))
+	s.self, ok1 = procTicks("self", true)
+	s.redis, ok2 = procTicks(strconv.Itoa(redisPID), false)
 	s.ok = ok1 && ok2
 	return s
 }
 
-// procTicks returns utime+stime of /proc/<pid>/stat.
-func procTicks(pid string) (int64, bool) {
+// procTicks returns utime+stime of /proc/<pid>/stat, plus cutime+cstime
+// (the children it has waited for: bullmq's Node.js runs, redis-benchmark)
+// with children.
+func procTicks(pid string, children bool) (int64, bool) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0, false
@@ -60,6 +62,11 @@ func procTicks(pid string) (int64, bool) {
 	}
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
+	if children && len(f) >= 15 {
+		cu, _ := strconv.ParseInt(f[13], 10, 64)
+		cs, _ := strconv.ParseInt(f[14], 10, 64)
+		u, st = u+cu, st+cs
+	}
 	return u + st, true
 }
 

@@ -24,7 +24,7 @@ import (
 
 // allWorkloads in the order they run (redis-benchmark last, so that its
 // 200,000 keys and 50 connections never precede a library's run).
-var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "aggregate", "crash", "idle", "scale", "ceiling"}
+var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "flow", "aggregate", "crash", "idle", "scale", "ceiling"}
 
 func main() {
 	if lib := os.Getenv(envIdleWorker); lib != "" {
@@ -152,9 +152,18 @@ func run() int {
 		"latency":   b.latency,
 		"delay":     b.delay,
 		"workflow":  b.workflow,
+		"flow":      b.flow,
 		"aggregate": b.aggregate,
 	}
+	// bullmq (a Node.js program, bullmq/flow.js) runs only the flow
+	// workload.
+	goLibs := slices.DeleteFunc(slices.Clone(libs), func(l string) bool { return l == "bullmq" })
+	withFlows := slices.DeleteFunc(slices.Clone(libs), func(l string) bool { return !slices.Contains(flowLibs, l) })
 	for _, w := range workloads {
+		libs := goLibs
+		if w == "flow" {
+			libs = withFlows
+		}
 		if w == "cost" && b.wantE2E {
 			continue // taken from the e2e runs
 		}
