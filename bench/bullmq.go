@@ -58,6 +58,7 @@ func bullmqFlow(ctx context.Context, addr, shape string, timed int) (times []tim
 		"--timed", strconv.Itoa(timed),
 		"--concurrency", strconv.Itoa(bullmqConcurrency))
 	cmd.Dir = bullmqDir
+	setChildAttrs(cmd) // it dies with this program
 	cmd.Stdout = &stdout
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 5 * time.Second
