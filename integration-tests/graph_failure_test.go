@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +218,66 @@ func TestWorkflowGetWakesAtTheEnd(t *testing.T) {
 			if _, err := res.GetWithContext(e.ctx(), time.Hour); errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("the wait for workflow %s did not wake when it ended", w.ID)
 			}
+		}
+	})
+}
+
+// TestWorkflowRunNextAtOnce: a node allowed to fail with RunNextAtOnce
+// runs the join after it as soon as it fails: here the join's other dep
+// holds until the join has run, so waiting for it would never end. The
+// join runs once, without results from either dep, and the workflow
+// succeeds when the held dep finishes.
+func TestWorkflowRunNextAtOnce(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		server := processes(t, p, 1, func(c *config.Config) { c.NoUnixSignals = true })[0]
+		joined := make(chan struct{})
+		var joins atomic.Int32
+		var joinArgs []int64
+		if err := server.RegisterTasks(map[string]interface{}{
+			"first": func() (int64, error) { return 1, nil },
+			"fails": func() error { return errors.New("enrichment down") },
+			"hold": func(ctx context.Context) (int64, error) {
+				select {
+				case <-joined:
+					return 5, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			},
+			"join": func(args ...int64) (int64, error) {
+				if joins.Add(1) == 1 {
+					joinArgs = args
+					close(joined)
+				}
+				return int64(len(args)), nil
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, server.NewWorker("w", 4))
+		ctx := testCtx(t)
+		wf, err := tasks.NewDAG("at-once").
+			Add("a", &tasks.Signature{Name: "first"}).
+			Add("b", tasks.AllowFailure(&tasks.Signature{Name: "fails", Immutable: true}, tasks.RunNextAtOnce), "a").
+			Add("c", &tasks.Signature{Name: "hold", Immutable: true}, "a").
+			Add("d", &tasks.Signature{Name: "join"}, "b", "c").
+			Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := server.SendWorkflowWithContext(ctx, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.GetWithContext(ctx, poll); err != nil {
+			t.Fatalf("workflow: %v", err)
+		}
+		st, err := res.Status(ctx)
+		if err != nil || st.State != tasks.StateSuccess || st.Succeeded != 3 || st.Failed != 1 {
+			t.Fatalf("status %+v, %v; want SUCCESS, 3 succeeded, 1 failed", st, err)
+		}
+		if n := joins.Load(); n != 1 || len(joinArgs) != 0 {
+			t.Fatalf("the join ran %d times, first with %v; want once, with no results", n, joinArgs)
 		}
 	})
 }

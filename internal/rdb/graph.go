@@ -20,7 +20,8 @@ import (
 // queue (the shard, for a sharded queue), stored message, ETA and limit,
 // the keys of its deps and of its successors, whether it is Immutable
 // (its deps' results are not added to it), whether it may fail
-// (tasks.AllowFailure) and whether it has OnError callbacks.
+// (tasks.AllowFailure: 1, or 2 with RunNextAtOnce) and whether it has
+// OnError callbacks.
 type graphNode struct {
 	UUID      string   `json:"u"`
 	Name      string   `json:"n"`
@@ -31,7 +32,7 @@ type graphNode struct {
 	Deps      []string `json:"d,omitempty"`
 	Succ      []string `json:"s,omitempty"`
 	Immutable bool     `json:"i,omitempty"`
-	MayFail   bool     `json:"f,omitempty"`
+	MayFail   int      `json:"f,omitempty"`
 	OnError   bool     `json:"o,omitempty"`
 }
 
@@ -71,7 +72,13 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 			return fmt.Errorf("record workflow %s: %w", g.ID, err)
 		}
 		node := graphNode{UUID: sig.UUID, Name: sig.Name, Msg: string(msg), Deps: n.Deps, Succ: succ[n.Key],
-			Immutable: sig.Immutable, MayFail: n.AllowFailure, OnError: len(sig.OnError) > 0}
+			Immutable: sig.Immutable, OnError: len(sig.OnError) > 0}
+		switch {
+		case n.RunNextAtOnce:
+			node.MayFail = 2
+		case n.AllowFailure:
+			node.MayFail = 1
+		}
 		if sig.ETA != nil {
 			node.ETA = msOf(*sig.ETA)
 			lastETA = max(lastETA, node.ETA)

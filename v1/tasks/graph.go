@@ -37,18 +37,31 @@ func (*Workflow) workflowNode()     {}
 func (*allowFailure) workflowNode() {}
 
 // allowFailure is a node whose signatures may fail (AllowFailure).
-type allowFailure struct{ node Node }
+type allowFailure struct {
+	node   Node
+	atOnce bool
+}
+
+// FailureOption changes what AllowFailure does.
+type FailureOption uint8
+
+// RunNextAtOnce makes the nodes that follow a node allowed to fail run as
+// soon as it fails, without waiting for their other deps: they get the
+// results of the deps that had succeeded by then, and a dep that
+// finishes later adds nothing to them and does not run them again.
+const RunNextAtOnce FailureOption = 1
 
 // AllowFailure marks every signature of node as allowed to fail: one that
 // fails for good does not fail the workflow. It counts as finished, and
-// what follows it runs once its other deps have finished, without its
-// results (a parent that failed adds nothing to the args); the failure is
-// in its task's state, which the nodes that follow can read with
-// WorkflowParents. A workflow whose every node finished succeeds, even
-// when some of them failed this way (WorkflowStatus.Failed counts them).
-// The keys of node's signatures are those they would have without it.
-func AllowFailure(node Node) Node {
-	return &allowFailure{node: node}
+// what follows it runs once its other deps have finished (at once, with
+// RunNextAtOnce), without its results (a parent that failed adds nothing
+// to the args); the failure is in its task's state, which the nodes that
+// follow can read with WorkflowParents. A workflow whose every node
+// finished succeeds, even when some of them failed this way
+// (WorkflowStatus.Failed counts them). The keys of node's signatures are
+// those they would have without it.
+func AllowFailure(node Node, opts ...FailureOption) Node {
+	return &allowFailure{node: node, atOnce: slices.Contains(opts, RunNextAtOnce)}
 }
 
 // Workflow is a workflow of any shape: chains, groups and chords nested in
@@ -124,8 +137,10 @@ type WorkflowNode struct {
 	// nodes.
 	Deps []string
 	// AllowFailure says that the node's failure does not fail the
-	// workflow (see AllowFailure).
-	AllowFailure bool `json:",omitempty"`
+	// workflow, and RunNextAtOnce that the nodes after it run as soon as
+	// it fails (see AllowFailure).
+	AllowFailure  bool `json:",omitempty"`
+	RunNextAtOnce bool `json:",omitempty"`
 }
 
 type workflowKind uint8
@@ -240,7 +255,8 @@ func (w *Workflow) Nodes() []WorkflowNode {
 	}
 	out := make([]WorkflowNode, len(w.nodes))
 	for i, n := range w.nodes {
-		out[i] = WorkflowNode{Key: n.Key, Signature: CopySignature(n.Signature), Deps: slices.Clone(n.Deps), AllowFailure: n.AllowFailure}
+		out[i] = WorkflowNode{Key: n.Key, Signature: CopySignature(n.Signature), Deps: slices.Clone(n.Deps),
+			AllowFailure: n.AllowFailure, RunNextAtOnce: n.RunNextAtOnce}
 	}
 	return out
 }
@@ -598,7 +614,8 @@ type compiler struct {
 	nodes []WorkflowNode
 	uuids map[string]string // each node's UUID → its key
 	plans map[*Workflow]*dagPlan
-	allow int // how many AllowFailure the node compiled is in
+	allow  int // how many AllowFailure the node compiled is in
+	atOnce int // how many of them RunNextAtOnce
 }
 
 // ports are a compiled node's first nodes and outputs, as indexes into
@@ -613,7 +630,15 @@ func (c *compiler) compile(n Node, key, prefix string) (ports, error) {
 		return c.add(n, key)
 	case *allowFailure:
 		c.allow++
-		defer func() { c.allow-- }()
+		if n.atOnce {
+			c.atOnce++
+		}
+		defer func() {
+			c.allow--
+			if n.atOnce {
+				c.atOnce--
+			}
+		}()
 		return c.compile(n.node, key, prefix)
 	}
 	w := n.(*Workflow)
@@ -712,6 +737,6 @@ func (c *compiler) add(sig *Signature, key string) (ports, error) {
 	c.uuids[s.UUID] = key
 	s.WorkflowUUID, s.WorkflowNode = c.id, key
 	i := len(c.nodes)
-	c.nodes = append(c.nodes, WorkflowNode{Key: key, Signature: s, AllowFailure: c.allow > 0})
+	c.nodes = append(c.nodes, WorkflowNode{Key: key, Signature: s, AllowFailure: c.allow > 0, RunNextAtOnce: c.atOnce > 0})
 	return ports{[]int{i}, []int{i}}, nil
 }

@@ -704,6 +704,10 @@ func TestWorkflowAllowFailure(t *testing.T) {
 	if want := []string{"1.0", "1.1.0", "1.1.1"}; !slices.Equal(allowed, want) {
 		t.Fatalf("nodes allowed to fail %q, want %q", allowed, want)
 	}
+	w = mustBuild(t)(NewGroupOf(sig("x"), AllowFailure(sig("y"), RunNextAtOnce), AllowFailure(sig("z"))))
+	if n := w.Nodes(); n[0].RunNextAtOnce || !n[1].RunNextAtOnce || !n[1].AllowFailure || n[2].RunNextAtOnce || !n[2].AllowFailure {
+		t.Fatalf("RunNextAtOnce on %+v, want only on y", n)
+	}
 	if _, err := NewGroupOf(a, AllowFailure(a)); !errors.Is(err, ErrDuplicateNode) {
 		t.Fatalf("a signature used twice through AllowFailure: %v, want ErrDuplicateNode", err)
 	}

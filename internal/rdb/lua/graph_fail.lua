@@ -3,7 +3,8 @@
 --
 -- A node allowed to fail (its record's "f") counts as finished without
 -- results, as graph_done counts a success: its successors run without
--- its results, and the workflow goes on. Any other failure, and a
+-- its results, and the workflow goes on; with "f" 2 (RunNextAtOnce) its
+-- successors are ready at once. Any other failure, and a
 -- cancellation, fails the workflow: no node is released after this
 -- (graph_done.lua), and a PUBLISH on the graph hash's name tells whoever
 -- waits for it. A graph already final (SUCCESS, or FAILURE by an earlier
@@ -34,8 +35,9 @@ end
 local ttl = tonumber(ARGV[3])
 if ARGV[1] ~= "" then
 	local rec = redis.call("HGET", KEYS[2], ARGV[1])
-	if rec and cjson.decode(rec).f then
-		local out = graph_done(KEYS, ARGV[1], "[]", ttl)
+	local f = rec and cjson.decode(rec).f
+	if f then
+		local out = graph_done(KEYS, ARGV[1], "[]", ttl, f == 2)
 		if type(out) ~= "table" then
 			return out
 		end
@@ -69,7 +71,8 @@ for _, key in ipairs(cjson.decode(redis.call("HGET", KEYS[1], "first"))) do
 end
 local wait = redis.call("HGETALL", KEYS[3])
 for i = 1, #wait, 2 do
-	if wait[i + 1] == "0" then
+	local left = tonumber(wait[i + 1])
+	if left == 0 or left <= graph_early then
 		unfinished(wait[i])
 	else
 		local node = cjson.decode(redis.call("HGET", KEYS[2], wait[i]))

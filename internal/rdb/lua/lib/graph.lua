@@ -32,13 +32,19 @@ local function graph_ready(nodes, res, key, out)
 	table.insert(out, node.l or "")
 end
 
+-- graph_early is the wait count of a node released before all of its
+-- deps finished (tasks.RunNextAtOnce): far enough below 0 that the deps
+-- counted down after it never bring it back to 0.
+local graph_early = -1000000000
+
 -- graph_done records that node key of a workflow's graph (keys: its
--- graph, nodes, wait and res hashes) succeeded with results (JSON), keeps
+-- graph, nodes, wait and res hashes) finished with results (JSON), keeps
 -- the graph's keys ttl ms at least, and returns {1 when this call counted
--- the success, 0 when an earlier one did, then graph_ready's items for
--- each successor ready}, or -1 when the graph is gone (graph_done.lua
--- says more).
-local function graph_done(keys, key, results, ttl)
+-- it, 0 when an earlier one did, then graph_ready's items for each
+-- successor ready}, or -1 when the graph is gone (graph_done.lua says
+-- more). With now (a node allowed to fail, with RunNextAtOnce, that
+-- failed), its successors are ready at once, whatever their other deps.
+local function graph_done(keys, key, results, ttl, now)
 	local state = redis.call("HGET", keys[1], "state")
 	if not state then
 		return -1
@@ -67,10 +73,14 @@ local function graph_done(keys, key, results, ttl)
 		local left
 		if first then
 			left = redis.call("HINCRBY", keys[3], s, -1)
+			if now and left >= 0 then
+				left = graph_early
+				redis.call("HSET", keys[3], s, left)
+			end
 		else
 			left = tonumber(redis.call("HGET", keys[3], s))
 		end
-		if left == 0 then
+		if left == 0 or (now and left <= graph_early) then
 			graph_ready(keys[2], keys[4], s, out)
 		end
 	end
