@@ -610,10 +610,10 @@ func (h *intHeap) Pop() any {
 
 // compiler is the second pass of build.
 type compiler struct {
-	id    string
-	nodes []WorkflowNode
-	uuids map[string]string // each node's UUID → its key
-	plans map[*Workflow]*dagPlan
+	id     string
+	nodes  []WorkflowNode
+	uuids  map[string]string // each node's UUID → its key
+	plans  map[*Workflow]*dagPlan
 	allow  int // how many AllowFailure the node compiled is in
 	atOnce int // how many of them RunNextAtOnce
 }
