@@ -44,8 +44,8 @@ type GraphFailure struct {
 	// and Ready are the nodes it made ready, to be sent.
 	Allowed bool
 	Ready   []*tasks.Signature
-	// Failed says this call failed the workflow (false: it was final
-	// already). Open are the nodes sent and not finished (but the node
+	// Failed says this call, or an earlier one for the same node, failed
+	// the workflow (false: it was final already otherwise). Open are the nodes sent and not finished (but the node
 	// that failed), each a signature that names its task (UUID,
 	// RoutingKey, WorkflowUUID): the caller takes those still waiting out
 	// of their queues, and, with CancelRunning

@@ -661,7 +661,7 @@ func (w *Worker) failGraph(ctx context.Context, sig *tasks.Signature, d *brokers
 		if _, err := w.write(ctx, n, nil, tasks.NewFailureTaskState(n, reason), true); err != nil {
 			logFailed(n, "marked as cancelled; its state stays PENDING", err)
 		}
-		if err := errors.Join(w.sendErrorCallbacks(ctx, nil, n.OnError, reason)...); err != nil {
+		if err := errors.Join(w.sendErrorCallbacks(ctx, d, n.OnError, reason)...); err != nil {
 			logFailed(n, "followed by its OnError callbacks", err)
 		}
 	}

@@ -16,7 +16,8 @@
 -- ARGV[2] why (the node's error, or the cancellation's reason)
 -- ARGV[3] the least TTL of the graph's keys from now, in ms
 --
--- Returns: -1 when the graph is gone; 0 when it was final already;
+-- Returns: -1 when the graph is gone; 0 when it was final already (but
+-- failed by this node: then the lists below again, for a run again);
 -- {2, then graph_ready's items for each successor ready} when the node
 -- was allowed to fail (as graph_done: on a run again, every successor
 -- ready, sent or not); else
@@ -49,11 +50,14 @@ if ARGV[1] ~= "" then
 	end
 end
 graph_keep(KEYS, ttl)
-if state ~= "PENDING" then
+if state == "PENDING" then
+	redis.call("HSET", KEYS[1], "state", "FAILURE", "failed", ARGV[1], "error", ARGV[2])
+	redis.call("PUBLISH", KEYS[1], "")
+elseif ARGV[1] == "" or state ~= "FAILURE" or redis.call("HGET", KEYS[1], "failed") ~= ARGV[1] then
 	return 0
 end
-redis.call("HSET", KEYS[1], "state", "FAILURE", "failed", ARGV[1], "error", ARGV[2])
-redis.call("PUBLISH", KEYS[1], "")
+-- Failed by this node now, or by an earlier run of its settle (the task
+-- finished again after a recovery): what to stop is returned again.
 local cancel = 0
 if redis.call("HGET", KEYS[1], "cf") == "1" then
 	cancel = 1
