@@ -244,6 +244,56 @@ func TestTraceOfAChord(t *testing.T) {
 	})
 }
 
+// A DAG is one trace: every node's run is under the workflow's send
+// span, and the join's run links to the runs of its two parents.
+func TestTraceOfADAG(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		tr := newTraced(t, p)
+		tr.launch(t)
+		ctx := testCtx(t)
+		wf, err := tasks.NewDAG("diamond").
+			Add("a", sig("add", i64(1), i64(1))).
+			Add("b", sig("add", i64(1)), "a").
+			Add("c", sig("add", i64(2)), "a").
+			Add("d", sig("add"), "b", "c").
+			Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := tr.sender.SendWorkflowWithContext(ctx, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+		nodes := wf.Nodes()
+		var spans []sdktrace.ReadOnlySpan
+		waitFor(t, "the join's run to end", func() bool {
+			spans = tr.rec.Ended()
+			return len(find(spans, trace.SpanKindConsumer, "messaging.message.id", nodes[3].Signature.UUID)) == 1
+		})
+		send := one(t, spans, trace.SpanKindProducer, "machinist.workflow.type", "graph")
+		wantAttrs(t, send, map[string]string{"machinist.workflow.id": wf.ID})
+		runs := map[string]sdktrace.ReadOnlySpan{}
+		for _, n := range nodes {
+			proc := one(t, spans, trace.SpanKindConsumer, "messaging.message.id", n.Signature.UUID)
+			if proc.SpanContext().TraceID() != send.SpanContext().TraceID() {
+				t.Fatalf("node %s ran in trace %s, not the workflow's %s", n.Key, proc.SpanContext().TraceID(), send.SpanContext().TraceID())
+			}
+			runs[n.Key] = proc
+		}
+		var linked []trace.SpanID
+		for _, l := range runs["d"].Links() {
+			linked = append(linked, l.SpanContext.SpanID())
+		}
+		want := []trace.SpanID{runs["b"].SpanContext().SpanID(), runs["c"].SpanContext().SpanID()}
+		if !slices.Equal(linked, want) {
+			t.Fatalf("the join's run links %v, want its parents' runs %v, in order", linked, want)
+		}
+	})
+}
+
 // A group's members share its send span.
 func TestTraceOfAGroup(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {

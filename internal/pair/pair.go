@@ -258,6 +258,9 @@ func (s *Store) WriteState(ctx context.Context, p store.WriteParams) (bool, erro
 		if sig.GroupUUID != "" && sig.ChordCallback != nil {
 			return s.Backend.CompleteGroupMember(ctx, sig, state)
 		}
+		if ss, ok := s.Backend.(store.StateSetter); ok && state.Trace != "" {
+			return false, ss.SetStateContext(ctx, sig, state)
+		}
 		return false, s.Backend.SetStateSuccessContext(ctx, sig, state.Results)
 	case tasks.StateFailure:
 		return false, s.Backend.SetStateFailureContext(ctx, sig, state.Error)

@@ -44,6 +44,9 @@ func (w *stateWrite) fields() []interface{} {
 		// PENDING state implicit): each names the workflow.
 		f = append(f, "workflow", w.state.Workflow)
 	}
+	if w.state.Trace != "" {
+		f = append(f, "trace", w.state.Trace)
+	}
 	return f
 }
 
@@ -362,6 +365,7 @@ func (s *Store) GetStateIn(ctx context.Context, queue, taskUUID string) (*tasks.
 		Error:     fields["error"],
 		Aggregate: fields["aggregate"],
 		Workflow:  fields["workflow"],
+		Trace:     fields["trace"],
 	}
 	if raw := fields["results"]; raw != "" {
 		if err := decodeJSON(raw, &st.Results); err != nil {

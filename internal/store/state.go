@@ -98,6 +98,15 @@ type Graphs interface {
 	WatchGraph(ctx context.Context, id string) (notices <-chan struct{}, stop func())
 }
 
+// StateSetter is a backend that writes a whole state, with the fields
+// beyond machinery's (TaskState.Trace, which a workflow node's SUCCESS
+// carries so that the nodes after it link to its run). Both of
+// machinist's backends implement it; without it such a state is written
+// by SetStateSuccessContext, without them.
+type StateSetter interface {
+	SetStateContext(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error
+}
+
 // Withdrawer is a backend that takes back the PENDING states a send wrote
 // when the send failed having published nothing (brokers/iface.ErrNotSent),
 // so that no state reads as a task waiting to run that never will. Both of

@@ -319,6 +319,17 @@ func (w *Workflow) build() (*Workflow, error) {
 			return nil, errAt(n.Key, fmt.Errorf("%w (%q): in a workflow, only a first node that is its only first node can be unique", ErrUniqueInWorkflow, n.Signature.Name))
 		}
 	}
+	index := make(map[string]int, len(c.nodes))
+	for i, n := range c.nodes {
+		index[n.Key] = i
+		if len(n.Deps) > 0 {
+			parents := make([]WorkflowParent, len(n.Deps))
+			for j, d := range n.Deps {
+				parents[j] = WorkflowParent{Key: d, UUID: c.nodes[index[d]].Signature.UUID}
+			}
+			n.Signature.WorkflowParents = parents
+		}
+	}
 	w.ID, w.nodes, w.outputs = c.id, c.nodes, p.out
 	return w, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,6 +24,13 @@ type Arg struct {
 
 // Headers carries metadata alongside a signature, such as the trace context.
 type Headers map[string]interface{}
+
+// WorkflowParent names a parent of a workflow node: its key in the
+// workflow and its task's UUID.
+type WorkflowParent struct {
+	Key  string
+	UUID string
+}
 
 // DeadlineHeader is the header that carries a task's deadline, as RFC 3339
 // with nanoseconds: the task's context ends then (or at its Timeout,
@@ -150,6 +158,11 @@ type Signature struct {
 	// NewChainOf, NewGroupOf, NewChordOf or DAG.Build: the store releases
 	// the nodes that follow it when it succeeds. machinist extension.
 	WorkflowNode string `json:",omitempty"`
+	// WorkflowParents are the nodes a workflow node runs after, in the
+	// order of its deps (WorkflowNode.Deps), set when the workflow is
+	// built: WorkflowParents(ctx) reads their states, and a traced run
+	// links to the spans that ran them. machinist extension.
+	WorkflowParents []WorkflowParent `json:",omitempty"`
 
 	// Limit puts the task under a per-key limit: how many of the tasks of
 	// its key run at once in its queue, and how many start per period.
@@ -416,6 +429,7 @@ func CopySignature(signature *Signature) *Signature {
 		l := *signature.Limit
 		c.Limit = &l
 	}
+	c.WorkflowParents = slices.Clone(signature.WorkflowParents)
 	return &c
 }
 

@@ -34,10 +34,10 @@ type TaskState struct {
 	// UUID of the task it was aggregated into: the member's outcome is
 	// that task's (result.AsyncResult follows it). machinist extension.
 	Aggregate string `bson:"aggregate,omitempty"`
-	// Trace, on the SUCCESS state of a chord member written by a worker,
-	// names the span that ran it, as a W3C traceparent, so that the chord's
-	// callback links to every member's span; empty when it was not traced.
-	// machinist extension.
+	// Trace, on the SUCCESS state of a chord member or a workflow node
+	// written by a worker, names the span that ran it, as a W3C
+	// traceparent, so that the chord's callback, or the nodes after it,
+	// link to it; empty when it was not traced. machinist extension.
 	Trace string `json:",omitempty" bson:"trace,omitempty"`
 	// Workflow is the WorkflowUUID of the task's signature: the chain,
 	// group or chord it was sent in. machinist extension.

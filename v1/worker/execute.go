@@ -85,6 +85,7 @@ func (w *Worker) run(ctx context.Context, sig *tasks.Signature, d *brokers.Deliv
 		defer cancel()
 	}
 	if sig.WorkflowNode != "" {
+		w.linkParents(ctx, sig)
 		ctx = tasks.WithParents(ctx, func(ctx context.Context) ([]tasks.ParentState, error) {
 			return w.parents(ctx, sig)
 		})
@@ -279,12 +280,12 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 	return w.afterSuccess(ctx, sig, d, h, results, groupDone, log)
 }
 
-// successState is sig's SUCCESS state with results; a chord member's
-// names the span that ran it, so that the chord's callback links to each
-// member's run.
+// successState is sig's SUCCESS state with results; a chord member's,
+// and a workflow node's, names the span that ran it, so that the chord's
+// callback, or the nodes after it, link to its run.
 func (w *Worker) successState(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) *tasks.TaskState {
 	state := tasks.NewSuccessTaskState(sig, results)
-	if sig.ChordCallback != nil && sig.GroupUUID != "" {
+	if (sig.ChordCallback != nil && sig.GroupUUID != "") || sig.WorkflowNode != "" {
 		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
 	}
 	return state
@@ -396,32 +397,34 @@ func (w *Worker) sendNodes(ctx context.Context, sig *tasks.Signature, d *brokers
 // parents returns the parents of sig, a node of its workflow, with their
 // tasks' states (tasks.WorkflowParents).
 func (w *Worker) parents(ctx context.Context, sig *tasks.Signature) ([]tasks.ParentState, error) {
-	meta, err := w.store.GetWorkflowContext(ctx, sig.WorkflowUUID)
-	if err != nil {
-		return nil, fmt.Errorf("worker: parents of node %q: %w", sig.WorkflowNode, err)
-	}
-	byKey := make(map[string]*tasks.WorkflowTask, len(meta.Tasks))
-	var deps []string
-	for i := range meta.Tasks {
-		t := &meta.Tasks[i]
-		byKey[t.Node] = t
-		if t.Node == sig.WorkflowNode {
-			deps = t.Deps
-		}
-	}
-	out := make([]tasks.ParentState, len(deps))
-	for i, key := range deps {
-		t := byKey[key]
-		if t == nil {
-			return nil, fmt.Errorf("worker: parents of node %q: workflow %s has no node %q", sig.WorkflowNode, sig.WorkflowUUID, key)
-		}
-		st, err := w.store.GetStateContext(ctx, t.UUID)
+	out := make([]tasks.ParentState, len(sig.WorkflowParents))
+	for i, p := range sig.WorkflowParents {
+		st, err := w.store.GetStateContext(ctx, p.UUID)
 		if err != nil {
-			return nil, fmt.Errorf("worker: parents of node %q: state of %q: %w", sig.WorkflowNode, key, err)
+			return nil, fmt.Errorf("worker: parents of node %q: state of %q: %w", sig.WorkflowNode, p.Key, err)
 		}
-		out[i] = tasks.ParentState{Key: key, State: st}
+		out[i] = tasks.ParentState{Key: p.Key, State: st}
 	}
 	return out, nil
+}
+
+// linkParents adds to the span of ctx, when it records, a link to the
+// span that ran each of sig's parents (a workflow node's), read from
+// their states: a join has them all as causes.
+func (w *Worker) linkParents(ctx context.Context, sig *tasks.Signature) {
+	span := trace.SpanFromContext(ctx)
+	if len(sig.WorkflowParents) == 0 || !span.IsRecording() {
+		return
+	}
+	for _, p := range sig.WorkflowParents {
+		st, err := w.store.GetStateContext(ctx, p.UUID)
+		if err != nil {
+			continue // its state expired: no link
+		}
+		if sc, ok := telemetry.Parse(st.Trace); ok {
+			span.AddLink(trace.Link{SpanContext: sc})
+		}
+	}
 }
 
 // ack acknowledges d, taking the next task for the slot as h says.

@@ -10,6 +10,7 @@ type (
 	Withdrawer       = store.Withdrawer
 	QueueStateReader = store.QueueStateReader
 	Notifier         = store.Notifier
+	StateSetter      = store.StateSetter
 )
 
 // Errors of result backends, the same values as the store's:

@@ -221,6 +221,14 @@ func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature,
 	return done >= int64(sig.GroupTaskCount), nil
 }
 
+var _ backends.StateSetter = (*Backend)(nil)
+
+// SetStateContext writes state, a state of sig, whole (see
+// backends.StateSetter).
+func (b *Backend) SetStateContext(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error {
+	return b.setState(ctx, "set state "+state.State, sig, func(*tasks.Signature) *tasks.TaskState { return state })
+}
+
 // SetStateFailureContext writes the FAILURE state of sig with errMsg and, when sig
 // belongs to a group, records it in the group in the same pipeline.
 func (b *Backend) SetStateFailureContext(ctx context.Context, sig *tasks.Signature, errMsg string) error {
