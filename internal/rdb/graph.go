@@ -39,9 +39,9 @@ type graphNode struct {
 // RecordGraph writes the graph g, whose signatures are ready to travel
 // (UUID, RoutingKey): its record (graph hash), each
 // node's message and links (nodes hash) and how many deps each node waits
-// for (wait hash), in one pipeline of the workflow's slot. The keys live
-// for the group safety TTL past g's last ETA, and each node's success or
-// failure extends them (graph_done.lua).
+// for (wait hash), and an empty res hash, in one pipeline of the
+// workflow's slot. The keys live for the group safety TTL past g's last
+// ETA, and the nodes' successes and failures extend them (graph_done.lua).
 func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 	nodes := g.Nodes
 	if len(nodes) == 0 || g.ID == "" {
@@ -132,11 +132,16 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 	gk := s.keys.graph(g.ID)
 	err = transport.Again(ctx, func() error {
 		return s.batch.Do(ctx, g.ID, func(pipe goredis.Pipeliner) []goredis.Cmder {
+			// The res hash is made now, with a field no node has (keys
+			// are never empty), so that it has its TTL from the start:
+			// lib/graph.lua's graph_keep extends the four keys together.
 			cmds := []goredis.Cmder{
 				pipe.HSet(ctx, gk.meta, meta...),
 				pipe.HSet(ctx, gk.nodes, records...),
+				pipe.HSet(ctx, gk.res, "", ""),
 				pipe.PExpire(ctx, gk.meta, ttl),
 				pipe.PExpire(ctx, gk.nodes, ttl),
+				pipe.PExpire(ctx, gk.res, ttl),
 			}
 			if len(wait) > 0 {
 				cmds = append(cmds, pipe.HSet(ctx, gk.wait, wait...), pipe.PExpire(ctx, gk.wait, ttl))

@@ -109,4 +109,11 @@ func TestAllowedFailureReleasesAtOnceOnce(t *testing.T) {
 	if err != nil || st.State != tasks.StateSuccess || st.Succeeded != 2 || st.Failed != 1 {
 		t.Fatalf("status %+v, %v; want SUCCESS, 2 succeeded, 1 failed", st, err)
 	}
+	// Every key of the graph expires, the res hash written by the
+	// scripts too.
+	for _, key := range s.keys.graph(wf.ID).all() {
+		if ttl, err := s.client.PTTL(ctx, key).Result(); err != nil || ttl <= 0 {
+			t.Fatalf("PTTL %s: %v, %v; want a TTL", key, ttl, err)
+		}
+	}
 }

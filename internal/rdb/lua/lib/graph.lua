@@ -1,8 +1,9 @@
--- graph_keep makes each of the keys of a workflow's graph (a table)
--- live at least ttl ms from now.
+-- graph_keep makes the keys of a workflow's graph (a table) live at
+-- least ttl ms from now, less a minute: RecordGraph gives the four of
+-- them one TTL, so they are extended together, at most once a minute.
 local function graph_keep(keys, ttl)
-	for i = 1, 4 do
-		if redis.call("PTTL", keys[i]) < ttl then
+	if redis.call("PTTL", keys[1]) < ttl - math.min(60000, ttl / 2) then
+		for i = 1, 4 do
 			redis.call("PEXPIRE", keys[i], ttl)
 		end
 	end
