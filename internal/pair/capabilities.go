@@ -281,6 +281,33 @@ func (s *Store) FailGraph(ctx context.Context, id, node, reason string) (*store.
 	return s.graphs.FailGraph(ctx, id, node, reason)
 }
 
+// ReadTaskData returns what d's task keeps (store.TaskData).
+func (s *Store) ReadTaskData(ctx context.Context, d *store.Delivery) (map[string][]byte, error) {
+	td, ok := s.broker.(store.TaskData)
+	if !ok {
+		return nil, unsupported("keep a running task's checkpoints and steps", s.broker)
+	}
+	return td.ReadTaskData(ctx, d)
+}
+
+// WriteTaskData keeps data for d's task under its lease.
+func (s *Store) WriteTaskData(ctx context.Context, d *store.Delivery, data map[string][]byte) error {
+	td, ok := s.broker.(store.TaskData)
+	if !ok {
+		return unsupported("keep a running task's checkpoints and steps", s.broker)
+	}
+	return td.WriteTaskData(ctx, d, data)
+}
+
+// TaskProgress returns a running task's progress.
+func (s *Store) TaskProgress(ctx context.Context, sig *tasks.Signature) (*tasks.Progress, error) {
+	td, ok := s.broker.(store.TaskData)
+	if !ok {
+		return nil, unsupported("read a running task's progress", s.broker)
+	}
+	return td.TaskProgress(ctx, sig)
+}
+
 // WatchGraph watches a workflow of any shape until it is final; nil
 // when the broker cannot.
 func (s *Store) WatchGraph(ctx context.Context, id string) (<-chan struct{}, func()) {

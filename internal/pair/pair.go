@@ -253,16 +253,23 @@ func (s *Store) WriteState(ctx context.Context, p store.WriteParams) (bool, erro
 		return false, fmt.Errorf("write state %s of task %s: %w", p.State.State, p.Signature.UUID, store.ErrLeaseLost)
 	}
 	sig, state := p.Signature, p.State
+	// A state with fields beyond machinery's is written whole where the
+	// backend can (a group member's goes through CompleteGroupMember).
+	ss, whole := s.Backend.(store.StateSetter)
+	whole = whole && (state.Trace != "" || state.Progress != nil) && (sig.GroupUUID == "" || sig.ChordCallback == nil)
 	switch state.State {
 	case tasks.StateSuccess:
 		if sig.GroupUUID != "" && sig.ChordCallback != nil {
 			return s.Backend.CompleteGroupMember(ctx, sig, state)
 		}
-		if ss, ok := s.Backend.(store.StateSetter); ok && state.Trace != "" {
+		if whole {
 			return false, ss.SetStateContext(ctx, sig, state)
 		}
 		return false, s.Backend.SetStateSuccessContext(ctx, sig, state.Results)
 	case tasks.StateFailure:
+		if whole {
+			return false, ss.SetStateContext(ctx, sig, state)
+		}
 		return false, s.Backend.SetStateFailureContext(ctx, sig, state.Error)
 	case tasks.StateStarted:
 		return false, s.Backend.SetStateStartedContext(ctx, sig)

@@ -193,6 +193,9 @@ type ClientOptions struct {
 	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
+	// PoolTimeout bounds the wait for a free connection (0: go-redis's
+	// default, ReadTimeout and a second).
+	PoolTimeout time.Duration
 	// MinReplicas makes each write of a Cluster's nodes wait for that many
 	// replicas (transport/replicas.go), for up to half of ReadTimeout.
 	MinReplicas int
@@ -232,6 +235,7 @@ func ClientFor(t Target, o ClientOptions) (goredis.UniversalClient, error) {
 		DialTimeout:     rc.DialTimeout,
 		ReadTimeout:     rc.ReadTimeout,
 		WriteTimeout:    rc.WriteTimeout,
+		PoolTimeout:     rc.PoolTimeout,
 		// A call's deadline bounds its reads and writes too, not only
 		// the timeouts above (transport/deadline.go).
 		ContextTimeoutEnabled: true,

@@ -59,6 +59,9 @@ var (
 	initGroupScript    = loadScript("init_group")
 	triggerChordScript = loadScript("trigger_chord")
 
+	// What a running task keeps (taskdata.go).
+	taskDataScript = loadScript("task_data")
+
 	// Workflows of any shape (graph.go).
 	graphDoneScript = loadScript("graph_done")
 	graphFailScript = loadScript("graph_fail")

@@ -23,8 +23,9 @@ const pendingChunk = 1000
 // hash (the pipelines below and ack_success.lua) takes its fields from
 // here.
 type stateWrite struct {
-	state   *tasks.TaskState
-	results string // JSON of state.Results; "null" for none
+	state    *tasks.TaskState
+	results  string // JSON of state.Results; "null" for none
+	progress string // JSON of state.Progress; "" for none
 }
 
 func encodeState(state *tasks.TaskState) (*stateWrite, error) {
@@ -32,7 +33,15 @@ func encodeState(state *tasks.TaskState) (*stateWrite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode results: %w", err)
 	}
-	return &stateWrite{state: state, results: string(results)}, nil
+	w := &stateWrite{state: state, results: string(results)}
+	if state.Progress != nil {
+		p, err := json.Marshal(state.Progress)
+		if err != nil {
+			return nil, fmt.Errorf("encode progress: %w", err)
+		}
+		w.progress = string(p)
+	}
+	return w, nil
 }
 
 // fields are the hash fields every write sets, so that a new state leaves
@@ -46,6 +55,9 @@ func (w *stateWrite) fields() []interface{} {
 	}
 	if w.state.Trace != "" {
 		f = append(f, "trace", w.state.Trace)
+	}
+	if w.progress != "" {
+		f = append(f, "progress", w.progress)
 	}
 	return f
 }
@@ -370,6 +382,12 @@ func (s *Store) GetStateIn(ctx context.Context, queue, taskUUID string) (*tasks.
 	if raw := fields["results"]; raw != "" {
 		if err := decodeJSON(raw, &st.Results); err != nil {
 			return nil, fmt.Errorf("task %s: decode results: %w", taskUUID, err)
+		}
+	}
+	if raw := fields["progress"]; raw != "" {
+		st.Progress = new(tasks.Progress)
+		if err := json.Unmarshal([]byte(raw), st.Progress); err != nil {
+			return nil, fmt.Errorf("task %s: decode progress: %w", taskUUID, err)
 		}
 	}
 	if raw := fields["created_at"]; raw != "" {

@@ -206,6 +206,10 @@ func dialEmbedded(name string, co ClientOptions, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The engine runs one command at a time: under a burst, callers wait
+	// their turn for a connection rather than fail after go-redis's few
+	// seconds; each call's context still bounds its wait.
+	co.PoolTimeout = max(co.PoolTimeout, time.Minute)
 	c, err := NewClient("redis://:"+e.Password()+"@"+e.Addr(), co)
 	if err != nil {
 		release()

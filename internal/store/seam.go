@@ -57,6 +57,7 @@ type Store interface {
 	Canceller
 	Aggregator
 	Monitor
+	TaskData
 }
 
 // ErrUnsupported is wrapped by the error of a Store operation that its

@@ -100,9 +100,10 @@ type Graphs interface {
 
 // StateSetter is a backend that writes a whole state, with the fields
 // beyond machinery's (TaskState.Trace, which a workflow node's SUCCESS
-// carries so that the nodes after it link to its run). Both of
-// machinist's backends implement it; without it such a state is written
-// by SetStateSuccessContext, without them.
+// carries so that the nodes after it link to its run, and
+// TaskState.Progress). Both of machinist's backends implement it; without
+// it such a state is written by SetStateSuccessContext or
+// SetStateFailureContext, without them.
 type StateSetter interface {
 	SetStateContext(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error
 }

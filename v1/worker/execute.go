@@ -24,8 +24,9 @@ import (
 // mode), run again here when it is due: a loop, never a recursion. It returns an error only when a state or callback could not be
 // written.
 func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
+	rt := w.newRuntime(sig, nil, w.arch.Logger)
 	for attempt := 0; ; attempt++ {
-		err := w.processOnce(ctx, sig, attempt)
+		err := w.processOnce(ctx, sig, attempt, rt)
 		var again *retryAt
 		if !errors.As(err, &again) {
 			return err
@@ -42,7 +43,7 @@ func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
 }
 
 // processOnce is one attempt of Process, under its own span.
-func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt int) error {
+func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt int, rt *runtime) error {
 	ctx, span := w.p.Tracing.StartProcess(ctx, sig, telemetry.Delivery{Queue: sig.RoutingKey, Retried: attempt})
 	defer span.End()
 	log := w.taskLog(sig, "", span)
@@ -55,9 +56,9 @@ func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt 
 		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
 	}
 	start := time.Now()
-	results, runErr, permanent := w.run(ctx, sig, nil, fn, attempt == 0, log)
+	results, runErr, permanent := w.run(tasks.WithRuntime(ctx, rt), sig, nil, fn, attempt == 0, log)
 	w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, runErr, permanent), time.Since(start))
-	return w.settle(context.WithoutCancel(ctx), sig, nil, nil, results, runErr, permanent, log)
+	return w.settle(withFinalProgress(context.WithoutCancel(ctx), rt.finish()), sig, nil, nil, results, runErr, permanent, log)
 }
 
 // run calls the task function, with STARTED written once it has run for
@@ -284,7 +285,7 @@ func (w *Worker) succeed(ctx context.Context, sig *tasks.Signature, d *brokers.D
 // and a workflow node's, names the span that ran it, so that the chord's
 // callback, or the nodes after it, link to its run.
 func (w *Worker) successState(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) *tasks.TaskState {
-	state := tasks.NewSuccessTaskState(sig, results)
+	state := finalState(ctx, tasks.NewSuccessTaskState(sig, results))
 	if (sig.ChordCallback != nil && sig.GroupUUID != "") || sig.WorkflowNode != "" {
 		state.Trace = telemetry.Format(trace.SpanContextFromContext(ctx))
 	}
@@ -558,7 +559,7 @@ func retryDelay(d time.Duration) time.Duration { return min(max(d, MinRetryDelay
 // The failure is recorded on the span of ctx and counted once written.
 func (w *Worker) fail(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, msg string, log *slog.Logger) error {
 	log.Error("task failed", slog.String("error", msg))
-	if _, err := w.write(ctx, sig, d, tasks.NewFailureTaskState(sig, msg), true); err != nil {
+	if _, err := w.write(ctx, sig, d, finalState(ctx, tasks.NewFailureTaskState(sig, msg)), true); err != nil {
 		return fmt.Errorf("worker: write state FAILURE of task %s: %w", sig.UUID, err)
 	}
 	telemetry.Outcome(ctx, telemetry.OutcomeFailure, errors.New(msg))

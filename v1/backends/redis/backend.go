@@ -223,6 +223,17 @@ func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature,
 
 var _ backends.StateSetter = (*Backend)(nil)
 
+// TaskProgress returns the progress sig's task last wrote while it runs,
+// read where the broker keeps it: on the same Redis as this backend (the
+// default), else it finds none. See result.AsyncResult.Progress.
+func (b *Backend) TaskProgress(ctx context.Context, sig *tasks.Signature) (*tasks.Progress, error) {
+	if err := b.checkOpen("read progress"); err != nil {
+		return nil, err
+	}
+	p, err := b.store.TaskProgress(ctx, sig)
+	return p, wrap(err)
+}
+
 // SetStateContext writes state, a state of sig, whole (see
 // backends.StateSetter).
 func (b *Backend) SetStateContext(ctx context.Context, sig *tasks.Signature, state *tasks.TaskState) error {

@@ -101,6 +101,46 @@ func (r *AsyncResult) TouchWithContext(ctx context.Context) ([]reflect.Value, er
 	return nil, nil
 }
 
+// ProgressReader is a backend that reads the progress of a running task
+// (tasks.SetProgress) where its broker keeps it; machinist's Redis
+// backend does, when it is on the broker's Redis.
+type ProgressReader interface {
+	TaskProgress(ctx context.Context, sig *tasks.Signature) (*tasks.Progress, error)
+}
+
+// Progress returns the last progress the task reported (tasks.SetProgress):
+// while it runs, what its worker last wrote (at most ProgressEvery old,
+// see package worker); once it has finished, what its final state
+// carries. nil when it reported none. A backend that cannot read a
+// running task's progress (no ProgressReader) gives only the final one.
+func (r *AsyncResult) Progress(ctx context.Context) (*tasks.Progress, error) {
+	if r.backend == nil {
+		return nil, ErrBackendNotConfigured
+	}
+	state, err := r.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if state.IsCompleted() {
+		return state.Progress, nil
+	}
+	pr, ok := r.backend.(ProgressReader)
+	if !ok {
+		return nil, nil
+	}
+	p, err := pr.TaskProgress(ctx, r.Signature)
+	if err != nil {
+		return nil, fmt.Errorf("progress of task %s: %w", r.Signature.UUID, err)
+	}
+	if p == nil {
+		// It may have finished since: its final state has the last word.
+		if state, err = r.refresh(ctx); err == nil && state.IsCompleted() {
+			return state.Progress, nil
+		}
+	}
+	return p, nil
+}
+
 // refresh reads the state from the backend unless the cached one is final.
 func (r *AsyncResult) refresh(ctx context.Context) (*tasks.TaskState, error) {
 	r.mu.Lock()

@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/b6192125/machinist/internal/store"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// ProgressEvery is the least time between two writes of a running task's
+// progress (tasks.SetProgress): the reports in between are coalesced,
+// the last one winning, and the last one is written with the task's
+// final state.
+const ProgressEvery = 100 * time.Millisecond
+
+// runtime is what a running task's context gives tasks.SetProgress,
+// Checkpoint and Step (tasks.Runtime). With a delivery its data is kept
+// by the broker under the task's lease (store.TaskData); without one (a
+// task run by Process, in eager mode) in memory, across its attempts.
+type runtime struct {
+	w   *Worker
+	sig *tasks.Signature
+	d   *brokers.Delivery // nil: in memory
+	log *slog.Logger
+
+	mu        sync.Mutex
+	data      map[string][]byte // nil until read
+	progress  *tasks.Progress   // the last reported
+	dirty     bool              // progress not written yet
+	scheduled bool              // a write of it is due
+	lastWrite time.Time
+	closed    bool
+
+	writing sync.Mutex // one progress write at a time, in order
+}
+
+func (w *Worker) newRuntime(sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) *runtime {
+	rt := &runtime{w: w, sig: sig, d: d, log: log}
+	if d == nil {
+		rt.data = map[string][]byte{}
+	}
+	return rt
+}
+
+func (r *runtime) TaskUUID() string { return r.sig.UUID }
+
+// Progress records p and schedules its write: at once when the last
+// write was ProgressEvery ago or more, else when it will be.
+func (r *runtime) Progress(p tasks.Progress) {
+	clk := r.w.arch.Clock
+	r.mu.Lock()
+	r.progress, r.dirty = &p, true
+	schedule := r.d != nil && !r.scheduled && !r.closed
+	r.scheduled = r.scheduled || schedule
+	wait := max(ProgressEvery-clk.Since(r.lastWrite), 0)
+	r.mu.Unlock()
+	if schedule {
+		clk.AfterFunc(wait, r.writeProgress)
+	}
+}
+
+// writeProgress writes the last progress reported, under the task's
+// lease; a lease lost meanwhile writes nothing, which is as it should.
+func (r *runtime) writeProgress() {
+	r.writing.Lock()
+	defer r.writing.Unlock()
+	r.mu.Lock()
+	r.scheduled = false
+	if !r.dirty || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	p := *r.progress
+	r.dirty, r.lastWrite = false, r.w.arch.Clock.Now()
+	r.mu.Unlock()
+	raw, err := json.Marshal(p)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = r.w.store.WriteTaskData(ctx, r.d, map[string][]byte{store.ProgressKey: raw})
+		cancel()
+	}
+	if err != nil {
+		r.log.Debug("writing the task's progress failed", slog.Any("error", err))
+	}
+}
+
+// finish ends the run: no progress is written after it returns, and it
+// returns the last progress reported, for the task's final state.
+func (r *runtime) finish() *tasks.Progress {
+	r.mu.Lock()
+	r.closed = true
+	p := r.progress
+	r.mu.Unlock()
+	r.writing.Lock() // a write under way ends first
+	r.writing.Unlock()
+	return p
+}
+
+// load reads the task's data once.
+func (r *runtime) load(ctx context.Context) error {
+	r.mu.Lock()
+	loaded := r.data != nil
+	r.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	data, err := r.w.store.ReadTaskData(ctx, r.d)
+	if err != nil {
+		return err
+	}
+	delete(data, store.ProgressKey)
+	r.mu.Lock()
+	if r.data == nil {
+		r.data = data
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *runtime) ReadData(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := r.load(ctx); err != nil {
+		return nil, false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.data[key]
+	return v, ok, nil
+}
+
+func (r *runtime) DataKeys(ctx context.Context) (int, error) {
+	if err := r.load(ctx); err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.data), nil
+}
+
+func (r *runtime) WriteData(ctx context.Context, key string, value []byte) error {
+	if r.d != nil {
+		if err := r.load(ctx); err != nil {
+			return err
+		}
+		if err := r.w.store.WriteTaskData(ctx, r.d, map[string][]byte{key: value}); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.data[key] = value
+	return nil
+}
+
+type finalProgressKey struct{}
+
+// withFinalProgress returns ctx carrying p, the last progress of the
+// task whose outcome is settled under ctx (finalState reads it).
+func withFinalProgress(ctx context.Context, p *tasks.Progress) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, finalProgressKey{}, p)
+}
+
+// finalState adds to state the last progress of its task, if any.
+func finalState(ctx context.Context, state *tasks.TaskState) *tasks.TaskState {
+	if p, ok := ctx.Value(finalProgressKey{}).(*tasks.Progress); ok {
+		state.Progress = p
+	}
+	return state
+}
