@@ -294,6 +294,46 @@ func TestTraceOfADAG(t *testing.T) {
 	})
 }
 
+// A long-running task's run has events for its progress (at most one a
+// second), its checkpoints and its steps.
+func TestTraceOfALongRunningTask(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		tr := newTraced(t, p)
+		if err := tr.worker.RegisterTask("long", func(ctx context.Context) (int64, error) {
+			for i := range int64(3) {
+				if err := tasks.SetProgress(ctx, tasks.Progress{Done: i + 1, Total: 3}); err != nil {
+					return 0, err
+				}
+			}
+			if err := tasks.Checkpoint(ctx, 3); err != nil {
+				return 0, err
+			}
+			return tasks.Step(ctx, "upload", func() (int64, error) { return 7, nil })
+		}); err != nil {
+			t.Fatal(err)
+		}
+		tr.launch(t)
+		ctx := testCtx(t)
+		s := sig("long")
+		r, err := tr.sender.SendTaskWithContext(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GetWithContext(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+		spans := tr.spans(t, 2)
+		proc := one(t, spans, trace.SpanKindConsumer, "messaging.message.id", s.UUID)
+		got := map[string]int{}
+		for _, e := range proc.Events() {
+			got[e.Name]++
+		}
+		if got["progress"] != 1 || got["checkpoint"] != 1 || got["step"] != 1 {
+			t.Fatalf("the run's events %v, want one progress (of three within a second), one checkpoint, one step", eventNames(proc))
+		}
+	})
+}
+
 // A group's members share its send span.
 func TestTraceOfAGroup(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {

@@ -58,6 +58,11 @@ const (
 	ChordCallbackKey = attribute.Key("machinist.workflow.chord_callback_id")
 	ChainLengthKey   = attribute.Key("machinist.workflow.chain_length")
 	AggregationKey   = attribute.Key("machinist.aggregation.key")
+	ProgressDoneKey  = attribute.Key("machinist.progress.done")
+	ProgressTotalKey = attribute.Key("machinist.progress.total")
+	DataBytesKey     = attribute.Key("machinist.data.bytes")
+	StepNameKey      = attribute.Key("machinist.step.name")
+	StepKeptKey      = attribute.Key("machinist.step.kept")
 )
 
 // Outcomes of a process span (OutcomeKey).

@@ -24,7 +24,7 @@ import (
 // mode), run again here when it is due: a loop, never a recursion. It returns an error only when a state or callback could not be
 // written.
 func (w *Worker) Process(ctx context.Context, sig *tasks.Signature) error {
-	rt := w.newRuntime(sig, nil, w.arch.Logger)
+	rt := w.newRuntime(ctx, sig, nil, w.arch.Logger)
 	for attempt := 0; ; attempt++ {
 		err := w.processOnce(ctx, sig, attempt, rt)
 		var again *retryAt
@@ -56,6 +56,7 @@ func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt 
 		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
 	}
 	start := time.Now()
+	rt.attempt(ctx)
 	results, runErr, permanent := w.run(tasks.WithRuntime(ctx, rt), sig, nil, fn, attempt == 0, log)
 	w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, runErr, permanent), time.Since(start))
 	return w.settle(withFinalProgress(context.WithoutCancel(ctx), rt.finish()), sig, nil, nil, results, runErr, permanent, log)

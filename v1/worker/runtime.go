@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/b6192125/machinist/internal/store"
+	"github.com/b6192125/machinist/internal/telemetry"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -23,10 +27,11 @@ const ProgressEvery = 100 * time.Millisecond
 // by the broker under the task's lease (store.TaskData); without one (a
 // task run by Process, in eager mode) in memory, across its attempts.
 type runtime struct {
-	w   *Worker
-	sig *tasks.Signature
-	d   *brokers.Delivery // nil: in memory
-	log *slog.Logger
+	w    *Worker
+	sig  *tasks.Signature
+	d    *brokers.Delivery // nil: in memory
+	log  *slog.Logger
+	span trace.Span // the run's: progress, checkpoints and steps are its events
 
 	mu        sync.Mutex
 	data      map[string][]byte // nil until read
@@ -34,13 +39,18 @@ type runtime struct {
 	dirty     bool              // progress not written yet
 	scheduled bool              // a write of it is due
 	lastWrite time.Time
+	lastEvent time.Time // of progress, on the span
 	closed    bool
 
 	writing sync.Mutex // one progress write at a time, in order
 }
 
-func (w *Worker) newRuntime(sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) *runtime {
-	rt := &runtime{w: w, sig: sig, d: d, log: log}
+// progressEventEvery is the least time between two progress events on a
+// run's span.
+const progressEventEvery = time.Second
+
+func (w *Worker) newRuntime(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) *runtime {
+	rt := &runtime{w: w, sig: sig, d: d, log: log, span: trace.SpanFromContext(ctx)}
 	if d == nil {
 		rt.data = map[string][]byte{}
 	}
@@ -48,6 +58,14 @@ func (w *Worker) newRuntime(sig *tasks.Signature, d *brokers.Delivery, log *slog
 }
 
 func (r *runtime) TaskUUID() string { return r.sig.UUID }
+
+// attempt makes the span of ctx the one events go on: that of the
+// attempt about to run (Process runs several with one runtime).
+func (r *runtime) attempt(ctx context.Context) {
+	r.mu.Lock()
+	r.span = trace.SpanFromContext(ctx)
+	r.mu.Unlock()
+}
 
 // Progress records p and schedules its write: at once when the last
 // write was ProgressEvery ago or more, else when it will be.
@@ -58,7 +76,16 @@ func (r *runtime) Progress(p tasks.Progress) {
 	schedule := r.d != nil && !r.scheduled && !r.closed
 	r.scheduled = r.scheduled || schedule
 	wait := max(ProgressEvery-clk.Since(r.lastWrite), 0)
+	span := r.span
+	event := span.IsRecording() && clk.Since(r.lastEvent) >= progressEventEvery
+	if event {
+		r.lastEvent = clk.Now()
+	}
 	r.mu.Unlock()
+	if event {
+		span.AddEvent("progress", trace.WithAttributes(
+			telemetry.ProgressDoneKey.Int64(p.Done), telemetry.ProgressTotalKey.Int64(p.Total)))
+	}
 	if schedule {
 		clk.AfterFunc(wait, r.writeProgress)
 	}
@@ -127,8 +154,12 @@ func (r *runtime) ReadData(ctx context.Context, key string) ([]byte, bool, error
 		return nil, false, err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	v, ok := r.data[key]
+	span := r.span
+	r.mu.Unlock()
+	if name, step := strings.CutPrefix(key, "step:"); step && ok {
+		span.AddEvent("step", trace.WithAttributes(telemetry.StepNameKey.String(name), telemetry.StepKeptKey.Bool(true)))
+	}
 	return v, ok, nil
 }
 
@@ -151,8 +182,15 @@ func (r *runtime) WriteData(ctx context.Context, key string, value []byte) error
 		}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.data[key] = value
+	span := r.span
+	r.mu.Unlock()
+	if name, step := strings.CutPrefix(key, "step:"); step {
+		span.AddEvent("step", trace.WithAttributes(telemetry.StepNameKey.String(name), telemetry.StepKeptKey.Bool(false),
+			telemetry.DataBytesKey.Int(len(value))))
+	} else {
+		span.AddEvent(key, trace.WithAttributes(telemetry.DataBytesKey.Int(len(value))))
+	}
 	return nil
 }
 

@@ -617,7 +617,7 @@ func (w *Worker) handle(ctx context.Context, r *running) *brokers.Delivery {
 	}
 
 	start := time.Now()
-	rt := w.newRuntime(sig, d, log)
+	rt := w.newRuntime(ctx, sig, d, log)
 	results, runErr, permanent := w.run(tasks.WithRuntime(ctx, rt), sig, d, fn, d.Retried == 0 && d.Recovered == 0, log)
 	ctx = withFinalProgress(ctx, rt.finish())
 	ran := func(outcome string) { w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome, time.Since(start)) }
