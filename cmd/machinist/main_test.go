@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/syncbuf"
 	machinery "github.com/b6192125/machinist/v1"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -99,6 +101,11 @@ func newDeployment(t *testing.T) *deployment {
 	if len(taken) != 1 || taken[0].Signature.UUID != "task_running" {
 		t.Fatalf("fetched %v, want task_running", taken)
 	}
+	// It has reported its progress, as tasks.SetProgress has its worker
+	// write it.
+	progress, err := json.Marshal(tasks.Progress{Done: 3, Total: 4, Message: "sending", At: time.Now()})
+	must(err)
+	must(b.(store.TaskData).WriteTaskData(ctx, taken[0], map[string][]byte{store.ProgressKey: progress}))
 	for i, to := range []string{"a@example.com", "b@example.com", "c@example.com"} {
 		send(mail(fmt.Sprintf("task_p%d", i+1), to))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/ops"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 func (a *app) taskCommand() *cobra.Command {
@@ -186,6 +187,7 @@ func (a *app) printTask(t *ops.Task) error {
 			f.add("Worker", fmt.Sprintf("%s pid %d (%s), %s", w.Host, w.PID, w.Tag, w.ID))
 		}
 		f.add("Attempts", fmt.Sprintf("%d (retried %d, recovered after a lost lease %d)", t.Attempts, info.Retried, info.Recovered))
+		f.add("Progress", formatProgress(t.Progress, now))
 		if sig.RetryCount > 0 || sig.RetryTimeout > 0 {
 			f.add("Retries", fmt.Sprintf("%d left, next after %d s", sig.RetryCount, sig.RetryTimeout))
 		}
@@ -210,6 +212,7 @@ func (a *app) printTask(t *ops.Task) error {
 	if st := t.State; st != nil {
 		if t.Info == nil {
 			f.add("Name", st.TaskName)
+			f.add("Progress", formatProgress(t.Progress, now))
 		}
 		f.add("State", a.state(st.State))
 		f.add("Result", formatResults(st.Results))
@@ -221,4 +224,23 @@ func (a *app) printTask(t *ops.Task) error {
 		f.add("State", "(none in the result backend: not written yet, or expired)")
 	}
 	return f.flush()
+}
+
+// formatProgress is a task's progress: "5 of 10 (50%): halfway,
+// reported 3s ago", "" for none.
+func formatProgress(p *tasks.Progress, now time.Time) string {
+	if p == nil {
+		return ""
+	}
+	out := fmt.Sprint(p.Done)
+	if p.Total > 0 {
+		out += fmt.Sprintf(" of %d (%d%%)", p.Total, p.Done*100/p.Total)
+	}
+	if p.Message != "" {
+		out += ": " + p.Message
+	}
+	if !p.At.IsZero() {
+		out += ", reported " + ago(p.At, now)
+	}
+	return out
 }

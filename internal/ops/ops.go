@@ -189,6 +189,10 @@ type Task struct {
 	// archive, the runs before. 0 when no queue holds it any more (not
 	// known).
 	Attempts int `json:",omitempty"`
+	// Progress is the last progress it reported (tasks.SetProgress):
+	// what its worker last wrote while a queue holds it, else what its
+	// final state carries; nil for none.
+	Progress *tasks.Progress `json:",omitempty"`
 }
 
 // Task finds the task uuid: in queue, or when queue is "" in every queue
@@ -237,6 +241,14 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	}
 	if t.Info != nil {
 		t.Attempts = attempts(t.Info, t.State)
+		in := *t.Info.Signature
+		in.RoutingKey = t.Queue
+		if t.Progress, err = o.st.TaskProgress(ctx, &in); err != nil && !errors.Is(err, ErrUnsupported) {
+			return nil, err
+		}
+	}
+	if t.Progress == nil && t.State != nil {
+		t.Progress = t.State.Progress
 	}
 	if t.Info != nil && t.Info.Status == store.StatusActive {
 		ws, err := o.st.Workers(ctx)

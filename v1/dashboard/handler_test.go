@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/b6192125/machinist/internal/ops"
 	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/internal/store"
 	machinery "github.com/b6192125/machinist/v1"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -486,5 +488,28 @@ func TestWorkflowOfAnyShapeIsPaged(t *testing.T) {
 	_, body = e.get(c, "/workflows/"+wf.ID+"?from=200")
 	if !strings.Contains(body, "Nodes 201–251 of 251") || !strings.Contains(body, "?from=0") || strings.Count(body, `class="node `) != 51 {
 		t.Fatalf("the second page does not show nodes 201–251 with a link back:\n%s", body)
+	}
+}
+
+// A running task's page shows the progress it reported, as a bar.
+func TestTaskPageShowsProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	sig := e.send("long", "transcode", nil)
+	ctx := testCtx(t)
+	taken, err := e.srv.GetBroker().Fetch(ctx, []string{"long"}, 1, nil)
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("Fetch: %v, %v", taken, err)
+	}
+	raw, err := json.Marshal(tasks.Progress{Done: 30, Total: 120, Message: "encoding chunk 31", At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.GetBroker().(store.TaskData).WriteTaskData(ctx, taken[0], map[string][]byte{store.ProgressKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.get(client(t), "/tasks/"+sig.UUID+"?queue=long")
+	if !strings.Contains(body, `<progress value="30" max="120"></progress> 30 of 120 · encoding chunk 31`) {
+		t.Fatalf("the task's page shows no progress bar of 30 of 120:\n%s", body)
 	}
 }
