@@ -152,3 +152,96 @@ func TestCheckpointTooLarge(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchFromTheStart: a reader that starts after the task has run
+// reads its stream from the start: what it emitted in each attempt,
+// marked with the attempt, its progress, then its final state.
+func TestWatchFromTheStart(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		var runs atomic.Int32
+		if err := e.server.RegisterTask("tokens", func(ctx context.Context) (string, error) {
+			n := runs.Add(1)
+			if err := tasks.Emit(ctx, fmt.Sprintf("attempt %d", n)); err != nil {
+				return "", err
+			}
+			if n == 1 {
+				return "", tasks.NewErrRetryTaskLater("again", 20*time.Millisecond)
+			}
+			for _, tok := range []string{"to", "ken", "s"} {
+				if err := tasks.Emit(ctx, tok); err != nil {
+					return "", err
+				}
+			}
+			return "tokens", tasks.SetProgress(ctx, tasks.Progress{Done: 1, Total: 1})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.server.SendTaskWithContext(e.ctx(), sig("tokens"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.GetWithContext(e.ctx(), poll); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for ev, err := range res.Watch(e.ctx(), "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch ev.Kind {
+			case "data":
+				got = append(got, fmt.Sprintf("%d:%s", ev.Attempt, ev.Data))
+			case "state":
+				got = append(got, "state:"+string(ev.Data))
+			}
+		}
+		want := []string{`1:"attempt 1"`, `2:"attempt 2"`, `2:"to"`, `2:"ken"`, `2:"s"`, `state:{"error":"","state":"SUCCESS"}`}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+	})
+}
+
+// TestWatchWhileRunning: a reader following a running task sees what it
+// emits before it finishes, and the end.
+func TestWatchWhileRunning(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := processes(t, p, 2, func(c *config.Config) { c.NoUnixSignals = true })
+		sender, workerSrv := s[0], s[1]
+		seen := make(chan struct{})
+		if err := workerSrv.RegisterTask("chatty", func(ctx context.Context) error {
+			if err := tasks.Emit(ctx, "first"); err != nil {
+				return err
+			}
+			select {
+			case <-seen:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return tasks.Emit(ctx, "second")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, workerSrv.NewWorker("w", 2))
+		ctx := testCtx(t)
+		res, err := sender.SendTaskWithContext(ctx, &tasks.Signature{Name: "chatty"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for ev, err := range res.Watch(ctx, "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev.Kind+":"+string(ev.Data))
+			if string(ev.Data) == `"first"` {
+				close(seen) // the task goes on only once the reader saw it
+			}
+		}
+		want := []string{`data:"first"`, `data:"second"`, `state:{"error":"","state":"SUCCESS"}`}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+	})
+}

@@ -281,6 +281,24 @@ func (s *Store) FailGraph(ctx context.Context, id, node, reason string) (*store.
 	return s.graphs.FailGraph(ctx, id, node, reason)
 }
 
+// AppendEvent appends e to the event stream of task uuid (store.Events).
+func (s *Store) AppendEvent(ctx context.Context, uuid string, e tasks.Event) error {
+	ev, ok := s.Backend.(store.Events)
+	if !ok {
+		return unsupported("keep a task's events", s.Backend)
+	}
+	return ev.AppendEvent(ctx, uuid, e)
+}
+
+// ReadEvents reads the event stream of task uuid (store.Events).
+func (s *Store) ReadEvents(ctx context.Context, uuid, after string, max int, block time.Duration) ([]tasks.Event, error) {
+	ev, ok := s.Backend.(store.Events)
+	if !ok {
+		return nil, unsupported("read a task's events", s.Backend)
+	}
+	return ev.ReadEvents(ctx, uuid, after, max, block)
+}
+
 // ReadTaskData returns what d's task keeps (store.TaskData).
 func (s *Store) ReadTaskData(ctx context.Context, d *store.Delivery) (map[string][]byte, error) {
 	td, ok := s.broker.(store.TaskData)

@@ -58,6 +58,7 @@ type Store interface {
 	Aggregator
 	Monitor
 	TaskData
+	Events
 }
 
 // ErrUnsupported is wrapped by the error of a Store operation that its

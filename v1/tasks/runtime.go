@@ -19,6 +19,21 @@ type Progress struct {
 	At time.Time `json:"at"`
 }
 
+// Event is one entry of a task's event stream (Emit, AsyncResult.Watch).
+type Event struct {
+	// ID orders the events of a task; Watch can start after one.
+	ID string
+	// Kind is "progress" (Data is a Progress), "data" (what Emit was
+	// given) or "state" (the task's final state, ending a Watch: Data is
+	// {"state": …, "error": …}).
+	Kind string
+	// Attempt is the attempt of the task that wrote it, from 1: events of
+	// a run cut short by a crash stay, marked with its attempt.
+	Attempt int
+	At      time.Time
+	Data    json.RawMessage
+}
+
 // Limits of what a running task keeps (Checkpoint, Step).
 const (
 	// MaxDataSize is the most bytes of a checkpoint, or of one step's
@@ -58,6 +73,9 @@ type Runtime interface {
 	WriteData(ctx context.Context, key string, value []byte) error
 	// DataKeys counts the keys kept.
 	DataKeys(ctx context.Context) (int, error)
+	// Emit appends an event of kind "data" with data (JSON) to the task's
+	// event stream.
+	Emit(ctx context.Context, data []byte) error
 }
 
 type runtimeCtxKey struct{}
@@ -171,6 +189,28 @@ func Step[T any](ctx context.Context, name string, fn func() (T, error)) (T, err
 	}
 	return out, nil
 }
+
+// Emit appends data (as JSON, at most MaxDataSize bytes) to the running
+// task's event stream: partial output, log lines, anything a reader
+// following the task (AsyncResult.Watch) should see as it comes. The
+// stream keeps the last MaxEvents events, for as long as the task's
+// result is kept.
+func Emit(ctx context.Context, data any) error {
+	rt := runtimeOf(ctx)
+	if rt == nil {
+		return ErrNotRunning
+	}
+	raw, err := encodeData("event", data)
+	if err != nil {
+		return err
+	}
+	return rt.Emit(ctx, raw)
+}
+
+// MaxEvents is about how many events a task's stream keeps: older ones
+// are dropped as new ones come (a Redis stream trimmed to about this
+// length).
+const MaxEvents = 10000
 
 // IdempotencyKey returns a key that names step of the running task, the
 // same in every attempt of it: pass it to an outside API that

@@ -56,7 +56,7 @@ func (w *Worker) processOnce(ctx context.Context, sig *tasks.Signature, attempt 
 		return w.fail(ctx, sig, nil, fmt.Sprintf("task %q is not registered", sig.Name), log)
 	}
 	start := time.Now()
-	rt.attempt(ctx)
+	rt.attempt(ctx, attempt)
 	results, runErr, permanent := w.run(tasks.WithRuntime(ctx, rt), sig, nil, fn, attempt == 0, log)
 	w.p.Metrics.Ran(ctx, sig.RoutingKey, sig.Name, outcome(sig, runErr, permanent), time.Since(start))
 	return w.settle(withFinalProgress(context.WithoutCancel(ctx), rt.finish()), sig, nil, nil, results, runErr, permanent, log)

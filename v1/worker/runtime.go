@@ -41,6 +41,7 @@ type runtime struct {
 	lastWrite time.Time
 	lastEvent time.Time // of progress, on the span
 	closed    bool
+	try       int // the attempt running, from 1
 
 	writing sync.Mutex // one progress write at a time, in order
 }
@@ -50,21 +51,31 @@ type runtime struct {
 const progressEventEvery = time.Second
 
 func (w *Worker) newRuntime(ctx context.Context, sig *tasks.Signature, d *brokers.Delivery, log *slog.Logger) *runtime {
-	rt := &runtime{w: w, sig: sig, d: d, log: log, span: trace.SpanFromContext(ctx)}
+	rt := &runtime{w: w, sig: sig, d: d, log: log, span: trace.SpanFromContext(ctx), try: 1}
 	if d == nil {
 		rt.data = map[string][]byte{}
+	} else {
+		rt.try = d.Retried + d.Recovered + 1
 	}
 	return rt
 }
 
 func (r *runtime) TaskUUID() string { return r.sig.UUID }
 
-// attempt makes the span of ctx the one events go on: that of the
-// attempt about to run (Process runs several with one runtime).
-func (r *runtime) attempt(ctx context.Context) {
+// attempt starts attempt n (from 0) of a task run by Process, which runs
+// them all with one runtime: the span of ctx is the one events go on.
+func (r *runtime) attempt(ctx context.Context, n int) {
 	r.mu.Lock()
-	r.span = trace.SpanFromContext(ctx)
+	r.span, r.try, r.closed = trace.SpanFromContext(ctx), n+1, false
 	r.mu.Unlock()
+}
+
+// Emit appends data to the task's event stream.
+func (r *runtime) Emit(ctx context.Context, data []byte) error {
+	r.mu.Lock()
+	try := r.try
+	r.mu.Unlock()
+	return r.w.store.AppendEvent(ctx, r.sig.UUID, tasks.Event{Kind: "data", Attempt: try, At: r.w.arch.Clock.Now(), Data: data})
 }
 
 // Progress records p and schedules its write: at once when the last
@@ -73,7 +84,7 @@ func (r *runtime) Progress(p tasks.Progress) {
 	clk := r.w.arch.Clock
 	r.mu.Lock()
 	r.progress, r.dirty = &p, true
-	schedule := r.d != nil && !r.scheduled && !r.closed
+	schedule := !r.scheduled && !r.closed
 	r.scheduled = r.scheduled || schedule
 	wait := max(ProgressEvery-clk.Since(r.lastWrite), 0)
 	span := r.span
@@ -92,7 +103,8 @@ func (r *runtime) Progress(p tasks.Progress) {
 }
 
 // writeProgress writes the last progress reported, under the task's
-// lease; a lease lost meanwhile writes nothing, which is as it should.
+// lease (a lease lost meanwhile writes nothing, which is as it should),
+// and appends it to the task's event stream.
 func (r *runtime) writeProgress() {
 	r.writing.Lock()
 	defer r.writing.Unlock()
@@ -104,11 +116,17 @@ func (r *runtime) writeProgress() {
 	}
 	p := *r.progress
 	r.dirty, r.lastWrite = false, r.w.arch.Clock.Now()
+	try := r.try
 	r.mu.Unlock()
 	raw, err := json.Marshal(p)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = r.w.store.WriteTaskData(ctx, r.d, map[string][]byte{store.ProgressKey: raw})
+		if r.d != nil {
+			err = r.w.store.WriteTaskData(ctx, r.d, map[string][]byte{store.ProgressKey: raw})
+		}
+		if err == nil {
+			err = r.w.store.AppendEvent(ctx, r.sig.UUID, tasks.Event{Kind: "progress", Attempt: try, At: p.At, Data: raw})
+		}
 		cancel()
 	}
 	if err != nil {

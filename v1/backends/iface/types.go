@@ -11,6 +11,7 @@ type (
 	QueueStateReader = store.QueueStateReader
 	Notifier         = store.Notifier
 	StateSetter      = store.StateSetter
+	Events           = store.Events
 )
 
 // Errors of result backends, the same values as the store's:

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"time"
 	"fmt"
 	"sync/atomic"
 
@@ -222,6 +223,26 @@ func (b *Backend) CompleteGroupMember(ctx context.Context, sig *tasks.Signature,
 }
 
 var _ backends.StateSetter = (*Backend)(nil)
+
+var _ backends.Events = (*Backend)(nil)
+
+// AppendEvent appends e to the event stream of task uuid (see
+// store.Events).
+func (b *Backend) AppendEvent(ctx context.Context, uuid string, e tasks.Event) error {
+	if err := b.checkOpen("append event"); err != nil {
+		return err
+	}
+	return wrap(b.store.AppendEvent(ctx, uuid, e))
+}
+
+// ReadEvents reads the event stream of task uuid (see store.Events).
+func (b *Backend) ReadEvents(ctx context.Context, uuid, after string, max int, block time.Duration) ([]tasks.Event, error) {
+	if err := b.checkOpen("read events"); err != nil {
+		return nil, err
+	}
+	events, err := b.store.ReadEvents(ctx, uuid, after, max, block)
+	return events, wrap(err)
+}
 
 // TaskProgress returns the progress sig's task last wrote while it runs,
 // read where the broker keeps it: on the same Redis as this backend (the

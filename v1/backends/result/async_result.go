@@ -11,8 +11,10 @@ package result
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"reflect"
 	"strings"
 	"sync"
@@ -139,6 +141,85 @@ func (r *AsyncResult) Progress(ctx context.Context) (*tasks.Progress, error) {
 		}
 	}
 	return p, nil
+}
+
+// WatchPoll is how often Watch reads a task's new events and state; it
+// also reads them as soon as the backend says the task finished.
+const WatchPoll = 100 * time.Millisecond
+
+// watchBatch is the most events Watch reads at once.
+const watchBatch = 256
+
+// Watch follows the task's event stream (tasks.Emit, its progress), from
+// the event after after ("": from the start, whenever the task started),
+// until the task reaches a final state: the last event is then a "state"
+// one, whose Data is {"state": …, "error": …}. An error (the backend's,
+// or ctx's when it ends) is the last thing yielded:
+//
+//	for e, err := range res.Watch(ctx, "") {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(e.Kind, string(e.Data))
+//	}
+//
+// It reads the stream every WatchPoll and when the task finishes, one
+// read at a time, with no connection held between reads. The backend must
+// keep events (backends.Events: both of machinist's do).
+func (r *AsyncResult) Watch(ctx context.Context, after string) iter.Seq2[tasks.Event, error] {
+	return func(yield func(tasks.Event, error) bool) {
+		if r.backend == nil {
+			yield(tasks.Event{}, ErrBackendNotConfigured)
+			return
+		}
+		ev, ok := r.backend.(backends.Events)
+		if !ok {
+			yield(tasks.Event{}, fmt.Errorf("watch task %s: %T keeps no events", r.Signature.UUID, r.backend))
+			return
+		}
+		notices, stop := r.states.WatchFinished(ctx, r.Signature.UUID)
+		defer stop()
+		ticker := time.NewTicker(WatchPoll)
+		defer ticker.Stop()
+		last := after
+		for {
+			// The state first: events written before it became final are
+			// all read below, before the end is told.
+			state, err := r.refresh(ctx)
+			if err != nil {
+				yield(tasks.Event{}, err)
+				return
+			}
+			for {
+				events, err := ev.ReadEvents(ctx, r.Signature.UUID, last, watchBatch, 0)
+				if err != nil {
+					yield(tasks.Event{}, err)
+					return
+				}
+				for _, e := range events {
+					last = e.ID
+					if !yield(e, nil) {
+						return
+					}
+				}
+				if len(events) < watchBatch {
+					break
+				}
+			}
+			if state.IsCompleted() {
+				data, _ := json.Marshal(map[string]string{"state": state.State, "error": state.Error})
+				yield(tasks.Event{Kind: "state", At: time.Now().UTC(), Data: data}, nil)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				yield(tasks.Event{}, ctx.Err())
+				return
+			case <-ticker.C:
+			case <-notices:
+			}
+		}
+	}
 }
 
 // refresh reads the state from the backend unless the cached one is final.
