@@ -2,9 +2,9 @@ package redisbackend
 
 import (
 	"context"
-	"time"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/b6192125/machinist/internal/rdb"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
