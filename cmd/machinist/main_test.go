@@ -20,6 +20,7 @@ import (
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/internal/syncbuf"
 	machinery "github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -174,6 +175,12 @@ func newDeployment(t *testing.T) *deployment {
 	if err := <-errs; err != nil {
 		t.Fatalf("worker: %v", err)
 	}
+	// task_m1 emitted two events as it ran (tasks.Emit), in its first
+	// attempt.
+	for _, data := range []string{`"partial 1"`, `{"rows":2}`} {
+		must(srv.GetBackend().(backends.Events).AppendEvent(ctx, "task_m1",
+			tasks.Event{Kind: "data", Attempt: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Data: []byte(data)}))
+	}
 
 	// digests: two members waiting in their aggregation group (a worker
 	// announced the aggregator, for the configured hour, then stopped).
@@ -230,6 +237,8 @@ var (
 	duration = regexp.MustCompile(`in (\d+h)?(\d+m)?\d+(\.\d+)?(ms|µs|s)|(\d+h)?(\d+m)?\d+(\.\d+)?(ms|µs|s) ago`)
 	chainID  = regexp.MustCompile(`chain_[0-9a-f-]{8,36}`)
 	graphID  = regexp.MustCompile(`workflow_[0-9a-f-]{8,36}`)
+	clock    = regexp.MustCompile(`\b\d\d:\d\d:\d\d\.\d\d\d\b`)
+	eventID  = regexp.MustCompile(`"\d{10,}-\d+"`)
 )
 
 func mask(s string) string {
@@ -237,6 +246,8 @@ func mask(s string) string {
 	s = rfcNow.ReplaceAllString(s, `"<time>"`)
 	s = duration.ReplaceAllString(s, "<duration>")
 	s = graphID.ReplaceAllString(s, "workflow_<id>")
+	s = clock.ReplaceAllString(s, "##:##:##.###")
+	s = eventID.ReplaceAllString(s, `"<event id>"`)
 	return chainID.ReplaceAllString(s, "chain_<id>")
 }
 
@@ -317,6 +328,9 @@ func TestShow(t *testing.T) {
 		"workflow show task_c2",
 		"workflow show nothing_here",
 		"workflow show task_g1",
+		"task watch task_m1",
+		"task watch task_m1 --json",
+		"task watch task_nowhere",
 		"workflow show task_g4 --size 2 --page 2",
 		"workflow show task_g4 --size 2 --page 3",
 		"workflow show task_g4 --size 0",

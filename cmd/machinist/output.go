@@ -18,6 +18,11 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// printJSONLine prints v as JSON on one line (for streams of values).
+func (a *app) printJSONLine(v any) error {
+	return json.NewEncoder(a.stdout).Encode(v)
+}
+
 // colored reports whether output is coloured.
 func (a *app) colored() bool {
 	switch a.color {

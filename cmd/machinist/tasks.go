@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 
 func (a *app) taskCommand() *cobra.Command {
 	cmd := parent("task", "List, show and act on tasks")
-	cmd.AddCommand(a.taskListCommand(), a.taskShowCommand())
+	cmd.AddCommand(a.taskListCommand(), a.taskShowCommand(), a.taskWatchCommand())
 	for _, act := range []struct {
 		action      ops.Action
 		short, done string
@@ -243,4 +244,69 @@ func formatProgress(p *tasks.Progress, now time.Time) string {
 		out += ", reported " + ago(p.At, now)
 	}
 	return out
+}
+
+// watchPoll is how often task watch reads a task's new events.
+const watchPoll = 200 * time.Millisecond
+
+func (a *app) taskWatchCommand() *cobra.Command {
+	var from string
+	cmd := &cobra.Command{
+		Use:   "watch TASK_UUID",
+		Short: "Follow a task's events (what it emits, its progress) until it finishes",
+		Long: `watch prints the task's events from the start of its stream (or after the
+event --from), each with its attempt, then follows the stream until the task
+reaches a final state, which it prints last. With --json, one event a line.`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			uuid, last := args[0], from
+			seen := false
+			for {
+				events, st, err := o.TaskEvents(ctx, uuid, last, 500)
+				if err != nil {
+					return err
+				}
+				for _, e := range events {
+					last, seen = e.ID, true
+					if err := a.printEvent(e); err != nil {
+						return err
+					}
+				}
+				if len(events) == 500 {
+					continue
+				}
+				if st == nil && !seen {
+					return fmt.Errorf("task %s: %w", uuid, brokers.ErrTaskNotFound)
+				}
+				if st != nil && st.IsCompleted() {
+					return a.printEvent(tasks.Event{Kind: "state", At: time.Now().UTC(), Data: stateData(st)})
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(watchPoll):
+				}
+			}
+		}),
+	}
+	cmd.Flags().StringVar(&from, "from", "", "print the events after this one (an event ID)")
+	return cmd
+}
+
+// stateData is a state event's data, as AsyncResult.Watch gives it.
+func stateData(st *tasks.TaskState) []byte {
+	raw, _ := json.Marshal(map[string]string{"state": st.State, "error": st.Error})
+	return raw
+}
+
+func (a *app) printEvent(e tasks.Event) error {
+	if a.json {
+		return a.printJSONLine(e)
+	}
+	attempt := "-"
+	if e.Attempt > 0 {
+		attempt = strconv.Itoa(e.Attempt)
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s  %s  %-8s %s\n", e.At.UTC().Format("15:04:05.000"), attempt, e.Kind, e.Data)
+	return err
 }

@@ -330,3 +330,19 @@ func each(ctx context.Context, n int, fn func(ctx context.Context, i int) error)
 	}
 	return errors.Join(errs...)
 }
+
+// TaskEvents returns up to max events of task uuid's stream after the
+// event after ("" from the start), read after the task's state, which it
+// returns too (nil when there is none): when that state is final, the
+// events returned and those before them are all there will be.
+func (o *Ops) TaskEvents(ctx context.Context, uuid, after string, max int) ([]tasks.Event, *tasks.TaskState, error) {
+	st, err := o.st.GetStateContext(ctx, uuid)
+	if err != nil && !errors.Is(err, store.ErrStateNotFound) {
+		return nil, nil, err
+	}
+	events, err := o.st.ReadEvents(ctx, uuid, after, max, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return events, st, nil
+}
