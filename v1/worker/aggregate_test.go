@@ -459,10 +459,14 @@ func TestMembersWithoutAnAggregatorFail(t *testing.T) {
 	if rc := h.spy.retryCalls(); len(rc) != 2 {
 		t.Errorf("%d retries, want one per member before it failed", len(rc))
 	}
-	infos, err := h.mem.ListTasks(context.Background(), testQueue, brokers.StatusArchived, 0, 0)
-	if err != nil || len(infos) != 2 {
-		t.Fatalf("archived tasks: %d, %v; want the 2 members", len(infos), err)
-	}
+	// A member's FAILURE is written before it is archived: wait for both.
+	waitFor(t, "the 2 members archived", func() bool {
+		infos, err := h.mem.ListTasks(context.Background(), testQueue, brokers.StatusArchived, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(infos) == 2
+	})
 }
 
 // A stop waits ShutdownTimeout at most for the batches being built and the
