@@ -193,7 +193,13 @@ type Task struct {
 	// what its worker last wrote while a queue holds it, else what its
 	// final state carries; nil for none.
 	Progress *tasks.Progress `json:",omitempty"`
+	// Events are the last TaskEventsShown events of its stream
+	// (tasks.Emit, its progress), oldest first.
+	Events []tasks.Event `json:",omitempty"`
 }
+
+// TaskEventsShown is how many of a task's last events Task reads.
+const TaskEventsShown = 50
 
 // Task finds the task uuid: in queue, or when queue is "" in every queue
 // (one read per queue, all at once). A task neither a queue nor the
@@ -249,6 +255,9 @@ func (o *Ops) Task(ctx context.Context, uuid, queue string) (*Task, error) {
 	}
 	if t.Progress == nil && t.State != nil {
 		t.Progress = t.State.Progress
+	}
+	if t.Events, err = o.st.LastEvents(ctx, uuid, TaskEventsShown); err != nil && !errors.Is(err, ErrUnsupported) {
+		return nil, err
 	}
 	if t.Info != nil && t.Info.Status == store.StatusActive {
 		ws, err := o.st.Workers(ctx)

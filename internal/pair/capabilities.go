@@ -299,6 +299,15 @@ func (s *Store) ReadEvents(ctx context.Context, uuid, after string, max int, blo
 	return ev.ReadEvents(ctx, uuid, after, max, block)
 }
 
+// LastEvents returns the last n events of task uuid (store.Events).
+func (s *Store) LastEvents(ctx context.Context, uuid string, n int) ([]tasks.Event, error) {
+	ev, ok := s.Backend.(store.Events)
+	if !ok {
+		return nil, unsupported("read a task's events", s.Backend)
+	}
+	return ev.LastEvents(ctx, uuid, n)
+}
+
 // ReadTaskData returns what d's task keeps (store.TaskData).
 func (s *Store) ReadTaskData(ctx context.Context, d *store.Delivery) (map[string][]byte, error) {
 	td, ok := s.broker.(store.TaskData)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,19 +57,36 @@ func (s *Store) ReadEvents(ctx context.Context, uuid, after string, max int, blo
 	}
 	var out []tasks.Event
 	for _, st := range streams {
-		for _, m := range st.Messages {
-			e := tasks.Event{ID: m.ID}
-			e.Kind, _ = m.Values["k"].(string)
-			a, _ := m.Values["a"].(string)
-			e.Attempt, _ = strconv.Atoi(a)
-			t, _ := m.Values["t"].(string)
-			if us, err := strconv.ParseInt(t, 10, 64); err == nil {
-				e.At = time.UnixMicro(us).UTC()
-			}
-			d, _ := m.Values["d"].(string)
-			e.Data = []byte(d)
-			out = append(out, e)
-		}
+		out = append(out, decodeEvents(st.Messages)...)
 	}
 	return out, nil
+}
+
+// LastEvents returns the last n events of task uuid, oldest first.
+func (s *Store) LastEvents(ctx context.Context, uuid string, n int) ([]tasks.Event, error) {
+	msgs, err := s.client.XRevRangeN(ctx, s.keys.events(uuid), "+", "-", int64(n)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the events of task %s: %w", uuid, err)
+	}
+	slices.Reverse(msgs)
+	return decodeEvents(msgs), nil
+}
+
+// decodeEvents decodes stream entries that AppendEvent wrote.
+func decodeEvents(msgs []goredis.XMessage) []tasks.Event {
+	out := make([]tasks.Event, 0, len(msgs))
+	for _, m := range msgs {
+		e := tasks.Event{ID: m.ID}
+		e.Kind, _ = m.Values["k"].(string)
+		a, _ := m.Values["a"].(string)
+		e.Attempt, _ = strconv.Atoi(a)
+		t, _ := m.Values["t"].(string)
+		if us, err := strconv.ParseInt(t, 10, 64); err == nil {
+			e.At = time.UnixMicro(us).UTC()
+		}
+		d, _ := m.Values["d"].(string)
+		e.Data = []byte(d)
+		out = append(out, e)
+	}
+	return out
 }

@@ -19,4 +19,6 @@ type Events interface {
 	// after ("" from the start), waiting up to block for one when there
 	// is none yet (0: not at all).
 	ReadEvents(ctx context.Context, uuid, after string, max int, block time.Duration) ([]tasks.Event, error)
+	// LastEvents returns the last n events of task uuid, oldest first.
+	LastEvents(ctx context.Context, uuid string, n int) ([]tasks.Event, error)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/store"
 	machinery "github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -508,8 +509,14 @@ func TestTaskPageShowsProgress(t *testing.T) {
 	if err := e.srv.GetBroker().(store.TaskData).WriteTaskData(ctx, taken[0], map[string][]byte{store.ProgressKey: raw}); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.srv.GetBackend().(backends.Events).AppendEvent(ctx, sig.UUID, tasks.Event{Kind: "data", Attempt: 1, Data: []byte(`"chunk 31 <done>"`)}); err != nil {
+		t.Fatal(err)
+	}
 	_, body := e.get(client(t), "/tasks/"+sig.UUID+"?queue=long")
 	if !strings.Contains(body, `<progress value="30" max="120"></progress> 30 of 120 · encoding chunk 31`) {
 		t.Fatalf("the task's page shows no progress bar of 30 of 120:\n%s", body)
+	}
+	if !strings.Contains(body, `<td>1</td><td>data</td><td class="mono">&#34;chunk 31 &lt;done&gt;&#34;</td>`) {
+		t.Fatalf("the task's page does not list its event, escaped:\n%s", body)
 	}
 }

@@ -244,6 +244,15 @@ func (b *Backend) ReadEvents(ctx context.Context, uuid, after string, max int, b
 	return events, wrap(err)
 }
 
+// LastEvents returns the last n events of task uuid (see store.Events).
+func (b *Backend) LastEvents(ctx context.Context, uuid string, n int) ([]tasks.Event, error) {
+	if err := b.checkOpen("read events"); err != nil {
+		return nil, err
+	}
+	events, err := b.store.LastEvents(ctx, uuid, n)
+	return events, wrap(err)
+}
+
 // TaskProgress returns the progress sig's task last wrote while it runs,
 // read where the broker keeps it: on the same Redis as this backend (the
 // default), else it finds none. See result.AsyncResult.Progress.
