@@ -143,9 +143,13 @@ func (r *AsyncResult) Progress(ctx context.Context) (*tasks.Progress, error) {
 	return p, nil
 }
 
-// WatchPoll is how often Watch reads a task's new events and state; it
-// also reads them as soon as the backend says the task finished.
+// WatchPoll is how often Watch reads a task's new events; it reads the
+// task's state every watchStateEvery polls, and as soon as the backend
+// says the task finished (one Redis server, the embedded engine).
 const WatchPoll = 100 * time.Millisecond
+
+// watchStateEvery is how many of Watch's polls read the task's state.
+const watchStateEvery = 10
 
 // watchBatch is the most events Watch reads at once.
 const watchBatch = 256
@@ -163,9 +167,11 @@ const watchBatch = 256
 //		fmt.Println(e.Kind, string(e.Data))
 //	}
 //
-// It reads the stream every WatchPoll and when the task finishes, one
-// read at a time, with no connection held between reads. The backend must
-// keep events (backends.Events: both of machinist's do).
+// It reads the stream every WatchPoll, and the task's state every second
+// and when the backend says the task finished (so on a Cluster, which
+// says nothing, the end comes up to a second late), holding no
+// connection between reads. The backend must keep events
+// (backends.Events: both of machinist's do).
 func (r *AsyncResult) Watch(ctx context.Context, after string) iter.Seq2[tasks.Event, error] {
 	return func(yield func(tasks.Event, error) bool) {
 		if r.backend == nil {
@@ -182,13 +188,16 @@ func (r *AsyncResult) Watch(ctx context.Context, after string) iter.Seq2[tasks.E
 		ticker := time.NewTicker(WatchPoll)
 		defer ticker.Stop()
 		last := after
-		for {
+		var state *tasks.TaskState
+		for poll := 0; ; poll++ {
 			// The state first: events written before it became final are
 			// all read below, before the end is told.
-			state, err := r.refresh(ctx)
-			if err != nil {
-				yield(tasks.Event{}, err)
-				return
+			if state == nil || poll%watchStateEvery == 0 {
+				var err error
+				if state, err = r.refresh(ctx); err != nil {
+					yield(tasks.Event{}, err)
+					return
+				}
 			}
 			for {
 				events, err := ev.ReadEvents(ctx, r.Signature.UUID, last, watchBatch, 0)
@@ -217,6 +226,7 @@ func (r *AsyncResult) Watch(ctx context.Context, after string) iter.Seq2[tasks.E
 				return
 			case <-ticker.C:
 			case <-notices:
+				state = nil // read it now
 			}
 		}
 	}
