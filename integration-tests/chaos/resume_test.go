@@ -167,13 +167,23 @@ func registerResume(s *machinery.Server, witness goredis.UniversalClient, key, w
 // runResumeWorker runs a worker process of resumeQueue for spec (see
 // resumeEnv) until the task kills it, or SIGTERM or SIGINT.
 func runResumeWorker(spec string) {
+	runWitnessedWorker("resume", resumeQueue, spec, func(s *machinery.Server, witness goredis.UniversalClient, key string) error {
+		return registerResume(s, witness, key, "A", true)
+	})
+}
+
+// runWitnessedWorker runs worker process "A" of queue, configured from
+// the environment, with what register registers recording on the witness
+// "<url>|<list key>" of spec, until SIGTERM or SIGINT (or its task kills
+// it). It never returns.
+func runWitnessedWorker(name, queue, spec string, register func(s *machinery.Server, witness goredis.UniversalClient, key string) error) {
 	fail := func(msg string) {
-		fmt.Fprintln(os.Stderr, "chaos resume worker: "+msg)
+		fmt.Fprintf(os.Stderr, "chaos %s worker: %s\n", name, msg)
 		os.Exit(2)
 	}
 	witnessURL, key, ok := strings.Cut(spec, "|")
 	if !ok {
-		fail(resumeEnv + ": want 2 fields")
+		fail("want <witness url>|<witness key>, got " + spec)
 	}
 	cnf, err := config.NewFromEnvironment()
 	if err != nil {
@@ -188,13 +198,13 @@ func runResumeWorker(spec string) {
 	if err != nil {
 		fail("witness: " + err.Error())
 	}
-	if err := registerResume(s, goredis.NewClient(opts), key, "A", true); err != nil {
+	if err := register(s, goredis.NewClient(opts), key); err != nil {
 		fail("register: " + err.Error())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	errs := make(chan error, 1)
-	w := s.NewQueuesWorker("A", 1, map[string]int{resumeQueue: 1}, false)
+	w := s.NewQueuesWorker("A", 1, map[string]int{queue: 1}, false)
 	w.LaunchAsync(errs)
 	select {
 	case err := <-errs:

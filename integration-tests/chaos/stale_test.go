@@ -12,10 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -197,40 +195,7 @@ func leaseLost(err error) string {
 // runStaleWorker runs a worker process of staleQueue for spec (see
 // staleEnv) until SIGTERM or SIGINT.
 func runStaleWorker(spec string) {
-	fail := func(msg string) {
-		fmt.Fprintln(os.Stderr, "chaos stale worker: "+msg)
-		os.Exit(2)
-	}
-	witnessURL, key, ok := strings.Cut(spec, "|")
-	if !ok {
-		fail(staleEnv + ": want 2 fields")
-	}
-	cnf, err := config.NewFromEnvironment()
-	if err != nil {
-		fail("config: " + err.Error())
-	}
-	cnf.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := machinery.NewServer(cnf)
-	if err != nil {
-		fail("NewServer: " + err.Error())
-	}
-	opts, err := goredis.ParseURL(witnessURL)
-	if err != nil {
-		fail("witness: " + err.Error())
-	}
-	if err := registerStale(s, goredis.NewClient(opts), key, "A"); err != nil {
-		fail("register: " + err.Error())
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	errs := make(chan error, 1)
-	w := s.NewQueuesWorker("A", 1, map[string]int{staleQueue: 1}, false)
-	w.LaunchAsync(errs)
-	select {
-	case err := <-errs:
-		fail(fmt.Sprintf("worker stopped: %v", err))
-	case <-ctx.Done():
-		w.Quit()
-	}
-	os.Exit(0)
+	runWitnessedWorker("stale", staleQueue, spec, func(s *machinery.Server, witness goredis.UniversalClient, key string) error {
+		return registerStale(s, witness, key, "A")
+	})
 }

@@ -205,20 +205,12 @@ func (o *Ops) Workflow(ctx context.Context, id string, offset, limit int) (*Work
 		wf.Unread = len(unknown) - maxStateReads
 		unknown = unknown[:maxStateReads]
 	}
-	err = each(ctx, len(unknown), func(ctx context.Context, i int) error {
+	err = o.readStates(ctx, len(unknown), func(i int) string { return unknown[i].UUID }, func(i int, st *tasks.TaskState) {
 		n := unknown[i]
-		st, err := o.st.GetStateContext(ctx, n.UUID)
-		switch {
-		case errors.Is(err, store.ErrStateNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
 		n.State, n.Error = st.State, st.Error
 		if n.Name == "" {
 			n.Name = st.TaskName
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -265,17 +257,8 @@ func (o *Ops) graph(ctx context.Context, wf *Workflow, meta *tasks.WorkflowMeta,
 	if offset < len(nodes) {
 		g.Page = nodes[offset:min(offset+limit, len(nodes))]
 	}
-	err := each(ctx, len(g.Page), func(ctx context.Context, i int) error {
-		n := g.Page[i]
-		st, err := o.st.GetStateContext(ctx, n.UUID)
-		switch {
-		case errors.Is(err, store.ErrStateNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		n.State, n.Error = st.State, st.Error
-		return nil
+	err := o.readStates(ctx, len(g.Page), func(i int) string { return g.Page[i].UUID }, func(i int, st *tasks.TaskState) {
+		g.Page[i].State, g.Page[i].Error = st.State, st.Error
 	})
 	if err != nil {
 		return nil, err
@@ -302,6 +285,23 @@ func (o *Ops) graph(ctx context.Context, wf *Workflow, meta *tasks.WorkflowMeta,
 		wf.State = tasks.StateStarted
 	}
 	return wf, nil
+}
+
+// readStates reads the states of n tasks, all at once (see each), the
+// task uuid(i) giving its state to found(i, state); a state the backend
+// has none of is left out.
+func (o *Ops) readStates(ctx context.Context, n int, uuid func(int) string, found func(int, *tasks.TaskState)) error {
+	return each(ctx, n, func(ctx context.Context, i int) error {
+		st, err := o.st.GetStateContext(ctx, uuid(i))
+		switch {
+		case errors.Is(err, store.ErrStateNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		found(i, st)
+		return nil
+	})
 }
 
 // sumUp is the state of a set of tasks in states: FAILURE when one
