@@ -57,6 +57,12 @@ type AggregatingDriver interface {
 	OpenAggregating(ctx context.Context, addr string, h Handlers, agg Aggregation) error
 }
 
+// BatchDriver is a library that sends a batch of independent tasks in
+// one call (machinist's SendTasks), not as a group.
+type BatchDriver interface {
+	SendBatch(ctx context.Context, ts []Task) error
+}
+
 // errNA is returned for what a library does not have (asynq's workflows,
 // results on machinery's null backend, bulk sends).
 var errNA = errors.New("not supported by this library")

@@ -147,6 +147,16 @@ func (d *machinistDriver) SendBulk(ctx context.Context, ts []Task) error {
 	return err
 }
 
+// SendBatch sends ts with SendTasks.
+func (d *machinistDriver) SendBatch(ctx context.Context, ts []Task) error {
+	sigs := make([]*tasks.Signature, len(ts))
+	for i, t := range ts {
+		sigs[i] = machinistSignature(t)
+	}
+	_, err := d.server.SendTasks(ctx, sigs)
+	return err
+}
+
 func (d *machinistDriver) StartWorker(concurrency int) (func(), error) {
 	w := d.server.NewWorker("bench", concurrency)
 	errs := make(chan error, 1)

@@ -1,0 +1,96 @@
+package integration_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	machinery "github.com/b6192125/machinist/v1"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// TestSendTasks: a batch of tasks is sent with one call, each with what
+// a send of its own honours; a task whose UUID is given twice in the
+// batch, or whose unique key is held, is refused on its own, its error at
+// its place, and the others are sent and run.
+func TestSendTasks(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		ctx := e.ctx()
+		const n = 50
+		var sigs []*tasks.Signature
+		for i := range n {
+			sigs = append(sigs, sig("add", int64Arg(int64(i)), int64Arg(1)))
+		}
+		later := time.Now().Add(50 * time.Millisecond)
+		sigs[3].ETA = &later
+		twin := sig("add", int64Arg(7))
+		twin.UUID = "task_bulk_twin_" + p.name
+		twin2 := *twin
+		unique1 := sig("add", int64Arg(5))
+		unique1.UniqueFor = time.Minute
+		unique2 := sig("add", int64Arg(5))
+		unique2.UniqueFor = time.Minute
+		sigs = append(sigs, twin, &twin2, unique1, unique2)
+		results, err := e.server.SendTasks(ctx, sigs)
+		var be *machinery.SendTasksError
+		if !errors.As(err, &be) || len(be.Errs) != len(sigs) {
+			t.Fatalf("SendTasks: %v, want a *SendTasksError with an error per task", err)
+		}
+		notUnique := 0
+		for i, err := range be.Errs {
+			switch {
+			case i == n+1: // the twin's second copy
+				if !errors.Is(err, brokers.ErrDuplicateTask) || !errors.Is(err, machinery.ErrNotSent) || results[i] != nil {
+					t.Errorf("#%d, a UUID given twice: %v, want ErrDuplicateTask and ErrNotSent", i, err)
+				}
+			case (i == n+2 || i == n+3) && errors.Is(err, tasks.ErrNotUnique):
+				// The batch's sends go at once: either holds the key.
+				notUnique++
+				if results[i] != nil {
+					t.Errorf("#%d was refused, and has a result", i)
+				}
+			case err != nil:
+				t.Errorf("#%d: %v", i, err)
+			}
+		}
+		// In eager mode the first may have run, and freed its key, before
+		// the second is sent.
+		if notUnique > 1 || notUnique == 0 && !p.eager {
+			t.Errorf("%d of the two tasks with one unique key refused, want one", notUnique)
+		}
+		for i, r := range results[:n] {
+			out, err := r.GetWithContext(ctx, poll)
+			if err != nil || !reflect.DeepEqual(values(out), []interface{}{int64(i + 1)}) {
+				t.Fatalf("task #%d: %v, %v; want %d", i, values(out), err, i+1)
+			}
+		}
+		if !errors.Is(err, brokers.ErrDuplicateTask) || notUnique == 1 && !errors.Is(err, tasks.ErrNotUnique) {
+			t.Errorf("the batch error %v does not unwrap to its tasks' errors", err)
+		}
+	})
+}
+
+// TestSendTasksRefusesBadBatches: no signatures, too many, or a nil or
+// invalid one: refused whole before anything is sent.
+func TestSendTasksRefusesBadBatches(t *testing.T) {
+	e := newEnv(t, pairs()[0])
+	ctx := e.ctx()
+	ok := sig("record", strArg("should never run"))
+	for name, batch := range map[string][]*tasks.Signature{
+		"empty":   nil,
+		"nil":     {ok, nil},
+		"no name": {ok, {Name: ""}},
+		"too big": make([]*tasks.Signature, machinery.MaxSendTasks+1),
+	} {
+		results, err := e.server.SendTasks(ctx, batch)
+		if !errors.Is(err, machinery.ErrBadBatch) || !errors.Is(err, machinery.ErrNotSent) || results != nil {
+			t.Errorf("%s batch: %v, want ErrBadBatch and ErrNotSent", name, err)
+		}
+	}
+	if n := len(e.calls.times("should never run")); n != 0 {
+		t.Fatalf("a task of a refused batch ran %d times", n)
+	}
+}
