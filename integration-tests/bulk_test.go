@@ -94,3 +94,40 @@ func TestSendTasksRefusesBadBatches(t *testing.T) {
 		t.Fatalf("a task of a refused batch ran %d times", n)
 	}
 }
+
+// TestSendTasksPeelsOffRefusedTasks: a task of the batch whose UUID is
+// queued already is refused on its own; the tasks sent with it in one
+// script run go again without it, and are queued once each.
+func TestSendTasksPeelsOffRefusedTasks(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		ctx := e.ctx()
+		const queue = "bulk_nobody_consumes"
+		idle := func(uuid string) *tasks.Signature {
+			s := sig("add", int64Arg(1))
+			s.UUID, s.RoutingKey = uuid, queue
+			return s
+		}
+		if _, err := e.server.SendTaskWithContext(ctx, idle("task_bulk_queued")); err != nil {
+			t.Fatal(err)
+		}
+		batch := []*tasks.Signature{idle("task_bulk_a"), idle("task_bulk_queued"), idle("task_bulk_b"), idle("task_bulk_c")}
+		results, err := e.server.SendTasks(ctx, batch)
+		var be *machinery.SendTasksError
+		if !errors.As(err, &be) {
+			t.Fatalf("SendTasks: %v, want a *SendTasksError", err)
+		}
+		for i, err := range be.Errs {
+			if refused := i == 1; refused != (err != nil) || refused != (results[i] == nil) {
+				t.Errorf("#%d: %v; want only #1 refused", i, err)
+			}
+		}
+		if !errors.Is(be.Errs[1], brokers.ErrDuplicateTask) {
+			t.Errorf("#1: %v, want ErrDuplicateTask", be.Errs[1])
+		}
+		info, err := e.server.GetBroker().(brokers.Inspector).QueueInfo(ctx, queue)
+		if err != nil || info.Pending != 4 {
+			t.Fatalf("queue %s: %+v, %v; want the 4 tasks pending, each once", queue, info, err)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/b6192125/machinist/internal/store"
+	"github.com/b6192125/machinist/internal/telemetry"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -64,9 +65,11 @@ func (e *SendTasksError) Unwrap() []error {
 // sent), and, when some were not sent, a *SendTasksError whose Errs say
 // why, each as SendTaskWithContext would (a UUID already queued, or given
 // twice in sigs: brokers/iface.ErrDuplicateTask; ErrNotSent or
-// ErrMaybeSent when ctx ended or Redis failed). The tasks of a queue go in
-// script runs of a few hundred, each all or nothing; the batch as a whole
-// is not atomic: a failure leaves the tasks sent before it sent.
+// ErrMaybeSent when ctx ended or Redis failed). On one Redis server the
+// tasks of a queue go up to 1,000 to a script run, each all or nothing;
+// on a Cluster as concurrent sends, which the store gathers into runs of
+// a few hundred. The batch as a whole is not atomic: a failure leaves the
+// tasks sent before it sent.
 //
 // A batch of no signatures, of more than MaxSendTasks, or with a nil or
 // invalid signature is refused whole, before anything is sent, with an
@@ -78,17 +81,18 @@ func (s *Server) SendTasks(ctx context.Context, sigs []*tasks.Signature) ([]*res
 	results := make([]*result.AsyncResult, len(sigs))
 	errs := make([]error, len(sigs))
 	seen := make(map[string]int, len(sigs))
-	var failed bool
 	for i, sig := range sigs {
 		if sig.UUID == "" {
 			continue
 		}
 		if first, dup := seen[sig.UUID]; dup {
 			errs[i] = store.NotSent(fmt.Errorf("machinist: send task %s: also #%d of the batch: %w", sig.UUID, first, brokers.ErrDuplicateTask))
-			failed = true
 			continue
 		}
 		seen[sig.UUID] = i
+	}
+	if s.eager == nil && s.invalid == nil && s.sendEach(ctx, sigs, results, errs) {
+		return results, batchError(errs)
 	}
 	// A few long-lived senders take the tasks in turn: their stacks grow
 	// once, not once per task as a goroutine per task would.
@@ -104,13 +108,54 @@ func (s *Server) SendTasks(ctx context.Context, sigs []*tasks.Signature) ([]*res
 		})
 	}
 	wg.Wait()
+	return results, batchError(errs)
+}
+
+// batchError is the error of a batch whose tasks' errors are errs: nil
+// when all were sent.
+func batchError(errs []error) error {
 	for _, err := range errs {
-		failed = failed || err != nil
+		if err != nil {
+			return &SendTasksError{Errs: errs}
+		}
 	}
-	if failed {
-		return results, &SendTasksError{Errs: errs}
+	return nil
+}
+
+// sendEach sends the tasks of sigs whose errs are nil through the store's
+// batch send, filling in results and errs, and reports whether the store
+// has one (else nothing was sent: the caller sends them one by one).
+func (s *Server) sendEach(ctx context.Context, sigs []*tasks.Signature, results []*result.AsyncResult, errs []error) bool {
+	var live []*tasks.Signature
+	var at []int
+	for i, sig := range sigs {
+		if errs[i] == nil {
+			s.prepare(sig)
+			live = append(live, sig)
+			at = append(at, i)
+		}
 	}
-	return results, nil
+	s.runPrePublish(live...)
+	ctx, span := s.tracing.StartSend(ctx, commonQueue(live), live)
+	defer span.End()
+	sent := s.store().SendEach(ctx, live)
+	if sent == nil {
+		return false
+	}
+	backend := s.GetBackend()
+	var failed error
+	for j, err := range sent {
+		i, sig := at[j], live[j]
+		if err != nil {
+			errs[i] = s.keptOut(ctx, sig, fmt.Errorf("machinist: send task %s (%s): %w", sig.UUID, sig.Name, err))
+			failed = errs[i]
+			continue
+		}
+		results[i] = result.NewAsyncResult(sig, backend)
+		s.metrics.Sent(ctx, sig.RoutingKey, sig.Name, 1)
+	}
+	telemetry.Ended(span, failed)
+	return true
 }
 
 // checkBatch refuses a batch SendTasks cannot take, naming why.

@@ -142,6 +142,23 @@ func (s *Store) Send(ctx context.Context, p store.SendParams) error {
 	return nil
 }
 
+// SendEach publishes each of sigs with its PENDING state, as Send would
+// publish it alone, in few calls, and returns each one's error; nil when
+// the broker cannot (store.EachSender): the caller sends them one by one.
+func (s *Store) SendEach(ctx context.Context, sigs []*tasks.Signature) []error {
+	es, ok := s.joined.(store.EachSender)
+	if !ok {
+		return nil
+	}
+	errs := es.PublishPendingEach(ctx, sigs)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("publish: %w", SendFailed(err))
+		}
+	}
+	return errs
+}
+
 // Publish publishes sigs without their states.
 func (s *Store) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
 	return SendFailed(s.broker.Publish(ctx, sigs...))

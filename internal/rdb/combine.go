@@ -104,16 +104,26 @@ func publishOutcome(queue string, reply interface{}) error {
 	switch code {
 	case statusNotUnique:
 		// Store.Publish adds the key, which it knows from the signature.
-		return transport.Unsent(&tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder})
+		return &refusedTask{task: id, err: transport.Unsent(&tasks.NotUniqueError{Queue: queue, Task: id, Holder: holder})}
 	case statusReplaced:
 		return &replacedHolder{task: id, holder: holder}
 	case statusCancelled:
-		return transport.Unsent(&store.CancelledError{Task: id, Reason: holder})
+		return &refusedTask{task: id, err: transport.Unsent(&store.CancelledError{Task: id, Reason: holder})}
 	case statusDuplicate, statusNoAggregator:
-		return transport.Unsent(statusError(code, id))
+		return &refusedTask{task: id, err: transport.Unsent(statusError(code, id))}
 	}
 	return statusError(code, id)
 }
+
+// refusedTask is the error of a publish that enqueue.lua refused because
+// of one of its tasks (named task): nothing of the publish was written.
+type refusedTask struct {
+	task string
+	err  error
+}
+
+func (e *refusedTask) Error() string { return e.err.Error() }
+func (e *refusedTask) Unwrap() error { return e.err }
 
 // join adds r to the call its queue's publishes are gathering, opening one
 // (and queueing it with Batcher.Run, with ctx, the publish's context) when

@@ -123,6 +123,14 @@ type Settlement struct {
 	Take *Take
 }
 
+// EachSender is a StateBroker that publishes many tasks, each on its own
+// as PublishPending would publish it alone, in few calls (SendTasks). It
+// returns each one's error, aligned with sigs, or nil when it cannot (a
+// Cluster): the caller sends them one by one.
+type EachSender interface {
+	PublishPendingEach(ctx context.Context, sigs []*tasks.Signature) []error
+}
+
 // StateBroker is a broker joined to its result backend on one store (the
 // embedded engine, or a single Redis server), so that it writes task
 // states in the same step as it moves the tasks.

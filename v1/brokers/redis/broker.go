@@ -196,6 +196,24 @@ func (b *Broker) PublishPending(ctx context.Context, p store.SendParams) error {
 	return wrap(b.store.Publish(ctx, rdb.PublishParams{Tasks: p.Tasks, Pending: true, Fresh: p.Fresh}))
 }
 
+var _ store.EachSender = (*Broker)(nil)
+
+// PublishPendingEach publishes each of sigs, PENDING, as PublishPending
+// would publish it alone, many to an enqueue call, and returns each one's
+// error; nil off a single server (see store.EachSender).
+func (b *Broker) PublishPendingEach(ctx context.Context, sigs []*tasks.Signature) []error {
+	if !b.store.OneNode() {
+		return nil
+	}
+	errs := b.store.PublishEach(ctx, sigs)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = wrap(err)
+		}
+	}
+	return errs
+}
+
 // Fetch takes up to max pending tasks from queues, in order (in each
 // queue, tasks rerouted to names first; a sharded queue's shards from one
 // picked at random), waiting on the queues' wake-up lists while there are
