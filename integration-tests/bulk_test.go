@@ -3,10 +3,12 @@ package integration_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	machinery "github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -128,6 +130,46 @@ func TestSendTasksPeelsOffRefusedTasks(t *testing.T) {
 		info, err := e.server.GetBroker().(brokers.Inspector).QueueInfo(ctx, queue)
 		if err != nil || info.Pending != 4 {
 			t.Fatalf("queue %s: %+v, %v; want the 4 tasks pending, each once", queue, info, err)
+		}
+	})
+}
+
+// TestTypedSendAndResults: a signature made from Go values, and its
+// results read as Go types.
+func TestTypedSendAndResults(t *testing.T) {
+	forEachPair(t, func(t *testing.T, p pair) {
+		e := newEnv(t, p)
+		ctx := e.ctx()
+		if err := e.server.RegisterTask("point", func(x, y int) (map[string]int, error) {
+			return map[string]int{"X": x, "Y": y}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		send := func(name string, args ...any) *result.AsyncResult {
+			t.Helper()
+			s, err := tasks.NewSignatureOf(name, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := e.server.SendTaskWithContext(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if sum, err := result.Get1[int64](ctx, send("add", int64(40), int64(2))); err != nil || sum != 42 {
+			t.Errorf("Get1[int64]: %v, %v; want 42", sum, err)
+		}
+		n, s, err := result.Get2[int64, string](ctx, send("multiple_values", int64(2), "ab"))
+		if err != nil || n != 4 || s != "abab" {
+			t.Errorf("Get2[int64, string]: %v, %q, %v; want 4, abab", n, s, err)
+		}
+		type point struct{ X, Y int }
+		if pt, err := result.Get1[point](ctx, send("point", 3, 4)); err != nil || pt != (point{3, 4}) {
+			t.Errorf("Get1[point]: %+v, %v; want {3 4}", pt, err)
+		}
+		if _, err := result.Get1[string](ctx, send("add", int64(1))); err == nil || !strings.Contains(err.Error(), "int64 is not a string") {
+			t.Errorf("Get1[string] of an int64: %v, want an error naming both types", err)
 		}
 	})
 }
