@@ -102,6 +102,12 @@ func TestProgressWhileRunningAndAfter(t *testing.T) {
 		if last.Done != 5 || last.Total != 10 || last.Message != "halfway" || last.At.IsZero() {
 			t.Fatalf("progress while running %+v, want 5 of 10, halfway, with its time", last)
 		}
+		// The running task's state carries it too, once it has one
+		// (STARTED, a millisecond into the run).
+		waitFor(t, "the running task's state with its progress", func() bool {
+			st := res.GetState()
+			return st.State == tasks.StateStarted && st.Progress != nil && st.Progress.Done == 5
+		})
 		close(release)
 		if _, err := res.GetWithContext(ctx, poll); err != nil {
 			t.Fatal(err)

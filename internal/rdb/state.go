@@ -414,6 +414,13 @@ func (s *Store) stateFields(ctx context.Context, queue, taskUUID string) (map[st
 		if len(fields) == 0 {
 			return nil, err
 		}
+		if err == nil && queue != "" && fields["progress"] == "" && fields["state"] != tasks.StateSuccess && fields["state"] != tasks.StateFailure {
+			// A running task's progress is in its hash, in its queue's slot.
+			p, perr := s.client.HGet(ctx, s.keys.queue(queue).task+taskUUID, dataPrefix+store.ProgressKey).Result()
+			if perr == nil {
+				fields["progress"] = p
+			}
+		}
 		return fields, err
 	}
 	cmd := s.batch.RunScript(ctx, taskUUID, getStateScript, []string{key, s.keys.queues()}, s.keys.prefix+":{", taskUUID, queue)

@@ -42,8 +42,9 @@ type TaskState struct {
 	// Workflow is the WorkflowUUID of the task's signature: the chain,
 	// group or chord it was sent in. machinist extension.
 	Workflow string `json:",omitempty" bson:"workflow,omitempty"`
-	// Progress is the last progress the task reported (SetProgress), on
-	// its final state. machinist extension.
+	// Progress is the last progress the task reported (SetProgress): on
+	// its final state, and, read with the task's queue known (the state
+	// of a sent task's AsyncResult), while it runs. machinist extension.
 	Progress *Progress `json:",omitempty" bson:"progress,omitempty"`
 }
 

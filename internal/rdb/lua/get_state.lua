@@ -19,6 +19,10 @@
 -- ARGV[3] the queue to look in first, the one the task was sent to ("" when
 --         not known)
 --
+-- A state hash read with ARGV[3] gets the progress the running task keeps
+-- in its hash (x:progress, rdb's taskdata.go) as its "progress" field,
+-- when it has none of its own (a final state carries its last).
+--
 -- Returns {1, field, value, ...}: the state hash; {2, msg, at, state,
 -- error}: a task with no state hash that its queue holds, its message,
 -- when it was sent (ms since the epoch, "" when unknown), and its state
@@ -28,6 +32,17 @@
 -- Q queues.
 local h = redis.call("HGETALL", KEYS[1])
 if #h > 0 then
+	if ARGV[3] ~= "" then
+		local own = false
+		for i = 1, #h, 2 do
+			own = own or h[i] == "progress"
+		end
+		local p = not own and redis.call("HGET", ARGV[1] .. ARGV[3] .. "}:t:" .. ARGV[2], "x:progress")
+		if p then
+			table.insert(h, "progress")
+			table.insert(h, p)
+		end
+	end
 	table.insert(h, 1, 1)
 	return h
 end

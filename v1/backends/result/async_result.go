@@ -123,7 +123,7 @@ func (r *AsyncResult) Progress(ctx context.Context) (*tasks.Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	if state.IsCompleted() {
+	if state.IsCompleted() || state.Progress != nil {
 		return state.Progress, nil
 	}
 	pr, ok := r.backend.(ProgressReader)
