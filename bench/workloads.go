@@ -150,14 +150,31 @@ func (b *bench) enqueue(ctx context.Context, lib string, rep int) {
 		}()
 	}
 	size := min(10000, b.n)
-	variant := fmt.Sprintf("bulk: a group of %d", size)
+	b.timeBulk(ctx, lib, rep, fmt.Sprintf("bulk: a group of %d", size), size, func(d Driver, ts []Task) error {
+		return d.SendBulk(ctx, ts)
+	})
+	// A batch of independent tasks (machinist's SendTasks).
+	for _, size := range []int{10000, 100000} {
+		b.timeBulk(ctx, lib, rep, fmt.Sprintf("bulk: a batch of %d (SendTasks)", size), size, func(d Driver, ts []Task) error {
+			bd, ok := d.(BatchDriver)
+			if !ok {
+				return errNA
+			}
+			return bd.SendBatch(ctx, ts)
+		})
+	}
+}
+
+// timeBulk times send of size no-op tasks with lib's driver on an empty
+// Redis, after one untimed send that warms it, as variant.
+func (b *bench) timeBulk(ctx context.Context, lib string, rep int, variant string, size int, send func(Driver, []Task) error) {
 	d, err := b.open(ctx, lib, nil)
 	if err != nil {
 		b.addErr(lib, "enqueue", variant, "tasks/s", rep, err)
 		return
 	}
-	if err := d.Send(ctx, Task{Name: taskNoop}); err != nil { // warm-up, untimed
-		d.Close()
+	defer d.Close()
+	if err := d.Send(ctx, Task{Name: taskNoop}); err != nil {
 		b.addErr(lib, "enqueue", variant, "tasks/s", rep, err)
 		return
 	}
@@ -166,49 +183,11 @@ func (b *bench) enqueue(ctx context.Context, lib string, rep int) {
 		ts[i] = Task{Name: taskNoop}
 	}
 	start := time.Now()
-	if err := d.SendBulk(ctx, ts); err != nil {
-		d.Close()
+	if err := send(d, ts); err != nil {
 		b.addErr(lib, "enqueue", variant, "tasks/s", rep, err)
 		return
 	}
 	b.add(lib, "enqueue", variant, "tasks/s", rep, float64(size)/time.Since(start).Seconds())
-	d.Close()
-	b.sendBatches(ctx, lib, rep)
-}
-
-// sendBatches times a batch of 10,000 and one of 100,000 tasks sent by the
-// library's batch send (machinist's SendTasks), each on an empty Redis.
-func (b *bench) sendBatches(ctx context.Context, lib string, rep int) {
-	for _, size := range []int{10000, 100000} {
-		variant := fmt.Sprintf("bulk: a batch of %d (SendTasks)", size)
-		func() {
-			d, err := b.open(ctx, lib, nil)
-			if err != nil {
-				b.addErr(lib, "enqueue", variant, "tasks/s", rep, err)
-				return
-			}
-			defer d.Close()
-			bd, ok := d.(BatchDriver)
-			if !ok {
-				b.addErr(lib, "enqueue", variant, "tasks/s", rep, errNA)
-				return
-			}
-			if err := d.Send(ctx, Task{Name: taskNoop}); err != nil { // warm-up, untimed
-				b.addErr(lib, "enqueue", variant, "tasks/s", rep, err)
-				return
-			}
-			ts := make([]Task, size)
-			for i := range ts {
-				ts[i] = Task{Name: taskNoop}
-			}
-			start := time.Now()
-			if err := bd.SendBatch(ctx, ts); err != nil {
-				b.addErr(lib, "enqueue", variant, "tasks/s", rep, err)
-				return
-			}
-			b.add(lib, "enqueue", variant, "tasks/s", rep, float64(size)/time.Since(start).Seconds())
-		}()
-	}
 }
 
 // ---- e2e and cost -----------------------------------------------------
