@@ -71,27 +71,58 @@ func (s *Store) enqueue(ctx context.Context, name string, q *enqueueArgs) error 
 		return transport.Unsent(fmt.Errorf("publish to queue %s: %w", name, err))
 	}
 	r := &publishReq{q: q, token: randomHex(8)}
-	c := s.join(ctx, name, r)
+	return s.await(ctx, name, s.join(ctx, name, r), []*publishReq{r})[0]
+}
+
+// await waits for c, a call to queue name, and returns the outcome of
+// each of reqs, the caller's publishes in it. When ctx ends first it
+// returns ctx's error at once, marked as not sent when the call had not
+// been built (the publishes leave it), else as unanswered; after a
+// failed call, each publish is sent again alone (enqueueAgain).
+func (s *Store) await(ctx context.Context, name string, c *combined, reqs []*publishReq) []error {
+	errs := make([]error, len(reqs))
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 		s.comb.mu.Lock()
 		built := c.built
-		r.gone = !built // never sent
-		s.comb.mu.Unlock()
-		if !built {
-			return transport.Unsent(fmt.Errorf("publish to queue %s: still waiting to be sent: %w", name, ctx.Err()))
+		for _, r := range reqs {
+			r.gone = !built // never sent
 		}
+		s.comb.mu.Unlock()
+		var err error
 		select {
 		case <-c.done: // answered meanwhile
 		default:
-			return transport.Unanswered(fmt.Errorf("publish to queue %s: sent, no reply yet: %w", name, ctx.Err()))
+			if built {
+				err = transport.Unanswered(fmt.Errorf("publish to queue %s: sent, no reply yet: %w", name, ctx.Err()))
+			} else {
+				err = transport.Unsent(fmt.Errorf("publish to queue %s: still waiting to be sent: %w", name, ctx.Err()))
+			}
+		}
+		if err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
 		}
 	}
 	if c.err != nil {
-		return s.enqueueAgain(ctx, name, q, r.token, c.err)
+		if len(reqs) == 1 {
+			errs[0] = s.enqueueAgain(ctx, name, reqs[0].q, reqs[0].token, c.err)
+			return errs
+		}
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Go(func() { errs[i] = s.enqueueAgain(ctx, name, r.q, r.token, c.err) })
+		}
+		wg.Wait()
+		return errs
 	}
-	return publishOutcome(name, r.reply)
+	for i, r := range reqs {
+		errs[i] = publishOutcome(name, r.reply)
+	}
+	return errs
 }
 
 // publishOutcome is the error, or nil, that a publish's element of an

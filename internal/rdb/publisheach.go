@@ -171,12 +171,11 @@ func (s *Store) addMessage(q *enqueueArgs, sig *tasks.Signature) error {
 }
 
 // enqueueEach publishes reqs, publishes of queue name, in one enqueue
-// call (of its own: concurrent senders do not join it), and returns each
-// one's outcome; after a failed call, each is published alone
-// (enqueueAgain).
+// call of its own (concurrent senders do not join it), and returns each
+// one's outcome (await).
 func (s *Store) enqueueEach(ctx context.Context, name string, reqs []*publishReq) []error {
-	errs := make([]error, len(reqs))
 	if err := s.registerQueue(ctx, name); err != nil {
+		errs := make([]error, len(reqs))
 		for i := range errs {
 			errs[i] = transport.Unsent(err)
 		}
@@ -185,39 +184,11 @@ func (s *Store) enqueueEach(ctx context.Context, name string, reqs []*publishReq
 	c := &combined{reqs: reqs, tasks: len(reqs), done: make(chan struct{})}
 	build, after := s.callOf(c, combineKey{queue: name, implicit: true}, reqs[0].q.queue)
 	if !s.batch.Run(ctx, name, build, after) {
+		errs := make([]error, len(reqs))
 		for i := range errs {
 			errs[i] = transport.Unsent(fmt.Errorf("publish to queue %s: %w", name, transport.ErrClosed))
 		}
 		return errs
 	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		s.comb.mu.Lock()
-		built := c.built
-		for _, r := range reqs {
-			r.gone = !built
-		}
-		s.comb.mu.Unlock()
-		for i := range errs {
-			if built {
-				errs[i] = transport.Unanswered(fmt.Errorf("publish to queue %s: sent, no reply yet: %w", name, ctx.Err()))
-			} else {
-				errs[i] = transport.Unsent(fmt.Errorf("publish to queue %s: still waiting to be sent: %w", name, ctx.Err()))
-			}
-		}
-		return errs
-	}
-	if c.err != nil {
-		var wg sync.WaitGroup
-		for i, r := range reqs {
-			wg.Go(func() { errs[i] = s.enqueueAgain(ctx, name, r.q, r.token, c.err) })
-		}
-		wg.Wait()
-		return errs
-	}
-	for i, r := range reqs {
-		errs[i] = publishOutcome(name, r.reply)
-	}
-	return errs
+	return s.await(ctx, name, c, reqs)
 }
