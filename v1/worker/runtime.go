@@ -34,7 +34,7 @@ type runtime struct {
 	span trace.Span // the run's: progress, checkpoints and steps are its events
 
 	mu        sync.Mutex
-	data      map[string][]byte // nil until read
+	data      map[string][]byte // nil until read (with a delivery)
 	progress  *tasks.Progress   // the last reported
 	dirty     bool              // progress not written yet
 	scheduled bool              // a write of it is due
@@ -192,15 +192,14 @@ func (r *runtime) DataKeys(ctx context.Context) (int, error) {
 
 func (r *runtime) WriteData(ctx context.Context, key string, value []byte) error {
 	if r.d != nil {
-		if err := r.load(ctx); err != nil {
-			return err
-		}
 		if err := r.w.store.WriteTaskData(ctx, r.d, map[string][]byte{key: value}); err != nil {
 			return err
 		}
 	}
 	r.mu.Lock()
-	r.data[key] = value
+	if r.data != nil { // else the first read reads it with the rest
+		r.data[key] = value
+	}
 	span := r.span
 	r.mu.Unlock()
 	if name, step := strings.CutPrefix(key, "step:"); step {
