@@ -290,10 +290,7 @@ func (h *handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	d := workflowData{base: h.base(w, r, title, "")}
 	d.Workflow = wf
 	d.Graph = layoutWorkflow(wf, h.prefix)
-	for s, n := range wf.Counts {
-		d.States = append(d.States, stateCount{State: stateName(s), Count: n})
-	}
-	slices.SortFunc(d.States, func(a, b stateCount) int { return strings.Compare(a.State, b.State) })
+	d.States = stateCounts(wf.Counts)
 	d.Finished = true
 	nodes := 0
 	walk(wf.Root, func(n *ops.Node) {
@@ -323,10 +320,7 @@ func (h *handler) graphPage(w http.ResponseWriter, r *http.Request, wf *ops.Work
 		title += " " + g.Name
 	}
 	d := workflowData{base: h.base(w, r, title, ""), Workflow: wf, Graph: layoutDAG(wf, h.prefix)}
-	for s, n := range wf.Counts {
-		d.States = append(d.States, stateCount{State: stateName(s), Count: n})
-	}
-	slices.SortFunc(d.States, func(a, b stateCount) int { return strings.Compare(a.State, b.State) })
+	d.States = stateCounts(wf.Counts)
 	for _, n := range g.Page {
 		if n.State == tasks.StateFailure {
 			d.Failed = append(d.Failed, &ops.Node{UUID: n.UUID, Name: n.Name, Queue: n.Queue, Error: n.Error})
@@ -346,6 +340,16 @@ func (h *handler) graphPage(w http.ResponseWriter, r *http.Request, wf *ops.Work
 	}
 	d.Live = !d.Finished
 	h.render(w, r, "workflow", d)
+}
+
+// stateCounts lists counts, by state, in the order of the states' names.
+func stateCounts(counts map[string]int) []stateCount {
+	var out []stateCount
+	for s, n := range counts {
+		out = append(out, stateCount{State: stateName(s), Count: n})
+	}
+	slices.SortFunc(out, func(a, b stateCount) int { return strings.Compare(a.State, b.State) })
+	return out
 }
 
 // liveWorkflowMax is the most tasks a workflow's page may have to be

@@ -41,9 +41,10 @@ func WithParents(ctx context.Context, fn ParentsFunc) context.Context {
 // WorkflowParents returns the parents of the workflow node whose task's
 // context ctx is, in the order of its deps (WorkflowNode.Deps), each with
 // its task's state: how a node that follows one allowed to fail
-// (AllowFailure) learns that it failed, and why. It reads the workflow's
-// record and one state per parent, so it costs a few round trips to the
-// broker. A task that is not a node of a workflow sent with
+// (AllowFailure) learns that it failed, and why. The node's signature
+// names its parents (Signature.WorkflowParents); it reads one state per
+// parent, a round trip to the backend each. A task that is not a node of
+// a workflow sent with
 // SendWorkflowWithContext: nil, ErrNotWorkflowNode.
 func WorkflowParents(ctx context.Context) ([]ParentState, error) {
 	fn, _ := ctx.Value(parentsCtxKey{}).(ParentsFunc)
