@@ -146,6 +146,10 @@ func (a *app) printQueue(q *ops.Queue, groups []*brokers.AggregationInfo) error 
 		{"Archived", q.Archived}, {"Limited", q.Limited}, {"Aggregating", q.Aggregating}} {
 		f.add(c.name, strconv.Itoa(c.n))
 	}
+	if len(q.Levels) > 0 {
+		f.add("Pending by priority", ops.LevelCounts(q.Levels))
+		f.add("Fair keys", strconv.Itoa(q.FairKeys))
+	}
 	f.add("Processed", fmt.Sprintf("%d in the last minute, %d in the last hour", q.Processed.Minute, q.Processed.Hour))
 	f.add("Failed", fmt.Sprintf("%d in the last minute, %d in the last hour", q.Failed.Minute, q.Failed.Hour))
 	if err := f.flush(); err != nil {

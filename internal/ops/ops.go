@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -354,4 +355,16 @@ func (o *Ops) TaskEvents(ctx context.Context, uuid, after string, max int) ([]ta
 		return nil, nil, err
 	}
 	return events, st, nil
+}
+
+// LevelCounts reads "9: 3, 0: 120": the pending tasks of each priority
+// level, highest first.
+func LevelCounts(levels map[int]int) string {
+	keys := slices.Sorted(maps.Keys(levels))
+	slices.Reverse(keys)
+	parts := make([]string, len(keys))
+	for i, l := range keys {
+		parts[i] = fmt.Sprintf("%d: %d", l, levels[l])
+	}
+	return strings.Join(parts, ", ")
 }

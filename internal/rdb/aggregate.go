@@ -332,12 +332,16 @@ func (s *Store) CompleteBatch(ctx context.Context, b *store.Batch, aggregate *ta
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	band, err := bandItem(aggregate)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	if aggregate.RoutingKey != b.Queue && !s.oneNode {
-		return s.handOver(ctx, b, aggregate, msg, eta, limit)
+		return s.handOver(ctx, b, aggregate, msg, eta, limit, band)
 	}
 	keys := []string{qk.aggBatch(b.ID), qk.aggBatches(b.Name), qk.aggCount, ak.task + aggregate.UUID,
 		ak.pending, ak.scheduled, ak.archived, ak.notify}
-	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, completeCodes, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limit)
+	code, err := s.settleBatch(ctx, "complete_batch", completeBatchScript, completeCodes, b, keys, b.ID, b.Lease.Token(), qk.task, aggregate.UUID, msg, eta, limit, band)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", what, err)
@@ -402,7 +406,7 @@ const handedForgottenLife = 10
 //  4. The marker, so far without expiry, is given handedForgottenLife
 //     leases. Should this fail (the worker died just before), the marker
 //     stays: one small key.
-func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.Signature, msg []byte, eta int64, limit string) error {
+func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.Signature, msg []byte, eta int64, limit, band string) error {
 	what := "complete batch " + b.ID
 	qk, ak := s.keys.queue(b.Queue), s.keys.queue(aggregate.RoutingKey)
 	code, err := s.settleBatch(ctx, "hand_batch", handBatchScript, batchCodes, b, []string{qk.aggBatch(b.ID)}, b.Lease.Token(), msg)
@@ -425,7 +429,7 @@ func (s *Store) handOver(ctx context.Context, b *store.Batch, aggregate *tasks.S
 	sent := ak.aggSent(aggregate.UUID)
 	code, err = s.evalStatus(ctx, "publish_handed", publishHandedScript,
 		[]string{sent, ak.task + aggregate.UUID, ak.pending, ak.scheduled, ak.archived, ak.notify},
-		[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token()}, transport.Retry{While: b.Lease.Valid}, statusOK, statusDuplicate)
+		[]interface{}{aggregate.UUID, msg, eta, limit, b.Lease.Token(), band}, transport.Retry{While: b.Lease.Valid}, statusOK, statusDuplicate)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: publish aggregate %s handed over: %w", what, aggregate.UUID, err)

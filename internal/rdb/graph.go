@@ -17,7 +17,7 @@ import (
 
 // graphNode is a node of a workflow's graph as its nodes hash holds it
 // (lua/lib/graph.lua and graph_fail.lua read it): its task's id, name,
-// queue (the shard, for a sharded queue), stored message, ETA and limit,
+// queue (the shard, for a sharded queue), stored message, ETA, limit and band,
 // the keys of its deps and of its successors, whether it is Immutable
 // (its deps' results are not added to it), whether it may fail
 // (tasks.AllowFailure: 1, or 2 with RunNextAtOnce) and whether it has
@@ -29,6 +29,7 @@ type graphNode struct {
 	Msg       string   `json:"m"`
 	ETA       int64    `json:"e,omitempty"` // ms
 	Limit     string   `json:"l,omitempty"` // limitItem's
+	Band      string   `json:"b,omitempty"` // bandItem's
 	Deps      []string `json:"d,omitempty"`
 	Succ      []string `json:"s,omitempty"`
 	Immutable bool     `json:"i,omitempty"`
@@ -88,6 +89,9 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 		}
 		qk := s.keys.queue(node.Queue)
 		if node.Limit, err = limitItem(qk, sig.Limit); err != nil {
+			return fmt.Errorf("record workflow %s: node %q: %w", g.ID, n.Key, err)
+		}
+		if node.Band, err = bandItem(sig); err != nil {
 			return fmt.Errorf("record workflow %s: node %q: %w", g.ID, n.Key, err)
 		}
 		if !queues[node.Queue] {
@@ -181,7 +185,7 @@ func (s *Store) WithdrawGraph(id string) error {
 
 // graphReadyItems is how many items lib/graph.lua's graph_ready gives per
 // node: id, queue, message, ETA and limit.
-const graphReadyItems = 5
+const graphReadyItems = 6
 
 // NodeSucceeded records that sig, a node of its workflow's graph,
 // succeeded with results, and returns the nodes that follow it and are
@@ -215,7 +219,7 @@ func (s *Store) NodeSucceeded(ctx context.Context, sig *tasks.Signature, results
 // says are ready: a status, then graph_ready's items for each.
 func (s *Store) readyNodes(script, id string, items []interface{}) ([]*tasks.Signature, error) {
 	if len(items) == 0 || (len(items)-1)%graphReadyItems != 0 {
-		return nil, malformed(script, nil, "%d items, not a status and 5 items per node", len(items))
+		return nil, malformed(script, nil, "%d items, not a status and %d items per node", len(items), graphReadyItems)
 	}
 	next := make([]*tasks.Signature, 0, (len(items)-1)/graphReadyItems)
 	for i := 1; i < len(items); i += graphReadyItems {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -31,6 +33,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, 
 	qk := s.keys.queue(queue)
 	pipe := s.client.Pipeline()
 	pending := pipe.LLen(ctx, qk.pending)
+	banded := pipe.Exists(ctx, qk.levels())
 	active := pipe.ZCard(ctx, qk.lease)
 	scheduled := pipe.ZCard(ctx, qk.scheduled)
 	retry := pipe.ZCard(ctx, qk.retry)
@@ -47,6 +50,23 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, 
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
 	nPending := pending.Val()
+	var levels map[int]int
+	fairKeys := 0
+	if banded.Val() == 1 {
+		bands, err := s.bands(ctx, qk)
+		if err != nil {
+			return nil, fmt.Errorf("queue info %s: %w", queue, err)
+		}
+		levels = make(map[int]int)
+		nPending = 0
+		for _, b := range bands {
+			nPending += b.len
+			levels[b.level] += int(b.len)
+			if b.key != "" {
+				fairKeys++
+			}
+		}
+	}
 	if names := rerouted.Val(); len(names) > 0 {
 		// Tasks rerouted to the workers that have them are pending too.
 		pipe := s.client.Pipeline()
@@ -72,6 +92,8 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, 
 
 		Aggregating: nAggregating,
 		Limited:     int(limited.Val()),
+		Levels:      levels,
+		FairKeys:    fairKeys,
 	}, nil
 }
 
@@ -109,41 +131,105 @@ func (s *Store) ListTasks(ctx context.Context, queue string, status store.TaskSt
 	return s.taskInfos(ctx, queue, status, ids)
 }
 
+// band is one list of a queue's pending tasks (lua/lib/band.lua): its
+// priority level, fair key ("" for none) and length.
+type band struct {
+	list  string
+	level int
+	key   string
+	len   int64
+}
+
+// bands returns the bands of queue qk with tasks, in the order they are
+// served (bands.lua).
+func (s *Store) bands(ctx context.Context, qk *queueKeys) ([]band, error) {
+	v, err := s.repl.Eval(ctx, s.client, false, bandsScript, []string{qk.pending}, nil).Result()
+	if err != nil {
+		return nil, err
+	}
+	items, ok := v.([]interface{})
+	if !ok || len(items)%2 != 0 {
+		return nil, malformed("bands", nil, "%T of %v, not band, length pairs", v, v)
+	}
+	bands := make([]band, 0, len(items)/2)
+	for i := 0; i < len(items); i += 2 {
+		name, _ := items[i].(string)
+		n, _ := items[i+1].(int64)
+		b := band{list: qk.pending, len: n}
+		if name != "" {
+			b.list = qk.pending + ":" + name
+			level, key, _ := strings.Cut(name, ":")
+			if b.level, err = strconv.Atoi(level); err != nil {
+				return nil, malformed("bands", err, "band %q", name)
+			}
+			b.key = key
+		}
+		bands = append(bands, b)
+	}
+	return bands, nil
+}
+
 // pendingIDs returns the ids of the pending tasks from start to stop (-1:
-// to the end): the pending list, then the tasks rerouted to the workers
-// that have them, by name.
+// to the end): those on the pending list or its bands, in the order the
+// bands are served, then the tasks rerouted to the workers that have
+// them, by name.
 func (s *Store) pendingIDs(ctx context.Context, qk *queueKeys, start, stop int64) ([]string, error) {
 	names, err := s.client.SMembers(ctx, qk.rerouted).Result()
-	if err != nil || len(names) == 0 {
-		if err != nil {
+	if err != nil {
+		return nil, err
+	}
+	bands := []band{{list: qk.pending, len: -1}}
+	if s.client.Exists(ctx, qk.levels()).Val() == 1 {
+		if bands, err = s.bands(ctx, qk); err != nil {
 			return nil, err
 		}
-		return s.client.LRange(ctx, qk.pending, start, stop).Result()
 	}
-	// The page of the pending list, then of the tasks rerouted, which are
-	// few and short-lived: those are read whole.
+	if len(names) == 0 && len(bands) == 1 {
+		return s.client.LRange(ctx, bands[0].list, start, stop).Result()
+	}
+	if bands[0].len < 0 {
+		bands[0].len = s.client.LLen(ctx, qk.pending).Val()
+	}
+	// The page of each band it spans, then of the tasks rerouted, which
+	// are few and short-lived: those are read whole.
 	sort.Strings(names)
 	pipe := s.client.Pipeline()
-	n := pipe.LLen(ctx, qk.pending)
-	page := pipe.LRange(ctx, qk.pending, start, stop)
+	var pages []*goredis.StringSliceCmd
+	var n int64 // tasks in the bands before this one
+	for _, b := range bands {
+		from, to := max(start-n, 0), b.len-1
+		if stop >= 0 {
+			to = min(to, stop-n)
+		}
+		if from <= to {
+			pages = append(pages, pipe.LRange(ctx, b.list, from, to))
+		}
+		n += b.len
+	}
 	lists := make([]*goredis.StringSliceCmd, len(names))
 	for i, name := range names {
 		lists[i] = pipe.LRange(ctx, qk.rerouted+":"+name, 0, -1)
 	}
+	if len(pages)+len(lists) == 0 {
+		return nil, nil
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
-	ids := page.Val()
-	if stop >= 0 && stop < n.Val() {
+	var ids []string
+	for _, p := range pages {
+		ids = append(ids, p.Val()...)
+	}
+	if stop >= 0 && stop < n {
 		return ids, nil
 	}
 	var rerouted []string
 	for _, l := range lists {
 		rerouted = append(rerouted, l.Val()...)
 	}
-	from, to := max(start-n.Val(), 0), int64(len(rerouted))-1
+	from, to := max(start-n, 0), int64(len(rerouted))-1
 	if stop >= 0 {
-		to = min(to, stop-n.Val())
+		to = min(to, stop-n)
 	}
 	if from <= to {
 		ids = append(ids, rerouted[from:to+1]...)

@@ -227,6 +227,10 @@ func (k *keys) queue(name string) *queueKeys {
 	return qk
 }
 
+// levels is the zset of the levels of q's bands with tasks
+// (lua/lib/band.lua).
+func (qk *queueKeys) levels() string { return qk.pending + ":levels" }
+
 // namesNotify is the wake-up list of the workers of the queue with names.
 func (qk *queueKeys) namesNotify(names *store.TaskNames) string {
 	return qk.names + names.Key() + ":notify"

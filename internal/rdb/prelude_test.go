@@ -329,6 +329,11 @@ func TestEnqueuePreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "a task with an ETA", call: send("f", time.Now().UnixMilli()+hour, "", "", "")},
 		{name: "a unique task", call: send("f", 0, "", "60000 - u", "")},
 		{name: "a limited task", call: send("f", 0, "", "", "1 0 0 l")},
+		{name: "a task with a band", call: func(k *keys, qk *queueKeys) *scriptCall {
+			c := send("f", 0, "", "", "")(k, qk)
+			c.args[len(c.args)-1] = "3:acme"
+			return c
+		}},
 		{name: "the first member", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 5000 1000")},
 		{name: "the first member, no grace", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 5000 0")},
 		{name: "the first member, no delay", answers: true, call: send("f", 0, group, "", ""), setup: policy("100 0 1000")},
@@ -505,7 +510,7 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		})},
 		{name: "a next task", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
 			c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
-			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "")
+			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
 		})},
 	})
 }
@@ -590,7 +595,7 @@ func sendOne(at int64, flag string, eta int64, g, unique, limit string) func(k *
 	return func(k *keys, qk *queueKeys) *scriptCall {
 		return &scriptCall{
 			keys: []string{qk.pending, qk.scheduled, qk.archived, qk.notify, k.state("d")},
-			args: []interface{}{qk.task, "1", at, "tok", flag, 1, "d", `{"Name":"m"}`, eta, g, unique, limit},
+			args: []interface{}{qk.task, "1", at, "tok", flag, 1, "d", `{"Name":"m"}`, eta, g, unique, limit, ""},
 		}
 	}
 }

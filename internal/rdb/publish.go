@@ -241,7 +241,11 @@ func (s *Store) addEncoded(q *enqueueArgs, sig *tasks.Signature, msg []byte) err
 	if err != nil {
 		return err
 	}
-	q.tasks = append(q.tasks, l)
+	b, err := bandItem(sig)
+	if err != nil {
+		return err
+	}
+	q.tasks = append(q.tasks, l, b)
 	if q.keyed {
 		q.stateKeys = append(q.stateKeys, s.keys.state(sig.UUID))
 	}
@@ -267,6 +271,23 @@ func (s *Store) registerQueue(ctx context.Context, q string) error {
 	s.knownQueue[q] = true
 	s.mu.Unlock()
 	return nil
+}
+
+// bandItem is the band of a task for the scripts (lib/band.lua): its
+// priority level (tasks.MaxPriority at most) and fair key, "<level>" or
+// "<level>:<key>", or "" for level 0 without a key.
+func bandItem(sig *tasks.Signature) (string, error) {
+	if len(sig.FairKey) > tasks.MaxFairKeySize {
+		return "", fmt.Errorf("%w: task %s: %d bytes, more than %d", tasks.ErrBadFairKey, sig.UUID, len(sig.FairKey), tasks.MaxFairKeySize)
+	}
+	level := strconv.Itoa(min(int(sig.Priority), tasks.MaxPriority))
+	switch {
+	case sig.FairKey != "":
+		return level + ":" + sig.FairKey, nil
+	case level != "0":
+		return level, nil
+	}
+	return "", nil
 }
 
 // limitItem is the limit of a task for the scripts (lib/limit.lua):

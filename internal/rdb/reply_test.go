@@ -956,11 +956,11 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 
 	// enqueue: {0}, then {1, id}.
 	code, id, _, err := parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub1", "0", 3,
-		"a", msg("a"), 0, "", "", "", "b", msg("b"), 0, "", "", "", "c", msg("c"), later, "", "", "")))
+		"a", msg("a"), 0, "", "", "", "", "b", msg("b"), 0, "", "", "", "", "c", msg("c"), later, "", "", "", "")))
 	if err != nil || code != statusOK || id != "" {
 		t.Fatalf("enqueue: %d, %q, %v", code, id, err)
 	}
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub2", "0", 1, "a", msg("a"), 0, "", "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub2", "0", 1, "a", msg("a"), 0, "", "", "", "")))
 	if err != nil || code != statusDuplicate || id != "a" {
 		t.Fatalf("enqueue again: %d, %q, %v", code, id, err)
 	}
@@ -1234,7 +1234,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		return `{"UUID":"` + id + `","Name":"agg","RoutingKey":"q","AggregationKey":"k"}`
 	}
 	grp := aggGroupID("agg", "k")
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub3", "0", 1, "m1", member("m1"), 0, grp, "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub3", "0", 1, "m1", member("m1"), 0, grp, "", "", "")))
 	if err != nil || code != statusNoAggregator || id != "m1" {
 		t.Fatalf("enqueue of a member no worker aggregates: %d, %q, %v", code, id, err)
 	}
@@ -1242,7 +1242,7 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 		t.Fatalf("announce_aggregators: %d, %v", code, err)
 	}
 	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub3", "0", 3,
-		"m1", member("m1"), 0, grp, "", "", "m2", member("m2"), 0, grp, "", "", "m3", member("m3"), 0, grp, "", "")))
+		"m1", member("m1"), 0, grp, "", "", "", "m2", member("m2"), 0, grp, "", "", "", "m3", member("m3"), 0, grp, "", "", "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of members: %d, %q, %v", code, id, err)
 	}
@@ -1280,11 +1280,11 @@ func testRealReplies(t *testing.T, client *goredis.Client, prefix string) {
 	completeKeys := func(aggregate string) []string {
 		return append(batchKeys, qk.aggCount, qk.task+aggregate, qk.pending, qk.scheduled, qk.archived, qk.notify)
 	}
-	settle("complete_batch", statusDuplicate, run(completeBatchScript, completeKeys("m3"), "0", "batch1", "btok2", qk.task, "m3", member("m3"), 0, ""))
-	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0, ""))
-	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0, ""))
+	settle("complete_batch", statusDuplicate, run(completeBatchScript, completeKeys("m3"), "0", "batch1", "btok2", qk.task, "m3", member("m3"), 0, "", ""))
+	settle("complete_batch", statusLeaseLost, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok", qk.task, "agg1", msg("agg1"), 0, "", ""))
+	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "0", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0, "", ""))
 	settle("complete_batch", statusOK, run(completeBatchScript, completeKeys("agg1"), "1", "batch1", "btok2", qk.task, "agg1", msg("agg1"), 0))
-	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "")))
+	code, id, _, err = parseEnqueueReply(onlyReply(t, run(enqueueScript, queueKeys, qk.task, "0", sentAt, "pub4", "0", 1, "m4", member("m4"), 0, grp, "", "", "")))
 	if err != nil || code != statusOK {
 		t.Fatalf("enqueue of a member: %d, %q, %v", code, id, err)
 	}
@@ -1366,7 +1366,7 @@ func TestEnqueueReadsTheServerClockOnlyWhenItMust(t *testing.T) {
 		}
 	}
 	before := times()
-	enqueue("pub1", "0", 1, "a", `{"Name":"n"}`, 0, "", "", "")
+	enqueue("pub1", "0", 1, "a", `{"Name":"n"}`, 0, "", "", "", "")
 	if n := times() - before; n != 0 {
 		t.Errorf("a task due now: %d TIME calls, want 0", n)
 	}
@@ -1379,9 +1379,9 @@ func TestEnqueueReadsTheServerClockOnlyWhenItMust(t *testing.T) {
 	}
 	later := time.Now().Add(time.Hour).UnixMilli()
 	before = times()
-	enqueue("pub2", "0", 1, "b", `{"Name":"n"}`, 0, "", "", "",
-		"pub3", "0", 1, "m", `{"Name":"agg"}`, 0, aggGroupID("agg", "k"), "", "",
-		"pub4", "0", 1, "c", `{"Name":"n"}`, later, "", "", "")
+	enqueue("pub2", "0", 1, "b", `{"Name":"n"}`, 0, "", "", "", "",
+		"pub3", "0", 1, "m", `{"Name":"agg"}`, 0, aggGroupID("agg", "k"), "", "", "",
+		"pub4", "0", 1, "c", `{"Name":"n"}`, later, "", "", "", "")
 	if n := times() - before; n != 1 {
 		t.Errorf("a task due now, a member and a task with an ETA: %d TIME calls, want 1", n)
 	}

@@ -47,6 +47,7 @@ var (
 	deleteArchivedScript  = loadScript("delete_archived")
 	takeWaitingScript     = loadScript("take_waiting")
 	cancelScript          = loadScript("cancel")
+	bandsScript           = loadScript("bands")
 
 	// States (state.go).
 	setStateScript   = loadScript("set_state")

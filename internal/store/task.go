@@ -108,6 +108,13 @@ type QueueInfo struct {
 	// concurrency slot frees (see tasks.Limit); those over a rate are
 	// Scheduled.
 	Limited int
+	// Levels counts the pending tasks by priority level
+	// (tasks.Signature.Priority), nil when none has a level above 0 or a
+	// fair key.
+	Levels map[int]int `json:",omitempty"`
+	// FairKeys counts the fair keys (tasks.Signature.FairKey) with tasks
+	// pending.
+	FairKeys int `json:",omitempty"`
 }
 
 // Add adds o's sizes to q's (not its name, nor whether it is paused).
@@ -119,6 +126,13 @@ func (q *QueueInfo) Add(o *QueueInfo) {
 	q.Archived += o.Archived
 	q.Aggregating += o.Aggregating
 	q.Limited += o.Limited
+	q.FairKeys += o.FairKeys
+	for level, n := range o.Levels {
+		if q.Levels == nil {
+			q.Levels = make(map[int]int)
+		}
+		q.Levels[level] += n
+	}
 }
 
 // Count is how many tasks q holds with status, and false for a status

@@ -210,6 +210,7 @@ var funcs = template.FuncMap{
 	"stateClass": stateClass,
 	"add":        func(a, b int) int { return a + b },
 	"join":       strings.Join,
+	"levels":     ops.LevelCounts,
 	"at":         func(t, now time.Time) moment { return moment{T: t, Now: now} },
 	"pauseForm": func(prefix, csrf, queue string, paused bool, back string) pauseForm {
 		return pauseForm{Prefix: prefix, CSRF: csrf, Queue: queue, Paused: paused, Back: back}

@@ -40,6 +40,9 @@ var (
 	// cannot be applied: no key, a negative number, neither a concurrency
 	// nor a rate, or a rate without a period.
 	ErrBadLimit = errors.New("tasks: bad limit")
+	// ErrBadFairKey is wrapped by the error of a signature whose FairKey
+	// is longer than MaxFairKeySize.
+	ErrBadFairKey = errors.New("tasks: bad fair key")
 	// ErrNotUnique is wrapped by the error of a send refused because a task
 	// with the same unique key holds it (see Signature.UniqueFor); errors.As
 	// finds the *NotUniqueError with the holder's UUID.

@@ -100,7 +100,7 @@ type Signature struct {
 	GroupTaskCount int
 	Args           []Arg
 	Headers        Headers
-	Priority       uint8 // accepted for compatibility; queues, not messages, carry priority here
+	Priority       uint8 // within its queue, a task of a higher Priority is taken first; 0 to MaxPriority (above counts as MaxPriority)
 	Immutable      bool  // when true, the results of the previous chain member are not appended to Args
 	RetryCount     int   // how many more times a failing task is retried
 	RetryTimeout   int   // before each retry, becomes the first Fibonacci number above it, and the retry waits that many seconds (from 1: 2 s, then 3 s)
@@ -169,7 +169,24 @@ type Signature struct {
 	// A task over the limit is not taken by a worker: it waits for a slot
 	// (see Limit). machinist extension.
 	Limit *Limit `json:",omitempty"`
+
+	// FairKey shares the queue fairly between keys (a tenant, a
+	// customer): among the tasks waiting at one Priority, workers take the
+	// keys that have tasks in turn, one task each, so that one key's
+	// backlog does not hold up the others; the tasks of a key, and those
+	// without one (which take their turns as one more key), run in the
+	// order they were sent. At most MaxFairKeySize bytes. machinist
+	// extension.
+	FairKey string `json:",omitempty"`
 }
+
+// MaxPriority is the highest Priority a queue tells apart: a task sent
+// with a higher one waits with those of MaxPriority, as RabbitMQ treats a
+// priority above its queue's maximum.
+const MaxPriority = 9
+
+// MaxFairKeySize is the longest FairKey, in bytes.
+const MaxFairKeySize = 256
 
 // storedSignature is a Signature as EncodeSignature writes it: machinery's
 // fields too are left out when empty, here and in the callbacks, so that a
@@ -358,6 +375,12 @@ func (s *Signature) validate(depth int) error {
 		return fmt.Errorf("tasks: signature %q: UniqueFor %v is shorter than a millisecond", s.Name, s.UniqueFor)
 	case s.UniqueFor > 0 && (depth > 0 || s.GroupUUID != "" || s.AggregationKey != ""):
 		return fmt.Errorf("%w (%q)", ErrUniqueInWorkflow, s.Name)
+	}
+	if len(s.FairKey) > MaxFairKeySize {
+		return fmt.Errorf("%w: signature %q: %d bytes, more than MaxFairKeySize (%d)", ErrBadFairKey, s.Name, len(s.FairKey), MaxFairKeySize)
+	}
+	if s.AggregationKey != "" && (s.FairKey != "" || s.Priority > 0) {
+		return fmt.Errorf("%w (%q): a member cannot have a FairKey or a Priority", ErrAggregationMember, s.Name)
 	}
 	if s.Limit != nil {
 		if s.AggregationKey != "" {

@@ -292,7 +292,7 @@ func TestSignatureEncodingsKeepEveryField(t *testing.T) {
 			Timeout: time.Second, AggregationKey: "agg",
 			UniqueFor: time.Minute, UniqueKey: "u", UniqueReplace: true,
 			WorkflowUUID: "chain_1", WorkflowNode: "1.0", WorkflowParents: []WorkflowParent{{Key: "0", UUID: "task_0"}},
-			Limit: &Limit{Key: "l", Concurrency: 1, Rate: 2, Per: time.Second},
+			Limit: &Limit{Key: "l", Concurrency: 1, Rate: 2, Per: time.Second}, FairKey: "tenant",
 		}
 	}
 	sig := full("a")

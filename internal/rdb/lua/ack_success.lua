@@ -44,7 +44,8 @@
 -- ARGV[16+m] its results (JSON), for the graph   ARGV[17+m] the graph's
 --          TTL in ms (lib/graph.lua's graph_done)
 -- then for each next task: id, message (as enqueue.lua's), ETA in ms (0:
---          now), its limit (lib/limit.lua; "" for none)
+--          now), its limit (lib/limit.lua; "" for none), its band
+--          (lib/band.lua; "" for none)
 -- with a take, last: the task hash key prefix, the lease duration in ms
 --          and the fencing token of the task taken
 --
@@ -80,7 +81,8 @@
 -- reads all it decides by before it writes (a refusal for memory, at the
 -- first write, leaves nothing written); any other case, and a pending
 -- head that is gone, not in state "pending" (take_tasks drops it),
--- limited or the settled task's own id, goes on to the general path.
+-- limited or the settled task's own id, or a queue with bands
+-- (lib/band.lua), goes on to the general path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
 if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and #ARGV == 20 + m0 and ARGV[15 + m0] == "" then
@@ -92,9 +94,9 @@ if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5)
 		local pending = KEYS[first]
 		local flags
 		if t0 == 5 then
-			flags = redis.call("EXISTS", KEYS[first + 1], KEYS[first + 3])
+			flags = redis.call("EXISTS", KEYS[first + 1], KEYS[first + 3], pending .. ":levels")
 		else
-			flags = redis.call("EXISTS", KEYS[first + 1])
+			flags = redis.call("EXISTS", KEYS[first + 1], pending .. ":levels")
 		end
 		local prefix = ARGV[#ARGV - 2]
 		local id, fields = false, false
@@ -170,9 +172,9 @@ if ARGV[15 + m] ~= "" then
 	key = key + 4
 end
 local sent_here = false -- a next task sent to the take's queue, not woken for
--- send_next sends a next task (id, message msg, ETA eta in ms, limit) to
--- its queue, unless it was sent.
-local function send_next(pending, scheduled, archived_key, notify, task_key, state_key, id, msg, eta, limit)
+-- send_next sends a next task (id, message msg, ETA eta in ms, limit,
+-- band) to its queue, unless it was sent.
+local function send_next(pending, scheduled, archived_key, notify, task_key, state_key, id, msg, eta, limit, band)
 	local busy, archived = held(task_key)
 	local started = false
 	if ARGV[11] == "1" then
@@ -187,7 +189,7 @@ local function send_next(pending, scheduled, archived_key, notify, task_key, sta
 	redis.call("DEL", state_key)
 	-- Its pub is the settle's fencing token, unique to this send: its
 	-- states keep it (enqueue.lua's ran_since).
-	local ready = put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, ARGV[3], now)
+	local ready = put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, ARGV[3], now, band)
 	if limit ~= "" then
 		redis.call("HSET", task_key, "limit", limit)
 	end
@@ -199,16 +201,16 @@ local function send_next(pending, scheduled, archived_key, notify, task_key, sta
 		sent_here = true
 	end
 end
-for i = 18 + m, last, 4 do
+for i = 18 + m, last, 5 do
 	local pending, scheduled, archived_key, notify, task_key, state_key = unpack(KEYS, key, key + 5)
 	key = key + 6
-	send_next(pending, scheduled, archived_key, notify, task_key, state_key, ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3])
+	send_next(pending, scheduled, archived_key, notify, task_key, state_key, ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4])
 end
 if graph then
 	local ready = graph_done(graph, ARGV[15 + m], ARGV[16 + m], tonumber(ARGV[17 + m]))
 	if ready ~= -1 then
 		local queues, sp = {}, false
-		for j = 2, #ready, 5 do
+		for j = 2, #ready, 6 do
 			local id, q = ready[j], ready[j + 1]
 			local qk = queues[q]
 			if not qk then
@@ -216,7 +218,7 @@ if graph then
 				queues[q] = qk
 				sp = sp or redis.call("HGET", graph[1], "sp")
 			end
-			send_next(qk[1], qk[2], qk[3], qk[4], qk[5] .. id, sp .. id, id, ready[j + 2], tonumber(ready[j + 3]), ready[j + 4])
+			send_next(qk[1], qk[2], qk[3], qk[4], qk[5] .. id, sp .. id, id, ready[j + 2], tonumber(ready[j + 3]), ready[j + 4], ready[j + 5])
 		end
 	end
 end
@@ -239,7 +241,7 @@ if t == 5 then
 	rerouted, names = KEYS[first + 3], KEYS[first + 4]
 end
 take_tasks(out, 1, ARGV[#ARGV - 2], KEYS[first], KEYS[first + 1], KEYS[2], false, rerouted, names, #ARGV, now, expiry)
-if sent_here and redis.call("LLEN", KEYS[first]) > 0 then
+if sent_here and band_any(KEYS[first]) then
 	wake(take_notify)
 end
 return out

@@ -26,10 +26,10 @@
 -- committed, batched: a member in a batch being built, or cancelled: kept
 -- out).
 -- Complexity: O(log S), plus O(N) for a pending task (LREM over the N
--- pending).
+-- pending of its band).
 local now = now_ms()
 local id = ARGV[1]
-local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "at", "joined")
+local t = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "at", "joined", "band")
 local state, msg, rerouted, g = t[1], t[2], t[3], t[4]
 if not state then
 	local bar = tonumber(ARGV[7])
@@ -54,7 +54,7 @@ if state == "active" then
 	return {3, msg}
 end
 if state == "pending" or state == "scheduled" or state == "retry" or state == "limited" then
-	unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
+	unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7], t[8])
 	limit_pass(KEYS[1], id)
 elseif state == "aggregating" and g then
 	local P = agg_prefix(ARGV[5])

@@ -20,6 +20,7 @@
 -- ARGV[5] the aggregate's id   ARGV[6] its message (JSON signature)
 -- ARGV[7] its ETA in ms since the epoch (0: now)
 -- ARGV[8] its limit (lib/limit.lua; "" for none)
+-- ARGV[9] its band (lib/band.lua; "" for none)
 --
 -- Returns: 0 done; 1 the aggregate's queue holds a task with its id; 2
 -- the caller does not hold the lease.
@@ -29,7 +30,7 @@ local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-if not agg_publish(KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[3], now) then
+if not agg_publish(KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[3], now, ARGV[9]) then
 	return 1
 end
 agg_forget_batch(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[4])

@@ -55,7 +55,8 @@
 --         the key a string key of its queue's slot, the flag "r" to
 --         debounce, else "-"; "" for a task that is not unique), its limit
 --         (lib/limit.lua: "<concurrency> <rate> <period ms> <base>", ""
---         for a task that has none)
+--         for a task that has none), its band (lib/band.lua: its
+--         priority level and fair key, "" for neither)
 -- The queue's aggregation keys are found from ARGV[1] (lib/aggregate.lua).
 --
 -- Publishes are independent (concurrent senders' publishes to one queue
@@ -82,7 +83,7 @@
 -- a group.
 
 -- The common sends, one publish of one task that is due now, whose id its
--- sender made (flag "f"), with no unique key or limit, are written here,
+-- sender made (flag "f"), with no unique key, limit or band, are written here,
 -- before the lib definitions (rdb's libMark): a task that is no member as
 -- lib/queue.lua's put and wake would write it, a member as check, write
 -- and the end below (lib/aggregate.lua's agg_policy, agg_join,
@@ -97,8 +98,8 @@
 -- (held up in the network, or in the socket buffer of a server that
 -- hung), and then check finds whether this publish ran.
 local fresh = false
-if #ARGV == 12 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
-	and ARGV[11] == "" and ARGV[12] == "" then
+if #ARGV == 13 and ARGV[4] ~= "" and ARGV[5] == "f" and ARGV[6] == "1" and ARGV[9] == "0"
+	and ARGV[11] == "" and ARGV[12] == "" and ARGV[13] == "" then
 	local task_key = ARGV[1] .. ARGV[7]
 	if #KEYS < 5 then
 		fresh = redis.call("EXISTS", task_key) == 0
@@ -191,7 +192,7 @@ local function later(eta)
 end
 
 local implicit = ARGV[2] == "1" and #KEYS > 4
-local stride = 6
+local stride = 7
 local states = #KEYS > 4
 local P -- the aggregation prefix, once a member is met
 local live = {} -- task name → its policy, with an announcement alive
@@ -249,21 +250,31 @@ local function parse_unique(u)
 end
 
 -- replaced gives the message msg of task id (a message without the id:
--- rdb's storedMessage) and its ETA (ms) to holder when holder waits
--- (pending, not rerouted, or scheduled), refreshing unique key ukey's
--- ttl; it reports whether it did.
-local function replaced(holder, msg, eta, ukey, ttl)
+-- rdb's storedMessage), its ETA (ms) and its band to holder when holder
+-- waits (pending, not rerouted, or scheduled), refreshing unique key
+-- ukey's ttl; it reports whether it did. A pending holder whose band
+-- changes goes to the tail of its new band's list.
+local function replaced(holder, msg, eta, band, ukey, ttl)
 	local holder_key = ARGV[1] .. holder
-	local h = redis.call("HMGET", holder_key, "state", "rerouted", "outcome", "group")
+	local h = redis.call("HMGET", holder_key, "state", "rerouted", "outcome", "group", "band")
 	local state = h[1]
 	if (state ~= "pending" and state ~= "scheduled") or h[2] or h[3] or h[4] then
 		return false
 	end
-	redis.call("HSET", holder_key, "msg", msg)
-	if later(eta) then
-		if state == "pending" then
-			redis.call("LREM", KEYS[1], 1, holder)
+	local old = h[5] or ""
+	if band ~= "" then
+		redis.call("HSET", holder_key, "msg", msg, "band", band)
+	else
+		redis.call("HSET", holder_key, "msg", msg)
+		redis.call("HDEL", holder_key, "band")
+	end
+	if state == "pending" and (old ~= band or later(eta)) then
+		band_remove(KEYS[1], old, holder)
+		if not later(eta) then
+			band_push(KEYS[1], band, holder, false)
 		end
+	end
+	if later(eta) then
 		redis.call("HSET", holder_key, "state", "scheduled", "process_at", eta)
 		redis.call("ZADD", KEYS[2], eta, holder)
 		due_at(string.sub(KEYS[2], 1, -10), eta)
@@ -271,7 +282,7 @@ local function replaced(holder, msg, eta, ukey, ttl)
 		redis.call("ZREM", KEYS[2], holder)
 		redis.call("HDEL", holder_key, "process_at")
 		redis.call("HSET", holder_key, "state", "pending")
-		redis.call("RPUSH", KEYS[1], holder)
+		band_push(KEYS[1], band, holder, false)
 		ready = true
 	end
 	redis.call("SET", ukey, holder, "PX", ttl)
@@ -354,7 +365,7 @@ local function check(token, repeated, made, first, last, key)
 			local ttl, ukey, replace = parse_unique(u)
 			local holder = keys and keys[ukey] or redis.call("GET", ukey)
 			if holder and holder ~= id then
-				if replace and first == last and replaced(holder, ARGV[i + 1], tonumber(ARGV[i + 2]), ukey, ttl) then
+				if replace and first == last and replaced(holder, ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 6], ukey, ttl) then
 					return {6, id, holder}
 				end
 				return {5, id, holder}
@@ -392,11 +403,11 @@ local function write(token, repeated, made, first, last, key, archived, stated)
 		if g == "" then
 			-- Due now (eta 0): sent at the sender's clock, no TIME.
 			local t = eta > 0 and clock() or sent
-			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, t) then
+			if put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, t, ARGV[i + 6]) then
 				ready = true
 			end
 		elseif later(eta) then
-			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, clock())
+			put(KEYS[1], KEYS[2], KEYS[3], task_key, id, ARGV[i + 1], eta, was_archived, token, clock(), ARGV[i + 6])
 			redis.call("HSET", task_key, "group", g)
 		else
 			if was_archived then

@@ -61,7 +61,7 @@ for z = 1, 2 do
 	for _, id in ipairs(ids) do
 		redis.call("ZREM", KEYS[z], id)
 		local key = ARGV[1] .. id
-		local task = redis.call("HMGET", key, "state", "group")
+		local task = redis.call("HMGET", key, "state", "group", "band")
 		if task[1] then
 			redis.call("HDEL", key, "process_at")
 			if task[2] then
@@ -69,7 +69,7 @@ for z = 1, 2 do
 				joined[task[2]] = true
 			else
 				redis.call("HSET", key, "state", "pending")
-				redis.call("RPUSH", KEYS[3], id)
+				band_push(KEYS[3], task[3], id, false)
 				ready = true
 			end
 			moved = moved + 1
@@ -106,7 +106,7 @@ local function strand(ids)
 			-- Tried again, it joins its group as its newest member.
 			redis.call("HSET", key, "state", "pending")
 			redis.call("HDEL", key, "joined")
-			redis.call("RPUSH", KEYS[3], id)
+			band_push(KEYS[3], redis.call("HGET", key, "band"), id, false)
 			ready = true
 		end
 	end

@@ -21,7 +21,7 @@ func defined(lib string) []string {
 // nothing ("--" in a string starts none).
 func TestLuaLibFor(t *testing.T) {
 	got := strings.Join(defined(luaLibFor("-- held, wake\nlocal x = \"--\" .. forget(a, b) -- put\n")), " ")
-	want := "limit_parse limit_queue limit_unpark limit_free free_unique release_holds forget"
+	want := "band_list band_split band_join band_push limit_parse limit_queue limit_unpark limit_free free_unique release_holds forget"
 	if got != want {
 		t.Fatalf("luaLibFor carries %q, want %q", got, want)
 	}

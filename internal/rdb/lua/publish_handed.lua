@@ -14,6 +14,7 @@
 -- ARGV[3] its ETA in ms since the epoch (0: now)
 -- ARGV[4] its limit (lib/limit.lua; "" for none)
 -- ARGV[5] publish token (kept as pub)
+-- ARGV[6] its band (lib/band.lua; "" for none)
 --
 -- Returns: 0 published, now or before; 1 the queue holds another task
 -- with the aggregate's id.
@@ -21,7 +22,7 @@
 if redis.call("EXISTS", KEYS[1]) == 1 then
 	return 0
 end
-if not agg_publish(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], now_ms()) then
+if not agg_publish(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], now_ms(), ARGV[6]) then
 	return 1
 end
 redis.call("SET", KEYS[1], "1")

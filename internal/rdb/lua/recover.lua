@@ -30,7 +30,7 @@ for _, id in ipairs(ids) do
 			table.insert(archived, id)
 		else
 			redis.call("HSET", key, "state", "pending")
-			redis.call("LPUSH", KEYS[2], id)
+			band_push(KEYS[2], redis.call("HGET", key, "band"), id, true)
 			table.insert(recovered, id)
 		end
 	end

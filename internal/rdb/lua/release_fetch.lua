@@ -21,18 +21,19 @@ local ids = redis.call("ZRANGEBYSCORE", KEYS[2], ARGV[3], "+inf", "LIMIT", 0, to
 local back = {}
 for _, id in ipairs(ids) do
 	local key = ARGV[1] .. id
-	local token = redis.call("HGET", key, "lease")
+	local h = redis.call("HMGET", key, "lease", "band")
+	local token = h[1]
 	if token and string.sub(token, 1, #base) == base then
 		redis.call("ZREM", KEYS[2], id)
 		limit_release(key, id)
 		redis.call("HDEL", key, "lease", "lease_exp")
 		redis.call("HSET", key, "state", "pending")
-		table.insert(back, id)
+		table.insert(back, { id, h[2] })
 	end
 end
 -- Backwards, so that they keep the order the fetch took them in.
 for i = #back, 1, -1 do
-	redis.call("LPUSH", KEYS[1], back[i])
+	band_push(KEYS[1], back[i][2], back[i][1], true)
 end
 if #back > 0 then
 	wake(KEYS[3])

@@ -22,7 +22,7 @@ for i = #ARGV - 1, 3, -2 do
 		limit_release(key, id)
 		redis.call("HDEL", key, "lease", "lease_exp")
 		redis.call("HSET", key, "state", "pending", "settled", token)
-		redis.call("LPUSH", KEYS[1], id)
+		band_push(KEYS[1], redis.call("HGET", key, "band"), id, true)
 		moved = moved + 1
 	elseif not (ARGV[1] == "1" and settled_by(key, token)) then
 		table.insert(lost, id)

@@ -19,7 +19,7 @@ local joined = {} -- groups joined, to file once
 for _, id in ipairs(ids) do
 	if redis.call("ZREM", KEYS[1], id) == 1 then
 		local key = ARGV[1] .. id
-		local task = redis.call("HMGET", key, "state", "group", "joined")
+		local task = redis.call("HMGET", key, "state", "group", "joined", "band")
 		if task[1] then
 			redis.call("HSET", key, "recovered", 0)
 			if task[2] then
@@ -27,7 +27,7 @@ for _, id in ipairs(ids) do
 				joined[task[2]] = true
 			else
 				redis.call("HSET", key, "state", "pending")
-				redis.call("RPUSH", KEYS[2], id)
+				band_push(KEYS[2], task[4], id, false)
 				ready = true
 			end
 			moved = moved + 1

@@ -32,14 +32,15 @@ if tonumber(ARGV[5]) > now then
 	due_at(string.sub(KEYS[3], 1, -6), tonumber(ARGV[5])) -- the key's name less "retry"
 else
 	redis.call("HDEL", KEYS[1], "process_at")
-	local g = redis.call("HGET", KEYS[1], "group")
+	local h = redis.call("HMGET", KEYS[1], "group", "band")
+	local g = h[1]
 	if g then
 		local P = agg_prefix(string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[2]))
 		agg_join(P, g, KEYS[1], ARGV[2], nil, now)
 		agg_file(P, { [g] = true }, now)
 	else
 		redis.call("HSET", KEYS[1], "state", "pending")
-		redis.call("RPUSH", KEYS[4], ARGV[2])
+		band_push(KEYS[4], h[2], ARGV[2], false)
 		wake(KEYS[5])
 	end
 end

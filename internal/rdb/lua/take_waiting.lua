@@ -22,7 +22,7 @@
 -- pending one (LREM over the N pending).
 local now = now_ms()
 local id, action = ARGV[1], ARGV[2]
-local task = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome")
+local task = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "band")
 local state, msg, rerouted, g = task[1], task[2], task[3], task[4]
 if not state then
 	return {1}
@@ -40,7 +40,7 @@ if action == "run" and (state == "pending" or state == "limited") then
 end
 
 -- Out of its place.
-unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7])
+unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7], task[6])
 redis.call("HDEL", KEYS[1], "rerouted", "process_at", "limit_slot")
 
 if action ~= "run" then
@@ -60,7 +60,7 @@ elseif g then
 	agg_file(P, { [g] = true }, now)
 else
 	redis.call("HSET", KEYS[1], "state", "pending")
-	redis.call("LPUSH", KEYS[2], id)
+	band_push(KEYS[2], task[6], id, true)
 	wake(KEYS[6])
 end
 return {0, msg}

@@ -27,7 +27,7 @@ for _, name in ipairs(redis.call("SMEMBERS", KEYS[1])) do
 		-- Backwards, so that they keep their order at the head.
 		for i = #ids, 1, -1 do
 			redis.call("HDEL", ARGV[1] .. ids[i], "rerouted")
-			redis.call("LPUSH", KEYS[3], ids[i])
+			band_push(KEYS[3], redis.call("HGET", ARGV[1] .. ids[i], "band"), ids[i], true)
 		end
 		redis.call("LTRIM", list, #ids, -1)
 		moved = moved + #ids

@@ -106,7 +106,7 @@ func Exercise(t *testing.T, newBroker func(t *testing.T, cnf *config.Config) Bro
 		{"LimitRate", testLimitRate},
 		{"AckTake", testAckTake},
 		{"AckTakeRerouted", testAckTakeRerouted},
-	}, aggregationTests()...) {
+	}, append(aggregationTests(), bandTests()...)...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.run(t, s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -360,7 +361,7 @@ func queueInfo(t *testing.T, b Broker, queue string) brokers.QueueInfo {
 func wantSizes(t *testing.T, b Broker, queue string, want brokers.QueueInfo) {
 	t.Helper()
 	want.Queue = queue
-	if got := queueInfo(t, b, queue); got != want {
+	if got := queueInfo(t, b, queue); !reflect.DeepEqual(got, want) {
 		t.Fatalf("QueueInfo(%s) = %+v, want %+v", queue, got, want)
 	}
 }

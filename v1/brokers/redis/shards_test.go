@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -228,7 +229,7 @@ func wantInfo(t *testing.T, b interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got != want {
+	if !reflect.DeepEqual(*got, want) {
 		t.Fatalf("QueueInfo(%s) = %+v, want %+v", queue, *got, want)
 	}
 }

@@ -240,17 +240,18 @@ local function agg_forget_batch(batch, batches, count, id, task_prefix)
 end
 
 -- agg_publish publishes an aggregate (id, msg, ETA eta in ms, limit: see
--- lib/limit.lua, "" for none, publish token pub) to its queue (its task
+-- lib/limit.lua, "" for none, publish token pub, band: lib/band.lua, ""
+-- for none) to its queue (its task
 -- hash task_key; pending list, scheduled and archived zsets, notify list),
 -- as enqueue.lua publishes a task (lib/queue.lua's held and put), without
 -- its state. It returns false, changing nothing, when the queue holds a
 -- task with the aggregate's id.
-local function agg_publish(task_key, pending, scheduled, archived_key, notify, id, msg, eta, limit, pub, now)
+local function agg_publish(task_key, pending, scheduled, archived_key, notify, id, msg, eta, limit, pub, now, band)
 	local busy, archived = held(task_key)
 	if busy then
 		return false
 	end
-	local ready = put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, pub, now)
+	local ready = put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, pub, now, band)
 	if limit ~= "" then
 		redis.call("HSET", task_key, "limit", limit)
 	end

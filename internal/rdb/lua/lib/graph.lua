@@ -10,7 +10,8 @@ local function graph_keep(keys, ttl)
 end
 
 -- graph_ready appends to out the id, queue, message, ETA (ms, 0 for
--- none) and limit (lib/limit.lua, "" for none) of node key of a
+-- none), limit (lib/limit.lua, "" for none) and band (lib/band.lua, ""
+-- for none) of node key of a
 -- workflow's graph (nodes hash nodes, res hash res), all of whose deps
 -- succeeded: its stored message, with the results of its deps, in the
 -- order of its deps, added as ParentResults (tasks.DecodeSignature) unless
@@ -31,6 +32,7 @@ local function graph_ready(nodes, res, key, out)
 	table.insert(out, msg)
 	table.insert(out, node.e or 0)
 	table.insert(out, node.l or "")
+	table.insert(out, node.b or "")
 end
 
 -- graph_early is the wait count of a node released before all of its

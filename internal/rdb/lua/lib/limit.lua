@@ -30,7 +30,7 @@ local function limit_queue(task_key, id)
 end
 
 -- limit_unpark moves up to n tasks parked on base back to the head of
--- their queue's pending list (qbase the queue's key prefix) and wakes an
+-- their band's list (lib/band.lua) (qbase the queue's key prefix) and wakes an
 -- idle worker: a slot may have freed. A parked task that is no longer
 -- parked (cancelled, deleted) is skipped.
 local function limit_unpark(base, qbase, n)
@@ -41,15 +41,16 @@ local function limit_unpark(base, qbase, n)
 			break
 		end
 		local key = qbase .. "t:" .. id
-		if redis.call("HGET", key, "state") == "limited" then
+		local h = redis.call("HMGET", key, "state", "band")
+		if h[1] == "limited" then
 			redis.call("ZREM", qbase .. "parked", id)
 			redis.call("HSET", key, "state", "pending")
-			table.insert(back, id)
+			table.insert(back, { id, h[2] })
 		end
 	end
 	-- Backwards, so that they keep the order they were parked in.
 	for i = #back, 1, -1 do
-		redis.call("LPUSH", qbase .. "pending", back[i])
+		band_push(qbase .. "pending", back[i][2], back[i][1], true)
 	end
 	if #back > 0 and redis.call("LLEN", qbase .. "notify") == 0 then
 		redis.call("LPUSH", qbase .. "notify", "1")

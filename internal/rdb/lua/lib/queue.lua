@@ -13,12 +13,16 @@ end
 -- an archived task with its id (archived: it was one, see held), due at
 -- eta (ms; not after now: at once), recording pub, the token of the
 -- publish that sent it, unless it is "", and at, when it was sent (now):
--- its CreatedAt until its worker writes its first state (get_state.lua).
--- It returns whether the task is pending now.
-local function put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, pub, now)
+-- its CreatedAt until its worker writes its first state (get_state.lua),
+-- and band (lib/band.lua; "" for none). It returns whether the task is
+-- pending now.
+local function put(pending, scheduled, archived_key, task_key, id, msg, eta, archived, pub, now, band)
 	if archived then
 		redis.call("ZREM", archived_key, id)
 		redis.call("DEL", task_key)
+	end
+	if band ~= "" then
+		redis.call("HSET", task_key, "band", band)
 	end
 	-- The HSET's arguments are written out rather than built in a table
 	-- and unpacked: a table per task is garbage the script's run pays for.
@@ -37,7 +41,7 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 	else
 		redis.call("HSET", task_key, "msg", msg, "state", "pending", "at", now)
 	end
-	redis.call("RPUSH", pending, id)
+	band_push(pending, band, id, false)
 	return true
 end
 
@@ -86,7 +90,7 @@ end
 -- retried, recovered, token, outcome (what an earlier holder committed,
 -- "" for none). First come tasks rerouted to the caller's names (the
 -- rerouted set and the caller's names set, announce.lua; with rerouted
--- false none is taken), then the pending list. A limited task over its
+-- false none is taken), then the pending tasks (lib/band.lua's band_pop: by level, then fair key). A limited task over its
 -- limit is put aside (lib/limit.lua's limit_admit) and not taken; an id
 -- whose hash is gone, or whose hash's state is not "pending" (a second
 -- entry of an id, from a publish run twice, whose task is taken already,
@@ -106,13 +110,18 @@ end
 -- Complexity: O(n log L) for L leased tasks, plus O(R) for R names with
 -- rerouted tasks when there are any.
 local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerouted, names, tok, now, expiry)
-	-- Usually neither the paused flag nor rerouted tasks exist: one
-	-- EXISTS of both says so.
-	local flags = rerouted and redis.call("EXISTS", paused, rerouted) or redis.call("EXISTS", paused)
-	if flags > 0 and (not rerouted or redis.call("EXISTS", paused) == 1) then
-		return 0
+	-- Usually none of the paused flag, rerouted tasks and bands (lib/band.lua)
+	-- exist: one EXISTS of them all says so.
+	local levels = pending .. ":levels"
+	local flags = rerouted and redis.call("EXISTS", paused, rerouted, levels) or redis.call("EXISTS", paused, levels)
+	local any_rerouted, banded = false, false
+	if flags > 0 then
+		if redis.call("EXISTS", paused) == 1 then
+			return 0
+		end
+		banded = redis.call("EXISTS", levels) == 1
+		any_rerouted = rerouted and flags > (banded and 1 or 0)
 	end
-	local any_rerouted = rerouted and flags > 0
 	local used, taken = 0, 0 -- ids popped, tasks taken (one token each)
 	local most = n + 16 -- ids popped at most
 	-- take leases the task id, and reports whether it did.
@@ -175,13 +184,18 @@ local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerout
 		end
 	end
 	while taken < n and used < most do
-		local id = redis.call("LPOP", pending)
+		local id
+		if banded then
+			id = band_pop(pending)
+		else
+			id = redis.call("LPOP", pending)
+		end
 		if not id then
 			break
 		end
 		take(id)
 	end
-	if notify and redis.call("LLEN", pending) > 0 then
+	if notify and band_any(pending) then
 		wake(notify)
 	end
 	return taken
@@ -217,18 +231,18 @@ local function trim_archive(archived, task_prefix, now, max_age, max_size)
 	end
 end
 
--- unplace takes a waiting task (hash task_key) out of its place: the
--- pending list, or, rerouted to the workers with task name rerouted, that
+-- unplace takes a waiting task (hash task_key) out of its place: its
+-- band's list (lib/band.lua; band false for none), or, rerouted to the workers with task name rerouted, that
 -- name's list (rerouted_set .. ":" .. rerouted, whose name leaves
 -- rerouted_set when it empties), the scheduled or retry zset, or its limit
 -- key's wait list (parked), by its state. O(N) for N pending or parked,
 -- O(log N) otherwise.
-local function unplace(task_key, id, state, rerouted, pending, scheduled, retry, rerouted_set)
+local function unplace(task_key, id, state, rerouted, pending, scheduled, retry, rerouted_set, band)
 	if state == "limited" then
 		limit_unplace(task_key, id)
 	elseif state == "pending" then
 		if not rerouted then
-			redis.call("LREM", pending, 1, id)
+			band_remove(pending, band, id)
 			return
 		end
 		local list = rerouted_set .. ":" .. rerouted
