@@ -1,0 +1,112 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// startLog records the order tasks start in, by their first argument.
+type startLog struct {
+	mu    sync.Mutex
+	order []string
+}
+
+func (l *startLog) add(id string) {
+	l.mu.Lock()
+	l.order = append(l.order, id)
+	l.mu.Unlock()
+}
+
+func (l *startLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.order)
+}
+
+// Tenant A sends 10,000 tasks, then tenant B sends 10; a worker started
+// after both, 4 at once, starts all of B's before A's 100th.
+func TestFairKeyAcrossTenants(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		log := &startLog{}
+		if err := s.RegisterTask("work", func(ctx context.Context, id string) error {
+			log.add(id)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ctx := testCtx(t)
+		send := func(tenant string, n int) {
+			sigs := make([]*tasks.Signature, n)
+			for i := range sigs {
+				sigs[i] = sig("work", tasks.Arg{Type: "string", Value: fmt.Sprintf("%s%05d", tenant, i)})
+				sigs[i].FairKey = tenant
+			}
+			if _, err := s.SendTasks(ctx, sigs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send("a", 10000)
+		send("b", 10)
+		launch(t, s.NewWorker("w", 4))
+		var started []string
+		waitFor(t, "b's 10 tasks to start", func() bool {
+			started = log.snapshot()
+			n := 0
+			for _, id := range started {
+				if id[0] == 'b' {
+					n++
+				}
+			}
+			return n == 10
+		})
+		as := 0
+		for _, id := range started {
+			if id[0] == 'a' {
+				as++
+			}
+			if id == "b00009" {
+				break
+			}
+		}
+		if as >= 100 {
+			t.Fatalf("b's last task started after %d of a's, want before a's 100th", as)
+		}
+	})
+}
+
+// A worker that takes one task at a time runs a queue's tasks by
+// priority, highest first, each level in the order sent.
+func TestPriorityOrderOfRuns(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		log := &startLog{}
+		if err := s.RegisterTask("work", func(ctx context.Context, id string) error {
+			log.add(id)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ctx := testCtx(t)
+		var sigs []*tasks.Signature
+		for i, prio := range []uint8{0, 5, 1, 9, 5, 0} {
+			sg := sig("work", tasks.Arg{Type: "string", Value: fmt.Sprintf("p%d-%d", prio, i)})
+			sg.Priority = prio
+			sigs = append(sigs, sg)
+			if _, err := s.SendTaskWithContext(ctx, sg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		launch(t, s.NewWorker("w", 1))
+		waitFor(t, "every task to start", func() bool { return len(log.snapshot()) == len(sigs) })
+		want := []string{"p9-3", "p5-1", "p5-4", "p1-2", "p0-0", "p0-5"}
+		if got := log.snapshot(); !slices.Equal(got, want) {
+			t.Fatalf("ran in order %q, want %q", got, want)
+		}
+	})
+}
