@@ -48,9 +48,9 @@ func (b *bench) longrun(ctx context.Context, lib string, rep int) {
 	}
 }
 
-// longrunServer opens a machinist server on the bench's Redis with task
-// registered as "long".
-func (b *bench) longrunServer(ctx context.Context, task interface{}) (*machinist.Server, error) {
+// taskServer opens a machinist server on the bench's Redis, reset, with
+// task registered as "long".
+func (b *bench) taskServer(ctx context.Context, task interface{}) (*machinist.Server, error) {
 	if err := b.redis.reset(ctx); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (b *bench) longrunServer(ctx context.Context, task interface{}) (*machinist
 func (b *bench) longrunCost(ctx context.Context, rep int, variant string, withData bool) error {
 	var done atomic.Int64
 	finished := make(chan struct{})
-	s, err := b.longrunServer(ctx, func(ctx context.Context) error {
+	s, err := b.taskServer(ctx, func(ctx context.Context) error {
 		if withData {
 			for i := range int64(longrunProgress) {
 				if err := tasks.SetProgress(ctx, tasks.Progress{Done: i + 1, Total: longrunProgress}); err != nil {
@@ -124,7 +124,7 @@ func (b *bench) longrunWatch(ctx context.Context, rep int, variant string) error
 	release := make(chan struct{})
 	var started atomic.Int64
 	allStarted := make(chan struct{})
-	s, err := b.longrunServer(ctx, func(ctx context.Context) error {
+	s, err := b.taskServer(ctx, func(ctx context.Context) error {
 		if err := tasks.Emit(ctx, "started"); err != nil {
 			return err
 		}

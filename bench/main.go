@@ -24,7 +24,7 @@ import (
 
 // allWorkloads in the order they run (redis-benchmark last, so that its
 // 200,000 keys and 50 connections never precede a library's run).
-var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "flow", "longrun", "aggregate", "crash", "idle", "scale", "ceiling"}
+var allWorkloads = []string{"enqueue", "e2e", "cost", "latency", "delay", "workflow", "flow", "longrun", "fair", "aggregate", "crash", "idle", "scale", "ceiling"}
 
 func main() {
 	if lib := os.Getenv(envIdleWorker); lib != "" {
@@ -154,6 +154,7 @@ func run() int {
 		"workflow":  b.workflow,
 		"flow":      b.flow,
 		"longrun":   b.longrun,
+		"fair":      b.fair,
 		"aggregate": b.aggregate,
 	}
 	// bullmq (a Node.js program, bullmq/flow.js) runs only the flow

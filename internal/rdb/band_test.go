@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,10 @@ func checkBands(t *testing.T, client *goredis.Client, qk *queueKeys) {
 		}
 		if len(fair) == 0 && (level == "0" || client.Exists(ctx, plain).Val() == 0) {
 			t.Errorf("level %s is registered with nothing of it left", level)
+		}
+		n, _ := strconv.Atoi(level)
+		if score := client.ZScore(ctx, qk.pending+":levels", level).Val(); score != float64(2*n) && len(fair) == 0 || score != float64(2*n+1) && len(fair) > 0 {
+			t.Errorf("level %s scored %v with %d fair keys", level, score, len(fair))
 		}
 		for _, key := range fair {
 			list := plain

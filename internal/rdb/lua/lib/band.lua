@@ -5,8 +5,9 @@
 -- in its hash's band field, and waits on its band's list, pending .. ":"
 -- .. band. Beside them:
 --   pending .. ":levels"          zset: the levels with tasks on a band's
---                                 list, scored by level (a level 0 only
---                                 while it has fair keys)
+--                                 list (a level 0 only while it has fair
+--                                 keys), scored 2 × level, plus 1 while
+--                                 the level has fair keys
 --   pending .. ":fair:" .. level  zset: the fair keys of the level with
 --                                 tasks, scored by their pass (the turn
 --                                 each is due to be served at), and ""
@@ -53,10 +54,12 @@ local function band_push(pending, band, id, front)
 		return
 	end
 	local level, key = band_split(band)
-	redis.call("ZADD", pending .. ":levels", level, level)
-	if key ~= "" then
-		band_join(pending .. ":fair:" .. level, key)
+	if key == "" then
+		redis.call("ZADD", pending .. ":levels", "NX", 2 * tonumber(level), level)
+		return
 	end
+	redis.call("ZADD", pending .. ":levels", 2 * tonumber(level) + 1, level)
+	band_join(pending .. ":fair:" .. level, key)
 end
 
 -- band_drop takes band, whose list is empty, out of the rotation, and
@@ -65,8 +68,13 @@ local function band_drop(pending, band)
 	local level, key = band_split(band)
 	local fair = pending .. ":fair:" .. level
 	redis.call("ZREM", fair, key)
-	if redis.call("EXISTS", fair) == 0 and (level == "0" or redis.call("EXISTS", pending .. ":" .. level) == 0) then
+	if redis.call("EXISTS", fair) == 1 then
+		return
+	end
+	if level == "0" or redis.call("EXISTS", pending .. ":" .. level) == 0 then
 		redis.call("ZREM", pending .. ":levels", level)
+	else
+		redis.call("ZADD", pending .. ":levels", "XX", 2 * tonumber(level), level)
 	end
 end
 
@@ -93,13 +101,17 @@ end
 local function band_pop(pending)
 	local levels = pending .. ":levels"
 	while true do
-		local top = redis.call("ZREVRANGE", levels, 0, 0)[1]
+		local first = redis.call("ZREVRANGE", levels, 0, 0, "WITHSCORES")
+		local top = first[1]
 		if not top then
 			return redis.call("LPOP", pending)
 		end
 		local plain = top == "0" and pending or pending .. ":" .. top
 		local fair = pending .. ":fair:" .. top
-		local head = redis.call("ZRANGE", fair, 0, 0, "WITHSCORES")
+		local head = {}
+		if tonumber(first[2]) % 2 == 1 then
+			head = redis.call("ZRANGE", fair, 0, 0, "WITHSCORES")
+		end
 		if #head == 0 and top == "0" then
 			-- Level 0 with no fair key left: its tasks are the pending
 			-- list's, below every other level.

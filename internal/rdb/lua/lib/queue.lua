@@ -110,18 +110,21 @@ end
 -- Complexity: O(n log L) for L leased tasks, plus O(R) for R names with
 -- rerouted tasks when there are any.
 local function take_tasks(out, n, prefix, pending, paused, lease, notify, rerouted, names, tok, now, expiry)
-	-- Usually none of the paused flag, rerouted tasks and bands (lib/band.lua)
-	-- exist: one EXISTS of them all says so.
+	-- Usually none of the paused flag, rerouted tasks and bands
+	-- (lib/band.lua) exist. One EXISTS says which do: it counts a key
+	-- named twice twice, so the flag named four times, the rerouted set
+	-- twice and the levels once each have a bit of their own.
 	local levels = pending .. ":levels"
-	local flags = rerouted and redis.call("EXISTS", paused, rerouted, levels) or redis.call("EXISTS", paused, levels)
-	local any_rerouted, banded = false, false
-	if flags > 0 then
-		if redis.call("EXISTS", paused) == 1 then
-			return 0
-		end
-		banded = redis.call("EXISTS", levels) == 1
-		any_rerouted = rerouted and flags > (banded and 1 or 0)
+	local flags
+	if rerouted then
+		flags = redis.call("EXISTS", paused, paused, paused, paused, rerouted, rerouted, levels)
+	else
+		flags = redis.call("EXISTS", paused, paused, paused, paused, levels)
 	end
+	if flags >= 4 then
+		return 0
+	end
+	local any_rerouted, banded = flags >= 2, flags % 2 == 1
 	local used, taken = 0, 0 -- ids popped, tasks taken (one token each)
 	local most = n + 16 -- ids popped at most
 	-- take leases the task id, and reports whether it did.
