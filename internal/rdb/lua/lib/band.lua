@@ -37,12 +37,14 @@ local function band_split(band)
 	return string.sub(band, 1, cut - 1), string.sub(band, cut + 1)
 end
 
--- band_join puts key into the rotation of fair zset at the turn of the
--- one due now (its head's pass), unless it is there: a key that comes
--- back is served next to the others, not ahead for its idle time.
+-- band_join puts key into the rotation of fair zset half a turn after
+-- the key due now (its head), after the keys due this turn, unless it is
+-- there: a key that comes back gets no credit for the time it had no
+-- task, and one whose tasks run out at every turn cannot keep the others
+-- from theirs.
 local function band_join(fair, key)
 	local head = redis.call("ZRANGE", fair, 0, 0, "WITHSCORES")
-	return redis.call("ZADD", fair, "NX", head[2] or 0, key) == 1
+	redis.call("ZADD", fair, "NX", head[2] and tonumber(head[2]) + 0.5 or 0, key)
 end
 
 -- band_push puts task id on its band's list, at the tail, or at the head
@@ -117,10 +119,8 @@ local function band_pop(pending)
 			-- list's, below every other level.
 			redis.call("ZREM", levels, "0")
 		else
-			-- ZADD NX scores a key joining at the head's pass, and ""
-			-- sorts first among equals: it becomes the head.
-			if #head > 0 and head[1] ~= "" and redis.call("EXISTS", plain) == 1 and band_join(fair, "") then
-				head[1] = ""
+			if #head > 0 and head[1] ~= "" and redis.call("EXISTS", plain) == 1 then
+				band_join(fair, "")
 			end
 			local key = head[1] or ""
 			local band = key ~= "" and top .. ":" .. key or top ~= "0" and top or false
