@@ -41,7 +41,11 @@ local function put(pending, scheduled, archived_key, task_key, id, msg, eta, arc
 	else
 		redis.call("HSET", task_key, "msg", msg, "state", "pending", "at", now)
 	end
-	band_push(pending, band, id, false)
+	if band == "" then
+		redis.call("RPUSH", pending, id)
+	else
+		band_push(pending, band, id, false)
+	end
 	return true
 end
 
