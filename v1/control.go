@@ -63,6 +63,88 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 	return nil
 }
 
+// AllTasksPage is how many tasks DeleteAllTasks, ArchiveAllTasks and
+// RunAllTasks take from Redis at a time: each script run holds Redis for
+// one page only, so that acting on a million tasks does not block it.
+const AllTasksPage = 1000
+
+// The actions on all of a queue's tasks in one status, a page at a time
+// (brokers/iface.Inspector.TakeAll); queue "" is the DefaultQueue. Each
+// returns how many tasks it acted on, and stops at the first error (the
+// pages before it done) or when ctx ends. Tasks that arrive in the status
+// meanwhile may be acted on too. Those deleted or archived get a FAILURE
+// state, as DeleteTask and ArchiveTask give them, up to 32 written at
+// once. An action a status does not take is refused before anything is
+// done (brokers/iface.ErrBadTakeAll).
+
+// DeleteAllTasks deletes the tasks of queue with status: pending,
+// scheduled, retry or limited (they never run), or archived.
+func (s *Server) DeleteAllTasks(ctx context.Context, queue string, status brokers.TaskStatus) (int, error) {
+	return s.takeAll(ctx, queue, status, brokers.TakeDelete, "task deleted by an operator before it ran")
+}
+
+// ArchiveAllTasks moves the pending, scheduled, retry or limited tasks of
+// queue, as status says, to the archive with reason.
+func (s *Server) ArchiveAllTasks(ctx context.Context, queue string, status brokers.TaskStatus, reason string) (int, error) {
+	if reason == "" {
+		reason = "archived by an operator before it ran"
+	}
+	return s.takeAll(ctx, queue, status, brokers.TakeArchive, reason)
+}
+
+// RunAllTasks makes the scheduled or retrying tasks of queue, as status
+// says, pending now, at the tail of their queue in the order they were
+// due (an aggregation member joins its group); with status archived, it
+// sends the archived tasks back to pending, oldest first.
+func (s *Server) RunAllTasks(ctx context.Context, queue string, status brokers.TaskStatus) (int, error) {
+	return s.takeAll(ctx, queue, status, brokers.TakeRun, "")
+}
+
+func (s *Server) takeAll(ctx context.Context, queue string, status brokers.TaskStatus, action brokers.TakeAction, reason string) (int, error) {
+	if queue == "" {
+		queue = s.GetConfig().DefaultQueue
+	}
+	if err := store.CheckTakeAll(status, action); err != nil {
+		return 0, fmt.Errorf("machinist: %s the %s tasks of %s: %w", action, status, queue, err)
+	}
+	fail := action != brokers.TakeRun && status != brokers.StatusArchived
+	eng := s.NewWorker("operator", 1).engine()
+	total := 0
+	for {
+		page, err := s.store().TakeAll(ctx, queue, status, action, reason, AllTasksPage)
+		if err != nil {
+			return total, fmt.Errorf("machinist: %s the %s tasks of %s (%d done): %w", action, status, queue, total, err)
+		}
+		total += len(page.Taken)
+		if fail {
+			// Taken out: they will not run. Their states say so.
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var errs []error
+			slots := make(chan struct{}, 32)
+			for _, sig := range page.Taken {
+				slots <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-slots }()
+					// Taken already: the state is written even if ctx ends.
+					if err := eng.FailTaken(context.WithoutCancel(ctx), sig, reason, false); err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("task %s: %w", sig.UUID, err))
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return total, fmt.Errorf("machinist: %s the %s tasks of %s: done, but %d FAILURE states were not written: %w", action, status, queue, len(errs), err)
+			}
+		}
+		if !page.More || len(page.Taken) == 0 {
+			return total, nil
+		}
+	}
+}
+
 // ErrTaskFinished is returned by CancelTask for a task that has finished:
 // there is nothing to cancel.
 var ErrTaskFinished = store.ErrTaskFinished

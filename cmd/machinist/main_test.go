@@ -378,6 +378,24 @@ func TestActions(t *testing.T) {
 	)
 }
 
+// Actions on all of a queue's tasks in one state: refused unless
+// confirmed, refused for a state they do not take, then done a page at a
+// time, with the count.
+func TestBulkActions(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.session(t, "bulk",
+		"queue inspect emails",
+		"task archive-all emails --state pending",
+		"task run-all emails --state pending --yes",
+		"task archive-all emails --state pending --yes",
+		"task ls emails --state archived",
+		"task requeue-all emails --yes --json",
+		"task delete-all emails --state pending --yes",
+		"queue inspect emails",
+	)
+}
+
 // Configuration: the environment over the file, flags over both; a
 // broker the command cannot reach from outside is refused with a usage
 // error.

@@ -33,6 +33,7 @@ const (
 // env is what the command runs with: the process's, or a test's.
 type env struct {
 	getenv         func(string) string
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	// tty says stdout is a terminal (colour in auto mode).
 	tty bool

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/b6192125/machinist/internal/ops"
+	"github.com/b6192125/machinist/internal/store"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -19,6 +21,9 @@ import (
 func (a *app) taskCommand() *cobra.Command {
 	cmd := parent("task", "List, show and act on tasks")
 	cmd.AddCommand(a.taskListCommand(), a.taskShowCommand(), a.taskWatchCommand())
+	for _, act := range ops.AllActions {
+		cmd.AddCommand(a.taskAllCommand(act))
+	}
 	for _, act := range []struct {
 		action      ops.Action
 		short, done string
@@ -44,6 +49,65 @@ func (a *app) taskCommand() *cobra.Command {
 		c.Flags().StringVar(&queue, "queue", "", "the task's queue (default: looked for in every queue)")
 		cmd.AddCommand(c)
 	}
+	return cmd
+}
+
+// allActionText says what each action on all of a queue's tasks in a
+// state does, and in which states.
+var allActionText = map[ops.Action]struct{ short, states, done string }{
+	ops.Delete:  {"Delete all of a queue's tasks in a state (they never run)", "pending, scheduled, retry, limited or archived", "deleted"},
+	ops.Archive: {"Move all of a queue's tasks in a state to the archive", "pending, scheduled, retry or limited", "archived"},
+	ops.Run:     {"Run all of a queue's scheduled or retrying tasks now", "scheduled or retry", "made pending, to run now"},
+	ops.Requeue: {"Send all of a queue's archived tasks back to pending", "archived", "requeued"},
+}
+
+func (a *app) taskAllCommand(act ops.Action) *cobra.Command {
+	text := allActionText[act]
+	state := "archived"
+	if act != ops.Requeue {
+		state = ""
+	}
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   string(act) + "-all QUEUE",
+		Short: text.short,
+		Long: text.short + ` (--state: ` + text.states + `), a page of
+1,000 at a time, so that Redis is never held for long. Deleted and archived
+tasks get a FAILURE state, as with "task ` + string(act) + `". It asks first,
+unless --yes; for a very large queue raise --timeout.`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			status := store.TaskStatus(state)
+			if !ops.AllActionFor(act, status) {
+				return usageError{fmt.Errorf("--state %q: %s-all takes %s", state, act, text.states)}
+			}
+			q, err := o.Queue(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if n := q.Count(status); !yes {
+				fmt.Fprintf(a.stderr, "%s the %d %s tasks of queue %s? Type yes to go on: ", act, n, state, args[0])
+				line := ""
+				if a.stdin != nil {
+					line, _ = bufio.NewReader(a.stdin).ReadString('\n')
+				}
+				if answer := strings.TrimSpace(line); answer != "yes" && answer != "y" {
+					return usageError{fmt.Errorf("not confirmed: nothing was done")}
+				}
+			}
+			n, err := o.DoAll(ctx, act, args[0], status)
+			if err != nil {
+				return fmt.Errorf("%w (%d tasks %s before it failed)", err, n, text.done)
+			}
+			return a.report(map[string]any{"queue": args[0], "state": state, "done": text.done, "tasks": n},
+				"%d %s tasks of %s %s", n, state, args[0], text.done)
+		}),
+	}
+	if act != ops.Requeue {
+		cmd.Flags().StringVar(&state, "state", "", "the tasks' state: "+text.states+" (required)")
+		_ = cmd.MarkFlagRequired("state")
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "do it without asking")
 	return cmd
 }
 

@@ -118,6 +118,50 @@ func (o *Ops) Do(ctx context.Context, action Action, uuid, queue string) error {
 	return fmt.Errorf("unknown action %q (want one of %v)", action, Actions)
 }
 
+// AllActions are the actions on all of a queue's tasks in one status,
+// in the order they are offered.
+var AllActions = []Action{Delete, Archive, Run, Requeue}
+
+// AllActionFor says whether DoAll does action to tasks with status.
+func AllActionFor(action Action, status store.TaskStatus) bool {
+	take, ok := takeOf(action, status)
+	return ok && store.CheckTakeAll(status, take) == nil
+}
+
+// takeOf is the store's action for action on tasks with status: Run and
+// Requeue are both TakeRun, Requeue for the archived only.
+func takeOf(action Action, status store.TaskStatus) (store.TakeAction, bool) {
+	switch action {
+	case Delete:
+		return store.TakeDelete, true
+	case Archive:
+		return store.TakeArchive, true
+	case Run:
+		return store.TakeRun, status != store.StatusArchived
+	case Requeue:
+		return store.TakeRun, status == store.StatusArchived
+	}
+	return "", false
+}
+
+// DoAll does action to every task of queue with status, a page at a time
+// (machinery's Server.DeleteAllTasks and its kin), and returns how many it
+// acted on: Delete (pending, scheduled, retry, limited or archived
+// tasks), Archive (those that wait), Run (scheduled and retrying ones,
+// now) or Requeue (archived ones).
+func (o *Ops) DoAll(ctx context.Context, action Action, queue string, status store.TaskStatus) (int, error) {
+	if !AllActionFor(action, status) {
+		return 0, fmt.Errorf("%s all %s tasks of %s: %w", action, status, queue, store.ErrBadTakeAll)
+	}
+	switch action {
+	case Delete:
+		return o.deleteAll(ctx, queue, status)
+	case Archive:
+		return o.archiveAll(ctx, queue, status, "archived by an operator")
+	}
+	return o.runAll(ctx, queue, status)
+}
+
 // CancelWorkflow cancels the chain, group or chord id names (its own ID or
 // any of its tasks' UUIDs); see machinery's Server.CancelWorkflow.
 func (o *Ops) CancelWorkflow(ctx context.Context, id string) error {

@@ -31,6 +31,10 @@ type Ops struct {
 	deleteTask     func(ctx context.Context, queue, uuid string) error
 	archiveTask    func(ctx context.Context, queue, uuid, reason string) error
 	runTaskNow     func(ctx context.Context, queue, uuid string) error
+	// And on all of a queue's tasks in one status.
+	deleteAll  func(ctx context.Context, queue string, status store.TaskStatus) (int, error)
+	archiveAll func(ctx context.Context, queue string, status store.TaskStatus, reason string) (int, error)
+	runAll     func(ctx context.Context, queue string, status store.TaskStatus) (int, error)
 }
 
 // Server is what Ops drives besides the store: machinist's Server. O is
@@ -42,6 +46,9 @@ type Server[O any] interface {
 	DeleteTask(ctx context.Context, queue, uuid string) error
 	ArchiveTask(ctx context.Context, queue, uuid, reason string) error
 	RunTaskNow(ctx context.Context, queue, uuid string) error
+	DeleteAllTasks(ctx context.Context, queue string, status store.TaskStatus) (int, error)
+	ArchiveAllTasks(ctx context.Context, queue string, status store.TaskStatus, reason string) (int, error)
+	RunAllTasks(ctx context.Context, queue string, status store.TaskStatus) (int, error)
 }
 
 // New returns the Ops of st, acting through srv. st's broker must be able
@@ -57,6 +64,9 @@ func New[O any](st *pair.Store, srv Server[O]) (*Ops, error) {
 		deleteTask:     srv.DeleteTask,
 		archiveTask:    srv.ArchiveTask,
 		runTaskNow:     srv.RunTaskNow,
+		deleteAll:      srv.DeleteAllTasks,
+		archiveAll:     srv.ArchiveAllTasks,
+		runAll:         srv.RunAllTasks,
 	}, nil
 }
 

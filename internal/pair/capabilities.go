@@ -95,6 +95,13 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action stor
 	return s.inspector.TakeWaiting(ctx, queue, uuid, action, reason)
 }
 
+func (s *Store) TakeAll(ctx context.Context, queue string, status store.TaskStatus, action store.TakeAction, reason string, n int) (*store.TakenPage, error) {
+	if s.inspector == nil {
+		return nil, unsupported("list its queues", s.broker)
+	}
+	return s.inspector.TakeAll(ctx, queue, status, action, reason, n)
+}
+
 func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	if s.canceller == nil {
 		return nil, false, unsupported("cancel tasks", s.broker)

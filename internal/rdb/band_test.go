@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -311,5 +313,122 @@ func TestFairKeyComingBackWaitsItsTurn(t *testing.T) {
 	}
 	if z < 5 {
 		t.Fatalf("took %q: the backlog had %d of 10 turns, want every other one at least", got, z)
+	}
+}
+
+// Deleting 100,000 pending tasks takes 100 calls of 1,000, in the order
+// they would run, bands and all, and leaves nothing of them behind.
+func TestTakeAllPendingInPages(t *testing.T) {
+	t.Parallel()
+	s, client := newTestStore(t)
+	ctx := context.Background()
+	qk := s.keys.queue("q")
+	const total = 100000
+	sigs := make([]*tasks.Signature, total)
+	for i := range sigs {
+		sigs[i] = bandSig(fmt.Sprintf("t%06d", i), uint8(i%3), []string{"", "k1", "k2"}[i%5%3])
+	}
+	for start := 0; start < total; start += 10000 {
+		if err := s.Publish(ctx, PublishParams{Tasks: sigs[start : start+10000]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls, seen := 0, make(map[string]bool, total)
+	for {
+		page, err := s.TakeAll(ctx, "q", "pending", "delete", "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		if len(page.Taken) > 1000 {
+			t.Fatalf("a call took %d tasks, want 1,000 at most", len(page.Taken))
+		}
+		for _, sig := range page.Taken {
+			if seen[sig.UUID] || sig.Name != "n" {
+				t.Fatalf("task %s (%q) taken twice, or without its signature", sig.UUID, sig.Name)
+			}
+			seen[sig.UUID] = true
+		}
+		if !page.More || len(page.Taken) == 0 {
+			break
+		}
+	}
+	if len(seen) != total || calls != total/1000+1 && calls != total/1000 {
+		t.Fatalf("%d tasks deleted in %d calls, want %d in %d", len(seen), calls, total, total/1000)
+	}
+	if keys := client.Keys(ctx, strings.ReplaceAll(s.keys.queue("q").task, "{", `\{`)+"*").Val(); len(keys) != 0 {
+		t.Fatalf("%d task hashes left, e.g. %q", len(keys), keys[0])
+	}
+	if keys := client.Keys(ctx, strings.ReplaceAll(qk.pending, "{", `\{`)+"*").Val(); len(keys) != 0 {
+		t.Fatalf("pending keys left: %q", keys)
+	}
+}
+
+// Each status takes the actions it can: scheduled tasks archived, retry
+// ones run, archived ones requeued then deleted, a finishing task put
+// back where it was; an action a status does not take is refused.
+func TestTakeAllByStatus(t *testing.T) {
+	t.Parallel()
+	s, client := newTestStore(t)
+	s.opts.ArchiveMaxAge, s.opts.ArchiveMaxSize = time.Hour, 100
+	ctx := context.Background()
+	qk := s.keys.queue("q")
+	later := time.Now().Add(time.Hour)
+	var sched []*tasks.Signature
+	for i := range 5 {
+		sig := bandSig(fmt.Sprintf("s%d", i), 0, "")
+		sig.ETA = &later
+		sched = append(sched, sig)
+	}
+	if err := s.Publish(ctx, PublishParams{Tasks: sched}); err != nil {
+		t.Fatal(err)
+	}
+	all := func(status store.TaskStatus, action store.TakeAction, n int) int {
+		t.Helper()
+		total := 0
+		for {
+			page, err := s.TakeAll(ctx, "q", status, action, "bulk", n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(page.Taken)
+			if !page.More || len(page.Taken) == 0 {
+				return total
+			}
+		}
+	}
+	if n := all(store.StatusScheduled, store.TakeArchive, 2); n != 5 {
+		t.Fatalf("archived %d scheduled tasks, want 5", n)
+	}
+	if n := client.ZCard(ctx, qk.archived).Val(); n != 5 {
+		t.Fatalf("%d archived, want 5", n)
+	}
+	if n := all(store.StatusArchived, store.TakeRun, 2); n != 5 {
+		t.Fatalf("requeued %d archived tasks, want 5", n)
+	}
+	if got := takeAll(t, s, 10); len(got) != 5 {
+		t.Fatalf("took %q after the requeue, want the 5", got)
+	}
+	// A pending task being finished (recovered after its outcome was
+	// committed) is put back, and the call that meets only it acts on none.
+	if err := s.Publish(ctx, PublishParams{Tasks: []*tasks.Signature{bandSig("finishing", 0, ""), bandSig("p", 0, "")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.HSet(ctx, qk.task+"finishing", "outcome", `{"State":"SUCCESS"}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := all(store.StatusPending, store.TakeDelete, 10); n != 1 {
+		t.Fatalf("deleted %d pending tasks, want 1", n)
+	}
+	if ids := client.LRange(ctx, qk.pending, 0, -1).Val(); !slices.Equal(ids, []string{"finishing"}) {
+		t.Fatalf("pending after the delete: %q, want the task being finished", ids)
+	}
+	for _, c := range []struct {
+		status store.TaskStatus
+		action store.TakeAction
+	}{{store.StatusPending, store.TakeRun}, {store.StatusActive, store.TakeDelete}, {store.StatusArchived, store.TakeArchive}, {store.StatusLimited, store.TakeRun}} {
+		if _, err := s.TakeAll(ctx, "q", c.status, c.action, "", 10); !errors.Is(err, store.ErrBadTakeAll) {
+			t.Errorf("%s all %s tasks: %v, want ErrBadTakeAll", c.action, c.status, err)
+		}
 	}
 }

@@ -406,3 +406,68 @@ func (s *Store) TakeWaiting(ctx context.Context, queue, uuid string, action stor
 	}
 	return sig, nil
 }
+
+// TakeAll acts on up to n of queue's tasks with status; see
+// store.Inspector.TakeAll.
+func (s *Store) TakeAll(ctx context.Context, queue string, status store.TaskStatus, action store.TakeAction, reason string, n int) (*store.TakenPage, error) {
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	if err := store.CheckTakeAll(status, action); err != nil {
+		return nil, fmt.Errorf("%s the %s tasks of %s: %w", action, status, queue, err)
+	}
+	n = max(n, 1)
+	qk := s.keys.queue(queue)
+	if status == store.StatusArchived {
+		return s.takeArchived(ctx, qk, queue, action, n)
+	}
+	cmd := s.repl.Eval(ctx, s.client, true, takeAllScript,
+		[]string{qk.pending, qk.scheduled, qk.retry, qk.archived, qk.parked, qk.notify, qk.rerouted},
+		[]interface{}{qk.task, string(status), string(action), n, reason, s.opts.ArchiveMaxAge.Milliseconds(), s.opts.ArchiveMaxSize})
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, fmt.Errorf("%s the %s tasks of %s: %w", action, status, queue, err)
+	}
+	items, ok := v.([]interface{})
+	if !ok || len(items)%2 != 1 {
+		return nil, fmt.Errorf("%s the %s tasks of %s: %w", action, status, queue,
+			malformed("take_all", nil, "%T of %v, not a flag then id, message pairs", v, v))
+	}
+	left, _ := items[0].(int64)
+	page := &store.TakenPage{More: left == 1}
+	for i := 1; i < len(items); i += 2 {
+		id, _ := items[i].(string)
+		msg, _ := items[i+1].(string)
+		sig, err := decodeStored(msg, id, queue)
+		if err != nil {
+			// Acted on: it is gone from the status. What is known of it
+			// still comes back, so that its state can be written.
+			sig = &tasks.Signature{UUID: id, RoutingKey: queue}
+		}
+		page.Taken = append(page.Taken, sig)
+	}
+	return page, nil
+}
+
+// takeArchived deletes or requeues (TakeRun) up to n of the archived
+// tasks of queue, oldest first.
+func (s *Store) takeArchived(ctx context.Context, qk *queueKeys, queue string, action store.TakeAction, n int) (*store.TakenPage, error) {
+	ids, err := s.client.ZRange(ctx, qk.archived, 0, int64(n-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%s the archived tasks of %s: %w", action, queue, err)
+	}
+	if len(ids) > 0 {
+		act := s.DeleteArchived
+		if action == store.TakeRun {
+			act = s.RequeueArchived
+		}
+		if _, err := act(ctx, queue, ids...); err != nil {
+			return nil, err
+		}
+	}
+	page := &store.TakenPage{More: len(ids) == n}
+	for _, id := range ids {
+		page.Taken = append(page.Taken, &tasks.Signature{UUID: id, RoutingKey: queue})
+	}
+	return page, nil
+}

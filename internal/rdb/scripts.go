@@ -46,6 +46,7 @@ var (
 	requeueArchivedScript = loadScript("requeue_archived")
 	deleteArchivedScript  = loadScript("delete_archived")
 	takeWaitingScript     = loadScript("take_waiting")
+	takeAllScript         = loadScript("take_all")
 	cancelScript          = loadScript("cancel")
 	bandsScript           = loadScript("bands")
 

@@ -31,6 +31,9 @@ var (
 	// outcome committed) or archived, and for CancelTask a member in a
 	// batch being built. The error names the state.
 	ErrTaskNotWaiting = errors.New("brokers: the task is not in a state this action applies to")
+	// ErrBadTakeAll is wrapped by the error of Inspector.TakeAll for an
+	// action a status does not take (CheckTakeAll).
+	ErrBadTakeAll = errors.New("brokers: no such action on a queue's tasks in that state")
 	// ErrChordDue is returned by StateBroker.AckSuccess for a member of a
 	// group with a chord callback whose success completed its group: its
 	// state, its record in the group and its outcome (as Commit's) are

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/b6192125/machinist/v1/tasks"
@@ -268,6 +269,44 @@ type Inspector interface {
 	// archived frees its key (requeued from the archive, it is no longer
 	// unique).
 	TakeWaiting(ctx context.Context, queue, uuid string, action TakeAction, reason string) (*tasks.Signature, error)
+	// TakeAll acts on up to n of queue's tasks with status, as TakeWaiting
+	// on each (CheckTakeAll says which actions a status takes), taking
+	// pending tasks in the order they would run, parked ones in the order
+	// they were parked, others by time, oldest first. TakeRun makes
+	// scheduled and retrying tasks pending at the tail of their queue, and
+	// requeues archived ones. Acting on a whole status is a loop of calls
+	// until one acts on none or More is false: each call holds Redis for
+	// its n tasks only.
+	TakeAll(ctx context.Context, queue string, status TaskStatus, action TakeAction, reason string, n int) (*TakenPage, error)
+}
+
+// TakenPage is what one Inspector.TakeAll call did.
+type TakenPage struct {
+	// Taken are the tasks acted on, with their signatures (archived tasks
+	// and those whose message could not be read: their UUID and queue).
+	Taken []*tasks.Signature
+	// More says the status still has tasks, or entries being finished.
+	More bool
+}
+
+// CheckTakeAll refuses an action Inspector.TakeAll does not do on
+// status: pending and limited tasks can be deleted or archived,
+// scheduled and retrying ones run too, archived ones deleted or run
+// (requeued); active ones are cancelled one by one.
+func CheckTakeAll(status TaskStatus, action TakeAction) error {
+	ok := false
+	switch status {
+	case StatusPending, StatusLimited:
+		ok = action == TakeDelete || action == TakeArchive
+	case StatusScheduled, StatusRetry:
+		ok = action == TakeDelete || action == TakeArchive || action == TakeRun
+	case StatusArchived:
+		ok = action == TakeDelete || action == TakeRun
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s tasks cannot be taken to %s", ErrBadTakeAll, status, action)
+	}
+	return nil
 }
 
 // Canceller is a broker through which any process cancels a task.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/b6192125/machinist/internal/ops"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -78,6 +79,10 @@ func (h *handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, act := r.PathValue("name"), r.PathValue("action")
+	if all, ok := strings.CutSuffix(act, "-all"); ok {
+		h.allAction(w, r, name, ops.Action(all))
+		return
+	}
 	var do func(context.Context, string) error
 	switch act {
 	case "pause":
@@ -91,6 +96,22 @@ func (h *handler) queueAction(w http.ResponseWriter, r *http.Request) {
 	err := do(r.Context(), name)
 	past := map[string]string{"pause": "paused: workers take none of its tasks until it is resumed", "resume": "resumed"}[act]
 	h.done(w, r, h.back(r, "/queues/"+url.PathEscape(name)), fmt.Sprintf("Queue %s %s.", name, past), err)
+}
+
+// allAction acts on all of queue's tasks in the state the form names.
+func (h *handler) allAction(w http.ResponseWriter, r *http.Request, queue string, act ops.Action) {
+	status, err := ops.ParseStatus(r.PostFormValue("state"))
+	if err != nil || !ops.AllActionFor(act, status) {
+		http.Error(w, fmt.Sprintf("404 not found: no action %q on the %q tasks of a queue", act, r.PostFormValue("state")), http.StatusNotFound)
+		return
+	}
+	n, err := h.ops.DoAll(r.Context(), act, queue, status)
+	past := map[ops.Action]string{ops.Delete: "deleted", ops.Archive: "archived", ops.Run: "made pending, to run now", ops.Requeue: "requeued"}[act]
+	if err != nil {
+		err = fmt.Errorf("%d tasks %s before: %w", n, past, err)
+	}
+	h.done(w, r, h.back(r, "/queues/"+url.PathEscape(queue)+"?state="+string(status)),
+		fmt.Sprintf("%d %s tasks of queue %s %s.", n, status, queue, past), err)
 }
 
 // taskAction acts on a task: cancel, delete, archive, run or requeue.

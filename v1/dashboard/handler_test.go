@@ -520,3 +520,38 @@ func TestTaskPageShowsProgress(t *testing.T) {
 		t.Fatalf("the task's page does not list its event, escaped:\n%s", body)
 	}
 }
+
+// The queue page offers the actions on all the tasks of the state shown,
+// each asking first; one posted acts on them all and says how many.
+func TestBulkActionsOnAState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	for range 3 {
+		e.send("default", "hello", nil)
+	}
+	c := client(t)
+	tok := e.token(c, "/")
+	_, body := e.get(c, "/queues/default?state=pending")
+	for _, want := range []string{`action="/queues/default/delete-all"`, `action="/queues/default/archive-all"`, `data-confirm="delete the 3 pending tasks of queue default?`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the pending tab has no %s", want)
+		}
+	}
+	if strings.Contains(body, "/queues/default/run-all") {
+		t.Error("the pending tab offers to run all: pending tasks run anyway")
+	}
+	resp := e.post(c, "/queues/default/archive-all", url.Values{"csrf": {tok}, "state": {"pending"}, "back": {"/queues/default?state=archived"}}, "")
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST archive-all: %d, want 303", resp.StatusCode)
+	}
+	if info := e.info("default"); info.Pending != 0 || info.Archived != 3 {
+		t.Fatalf("after archive-all: %d pending, %d archived; want 0 and 3", info.Pending, info.Archived)
+	}
+	if _, body := e.get(c, "/queues/default?state=archived"); !strings.Contains(body, "3 pending tasks of queue default archived") {
+		t.Errorf("the page after the action does not say what it did:\n%s", body)
+	}
+	resp = e.post(c, "/queues/default/run-all", url.Values{"csrf": {tok}, "state": {"pending"}}, "")
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("POST run-all of pending tasks: %d, want 404", resp.StatusCode)
+	}
+}

@@ -68,6 +68,34 @@ type queueData struct {
 	Name       string
 	Searched   [2]int
 	FurtherURL string
+	// Bulk are the actions on all the tasks of the state shown.
+	Bulk []bulkAction
+}
+
+// bulkAction is an action on all of a queue's tasks in one state: its
+// name (ops.Action), its button's label and what it asks first.
+type bulkAction struct {
+	Action, Label, Confirm string
+}
+
+// bulkActions are the actions offered on all of queue's count tasks
+// with status.
+func bulkActions(queue string, status brokers.TaskStatus, count int) []bulkAction {
+	var out []bulkAction
+	for _, a := range ops.AllActions {
+		if !ops.AllActionFor(a, status) {
+			continue
+		}
+		what := map[ops.Action]string{
+			ops.Delete:  "Delete all: they never run",
+			ops.Archive: "Archive all: they do not run unless requeued",
+			ops.Run:     "Run all now",
+			ops.Requeue: "Requeue all",
+		}[a]
+		out = append(out, bulkAction{Action: string(a), Label: strings.SplitN(what, ":", 2)[0],
+			Confirm: fmt.Sprintf("%s the %d %s tasks of queue %s? %s.", a, count, status, queue, what)})
+	}
+	return out
 }
 
 // tab is a task state on a queue's page.
@@ -111,6 +139,9 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		d.Tabs = append(d.Tabs, tab{Status: s, Count: q.Count(s), URL: h.queueURL(name, s, 0, "")})
 	}
 	d.Total = q.Count(status)
+	if d.Total > 0 && !d.ReadOnly {
+		d.Bulk = bulkActions(name, status, d.Total)
+	}
 	if d.Name == "" {
 		d.Tasks, err = h.ops.Tasks(ctx, name, status, offset, pageSize)
 		if err != nil {

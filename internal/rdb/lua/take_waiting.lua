@@ -41,26 +41,13 @@ end
 
 -- Out of its place.
 unplace(KEYS[1], id, state, rerouted, KEYS[2], KEYS[3], KEYS[4], KEYS[7], task[6])
-redis.call("HDEL", KEYS[1], "rerouted", "process_at", "limit_slot")
-
-if action ~= "run" then
-	limit_pass(KEYS[1], id)
-end
-if action == "delete" then
-	release_unique(KEYS[1], id)
-	redis.call("DEL", KEYS[1])
-elseif action == "archive" then
-	release_unique(KEYS[1], id)
-	redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[3], "failed_at", now)
-	redis.call("ZADD", KEYS[5], now, id)
+local P = g and action == "run" and agg_prefix(ARGV[6])
+take_out(KEYS[1], id, action, g, task[6], true, ARGV[3], now, KEYS[2], KEYS[5], P)
+if action == "archive" then
 	trim_archive(KEYS[5], ARGV[6], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
-elseif g then
-	local P = agg_prefix(ARGV[6])
-	agg_join(P, g, KEYS[1], id, nil, now)
+elseif action == "run" and g then
 	agg_file(P, { [g] = true }, now)
-else
-	redis.call("HSET", KEYS[1], "state", "pending")
-	band_push(KEYS[2], task[6], id, true)
+elseif action == "run" then
 	wake(KEYS[6])
 end
 return {0, msg}

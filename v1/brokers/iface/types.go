@@ -17,6 +17,7 @@ type (
 	TaskInfo   = store.TaskInfo
 	QueueInfo  = store.QueueInfo
 	TakeAction = store.TakeAction
+	TakenPage  = store.TakenPage
 
 	ClaimStatus = store.ClaimStatus
 	ClaimResult = store.ClaimResult
@@ -87,6 +88,7 @@ var (
 	ErrShardKeys       = store.ErrShardKeys
 	ErrTaskNotFound    = store.ErrTaskNotFound
 	ErrTaskNotWaiting  = store.ErrTaskNotWaiting
+	ErrBadTakeAll      = store.ErrBadTakeAll
 	ErrChordDue        = store.ErrChordDue
 	ErrClosed          = store.ErrClosed
 	ErrMessageTooLarge = store.ErrMessageTooLarge

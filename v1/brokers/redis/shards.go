@@ -213,6 +213,22 @@ func (b *Broker) TakeWaiting(ctx context.Context, queue, uuid string, action bro
 	return sig, err
 }
 
+// TakeAll acts on up to n of queue's tasks with status (take_all.lua),
+// shard after shard until n are acted on.
+func (b *Broker) TakeAll(ctx context.Context, queue string, status brokers.TaskStatus, action brokers.TakeAction, reason string, n int) (*brokers.TakenPage, error) {
+	out := &brokers.TakenPage{}
+	err := b.eachShard(ctx, queue, false, func(sh string) (bool, error) {
+		page, err := b.store.TakeAll(ctx, sh, status, action, reason, n-len(out.Taken))
+		if err != nil {
+			return false, err
+		}
+		out.Taken = append(out.Taken, page.Taken...)
+		out.More = out.More || page.More
+		return len(out.Taken) < n, nil
+	})
+	return out, err
+}
+
 // CancelTask stops a task: deleted when it waits, its lease taken and the
 // task archived when it runs (cancel.lua, which publishes the
 // cancellation for WatchCancels); with a bar, a task the queue does not

@@ -1,0 +1,106 @@
+package integration_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/v1/backends/result"
+	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// An operator acts on all of a queue's tasks in one state, more than a
+// page of them: scheduled tasks run now, retrying ones archived (waiting
+// on each returns the reason), archived ones requeued, pending ones
+// deleted (waiting on each returns a failure saying so); a chord whose
+// members are deleted fails rather than waits.
+func TestOperatorActionsOnAllTasks(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := processes(t, p, 2)
+		sender, operator := s[0], s[1]
+		ctx := testCtx(t)
+		q := config.DefaultQueueName
+		const n = 2500 // two pages and a half
+		later := time.Now().Add(time.Hour)
+		send := func(eta *time.Time) []*result.AsyncResult {
+			sigs := make([]*tasks.Signature, n)
+			for i := range sigs {
+				sigs[i] = sig("add", i64(1), i64(2))
+				sigs[i].ETA = eta
+			}
+			rs, err := sender.SendTasks(ctx, sigs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs
+		}
+		count := func(status brokers.TaskStatus) int {
+			t.Helper()
+			infos, err := operator.GetBroker().(brokers.Inspector).QueueInfo(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := infos.Count(status)
+			return c
+		}
+		want := func(what string, got int, err error, n int) {
+			t.Helper()
+			if err != nil || got != n {
+				t.Fatalf("%s: %d tasks, %v; want %d", what, got, err, n)
+			}
+		}
+
+		send(&later)
+		got, err := operator.RunAllTasks(ctx, q, brokers.StatusScheduled)
+		want("run all scheduled", got, err, n)
+		if c := count(brokers.StatusPending); c != n {
+			t.Fatalf("%d pending after running all scheduled, want %d", c, n)
+		}
+		got, err = operator.ArchiveAllTasks(ctx, q, brokers.StatusPending, "bulk archived")
+		want("archive all pending", got, err, n)
+		got, err = operator.RunAllTasks(ctx, q, brokers.StatusArchived)
+		want("requeue all archived", got, err, n)
+		got, err = operator.DeleteAllTasks(ctx, q, brokers.StatusPending)
+		want("delete all pending", got, err, n)
+		if c := count(brokers.StatusPending) + count(brokers.StatusArchived) + count(brokers.StatusScheduled); c != 0 {
+			t.Fatalf("%d tasks left, want none", c)
+		}
+
+		rs := send(nil)
+		got, err = operator.ArchiveAllTasks(ctx, q, brokers.StatusPending, "bulk archived")
+		want("archive all pending", got, err, n)
+		for _, i := range []int{0, n / 2, n - 1} {
+			if _, err := rs[i].GetWithContext(ctx, poll); err == nil || !strings.Contains(err.Error(), "bulk archived") {
+				t.Fatalf("waiting on task %d, archived in bulk: %v, want a failure with the reason", i, err)
+			}
+		}
+		got, err = operator.DeleteAllTasks(ctx, q, brokers.StatusArchived)
+		want("delete all archived", got, err, n)
+
+		// A chord whose members are all deleted fails.
+		group, err := tasks.NewGroup(sig("add", i64(1), i64(1)), sig("add", i64(2), i64(2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chord, err := tasks.NewChord(group, sig("add"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := sender.SendChordWithContext(ctx, chord, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = operator.DeleteAllTasks(ctx, q, brokers.StatusPending)
+		want("delete the chord's members", got, err, 2)
+		if _, err := cr.GetWithContext(ctx, poll); err == nil {
+			t.Fatal("a chord whose members were deleted succeeded")
+		}
+
+		if _, err := operator.RunAllTasks(ctx, q, brokers.StatusPending); !errors.Is(err, brokers.ErrBadTakeAll) {
+			t.Fatalf("run all pending: %v, want ErrBadTakeAll", err)
+		}
+	})
+}
