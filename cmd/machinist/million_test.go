@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,6 +18,7 @@ import (
 	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/dashboard"
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // fillArchive writes n archived tasks to queue under prefix, as the
@@ -133,4 +135,54 @@ func BenchmarkMillionArchivedPages(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDeleteAllPending times Server.DeleteAllTasks on 100,000
+// pending tasks (their FAILURE states written), and reports the longest
+// any one Redis command took meanwhile (SLOWLOG): the page of 1,000 a
+// script run takes bounds how long Redis is held.
+//
+//	go test -run '^$' -bench DeleteAllPending -benchtime 3x ./cmd/machinist
+func BenchmarkDeleteAllPending(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	ctx := context.Background()
+	server, err := machinery.NewServer(&config.Config{Broker: srv.URL(), NoUnixSignals: true, Redis: &config.RedisConfig{KeyPrefix: "bulk"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer server.Close()
+	const n = 100_000
+	var held time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		sigs := make([]*tasks.Signature, n)
+		for i := range sigs {
+			sigs[i] = &tasks.Signature{Name: "send", RoutingKey: "mail", Args: []tasks.Arg{{Type: "int64", Value: i}}}
+		}
+		if _, err := server.SendTasks(ctx, sigs); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range [][]any{{"config", "set", "slowlog-log-slower-than", "0"}, {"config", "set", "slowlog-max-len", "1000000"}, {"slowlog", "reset"}} {
+			if err := rdb.Do(ctx, c...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		got, err := server.DeleteAllTasks(ctx, "mail", "pending")
+		b.StopTimer()
+		if err != nil || got != n {
+			b.Fatalf("deleted %d, %v; want %d", got, err, n)
+		}
+		logs, err := rdb.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range logs {
+			held = max(held, l.Duration)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tasks/s")
+	b.ReportMetric(float64(held.Microseconds())/1000, "max-command-ms")
 }

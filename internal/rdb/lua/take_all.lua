@@ -34,6 +34,8 @@ local P = action == "run" and agg_prefix(prefix)
 local joined, ready = {}, false
 local back = {} -- pending tasks being finished, to put back
 
+local banded = status == "pending" and redis.call("EXISTS", KEYS[1] .. ":levels") == 1
+
 -- next_id returns the next id of the status, false for none.
 local ids, at = nil, 0
 local function next_id()
@@ -44,7 +46,12 @@ local function next_id()
 		at = at + 1
 		return ids[at] or false
 	end
-	local id = band_pop(KEYS[1])
+	local id
+	if banded then
+		id = band_pop(KEYS[1])
+	else
+		id = redis.call("LPOP", KEYS[1])
+	end
 	if id then
 		return id
 	end

@@ -7,14 +7,16 @@
 -- with front). A task that leaves for good lets one parked on its limit
 -- key try again.
 local function take_out(task_key, id, action, g, band, front, reason, now, pending, archived, P)
-	redis.call("HDEL", task_key, "rerouted", "process_at", "limit_slot")
 	if action ~= "run" then
 		limit_pass(task_key, id)
 	end
 	if action == "delete" then
 		release_unique(task_key, id)
 		redis.call("DEL", task_key)
-	elseif action == "archive" then
+		return
+	end
+	redis.call("HDEL", task_key, "rerouted", "process_at", "limit_slot")
+	if action == "archive" then
 		release_unique(task_key, id)
 		redis.call("HSET", task_key, "state", "archived", "error", reason, "failed_at", now)
 		redis.call("ZADD", archived, now, id)
