@@ -104,3 +104,46 @@ func TestOperatorActionsOnAllTasks(t *testing.T) {
 		}
 	})
 }
+
+// A queue that holds tasks is removed only when forced: its tasks are
+// deleted first (waiting on one returns the failure), then its keys, and
+// it is no longer listed.
+func TestRemoveQueue(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p)
+		ctx := testCtx(t)
+		const q = "to_remove"
+		later := time.Now().Add(time.Hour)
+		pending, scheduled := sig("add", i64(1), i64(2)), sig("add", i64(3), i64(4))
+		pending.RoutingKey, scheduled.RoutingKey, scheduled.ETA = q, q, &later
+		rp, err := s.SendTaskWithContext(ctx, pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SendTaskWithContext(ctx, scheduled); err != nil {
+			t.Fatal(err)
+		}
+		insp := s.GetBroker().(brokers.Inspector)
+		if err := s.RemoveQueue(ctx, q, false); !errors.Is(err, brokers.ErrQueueNotEmpty) {
+			t.Fatalf("removing a queue with tasks: %v, want ErrQueueNotEmpty", err)
+		}
+		if err := s.RemoveQueue(ctx, q, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rp.GetWithContext(ctx, poll); err == nil || !strings.Contains(err.Error(), "deleted by an operator") {
+			t.Fatalf("waiting on a task of the removed queue: %v, want a failure saying it was deleted", err)
+		}
+		queues, err := insp.Queues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range queues {
+			if name == q {
+				t.Fatalf("the removed queue is still listed: %q", queues)
+			}
+		}
+		if info, err := insp.QueueInfo(ctx, q); err != nil || info.Pending+info.Scheduled+info.Archived != 0 {
+			t.Fatalf("the removed queue: %+v, %v; want nothing in it", info, err)
+		}
+	})
+}

@@ -145,6 +145,45 @@ func (s *Server) takeAll(ctx context.Context, queue string, status brokers.TaskS
 	}
 }
 
+// RemoveQueue removes queue: what Redis keeps of it (its lists, its
+// archive, its statistics, a sharded queue's shards) and its name from
+// the queues listed. A queue that holds tasks is refused with an error
+// wrapping brokers/iface.ErrQueueNotEmpty that counts them, unless force:
+// then its waiting tasks are deleted first, with their FAILURE states
+// (DeleteAllTasks), and its archive; members waiting in aggregation
+// groups go with the queue's keys, without a state. A queue with tasks
+// running is refused even with force: cancel them, or let them finish. A
+// worker still consuming the queue, or a task sent to it, makes it again.
+func (s *Server) RemoveQueue(ctx context.Context, queue string, force bool) error {
+	insp, ok := s.GetBroker().(brokers.Inspector)
+	if !ok {
+		return fmt.Errorf("machinist: remove queue %s: %w", queue, brokers.ErrUnsupported)
+	}
+	info, err := insp.QueueInfo(ctx, queue)
+	if err != nil {
+		return fmt.Errorf("machinist: remove queue %s: %w", queue, err)
+	}
+	if info.Active > 0 {
+		return fmt.Errorf("machinist: remove queue %s: %d of its tasks are running (cancel them, or let them finish): %w", queue, info.Active, brokers.ErrQueueNotEmpty)
+	}
+	held := info.Pending + info.Scheduled + info.Retry + info.Limited + info.Archived + info.Aggregating
+	if held > 0 && !force {
+		return fmt.Errorf("machinist: remove queue %s: it holds %d tasks (%d pending, %d scheduled, %d retry, %d limited, %d archived, %d aggregating); delete them, or force: %w",
+			queue, held, info.Pending, info.Scheduled, info.Retry, info.Limited, info.Archived, info.Aggregating, brokers.ErrQueueNotEmpty)
+	}
+	if held > 0 {
+		for _, status := range []brokers.TaskStatus{brokers.StatusPending, brokers.StatusScheduled, brokers.StatusRetry, brokers.StatusLimited, brokers.StatusArchived} {
+			if _, err := s.DeleteAllTasks(ctx, queue, status); err != nil {
+				return fmt.Errorf("machinist: remove queue %s: %w", queue, err)
+			}
+		}
+	}
+	if err := s.store().RemoveQueue(ctx, queue); err != nil {
+		return fmt.Errorf("machinist: remove queue %s: %w", queue, err)
+	}
+	return nil
+}
+
 // ErrTaskFinished is returned by CancelTask for a task that has finished:
 // there is nothing to cancel.
 var ErrTaskFinished = store.ErrTaskFinished

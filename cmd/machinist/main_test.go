@@ -393,6 +393,10 @@ func TestBulkActions(t *testing.T) {
 		"task requeue-all emails --yes --json",
 		"task delete-all emails --state pending --yes",
 		"queue inspect emails",
+		"queue rm later",
+		"queue rm later --force --yes",
+		"queue rm emails --force --yes",
+		"queue ls",
 	)
 }
 

@@ -71,7 +71,8 @@ func (a *app) queueRow(q *ops.Queue) []string {
 }
 
 func (a *app) queueCommand() *cobra.Command {
-	cmd := parent("queue", "List, inspect, pause and resume queues")
+	cmd := parent("queue", "List, inspect, pause, resume and remove queues")
+	cmd.AddCommand(a.queueRemoveCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List the queues, with how many tasks each holds",
@@ -132,6 +133,35 @@ func (a *app) queueCommand() *cobra.Command {
 			}),
 		})
 	}
+	return cmd
+}
+
+func (a *app) queueRemoveCommand() *cobra.Command {
+	var force, yes bool
+	cmd := &cobra.Command{
+		Use:   "rm QUEUE",
+		Short: "Remove a queue: refused while it holds tasks, unless --force",
+		Long: `rm removes QUEUE: what Redis keeps of it and its name from the list of
+queues. A queue that holds tasks is refused unless --force, which deletes its
+waiting tasks first (each gets a FAILURE state) and its archive, and asks
+first unless --yes. A queue with tasks running is refused even with --force.
+A worker still consuming the queue makes it again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			if force && !yes {
+				fmt.Fprintf(a.stderr, "remove queue %s and delete every task it holds? Type yes to go on: ", args[0])
+				if !a.confirmed() {
+					return usageError{fmt.Errorf("not confirmed: nothing was done")}
+				}
+			}
+			if err := o.RemoveQueue(ctx, args[0], force); err != nil {
+				return err
+			}
+			return a.report(map[string]string{"queue": args[0], "done": "removed"}, "queue %s removed", args[0])
+		}),
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete the tasks it holds first")
+	cmd.Flags().BoolVar(&yes, "yes", false, "with --force, do it without asking")
 	return cmd
 }
 

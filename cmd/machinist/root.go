@@ -122,7 +122,7 @@ func exitCode(err error) int {
 	case errors.Is(err, ops.ErrQueueNotFound), errors.Is(err, brokers.ErrTaskNotFound),
 		errors.Is(err, backends.ErrWorkflowNotFound):
 		return exitNotFound
-	case errors.Is(err, brokers.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished):
+	case errors.Is(err, brokers.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished), errors.Is(err, brokers.ErrQueueNotEmpty):
 		return exitRefused
 	}
 	return exitFailed

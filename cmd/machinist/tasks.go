@@ -87,11 +87,7 @@ unless --yes; for a very large queue raise --timeout.`,
 			}
 			if n := q.Count(status); !yes {
 				fmt.Fprintf(a.stderr, "%s the %d %s tasks of queue %s? Type yes to go on: ", act, n, state, args[0])
-				line := ""
-				if a.stdin != nil {
-					line, _ = bufio.NewReader(a.stdin).ReadString('\n')
-				}
-				if answer := strings.TrimSpace(line); answer != "yes" && answer != "y" {
+				if !a.confirmed() {
 					return usageError{fmt.Errorf("not confirmed: nothing was done")}
 				}
 			}
@@ -109,6 +105,17 @@ unless --yes; for a very large queue raise --timeout.`,
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "do it without asking")
 	return cmd
+}
+
+// confirmed reads a line of the standard input and reports whether it
+// says yes.
+func (a *app) confirmed() bool {
+	if a.stdin == nil {
+		return false
+	}
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	answer := strings.TrimSpace(line)
+	return answer == "yes" || answer == "y"
 }
 
 func (a *app) taskListCommand() *cobra.Command {

@@ -162,6 +162,12 @@ func (o *Ops) DoAll(ctx context.Context, action Action, queue string, status sto
 	return o.runAll(ctx, queue, status)
 }
 
+// RemoveQueue removes queue, refused while it holds tasks unless force
+// (machinery's Server.RemoveQueue).
+func (o *Ops) RemoveQueue(ctx context.Context, queue string, force bool) error {
+	return o.removeQueue(ctx, queue, force)
+}
+
 // CancelWorkflow cancels the chain, group or chord id names (its own ID or
 // any of its tasks' UUIDs); see machinery's Server.CancelWorkflow.
 func (o *Ops) CancelWorkflow(ctx context.Context, id string) error {

@@ -32,9 +32,10 @@ type Ops struct {
 	archiveTask    func(ctx context.Context, queue, uuid, reason string) error
 	runTaskNow     func(ctx context.Context, queue, uuid string) error
 	// And on all of a queue's tasks in one status.
-	deleteAll  func(ctx context.Context, queue string, status store.TaskStatus) (int, error)
-	archiveAll func(ctx context.Context, queue string, status store.TaskStatus, reason string) (int, error)
-	runAll     func(ctx context.Context, queue string, status store.TaskStatus) (int, error)
+	deleteAll   func(ctx context.Context, queue string, status store.TaskStatus) (int, error)
+	archiveAll  func(ctx context.Context, queue string, status store.TaskStatus, reason string) (int, error)
+	runAll      func(ctx context.Context, queue string, status store.TaskStatus) (int, error)
+	removeQueue func(ctx context.Context, queue string, force bool) error
 }
 
 // Server is what Ops drives besides the store: machinist's Server. O is
@@ -49,6 +50,7 @@ type Server[O any] interface {
 	DeleteAllTasks(ctx context.Context, queue string, status store.TaskStatus) (int, error)
 	ArchiveAllTasks(ctx context.Context, queue string, status store.TaskStatus, reason string) (int, error)
 	RunAllTasks(ctx context.Context, queue string, status store.TaskStatus) (int, error)
+	RemoveQueue(ctx context.Context, queue string, force bool) error
 }
 
 // New returns the Ops of st, acting through srv. st's broker must be able
@@ -67,6 +69,7 @@ func New[O any](st *pair.Store, srv Server[O]) (*Ops, error) {
 		deleteAll:      srv.DeleteAllTasks,
 		archiveAll:     srv.ArchiveAllTasks,
 		runAll:         srv.RunAllTasks,
+		removeQueue:    srv.RemoveQueue,
 	}, nil
 }
 

@@ -102,6 +102,13 @@ func (s *Store) TakeAll(ctx context.Context, queue string, status store.TaskStat
 	return s.inspector.TakeAll(ctx, queue, status, action, reason, n)
 }
 
+func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
+	if s.inspector == nil {
+		return unsupported("list its queues", s.broker)
+	}
+	return s.inspector.RemoveQueue(ctx, queue)
+}
+
 func (s *Store) CancelTask(ctx context.Context, queue, uuid, reason string, bar time.Duration) (*tasks.Signature, bool, error) {
 	if s.canceller == nil {
 		return nil, false, unsupported("cancel tasks", s.broker)

@@ -432,3 +432,31 @@ func TestTakeAllByStatus(t *testing.T) {
 		}
 	}
 }
+
+// RemoveQueue deletes every key of the queue, and only its, and its name.
+func TestRemoveQueueDeletesItsKeys(t *testing.T) {
+	t.Parallel()
+	s, client := newTestStore(t)
+	ctx := context.Background()
+	other := bandSig("kept", 0, "")
+	other.RoutingKey = "other[q]"
+	if err := s.Publish(ctx, PublishParams{Tasks: []*tasks.Signature{bandSig("a", 3, "k"), bandSig("b", 0, ""), other}}); err != nil {
+		t.Fatal(err)
+	}
+	pattern := func(q string) string { return strings.ReplaceAll(s.keys.prefix+":{"+q+"}:*", "{", `\{`) }
+	if n := len(client.Keys(ctx, pattern("q")).Val()); n == 0 {
+		t.Fatal("the queue has no keys to remove")
+	}
+	if err := s.RemoveQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := client.Keys(ctx, pattern("q")).Val(); len(keys) != 0 {
+		t.Fatalf("keys left: %q", keys)
+	}
+	if n := len(client.Keys(ctx, strings.ReplaceAll(pattern("other[q]"), "[", `\[`)).Val()); n == 0 {
+		t.Fatal("another queue's keys went too")
+	}
+	if qs, _ := s.Queues(ctx); slices.Contains(qs, "q") || !slices.Contains(qs, "other[q]") {
+		t.Fatalf("queues listed after the removal: %q", qs)
+	}
+}

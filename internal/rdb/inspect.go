@@ -471,3 +471,56 @@ func (s *Store) takeArchived(ctx context.Context, qk *queueKeys, queue string, a
 	}
 	return page, nil
 }
+
+// RemoveQueue deletes every key of queue, 1,000 found at a time by a SCAN
+// of the node that holds its slot, and its name from the set of queues;
+// see store.Inspector.RemoveQueue.
+func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
+	if err := ValidQueue(queue); err != nil {
+		return err
+	}
+	qk := s.keys.queue(queue)
+	var node goredis.Cmdable = s.client
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, qk.pending)
+		if err != nil {
+			return fmt.Errorf("remove queue %s: %w", queue, err)
+		}
+		node = n
+	}
+	match := globEscape(s.keys.prefix+":{"+queue+"}:") + "*"
+	var cursor uint64
+	for {
+		keys, next, err := node.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return fmt.Errorf("remove queue %s: %w", queue, err)
+		}
+		if len(keys) > 0 {
+			if err := node.Unlink(ctx, keys...).Err(); err != nil {
+				return fmt.Errorf("remove queue %s: %w", queue, err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if err := s.client.SRem(ctx, s.keys.queues(), queue).Err(); err != nil {
+		return fmt.Errorf("remove queue %s: %w", queue, err)
+	}
+	s.mu.Lock()
+	delete(s.knownQueue, queue)
+	s.mu.Unlock()
+	return nil
+}
+
+// globEscape escapes the characters a SCAN pattern gives a meaning to.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^-`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

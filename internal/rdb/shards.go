@@ -169,6 +169,16 @@ func (s *Store) keepShards(queue string, names []string) []string {
 // record does not have: a user's queue name may hold no brace.
 var errNoSuchShard = errors.New("names must not contain braces (q{k names a shard of queue q, and q has no such shard)")
 
+// ForgetShards deletes queue's field of the shard record, once its shards
+// are removed (RemoveQueue): a process configured with shards for it
+// records them again.
+func (s *Store) ForgetShards(ctx context.Context, queue string) error {
+	if err := s.client.HDel(ctx, s.keys.shards(), queue).Err(); err != nil {
+		return fmt.Errorf("forget the shards of %s: %w", queue, err)
+	}
+	return nil
+}
+
 // readShards reads queue's record: queue, then its shards.
 func (s *Store) readShards(ctx context.Context, queue string, retried bool) ([]string, error) {
 	raw, err := s.shardRecord(ctx, queue, retried)

@@ -34,6 +34,9 @@ var (
 	// ErrBadTakeAll is wrapped by the error of Inspector.TakeAll for an
 	// action a status does not take (CheckTakeAll).
 	ErrBadTakeAll = errors.New("brokers: no such action on a queue's tasks in that state")
+	// ErrQueueNotEmpty is wrapped by the error of a queue's removal
+	// refused because it holds tasks (unless forced) or runs some.
+	ErrQueueNotEmpty = errors.New("brokers: the queue holds tasks")
 	// ErrChordDue is returned by StateBroker.AckSuccess for a member of a
 	// group with a chord callback whose success completed its group: its
 	// state, its record in the group and its outcome (as Commit's) are

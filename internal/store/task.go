@@ -278,6 +278,11 @@ type Inspector interface {
 	// until one acts on none or More is false: each call holds Redis for
 	// its n tasks only.
 	TakeAll(ctx context.Context, queue string, status TaskStatus, action TakeAction, reason string, n int) (*TakenPage, error)
+	// RemoveQueue deletes what the store keeps of queue (a sharded queue's
+	// shards and their record too), without looking at what it holds: the
+	// caller has made sure nothing is left that matters. A worker still
+	// consuming the queue, or a sender, makes it again.
+	RemoveQueue(ctx context.Context, queue string) error
 }
 
 // TakenPage is what one Inspector.TakeAll call did.

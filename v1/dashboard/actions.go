@@ -83,6 +83,15 @@ func (h *handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		h.allAction(w, r, name, ops.Action(all))
 		return
 	}
+	if act == "remove" {
+		err := h.ops.RemoveQueue(r.Context(), name, false)
+		back := "/"
+		if err != nil {
+			back = "/queues/" + url.PathEscape(name)
+		}
+		h.done(w, r, back, fmt.Sprintf("Queue %s removed.", name), err)
+		return
+	}
 	var do func(context.Context, string) error
 	switch act {
 	case "pause":
@@ -90,7 +99,7 @@ func (h *handler) queueAction(w http.ResponseWriter, r *http.Request) {
 	case "resume":
 		do = h.ops.Resume
 	default:
-		http.Error(w, fmt.Sprintf("404 not found: no queue action %q (want pause or resume)", act), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("404 not found: no queue action %q (want pause, resume, remove or a state's delete-all, archive-all, run-all or requeue-all)", act), http.StatusNotFound)
 		return
 	}
 	err := do(r.Context(), name)

@@ -555,3 +555,31 @@ func TestBulkActionsOnAState(t *testing.T) {
 		t.Fatalf("POST run-all of pending tasks: %d, want 404", resp.StatusCode)
 	}
 }
+
+// Remove is refused for a queue that holds tasks, and done for an empty
+// one, which then leaves the queues page.
+func TestRemoveQueueAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.send("default", "hello", nil)
+	c := client(t)
+	tok := e.token(c, "/")
+	resp := e.post(c, "/queues/default/remove", url.Values{"csrf": {tok}}, "")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/queues/default" {
+		t.Fatalf("POST remove of a queue with a task: %d to %q, want 303 back to the queue", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, body := e.get(c, "/queues/default"); !strings.Contains(body, "it holds 1 tasks") {
+		t.Errorf("the page after a refused removal does not say why:\n%s", body)
+	}
+	resp = e.post(c, "/queues/default/delete-all", url.Values{"csrf": {tok}, "state": {"pending"}}, "")
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST delete-all: %d", resp.StatusCode)
+	}
+	resp = e.post(c, "/queues/default/remove", url.Values{"csrf": {tok}}, "")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("POST remove of an empty queue: %d to %q, want 303 to /", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, body := e.get(c, "/"); !strings.Contains(body, "Queue default removed.") || strings.Contains(body, `href="/queues/default"`) {
+		t.Errorf("the queues page after the removal:\n%s", body)
+	}
+}

@@ -170,7 +170,7 @@ func statusOf(err error) int {
 	case errors.Is(err, brokers.ErrTaskNotFound), errors.Is(err, ops.ErrQueueNotFound),
 		errors.Is(err, backends.ErrWorkflowNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, brokers.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished):
+	case errors.Is(err, brokers.ErrTaskNotWaiting), errors.Is(err, machinery.ErrTaskFinished), errors.Is(err, brokers.ErrQueueNotEmpty):
 		return http.StatusConflict
 	case errors.Is(err, ops.ErrUnsupported):
 		return http.StatusNotImplemented

@@ -89,6 +89,7 @@ var (
 	ErrTaskNotFound    = store.ErrTaskNotFound
 	ErrTaskNotWaiting  = store.ErrTaskNotWaiting
 	ErrBadTakeAll      = store.ErrBadTakeAll
+	ErrQueueNotEmpty   = store.ErrQueueNotEmpty
 	ErrChordDue        = store.ErrChordDue
 	ErrClosed          = store.ErrClosed
 	ErrMessageTooLarge = store.ErrMessageTooLarge

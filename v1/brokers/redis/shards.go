@@ -229,6 +229,18 @@ func (b *Broker) TakeAll(ctx context.Context, queue string, status brokers.TaskS
 	return out, err
 }
 
+// RemoveQueue deletes the keys of queue and of each of its shards, and
+// its shard record.
+func (b *Broker) RemoveQueue(ctx context.Context, queue string) error {
+	err := b.eachShard(ctx, queue, true, func(sh string) (bool, error) {
+		return true, b.store.RemoveQueue(ctx, sh)
+	})
+	if err != nil {
+		return err
+	}
+	return wrap(b.store.ForgetShards(ctx, queue))
+}
+
 // CancelTask stops a task: deleted when it waits, its lease taken and the
 // task archived when it runs (cancel.lua, which publishes the
 // cancellation for WatchCancels); with a bar, a task the queue does not
