@@ -239,6 +239,7 @@ var (
 	graphID  = regexp.MustCompile(`workflow_[0-9a-f-]{8,36}`)
 	clock    = regexp.MustCompile(`\b\d\d:\d\d:\d\d\.\d\d\d\b`)
 	eventID  = regexp.MustCompile(`"\d{10,}-\d+"`)
+	dayRow   = regexp.MustCompile(`(?m)^20[0-8]\d-\d\d-\d\d `) // a row of queue history
 )
 
 func mask(s string) string {
@@ -248,6 +249,7 @@ func mask(s string) string {
 	s = graphID.ReplaceAllString(s, "workflow_<id>")
 	s = clock.ReplaceAllString(s, "##:##:##.###")
 	s = eventID.ReplaceAllString(s, `"<event id>"`)
+	s = dayRow.ReplaceAllString(s, "####-##-## ")
 	return chainID.ReplaceAllString(s, "chain_<id>")
 }
 
@@ -386,6 +388,7 @@ func TestBulkActions(t *testing.T) {
 	d := newDeployment(t)
 	d.session(t, "bulk",
 		"queue inspect emails",
+		"queue history emails",
 		"task archive-all emails --state pending",
 		"task run-all emails --state pending --yes",
 		"task archive-all emails --state pending --yes",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -72,7 +73,7 @@ func (a *app) queueRow(q *ops.Queue) []string {
 
 func (a *app) queueCommand() *cobra.Command {
 	cmd := parent("queue", "List, inspect, pause, resume and remove queues")
-	cmd.AddCommand(a.queueRemoveCommand())
+	cmd.AddCommand(a.queueRemoveCommand(), a.queueHistoryCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List the queues, with how many tasks each holds",
@@ -134,6 +135,36 @@ func (a *app) queueCommand() *cobra.Command {
 		})
 	}
 	return cmd
+}
+
+func (a *app) queueHistoryCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "history QUEUE",
+		Short: "A queue's processed and failed tasks by day, over the last 30 days",
+		Long: `history lists, newest first, the tasks of QUEUE that finished each day
+(UTC) of the last 30, and how many of them failed, as the workers reported
+them with their heartbeats.`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.withOps(func(ctx context.Context, o *ops.Ops, args []string) error {
+			days, err := o.History(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			slices.Reverse(days)
+			if a.json {
+				return a.printJSON(days)
+			}
+			t := newTable(a.stdout, "DATE", "PROCESSED", "FAILED", "FAILED %")
+			for _, d := range days {
+				rate := "–"
+				if d.Processed > 0 {
+					rate = fmt.Sprintf("%.1f", 100*float64(d.Failed)/float64(d.Processed))
+				}
+				t.row(d.Day.Format("2006-01-02"), strconv.Itoa(d.Processed), strconv.Itoa(d.Failed), rate)
+			}
+			return t.flush()
+		}),
+	}
 }
 
 func (a *app) queueRemoveCommand() *cobra.Command {

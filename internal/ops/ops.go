@@ -108,6 +108,15 @@ func Sum(qs []*Queue) *Queue {
 	return &t
 }
 
+// History returns queue's counts by day over the last store.HistoryDays
+// days, today last.
+func (o *Ops) History(ctx context.Context, queue string) ([]store.DayCount, error) {
+	if _, err := o.queue(ctx, queue); err != nil {
+		return nil, err
+	}
+	return o.st.QueueHistory(ctx, queue)
+}
+
 // Queues returns every queue, by name.
 func (o *Ops) Queues(ctx context.Context) ([]*Queue, error) {
 	names, err := o.st.Queues(ctx)

@@ -207,6 +207,13 @@ func (s *Store) Workers(ctx context.Context) ([]*store.WorkerInfo, error) {
 	return s.monitor.Workers(ctx)
 }
 
+func (s *Store) QueueHistory(ctx context.Context, queue string) ([]store.DayCount, error) {
+	if s.monitor == nil {
+		return nil, unsupported("keep its workers", s.broker)
+	}
+	return s.monitor.QueueHistory(ctx, queue)
+}
+
 func (s *Store) QueueStats(ctx context.Context, queue string) (*store.QueueStats, error) {
 	if s.monitor == nil {
 		return nil, unsupported("keep its workers", s.broker)

@@ -26,6 +26,28 @@ type Monitor interface {
 	Workers(ctx context.Context) ([]*WorkerInfo, error)
 	// QueueStats returns the counts of queue over the last StatsWindow.
 	QueueStats(ctx context.Context, queue string) (*QueueStats, error)
+	// QueueHistory returns the counts of queue by day (UTC) over the last
+	// HistoryDays days, today last: the same counts as QueueStats, kept
+	// longer, a few fields of one hash per queue.
+	QueueHistory(ctx context.Context, queue string) ([]DayCount, error)
+}
+
+// HistoryDays is how many days Monitor.QueueHistory keeps, today
+// included.
+const HistoryDays = 30
+
+// DayCount counts the tasks of a queue that finished on Day (its start,
+// UTC), as StatCount counts them in a period.
+type DayCount struct {
+	Day       time.Time
+	Processed int
+	Failed    int
+}
+
+// HistoryDay returns the start (UTC) of the day t falls in.
+func HistoryDay(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
 // WorkerInfo describes a worker process, as its heartbeat reports it.

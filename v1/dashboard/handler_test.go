@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -581,5 +582,26 @@ func TestRemoveQueueAction(t *testing.T) {
 	}
 	if _, body := e.get(c, "/"); !strings.Contains(body, "Queue default removed.") || strings.Contains(body, `href="/queues/default"`) {
 		t.Errorf("the queues page after the removal:\n%s", body)
+	}
+}
+
+// The queue page charts the queue's counts by day, each day titled with
+// its figures.
+func TestQueueHistoryChart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.send("default", "hello", nil)
+	mon := e.srv.GetBroker().(brokers.Monitor)
+	at := time.Now()
+	if err := mon.Heartbeat(context.Background(), &brokers.WorkerInfo{ID: "w1"}, time.Minute,
+		brokers.StatCount{Queue: "default", At: at, Processed: 5, Failed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.get(client(t), "/queues/default")
+	today := brokers.HistoryDay(at).Format("2006-01-02")
+	for _, want := range []string{`id="queue-history"`, "<title>" + today + ": 5 processed, 1 failed</title>", "the most in a day: 5."} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the queue page has no %s", want)
+		}
 	}
 }

@@ -70,6 +70,37 @@ type queueData struct {
 	FurtherURL string
 	// Bulk are the actions on all the tasks of the state shown.
 	Bulk []bulkAction
+	// History draws the queue's counts by day, HistoryMost the most
+	// processed in a day (nil and 0 when the broker keeps none).
+	History     []dayBar
+	HistoryMost int
+}
+
+// dayBar is a day of a queue's history as its chart draws it: its x, the
+// y and heights of its processed and failed bars (in a chart 60 high),
+// and what hovering it says.
+type dayBar struct {
+	X, Y, H, FY, FH int
+	Label           string
+}
+
+// historyBars draws days, oldest first, 10 units apart.
+func historyBars(days []brokers.DayCount) ([]dayBar, int) {
+	most := 0
+	for _, d := range days {
+		most = max(most, d.Processed)
+	}
+	bars := make([]dayBar, len(days))
+	for i, d := range days {
+		b := dayBar{X: i * 10, Label: fmt.Sprintf("%s: %d processed, %d failed", d.Day.Format("2006-01-02"), d.Processed, d.Failed)}
+		if most > 0 {
+			b.H = (d.Processed*60 + most - 1) / most
+			b.FH = (min(d.Failed, d.Processed)*60 + most - 1) / most
+		}
+		b.Y, b.FY = 60-b.H, 60-b.FH
+		bars[i] = b
+	}
+	return bars, most
 }
 
 // bulkAction is an action on all of a queue's tasks in one state: its
@@ -141,6 +172,12 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	d.Total = q.Count(status)
 	if d.Total > 0 && !d.ReadOnly {
 		d.Bulk = bulkActions(name, status, d.Total)
+	}
+	if days, err := h.ops.History(ctx, name); err == nil {
+		d.History, d.HistoryMost = historyBars(days)
+	} else if !errors.Is(err, ops.ErrUnsupported) {
+		h.fail(w, r, err)
+		return
 	}
 	if d.Name == "" {
 		d.Tasks, err = h.ops.Tasks(ctx, name, status, offset, pageSize)

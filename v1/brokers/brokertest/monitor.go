@@ -149,6 +149,21 @@ func testMonitor(t *testing.T, s *suite) {
 	} else if p, f := st.Since(time.Time{}); p != 7 || f != 7 {
 		t.Fatalf("QueueStats(other): %d processed, %d failed, want 7 and 7", p, f)
 	}
+	// The same counts by day, the last HistoryDays days, today last.
+	h, err := b.QueueHistory(ctx, q)
+	if err != nil {
+		t.Fatalf("QueueHistory: %v", err)
+	}
+	if len(h) != brokers.HistoryDays || !h[len(h)-1].Day.Equal(brokers.HistoryDay(time.Now())) {
+		t.Fatalf("QueueHistory: %d days, the last %v; want %d, today last", len(h), h[len(h)-1].Day, brokers.HistoryDays)
+	}
+	processed, failed := 0, 0
+	for _, d := range h {
+		processed, failed = processed+d.Processed, failed+d.Failed
+	}
+	if processed != 7 || failed != 2 {
+		t.Fatalf("QueueHistory: %d processed, %d failed, want 7 and 2", processed, failed)
+	}
 	if err := b.Heartbeat(ctx, &brokers.WorkerInfo{}, time.Minute); err == nil {
 		t.Fatal("Heartbeat of a worker with no ID: no error")
 	}

@@ -29,6 +29,7 @@ type (
 	WorkerInfo = store.WorkerInfo
 	StatCount  = store.StatCount
 	QueueStats = store.QueueStats
+	DayCount   = store.DayCount
 
 	MessageTooLargeError = store.MessageTooLargeError
 	CancelledError       = store.CancelledError
@@ -77,7 +78,12 @@ const (
 const (
 	StatsPeriod = store.StatsPeriod
 	StatsWindow = store.StatsWindow
+	HistoryDays = store.HistoryDays
 )
+
+// HistoryDay returns the start (UTC) of the day t falls in: a day of
+// Monitor.QueueHistory.
+func HistoryDay(t time.Time) time.Time { return store.HistoryDay(t) }
 
 // Errors of brokers, the same values as the store's: implementations wrap
 // them with %w, so callers branch with errors.Is. Each is documented where

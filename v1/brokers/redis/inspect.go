@@ -96,6 +96,13 @@ func (b *Broker) Workers(ctx context.Context) ([]*brokers.WorkerInfo, error) {
 	return ws, wrap(err)
 }
 
+// QueueHistory returns the counts of queue by day over the last
+// HistoryDays days.
+func (b *Broker) QueueHistory(ctx context.Context, queue string) ([]brokers.DayCount, error) {
+	h, err := b.store.QueueHistory(ctx, queue)
+	return h, wrap(err)
+}
+
 // QueueStats returns the counts of queue over the last StatsWindow.
 func (b *Broker) QueueStats(ctx context.Context, queue string) (*brokers.QueueStats, error) {
 	st, err := b.store.QueueStats(ctx, queue)
