@@ -159,7 +159,7 @@ delete, archive, run and requeue).`,
 	pf.StringVar(&a.color, "color", "auto", "colour: auto (on a terminal, unless NO_COLOR is set), always or never")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up on a command after this long")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.statsCommand(), a.queueCommand(), a.taskCommand(), a.workflowCommand(), a.workersCommand(), a.dashCommand())
+	root.AddCommand(a.statsCommand(), a.queueCommand(), a.taskCommand(), a.workflowCommand(), a.workersCommand(), a.periodicCommand(), a.dashCommand())
 	return root
 }
 

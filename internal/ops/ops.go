@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/pair"
+	"github.com/b6192125/machinist/internal/periodic"
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -387,6 +388,69 @@ func LevelCounts(levels map[int]int) string {
 	parts := make([]string, len(keys))
 	for i, l := range keys {
 		parts[i] = fmt.Sprintf("%d: %d", l, levels[l])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Periodic is a periodic entry as recorded, with when it runs next and
+// how its last tick ended.
+type Periodic struct {
+	store.PeriodicEntry
+	// Next is its next tick by its spec (zero for a spec that cannot be
+	// read).
+	Next time.Time
+	// Outcome is the last tick's state (SUCCESS, FAILURE, PENDING, …; for
+	// a group, its members' states counted, "2 SUCCESS"), "" before any
+	// tick, "unknown" once the state has expired.
+	Outcome string
+}
+
+// Periodic lists the periodic tasks the schedulers recorded, by name.
+func (o *Ops) Periodic(ctx context.Context) ([]*Periodic, error) {
+	entries, err := o.st.PeriodicEntries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]*Periodic, len(entries))
+	for i, e := range entries {
+		p := &Periodic{PeriodicEntry: *e}
+		p.Next, _ = periodic.NextTick(e.Spec, now)
+		switch last := e.Last; {
+		case last.Task != "":
+			p.Outcome = "unknown"
+			if st, err := o.st.GetStateContext(ctx, last.Task); err == nil && st != nil {
+				p.Outcome = st.State
+			}
+		case last.Group != "":
+			p.Outcome = "unknown"
+			if states, err := o.st.GroupTaskStatesContext(ctx, last.Group, last.GroupCount); err == nil {
+				p.Outcome = countStates(states)
+			}
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// countStates reads "2 SUCCESS, 1 FAILURE": states counted by state, in
+// the order each first appears.
+func countStates(states []*tasks.TaskState) string {
+	var order []string
+	n := map[string]int{}
+	for _, st := range states {
+		s := "PENDING"
+		if st != nil {
+			s = st.State
+		}
+		if n[s] == 0 {
+			order = append(order, s)
+		}
+		n[s]++
+	}
+	parts := make([]string, len(order))
+	for i, s := range order {
+		parts[i] = fmt.Sprintf("%d %s", n[s], s)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -32,6 +32,27 @@ func (s *Store) Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, er
 	return s.claimer.Holds(ctx, sigs...)
 }
 
+func (s *Store) RecordPeriodic(ctx context.Context, e *store.PeriodicEntry) error {
+	if s.claimer == nil {
+		return unsupported("claim tasks once across processes", s.broker)
+	}
+	return s.claimer.RecordPeriodic(ctx, e)
+}
+
+func (s *Store) RecordPeriodicTick(ctx context.Context, name, spec string, last store.PeriodicTick) error {
+	if s.claimer == nil {
+		return unsupported("claim tasks once across processes", s.broker)
+	}
+	return s.claimer.RecordPeriodicTick(ctx, name, spec, last)
+}
+
+func (s *Store) PeriodicEntries(ctx context.Context) ([]*store.PeriodicEntry, error) {
+	if s.claimer == nil {
+		return nil, unsupported("claim tasks once across processes", s.broker)
+	}
+	return s.claimer.PeriodicEntries(ctx)
+}
+
 func (s *Store) PauseQueue(ctx context.Context, queue string) error {
 	if s.pauser == nil {
 		return unsupported("pause queues", s.broker)

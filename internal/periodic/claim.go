@@ -89,6 +89,11 @@ func (sc *Scheduler) attempt(ctx context.Context, e *periodicEntry, t Tick) {
 	if !sc.hook(StepSent, t) {
 		return
 	}
+	if e.outcome != nil {
+		if err := sc.server.Store().RecordPeriodicTick(ctx, e.name, e.spec, e.outcome(t)); err != nil && !errors.Is(err, store.ErrUnsupported) && ctx.Err() == nil {
+			log.Warn("recording periodic tick for operators failed", slog.Any("error", err))
+		}
+	}
 	// If this fails, the other processes take the tick over when its lease
 	// ends, and find it sent.
 	if err := sc.completeClaim(ctx, t.Key, claim.Token); err != nil {

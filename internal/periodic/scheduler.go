@@ -2,7 +2,11 @@ package periodic
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +14,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/service"
+	"github.com/b6192125/machinist/internal/store"
+	"github.com/b6192125/machinist/v1/tasks"
 )
 
 // Scheduler fires periodic entries. It is a service.Service, started by
@@ -64,6 +70,43 @@ type periodicEntry struct {
 	next       time.Time // guarded by Scheduler.mu
 	// sendFunc sends the entry's work for a tick; see Tick.resend.
 	sendFunc func(ctx context.Context, t Tick) error
+	// outcome names what says a tick's outcome, recorded once it is sent.
+	outcome func(t Tick) store.PeriodicTick
+}
+
+// entryInfo is what the record of periodic entries says of one: its kind,
+// its signatures, and what says a tick's outcome.
+type entryInfo struct {
+	kind    string
+	sigs    []*tasks.Signature
+	outcome func(t Tick) store.PeriodicTick
+}
+
+// recordTimeout bounds the write of an entry's record: the record is for
+// operators, and a registration does not wait long on it.
+const recordTimeout = 5 * time.Second
+
+// record writes what the record of periodic entries says of the entry
+// name, spec; a failure is logged, not returned: the entry runs anyway.
+func (sc *Scheduler) record(name, spec string, info entryInfo) {
+	e := &store.PeriodicEntry{Name: name, Spec: spec, Kind: info.kind, PID: os.Getpid(), Registered: sc.arch.Clock.Now()}
+	e.Host, _ = os.Hostname()
+	for _, sig := range info.sigs {
+		if sig == nil {
+			continue
+		}
+		cp := tasks.CopySignature(sig)
+		sc.server.Prepare(cp)
+		e.Tasks = append(e.Tasks, cp.Name)
+		if !slices.Contains(e.Queues, cp.RoutingKey) {
+			e.Queues = append(e.Queues, cp.RoutingKey)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	if err := sc.server.Store().RecordPeriodic(ctx, e); err != nil && !errors.Is(err, store.ErrUnsupported) {
+		sc.arch.Logger.Warn("recording periodic task for operators failed", slog.String("periodic", name), slog.Any("error", err))
+	}
 }
 
 // lookAgain is a tick to look at again at a time.
@@ -90,7 +133,7 @@ func NewScheduler(p SchedulerParams) *Scheduler {
 	}
 }
 
-func (sc *Scheduler) add(spec, name string, sendFunc func(ctx context.Context, t Tick) error) error {
+func (sc *Scheduler) add(spec, name string, info entryInfo, sendFunc func(ctx context.Context, t Tick) error) error {
 	if name == "" {
 		return fmt.Errorf("machinist: periodic task with spec %q has no name", spec)
 	}
@@ -112,9 +155,12 @@ func (sc *Scheduler) add(spec, name string, sendFunc func(ctx context.Context, t
 	}
 	sc.mu.Lock()
 	sc.entries = append(sc.entries, &periodicEntry{
-		name: name, spec: spec, schedule: schedule, next: schedule.Next(sc.arch.Clock.Now()), sendFunc: sendFunc,
+		name: name, spec: spec, schedule: schedule, next: schedule.Next(sc.arch.Clock.Now()), sendFunc: sendFunc, outcome: info.outcome,
 	})
 	sc.mu.Unlock()
+	if info.kind != "" {
+		sc.record(name, spec, info)
+	}
 	// Return once the loop has armed its timer for the new entry: the
 	// entry's first tick cannot be missed, and a test can move its clock
 	// as soon as add returns.

@@ -17,7 +17,7 @@ func TestPeriodicEveryMinuteFiresOncePerMinute(t *testing.T) {
 	t.Parallel()
 	sc, clk := newScheduler(t, start)
 	fires := make(chan time.Time, 100)
-	if err := sc.add("@every 1m", "every-minute", fired(clk, fires)); err != nil {
+	if err := sc.add("@every 1m", "every-minute", entryInfo{}, fired(clk, fires)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 5; i++ {
@@ -40,7 +40,7 @@ func TestPeriodicCronFiresAtTheRightTimes(t *testing.T) {
 	t.Parallel()
 	sc, clk := newScheduler(t, start.Add(2*time.Minute+30*time.Second)) // 00:02:30
 	fires := make(chan time.Time, 100)
-	if err := sc.add("*/5 * * * *", "every-five", fired(clk, fires)); err != nil {
+	if err := sc.add("*/5 * * * *", "every-five", entryInfo{}, fired(clk, fires)); err != nil {
 		t.Fatal(err)
 	}
 	// The scheduler's timer is due on the fives, the first one aligned on
@@ -67,7 +67,7 @@ func TestPeriodicEntryAddedAfterStartIsPickedUp(t *testing.T) {
 	t.Parallel()
 	sc, clk := newScheduler(t, start)
 	hourly := make(chan time.Time, 100)
-	if err := sc.add("@every 1h", "hourly", fired(clk, hourly)); err != nil {
+	if err := sc.add("@every 1h", "hourly", entryInfo{}, fired(clk, hourly)); err != nil {
 		t.Fatal(err)
 	}
 	waitArmed(t, clk) // the scheduler runs, waiting for the hour
@@ -76,7 +76,7 @@ func TestPeriodicEntryAddedAfterStartIsPickedUp(t *testing.T) {
 	}
 
 	minutely := make(chan time.Time, 100)
-	if err := sc.add("@every 1m", "minutely", fired(clk, minutely)); err != nil {
+	if err := sc.add("@every 1m", "minutely", entryInfo{}, fired(clk, minutely)); err != nil {
 		t.Fatal(err)
 	}
 	// add returns once the scheduler has re-armed its timer for the new
@@ -110,7 +110,7 @@ func TestSchedulerStopWaitsForTheTickInFlight(t *testing.T) {
 	firing := make(chan struct{})
 	ended := make(chan struct{})
 	var early atomic.Bool
-	err := sc.add("@every 1m", "slow", func(ctx context.Context, _ Tick) error {
+	err := sc.add("@every 1m", "slow", entryInfo{}, func(ctx context.Context, _ Tick) error {
 		close(firing)
 		<-ctx.Done()
 		// A scheduler that did not wait for its ticks would report
@@ -154,7 +154,7 @@ func TestSchedulerRefusesBadEntries(t *testing.T) {
 		{"not a spec", "bad", `spec "not a spec"`},
 		{"61 * * * *", "bad-minute", `spec "61 * * * *"`},
 	} {
-		err := sc.add(tc.spec, tc.name, noop)
+		err := sc.add(tc.spec, tc.name, entryInfo{}, noop)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("add(%q, %q) = %v, want an error with %q", tc.spec, tc.name, err, tc.want)
 		}
@@ -172,8 +172,8 @@ func TestPeriodicTickMayAddAnEntry(t *testing.T) {
 	added := make(chan error, 1)
 	inner := make(chan time.Time, 100)
 	var once sync.Once
-	err := sc.add("@every 1h", "outer", func(context.Context, Tick) error {
-		once.Do(func() { added <- sc.add("@every 1m", "inner", fired(clk, inner)) })
+	err := sc.add("@every 1h", "outer", entryInfo{}, func(context.Context, Tick) error {
+		once.Do(func() { added <- sc.add("@every 1m", "inner", entryInfo{}, fired(clk, inner)) })
 		return nil
 	})
 	if err != nil {
@@ -196,7 +196,7 @@ func TestSchedulerAddAfterStop(t *testing.T) {
 	sc, _ := newScheduler(t, start)
 	sc.Stop() // before any entry: nothing is running
 	sc.Stop()
-	if err := sc.add("@every 1m", "late", func(context.Context, Tick) error { return nil }); !errors.Is(err, service.ErrStopped) {
+	if err := sc.add("@every 1m", "late", entryInfo{}, func(context.Context, Tick) error { return nil }); !errors.Is(err, service.ErrStopped) {
 		t.Errorf("add after Stop = %v, want service.ErrStopped", err)
 	}
 }
@@ -209,7 +209,7 @@ func TestSchedulerRefusesEntriesOfAServerInError(t *testing.T) {
 	clk := clock.NewFake(start)
 	sc := NewScheduler(SchedulerParams{Server: noClaims{err: refused}, Archetype: service.NewArchetype(nil, clk)})
 	t.Cleanup(sc.Stop)
-	if err := sc.add("@every 1m", "report", func(context.Context, Tick) error { return nil }); !errors.Is(err, refused) {
+	if err := sc.add("@every 1m", "report", entryInfo{}, func(context.Context, Tick) error { return nil }); !errors.Is(err, refused) {
 		t.Errorf("add = %v, want the Server's error", err)
 	}
 	if clk.Armed() != 0 {

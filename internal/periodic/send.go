@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/b6192125/machinist/internal/store"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -16,7 +18,10 @@ func (sc *Scheduler) AddTask(spec, name string, signature *tasks.Signature) erro
 	if err := signature.Validate(); err != nil {
 		return fmt.Errorf("machinist: periodic task %q: %w", name, err)
 	}
-	return sc.add(spec, name, func(ctx context.Context, t Tick) error {
+	info := entryInfo{kind: "task", sigs: []*tasks.Signature{signature}, outcome: func(t Tick) store.PeriodicTick {
+		return store.PeriodicTick{At: t.At, Task: t.UUID("task_", "/0")}
+	}}
+	return sc.add(spec, name, info, func(ctx context.Context, t Tick) error {
 		sig := t.copies("", signature)[0]
 		return sc.sendOnce(ctx, t, sig, func(ctx context.Context) error {
 			return sc.server.SendTask(ctx, sig)
@@ -30,7 +35,10 @@ func (sc *Scheduler) AddChain(spec, name string, signatures ...*tasks.Signature)
 	if _, err := tasks.NewChain(tasks.CopySignatures(signatures...)...); err != nil {
 		return fmt.Errorf("machinist: periodic chain %q: %w", name, err)
 	}
-	return sc.add(spec, name, func(ctx context.Context, t Tick) error {
+	info := entryInfo{kind: "chain", sigs: signatures, outcome: func(t Tick) store.PeriodicTick {
+		return store.PeriodicTick{At: t.At, Task: t.UUID("task_", "/"+strconv.Itoa(len(signatures)-1))}
+	}}
+	return sc.add(spec, name, info, func(ctx context.Context, t Tick) error {
 		chain, err := tasks.NewChain(t.copies("", signatures...)...)
 		if err != nil {
 			return err
@@ -47,7 +55,10 @@ func (sc *Scheduler) AddGroup(spec, name string, sendConcurrency int, signatures
 	if _, err := tasks.NewGroup(tasks.CopySignatures(signatures...)...); err != nil {
 		return fmt.Errorf("machinist: periodic group %q: %w", name, err)
 	}
-	return sc.add(spec, name, func(ctx context.Context, t Tick) error {
+	info := entryInfo{kind: "group", sigs: signatures, outcome: func(t Tick) store.PeriodicTick {
+		return store.PeriodicTick{At: t.At, Group: t.UUID("group_", "group"), GroupCount: len(signatures)}
+	}}
+	return sc.add(spec, name, info, func(ctx context.Context, t Tick) error {
 		group, err := t.group(signatures...)
 		if err != nil {
 			return err
@@ -75,7 +86,10 @@ func (sc *Scheduler) AddChord(spec, name string, sendConcurrency int, callback *
 	if _, err := build(Tick{}); err != nil {
 		return fmt.Errorf("machinist: periodic chord %q: %w", name, err)
 	}
-	return sc.add(spec, name, func(ctx context.Context, t Tick) error {
+	info := entryInfo{kind: "chord", sigs: append(slices.Clone(signatures), callback), outcome: func(t Tick) store.PeriodicTick {
+		return store.PeriodicTick{At: t.At, Task: t.UUID("chord_", "callback")}
+	}}
+	return sc.add(spec, name, info, func(ctx context.Context, t Tick) error {
 		chord, err := build(t)
 		if err != nil {
 			return err

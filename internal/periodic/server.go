@@ -39,6 +39,8 @@ type Server interface {
 // claim, and finding what an earlier attempt at a tick sent.
 type Store interface {
 	CompleteClaim(ctx context.Context, key, token string) error
+	RecordPeriodic(ctx context.Context, e *store.PeriodicEntry) error
+	RecordPeriodicTick(ctx context.Context, name, spec string, last store.PeriodicTick) error
 	Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error)
 	GetStateContext(ctx context.Context, taskUUID string) (*tasks.TaskState, error)
 	GroupTaskStatesContext(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/robfig/cron/v3"
 
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -102,4 +103,17 @@ func (sc *Scheduler) newTick(e *periodicEntry, at time.Time) Tick {
 		At:   at,
 		keep: max(period, keepLeases*sc.leaseDuration()),
 	}
+}
+
+// NextTick returns the first tick of spec after t, as a Scheduler computes
+// it: the next run an operator sees listed.
+func NextTick(spec string, t time.Time) (time.Time, error) {
+	schedule, err := cron.ParseStandard(spec)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if every, ok := schedule.(cron.ConstantDelaySchedule); ok {
+		schedule = everyAligned(every.Delay)
+	}
+	return schedule.Next(t), nil
 }

@@ -32,7 +32,7 @@ func TestPeriodicEveryTicksOnTheEpoch(t *testing.T) {
 	// Through the scheduler: a spec under a second is one second, as
 	// cron rounds it.
 	sc, clk := newScheduler(t, start.Add(300*time.Millisecond))
-	if err := sc.add("@every 500ms", "half", func(context.Context, Tick) error { return nil }); err != nil {
+	if err := sc.add("@every 500ms", "half", entryInfo{}, func(context.Context, Tick) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	waitArmed(t, clk)

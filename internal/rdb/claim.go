@@ -1,9 +1,13 @@
 package rdb
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -156,5 +160,63 @@ func (s *Store) Holds(ctx context.Context, sigs []*tasks.Signature) ([]bool, err
 			}
 		}
 	}
+	return out, nil
+}
+
+// The record of periodic entries: one hash, a field "<name>\n<spec>" per
+// entry with its JSON (store.PeriodicEntry without Last), and a field
+// "<name>\n<spec>\nlast" with its last tick's (store.PeriodicTick).
+
+// RecordPeriodic records e's definition, leaving its last tick as it was.
+func (s *Store) RecordPeriodic(ctx context.Context, e *store.PeriodicEntry) error {
+	def := *e
+	def.Last = store.PeriodicTick{}
+	raw, err := json.Marshal(&def)
+	if err != nil {
+		return fmt.Errorf("record periodic %q: %w", e.Name, err)
+	}
+	if err := s.client.HSet(ctx, s.keys.periodic(), e.Name+"\n"+e.Spec, raw).Err(); err != nil {
+		return fmt.Errorf("record periodic %q: %w", e.Name, err)
+	}
+	return nil
+}
+
+// RecordPeriodicTick records the tick of entry name, spec sent last.
+func (s *Store) RecordPeriodicTick(ctx context.Context, name, spec string, last store.PeriodicTick) error {
+	raw, err := json.Marshal(&last)
+	if err != nil {
+		return fmt.Errorf("record periodic %q's tick: %w", name, err)
+	}
+	if err := s.client.HSet(ctx, s.keys.periodic(), name+"\n"+spec+"\nlast", raw).Err(); err != nil {
+		return fmt.Errorf("record periodic %q's tick: %w", name, err)
+	}
+	return nil
+}
+
+// PeriodicEntries lists the periodic entries recorded, by name and spec.
+func (s *Store) PeriodicEntries(ctx context.Context) ([]*store.PeriodicEntry, error) {
+	fields, err := s.client.HGetAll(ctx, s.keys.periodic()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list periodic entries: %w", err)
+	}
+	var out []*store.PeriodicEntry
+	for field, raw := range fields {
+		if strings.HasSuffix(field, "\nlast") {
+			continue
+		}
+		e := &store.PeriodicEntry{}
+		if err := json.Unmarshal([]byte(raw), e); err != nil {
+			return nil, fmt.Errorf("list periodic entries: %q: %w", field, err)
+		}
+		if last, ok := fields[field+"\nlast"]; ok {
+			if err := json.Unmarshal([]byte(last), &e.Last); err != nil {
+				return nil, fmt.Errorf("list periodic entries: %q's last tick: %w", field, err)
+			}
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *store.PeriodicEntry) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Spec, b.Spec))
+	})
 	return out, nil
 }

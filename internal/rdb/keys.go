@@ -185,6 +185,10 @@ func (k *keys) workersInfo() string  { return k.prefix + ":{workers}:info" }
 
 func (k *keys) claim(name string) string { return k.prefix + ":claim:" + name }
 
+// periodic is the record of the periodic entries the schedulers
+// registered (claim.go).
+func (k *keys) periodic() string { return k.prefix + ":periodic" }
+
 // cancelled is the channel cancel.lua publishes the ids of the tasks
 // cancelled on.
 func (k *keys) cancelled() string { return k.prefix + ":cancelled" }

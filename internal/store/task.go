@@ -192,6 +192,43 @@ type Claimer interface {
 	// not held (Publish refuses it with a *CancelledError). A RoutingKey
 	// must be set (else ErrNoQueue).
 	Holds(ctx context.Context, sigs ...*tasks.Signature) ([]bool, error)
+
+	// RecordPeriodic records a periodic entry as a scheduler registered
+	// it (its Last left as it was), for PeriodicEntries to list.
+	RecordPeriodic(ctx context.Context, e *PeriodicEntry) error
+	// RecordPeriodicTick records the tick of the entry name, spec that
+	// was sent last.
+	RecordPeriodicTick(ctx context.Context, name, spec string, last PeriodicTick) error
+	// PeriodicEntries lists the periodic entries recorded, by name, then
+	// spec.
+	PeriodicEntries(ctx context.Context) ([]*PeriodicEntry, error)
+}
+
+// PeriodicEntry is a periodic task, chain, group or chord as the last
+// scheduler to register it recorded it.
+type PeriodicEntry struct {
+	Name, Spec string
+	// Kind is "task", "chain", "group" or "chord"; Tasks the names of its
+	// tasks (a chord's callback last), Queues the queues they go to.
+	Kind          string
+	Tasks, Queues []string
+	// Host and PID name the process that registered it last, at
+	// Registered.
+	Host       string
+	PID        int
+	Registered time.Time
+	// Last is its tick sent last (zero: none yet).
+	Last PeriodicTick
+}
+
+// PeriodicTick is a tick of a periodic entry that was sent: when, and
+// what says its outcome: the task whose final state is the tick's (a
+// task, a chain's last, a chord's callback), or, for a group, the group.
+type PeriodicTick struct {
+	At         time.Time
+	Task       string `json:",omitempty"`
+	Group      string `json:",omitempty"`
+	GroupCount int    `json:",omitempty"`
 }
 
 // ClaimStatus says what ClaimLease found.

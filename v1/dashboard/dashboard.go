@@ -138,6 +138,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /tasks/{uuid}", h.taskPage)
 	m.HandleFunc("GET /workflows/{id}", h.workflowPage)
 	m.HandleFunc("GET /workers", h.workersPage)
+	m.HandleFunc("GET /periodic", h.periodicPage)
 	m.HandleFunc("GET /find", h.find)
 	m.Handle("GET /static/", h.static)
 	m.HandleFunc("POST /queues/{name}/{action}", h.queueAction)

@@ -605,3 +605,22 @@ func TestQueueHistoryChart(t *testing.T) {
 		}
 	}
 }
+
+// The periodic page lists the periodic tasks registered, with their spec
+// and when they run next.
+func TestPeriodicPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	if err := e.srv.RegisterPeriodicTask("0 3 * * *", "nightly-report", &tasks.Signature{Name: "report", RoutingKey: "reports"}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.get(client(t), "/periodic")
+	if code != http.StatusOK {
+		t.Fatalf("GET /periodic: %d", code)
+	}
+	for _, want := range []string{`data-periodic="nightly-report"`, "0 3 * * *", `href="/queues/reports"`, "never"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the periodic page has no %s:\n%s", want, body)
+		}
+	}
+}

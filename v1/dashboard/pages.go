@@ -461,6 +461,23 @@ func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "workers", d)
 }
 
+// periodicData is the data of the periodic tasks page.
+type periodicData struct {
+	base
+	Entries []*ops.Periodic
+}
+
+func (h *handler) periodicPage(w http.ResponseWriter, r *http.Request) {
+	es, err := h.ops.Periodic(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := periodicData{base: h.base(w, r, "Periodic tasks", "periodic"), Entries: es}
+	d.Live = true
+	h.render(w, r, "periodic", d)
+}
+
 // aggregationsData is the data of a queue's aggregation groups page.
 type aggregationsData struct {
 	base

@@ -29,7 +29,7 @@ var assets embed.FS
 
 // pageNames are the templates of the pages, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"queues", "queue", "task", "workflow", "workers", "aggregations", "error"}
+var pageNames = []string{"queues", "queue", "task", "workflow", "workers", "periodic", "aggregations", "error"}
 
 // pages holds one template set per page.
 type pages struct {
@@ -56,7 +56,7 @@ func parsePages() (*pages, error) {
 type base struct {
 	Prefix   string
 	Title    string
-	Nav      string // the navigation entry of the page: "queues", "workers" or ""
+	Nav      string // the navigation entry of the page: "queues", "workers", "periodic" or ""
 	CSRF     string // the token of the page's forms
 	ReadOnly bool
 	Flash    *flash

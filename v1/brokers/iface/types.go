@@ -22,6 +22,9 @@ type (
 	ClaimStatus = store.ClaimStatus
 	ClaimResult = store.ClaimResult
 
+	PeriodicEntry = store.PeriodicEntry
+	PeriodicTick  = store.PeriodicTick
+
 	AggregationPolicy = store.AggregationPolicy
 	AggregationInfo   = store.AggregationInfo
 	Batch             = store.Batch

@@ -396,6 +396,33 @@ func (b *Broker) ClaimLease(ctx context.Context, key string, lease, keep time.Du
 	return res, wrap(err)
 }
 
+// RecordPeriodic records a periodic entry; see brokers.Claimer.
+func (b *Broker) RecordPeriodic(ctx context.Context, e *brokers.PeriodicEntry) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.RecordPeriodic(ctx, e))
+}
+
+// RecordPeriodicTick records an entry's tick sent last; see
+// brokers.Claimer.
+func (b *Broker) RecordPeriodicTick(ctx context.Context, name, spec string, last brokers.PeriodicTick) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	return wrap(b.store.RecordPeriodicTick(ctx, name, spec, last))
+}
+
+// PeriodicEntries lists the periodic entries recorded; see
+// brokers.Claimer.
+func (b *Broker) PeriodicEntries(ctx context.Context) ([]*brokers.PeriodicEntry, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	es, err := b.store.PeriodicEntries(ctx)
+	return es, wrap(err)
+}
+
 // CompleteClaim marks key done for the holder of token; see brokers.Claimer.
 func (b *Broker) CompleteClaim(ctx context.Context, key, token string) error {
 	if err := b.checkOpen(); err != nil {
