@@ -147,3 +147,38 @@ func TestRemoveQueue(t *testing.T) {
 		}
 	})
 }
+
+// With a completed retention, the tasks that succeeded are counted and
+// listed, newest first, while they are kept.
+func TestCompletedTasksListed(t *testing.T) {
+	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		s := bareServer(t, p, func(c *config.Config) { c.CompletedRetention = time.Hour })
+		must(t, s.RegisterTasks(map[string]interface{}{"add": func(a, b int64) (int64, error) { return a + b, nil }}))
+		launch(t, s.NewWorker("w", 1))
+		ctx := testCtx(t)
+		var uuids []string
+		for i := range 3 {
+			r, err := s.SendTaskWithContext(ctx, sig("add", i64(int64(i)), i64(1)))
+			must(t, err)
+			_, err = r.GetWithContext(ctx, poll)
+			must(t, err)
+			uuids = append(uuids, r.Signature.UUID)
+		}
+		insp := s.GetBroker().(brokers.Inspector)
+		q := config.DefaultQueueName
+		waitFor(t, "the three tasks counted as completed", func() bool {
+			info, err := insp.QueueInfo(ctx, q)
+			must(t, err)
+			return info.Completed == 3
+		})
+		infos, err := insp.ListTasks(ctx, q, brokers.StatusCompleted, 0, 10)
+		must(t, err)
+		if len(infos) != 3 || infos[0].Signature.UUID != uuids[2] || infos[2].Signature.UUID != uuids[0] || infos[0].Status != brokers.StatusCompleted {
+			got := make([]string, len(infos))
+			for i, in := range infos {
+				got[i] = in.Signature.UUID
+			}
+			t.Fatalf("completed tasks listed: %q, want %q newest first", got, uuids)
+		}
+	})
+}

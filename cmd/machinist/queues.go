@@ -204,7 +204,7 @@ func (a *app) printQueue(q *ops.Queue, groups []*brokers.AggregationInfo) error 
 		name string
 		n    int
 	}{{"Pending", q.Pending}, {"Active", q.Active}, {"Scheduled", q.Scheduled}, {"Retry", q.Retry},
-		{"Archived", q.Archived}, {"Limited", q.Limited}, {"Aggregating", q.Aggregating}} {
+		{"Archived", q.Archived}, {"Limited", q.Limited}, {"Aggregating", q.Aggregating}, {"Completed", q.Completed}} {
 		f.add(c.name, strconv.Itoa(c.n))
 	}
 	if len(q.Levels) > 0 {

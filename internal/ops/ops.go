@@ -171,6 +171,7 @@ func (o *Ops) queue(ctx context.Context, name string) (*Queue, error) {
 var Statuses = []store.TaskStatus{
 	store.StatusPending, store.StatusActive, store.StatusScheduled,
 	store.StatusRetry, store.StatusArchived, store.StatusLimited,
+	store.StatusCompleted,
 }
 
 // ParseStatus returns the status named s, or an error listing them.

@@ -42,6 +42,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, 
 	rerouted := pipe.SMembers(ctx, qk.rerouted)
 	count := pipe.Get(ctx, qk.aggCount) // the only one that may be redis.Nil
 	limited := pipe.ZCard(ctx, qk.parked)
+	completed := pipe.ZCard(ctx, qk.completed)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("queue info %s: %w", queue, err)
 	}
@@ -92,6 +93,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, 
 
 		Aggregating: nAggregating,
 		Limited:     int(limited.Val()),
+		Completed:   int(completed.Val()),
 		Levels:      levels,
 		FairKeys:    fairKeys,
 	}, nil
@@ -122,6 +124,9 @@ func (s *Store) ListTasks(ctx context.Context, queue string, status store.TaskSt
 		ids, err = s.client.ZRevRange(ctx, qk.archived, start, stop).Result()
 	case store.StatusLimited:
 		ids, err = s.client.ZRange(ctx, qk.parked, start, stop).Result()
+	case store.StatusCompleted:
+		// By expiry, which is when each completed plus the retention.
+		ids, err = s.client.ZRevRange(ctx, qk.completed, start, stop).Result()
 	default:
 		return nil, fmt.Errorf("list tasks: unknown status %q", status)
 	}

@@ -109,6 +109,9 @@ type QueueInfo struct {
 	// concurrency slot frees (see tasks.Limit); those over a rate are
 	// Scheduled.
 	Limited int
+	// Completed counts the tasks that succeeded and are kept for the
+	// completed retention (Config.CompletedRetention; 0 without one).
+	Completed int
 	// Levels counts the pending tasks by priority level
 	// (tasks.Signature.Priority), nil when none has a level above 0 or a
 	// fair key.
@@ -127,6 +130,7 @@ func (q *QueueInfo) Add(o *QueueInfo) {
 	q.Archived += o.Archived
 	q.Aggregating += o.Aggregating
 	q.Limited += o.Limited
+	q.Completed += o.Completed
 	q.FairKeys += o.FairKeys
 	for level, n := range o.Levels {
 		if q.Levels == nil {
@@ -152,6 +156,8 @@ func (q *QueueInfo) Count(status TaskStatus) (int, bool) {
 		return q.Archived, true
 	case StatusLimited:
 		return q.Limited, true
+	case StatusCompleted:
+		return q.Completed, true
 	}
 	return 0, false
 }
@@ -274,10 +280,11 @@ type Inspector interface {
 	// QueueInfo returns the sizes of queue.
 	QueueInfo(ctx context.Context, queue string) (*QueueInfo, error)
 	// ListTasks lists up to limit tasks of queue with status (pending,
-	// active, scheduled, retry, archived or limited), skipping the first
-	// offset. Pending tasks come in the order they will run, active ones
-	// by lease expiry, scheduled and retrying ones by time, archived ones
-	// newest first, limited ones in the order they were parked. Each page
+	// active, scheduled, retry, archived, limited or completed), skipping
+	// the first offset. Pending tasks come in the order they will run,
+	// active ones by lease expiry, scheduled and retrying ones by time,
+	// archived and completed ones newest first, limited ones in the order
+	// they were parked. Each page
 	// is read by position (no scan of the rest of the queue).
 	ListTasks(ctx context.Context, queue string, status TaskStatus, offset, limit int) ([]*TaskInfo, error)
 	// GetTask describes the task uuid of queue, wherever it is in the
