@@ -155,7 +155,7 @@ func newServer(c *config.Config, broker brokers.Broker, backend backends.Backend
 	}
 	s.scheduler = newScheduler(s)
 	s.adopt(broker)
-	if c.Broker == "eager" {
+	if e, ok := broker.(interface{ Eager() bool }); c.Broker == "eager" || ok && e.Eager() {
 		s.eager = s.NewWorker("eager", 1).engine(func(p *worker.Params) { p.RetryInline = true })
 	}
 	return s
