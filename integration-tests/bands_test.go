@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -28,18 +29,26 @@ func (l *startLog) snapshot() []string {
 	return slices.Clone(l.order)
 }
 
+// logServer returns a Server with no worker and the task "work", which
+// records the order tasks start in by their argument.
+func logServer(t *testing.T, p pair) (*machinery.Server, *startLog) {
+	t.Helper()
+	s := bareServer(t, p)
+	log := &startLog{}
+	if err := s.RegisterTask("work", func(ctx context.Context, id string) error {
+		log.add(id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s, log
+}
+
 // Tenant A sends 10,000 tasks, then tenant B sends 10; a worker started
 // after both, 4 at once, starts all of B's before A's 100th.
 func TestFairKeyAcrossTenants(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		s := bareServer(t, p)
-		log := &startLog{}
-		if err := s.RegisterTask("work", func(ctx context.Context, id string) error {
-			log.add(id)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		s, log := logServer(t, p)
 		ctx := testCtx(t)
 		send := func(tenant string, n int) {
 			sigs := make([]*tasks.Signature, n)
@@ -84,14 +93,7 @@ func TestFairKeyAcrossTenants(t *testing.T) {
 // priority, highest first, each level in the order sent.
 func TestPriorityOrderOfRuns(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		s := bareServer(t, p)
-		log := &startLog{}
-		if err := s.RegisterTask("work", func(ctx context.Context, id string) error {
-			log.add(id)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		s, log := logServer(t, p)
 		ctx := testCtx(t)
 		var sigs []*tasks.Signature
 		for i, prio := range []uint8{0, 5, 1, 9, 5, 0} {
