@@ -45,9 +45,15 @@ func logServer(t *testing.T, p pair) (*machinery.Server, *startLog) {
 }
 
 // Tenant A sends 10,000 tasks, then tenant B sends 10; a worker started
-// after both, 4 at once, starts all of B's before A's 100th.
+// after both, 4 at once, starts all of B's before A's 100th. On the
+// in-process engine, whose scripts run many times slower under -race,
+// tenant A sends 1,000 (the conformance suite holds it to the same).
 func TestFairKeyAcrossTenants(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
+		backlog := 10000
+		if p.name == "memory" {
+			backlog = 1000
+		}
 		s, log := logServer(t, p)
 		ctx := testCtx(t)
 		send := func(tenant string, n int) {
@@ -60,7 +66,7 @@ func TestFairKeyAcrossTenants(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		send("a", 10000)
+		send("a", backlog)
 		send("b", 10)
 		launch(t, s.NewWorker("w", 4))
 		var started []string

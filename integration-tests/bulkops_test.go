@@ -23,7 +23,7 @@ func TestOperatorActionsOnAllTasks(t *testing.T) {
 		sender, operator := s[0], s[1]
 		ctx := testCtx(t)
 		q := config.DefaultQueueName
-		const n = 2500 // two pages and a half
+		const n = 1100 // a page and then some
 		later := time.Now().Add(time.Hour)
 		send := func(eta *time.Time) []*result.AsyncResult {
 			sigs := make([]*tasks.Signature, n)
