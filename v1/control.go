@@ -64,8 +64,9 @@ func (s *Server) takeWaiting(ctx context.Context, queue, uuid string, action bro
 }
 
 // AllTasksPage is how many tasks DeleteAllTasks, ArchiveAllTasks and
-// RunAllTasks take from Redis at a time: each script run holds Redis for
-// one page only, so that acting on a million tasks does not block it.
+// RunAllTasks take from Redis at a time (at most 200 on memory://, whose
+// scripts run slower): each script run holds Redis for one page only, so
+// that acting on a million tasks does not block it.
 const AllTasksPage = 1000
 
 // The actions on all of a queue's tasks in one status, a page at a time

@@ -422,6 +422,9 @@ func (s *Store) TakeAll(ctx context.Context, queue string, status store.TaskStat
 		return nil, fmt.Errorf("%s the %s tasks of %s: %w", action, status, queue, err)
 	}
 	n = max(n, 1)
+	if s.takeAllMax > 0 {
+		n = min(n, s.takeAllMax)
+	}
 	qk := s.keys.queue(queue)
 	if status == store.StatusArchived {
 		return s.takeArchived(ctx, qk, queue, action, n)

@@ -90,6 +90,8 @@ type Store struct {
 	log     *slog.Logger
 	cluster bool // keys of different slots live on different nodes
 	oneNode bool // a single server: one script may touch any keys
+	// takeAllMax caps the page of TakeAll (0: none).
+	takeAllMax int
 
 	// handOverStep, set by tests, is called after each step of handOver;
 	// an error stops it there, as the death of its process would.
@@ -206,10 +208,14 @@ func dialEmbedded(name string, co ClientOptions, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The engine runs one command at a time: under a burst, callers wait
-	// their turn for a connection rather than fail after go-redis's few
-	// seconds; each call's context still bounds its wait.
+	// The engine runs one command at a time, in the process: under a
+	// burst, callers wait their turn for a connection, and for a reply,
+	// rather than fail after go-redis's few seconds (a reply is late only
+	// because the engine is busy, and a call sent again adds to its
+	// queue); each call's context still bounds its wait.
 	co.PoolTimeout = max(co.PoolTimeout, time.Minute)
+	co.ReadTimeout = max(co.ReadTimeout, time.Minute)
+	co.WriteTimeout = max(co.WriteTimeout, time.Minute)
 	c, err := NewClient("redis://:"+e.Password()+"@"+e.Addr(), co)
 	if err != nil {
 		release()
@@ -217,6 +223,9 @@ func dialEmbedded(name string, co ClientOptions, opts Options) (*Store, error) {
 	}
 	s := New(c, opts, true)
 	s.release = release
+	// Its scripts run in Go's Lua, several times slower than Redis's: a
+	// smaller page of an operator's action holds it for less.
+	s.takeAllMax = 200
 	return s, nil
 }
 
