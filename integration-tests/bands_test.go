@@ -44,13 +44,14 @@ func logServer(t *testing.T, p pair) (*machinery.Server, *startLog) {
 	return s, log
 }
 
-// Tenant A sends 10,000 tasks, then tenant B sends 10; a worker started
-// after both, 4 at once, starts all of B's before A's 100th. On the
-// in-process engine, whose scripts run many times slower under -race,
-// tenant A sends 500 (the conformance suite holds it to 1,000).
+// Tenant A sends 1,000 tasks, then tenant B sends 10; a worker started
+// after both, 4 at once, starts all of B's before A's 100th. (The store's
+// own test does it with 10,000; through Servers on every pair, beside
+// other tests on a loaded machine, 1,000, and 500 on the in-process
+// engine, whose scripts run many times slower under -race.)
 func TestFairKeyAcrossTenants(t *testing.T) {
 	forEachQueuedPair(t, func(t *testing.T, p pair) {
-		backlog := 10000
+		backlog := 1000
 		if p.name == "memory" {
 			backlog = 500
 		}
