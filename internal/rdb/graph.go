@@ -184,7 +184,7 @@ func (s *Store) WithdrawGraph(id string) error {
 }
 
 // graphReadyItems is how many items lib/graph.lua's graph_ready gives per
-// node: id, queue, message, ETA and limit.
+// node: id, queue, message, ETA, limit and band.
 const graphReadyItems = 6
 
 // NodeSucceeded records that sig, a node of its workflow's graph,

@@ -27,14 +27,12 @@
 -- rerouted tasks when there are any.
 
 -- A queue with nothing to take, what an idle worker's fetch finds each
--- time its block times out, costs one LLEN and one EXISTS (of its bands'
--- levels, lib/band.lua, and, with names, the rerouted set), before the
--- lib definitions and with no clock read.
-if redis.call("LLEN", KEYS[1]) == 0 then
-	local others = #KEYS < 6 and redis.call("EXISTS", KEYS[1] .. ":levels") or redis.call("EXISTS", KEYS[1] .. ":levels", KEYS[5])
-	if others == 0 then
-		return { 0 }
-	end
+-- time its block times out, costs one EXISTS (of its pending list, its
+-- bands' levels, lib/band.lua, and, with names, the rerouted set), before
+-- the lib definitions and with no clock read.
+local levels = KEYS[1] .. ":levels"
+if (#KEYS < 6 and redis.call("EXISTS", KEYS[1], levels) or redis.call("EXISTS", KEYS[1], levels, KEYS[5])) == 0 then
+	return { 0 }
 end
 -- lib definitions here
 local now = now_ms()

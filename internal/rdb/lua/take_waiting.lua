@@ -1,7 +1,7 @@
 -- take_waiting: an operator's action on a task that waits in its queue
 -- (pending, scheduled, retrying, or parked on its limit key): "delete" it (it never runs; a unique
 -- task frees its key), "archive" it with a reason, or "run" it now (a
--- scheduled or retrying task becomes pending at the head of its queue; a
+-- scheduled or retrying task becomes pending at the head of its band's list; a
 -- member of an aggregation group (its hash names the group) joins it; a
 -- pending task stays as it is).
 --
@@ -19,7 +19,7 @@
 -- aggregating, completed, or finishing: recovered after its outcome was
 -- committed).
 -- Complexity: O(log S) for a scheduled or retrying task; O(N) for a
--- pending one (LREM over the N pending).
+-- pending one (LREM over the N pending of its band).
 local now = now_ms()
 local id, action = ARGV[1], ARGV[2]
 local task = redis.call("HMGET", KEYS[1], "state", "msg", "rerouted", "group", "outcome", "band")

@@ -13,8 +13,8 @@
 --                                 each is due to be served at), and ""
 --                                 for the level's list without a key
 --                                 while it has tasks too
--- A band's list is never empty while its band is not registered there;
--- one registered whose list is empty is dropped when met.
+-- A band whose list has tasks is always registered there; one registered
+-- whose list is empty is dropped when met.
 
 -- band_list returns the list that tasks of band (false or "" for none)
 -- wait on.
@@ -89,16 +89,17 @@ local function band_remove(pending, band, id)
 	end
 end
 
--- band_any reports whether the queue has a task pending.
+-- band_any reports whether the queue has a task pending: one EXISTS.
 local function band_any(pending)
-	return redis.call("LLEN", pending) > 0 or redis.call("EXISTS", pending .. ":levels") == 1
+	return redis.call("EXISTS", pending, pending .. ":levels") > 0
 end
 
 -- band_pop takes the next id off the queue's pending tasks, false for
 -- none: from the highest level with tasks; within it, from the fair key
 -- whose turn it is (the tasks without a key take theirs as one more key),
 -- round robin, each key's in the order they were sent. With no band
--- registered, it is one LPOP of the pending list.
+-- registered, it is a ZREVRANGE of the levels, then an LPOP of the
+-- pending list.
 -- Complexity: O(log K) for K fair keys at the level.
 local function band_pop(pending)
 	local levels = pending .. ":levels"
