@@ -126,6 +126,11 @@ func batchError(errs []error) error {
 // batch send, filling in results and errs, and reports whether the store
 // has one (else nothing was sent: the caller sends them one by one).
 func (s *Server) sendEach(ctx context.Context, sigs []*tasks.Signature, results []*result.AsyncResult, errs []error) bool {
+	// Asked first: the tasks sent one by one are prepared, and run past
+	// the pre-publish hook, by each send.
+	if !s.store().SendsEach() {
+		return false
+	}
 	var live []*tasks.Signature
 	var at []int
 	for i, sig := range sigs {

@@ -74,8 +74,7 @@ const AllTasksPage = 1000
 // returns how many tasks it acted on, and stops at the first error (the
 // pages before it done) or when ctx ends. Tasks that arrive in the status
 // meanwhile may be acted on too. Those deleted or archived get a FAILURE
-// state, as DeleteTask and ArchiveTask give them, up to 32 written at
-// once. An action a status does not take is refused before anything is
+// state, as DeleteTask and ArchiveTask give them, 16 written at once. An action a status does not take is refused before anything is
 // done (brokers/iface.ErrBadTakeAll).
 
 // DeleteAllTasks deletes the tasks of queue with status: pending,
@@ -118,26 +117,16 @@ func (s *Server) takeAll(ctx context.Context, queue string, status brokers.TaskS
 		}
 		total += len(page.Taken)
 		if fail {
-			// Taken out: they will not run. Their states say so.
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var errs []error
-			slots := make(chan struct{}, 32)
-			for _, sig := range page.Taken {
-				slots <- struct{}{}
-				wg.Go(func() {
-					defer func() { <-slots }()
-					// Taken already: the state is written even if ctx ends.
-					if err := eng.FailTaken(context.WithoutCancel(ctx), sig, reason, false); err != nil {
-						mu.Lock()
-						errs = append(errs, fmt.Errorf("task %s: %w", sig.UUID, err))
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
+			// Taken out: they will not run. Their states say so, written
+			// even if ctx ends: the tasks are taken already.
+			errs := make([]error, len(page.Taken))
+			each(len(page.Taken), func(i int) {
+				if err := eng.FailTaken(context.WithoutCancel(ctx), page.Taken[i], reason, false); err != nil {
+					errs[i] = fmt.Errorf("task %s: %w", page.Taken[i].UUID, err)
+				}
+			})
 			if err := errors.Join(errs...); err != nil {
-				return total, fmt.Errorf("machinist: %s the %s tasks of %s: done, but %d FAILURE states were not written: %w", action, status, queue, len(errs), err)
+				return total, fmt.Errorf("machinist: %s the %s tasks of %s: done, but FAILURE states were not written: %w", action, status, queue, err)
 			}
 		}
 		if !page.More || len(page.Taken) == 0 {

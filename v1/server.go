@@ -111,8 +111,8 @@ func NewServerWithRedisClient(cnf *config.Config, client redisbroker.UniversalCl
 // the caller, such as a test double or a broker on a connection the caller
 // owns. cnf gets its defaults as in NewServer and is validated, except for
 // the Broker and ResultBackend URLs, which name nothing here (but
-// Broker "eager" still selects eager mode). Close closes broker and
-// backend.
+// Broker "eager", or a broker from brokers/eager, selects eager mode).
+// Close closes broker and backend.
 func NewServerWithBrokerBackend(cnf *config.Config, broker brokers.Broker, backend backends.Backend) (*Server, error) {
 	c := dial.Defaults(cnf)
 	if err := c.ValidateSettings(); err != nil {

@@ -145,6 +145,13 @@ func (s *Store) Send(ctx context.Context, p store.SendParams) error {
 // SendEach publishes each of sigs with its PENDING state, as Send would
 // publish it alone, in few calls, and returns each one's error; nil when
 // the broker cannot (store.EachSender): the caller sends them one by one.
+// SendsEach reports whether SendEach sends: the broker and backend are
+// one store with a batch send.
+func (s *Store) SendsEach() bool {
+	_, ok := s.joined.(store.EachSender)
+	return ok
+}
+
 func (s *Store) SendEach(ctx context.Context, sigs []*tasks.Signature) []error {
 	es, ok := s.joined.(store.EachSender)
 	if !ok {

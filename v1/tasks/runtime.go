@@ -39,7 +39,8 @@ const (
 	// MaxDataSize is the most bytes of a checkpoint, or of one step's
 	// result, as JSON.
 	MaxDataSize = 1 << 20
-	// MaxSteps is the most steps (Step names) a task keeps results of.
+	// MaxSteps bounds the steps (Step names) a task keeps results of: its
+	// kept values, the checkpoint included, are at most MaxSteps + 1.
 	MaxSteps = 1000
 	// MaxStepName is the longest step name, in bytes.
 	MaxStepName = 200
