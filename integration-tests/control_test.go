@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -156,7 +156,7 @@ func TestCancelTask(t *testing.T) {
 			if _, err := r.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
 				t.Fatalf("waiting on a cancelled task: %v, want ErrTaskCancelled", err)
 			}
-			_, err = sender.GetBackend().GetStateContext(ctx, onError.UUID)
+			_, err = sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, onError.UUID)
 			switch {
 			case withOnError && err != nil:
 				t.Fatalf("OnError callback asked for: its state: %v", err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/tasks"
 )

@@ -14,7 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -266,7 +266,7 @@ func TestMetricsOfRecoveryAndDepth(t *testing.T) {
 		}
 		// A worker takes one and dies: nothing settles it.
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ds, err := m.worker.GetBroker().(brokers.Broker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
+		ds, err := m.worker.GetBroker().(brokers.LeaseBroker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
 		cancel()
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("Fetch: %d, %v", len(ds), err)

@@ -9,7 +9,8 @@ import (
 
 	"github.com/b6192125/machinist/internal/ops"
 	storepair "github.com/b6192125/machinist/internal/pair"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -90,7 +91,7 @@ func TestOperatorView(t *testing.T) {
 		// The chord on one queue: its members from the group's
 		// bookkeeping, the task a member sends under it.
 		waitFor(t, "the member's OnSuccess task to finish", func() bool {
-			st, err := sender.GetBackend().GetStateContext(ctx, after.UUID)
+			st, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, after.UUID)
 			return err == nil && st.IsCompleted()
 		})
 		wf, err = o.Workflow(ctx, shared.GroupUUID, 0, 0)
@@ -156,7 +157,7 @@ func TestOperatorView(t *testing.T) {
 		must(t, o.Do(ctx, ops.Requeue, member(mixed, 1), ""))
 		must(t, o.Do(ctx, ops.Cancel, hold.UUID, ""))
 		waitFor(t, "the cancelled task's FAILURE", func() bool {
-			st, err := sender.GetBackend().GetStateContext(ctx, hold.UUID)
+			st, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, hold.UUID)
 			return err == nil && st.State == tasks.StateFailure
 		})
 		if err := o.Do(ctx, ops.Cancel, chain.Tasks[0].UUID, ""); !errors.Is(err, machinery.ErrTaskFinished) {

@@ -19,7 +19,7 @@ import (
 	"github.com/b6192125/machinist/internal/redistest"
 	"github.com/b6192125/machinist/internal/syncbuf"
 	"github.com/b6192125/machinist/internal/waitfor"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"

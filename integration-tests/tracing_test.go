@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -501,7 +501,7 @@ func TestTraceOfARecoveredTask(t *testing.T) {
 		}
 		// A worker that takes the task and dies: nothing settles it.
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ds, err := tr.worker.GetBroker().(brokers.Broker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
+		ds, err := tr.worker.GetBroker().(brokers.LeaseBroker).Fetch(fctx, []string{config.DefaultQueueName}, 1, nil)
 		cancel()
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("Fetch: %d, %v", len(ds), err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -604,7 +604,7 @@ func TestUndecodableMessageFailsWithTheReason(t *testing.T) {
 		t.Fatal("the error handler never heard of the undecodable task")
 	}
 	waitFor(t, "the undecodable task's state to be FAILURE", func() bool {
-		st, err := s.GetBackend().GetStateContext(ctx, "task_bad")
+		st, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, "task_bad")
 		return err == nil && st.State == tasks.StateFailure && strings.Contains(st.Error, "cannot decode")
 	})
 	// The state is written before the task is archived: wait for both.

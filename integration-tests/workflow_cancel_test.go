@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
@@ -81,7 +81,7 @@ func TestCancelWorkflow(t *testing.T) {
 		wantCancelled := func(what string, uuids ...string) {
 			t.Helper()
 			for _, id := range uuids {
-				st, err := sender.GetBackend().GetStateContext(ctx, id)
+				st, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, id)
 				if err != nil || !st.IsFailure() || !strings.HasPrefix(st.Error, tasks.CancelledMessage) {
 					t.Fatalf("%s: state of %s: %+v, %v; want FAILURE, cancelled", what, id, st, err)
 				}
@@ -117,7 +117,7 @@ func TestCancelWorkflow(t *testing.T) {
 		if _, err := cr.GetWithContext(ctx, poll); !errors.Is(err, tasks.ErrTaskCancelled) {
 			t.Fatalf("waiting on a cancelled chain: %v, want ErrTaskCancelled", err)
 		}
-		if st, err := sender.GetBackend().GetStateContext(ctx, first.UUID); err != nil || !st.IsSuccess() {
+		if st, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, first.UUID); err != nil || !st.IsSuccess() {
 			t.Fatalf("the chain's finished first step: %+v, %v; want SUCCESS kept", st, err)
 		}
 		// The second step's context ended: its worker settles it no more.
@@ -127,7 +127,7 @@ func TestCancelWorkflow(t *testing.T) {
 		})
 		wantCancelled("chain", third.UUID, fourth.UUID)
 		for _, cb := range errCallbacks {
-			if _, err := sender.GetBackend().GetStateContext(ctx, cb.UUID); !errors.Is(err, backends.ErrStateNotFound) {
+			if _, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, cb.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("an OnError callback of the cancelled chain was sent (%v)", err)
 			}
 		}
@@ -166,11 +166,11 @@ func TestCancelWorkflow(t *testing.T) {
 		wantCancelled("chord", scheduled.UUID, callback.UUID)
 		for _, m := range []*tasks.Signature{m1, m2} {
 			waitFor(t, "a running chord member to fail, cancelled", func() bool {
-				st, err := sender.GetBackend().GetStateContext(ctx, m.UUID)
+				st, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, m.UUID)
 				return err == nil && st.IsFailure()
 			})
 		}
-		if _, err := sender.GetBackend().GetStateContext(ctx, cbError.UUID); !errors.Is(err, backends.ErrStateNotFound) {
+		if _, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, cbError.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 			t.Fatalf("the cancelled chord's callback's OnError was sent (%v)", err)
 		}
 
@@ -275,7 +275,7 @@ func TestCancelWorkflowWhileTheChordCompletes(t *testing.T) {
 			// or sent).
 			for _, m := range group.Tasks[:i%3] {
 				waitFor(t, "a chord member to finish", func() bool {
-					st, err := sender.GetBackend().GetStateContext(ctx, m.UUID)
+					st, err := sender.GetBackend().(backends.ContextBackend).GetStateContext(ctx, m.UUID)
 					return err == nil && st.IsCompleted()
 				})
 			}
@@ -347,7 +347,7 @@ func TestStateOfATaskSentAgainWithItsUUID(t *testing.T) {
 		if _, err := s.SendTaskWithContext(ctx, x); err != nil {
 			t.Fatal(err)
 		}
-		sent, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		sent, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, x.UUID)
 		if err != nil || sent.State != tasks.StatePending {
 			t.Fatalf("state after the send: %+v, %v; want PENDING", sent, err)
 		}
@@ -356,7 +356,7 @@ func TestStateOfATaskSentAgainWithItsUUID(t *testing.T) {
 		if err := s.ArchiveTask(ctx, queue, x.UUID, "by hand"); err != nil {
 			t.Fatal(err)
 		}
-		st, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		st, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, x.UUID)
 		if err != nil || !st.IsFailure() {
 			t.Fatalf("state after the archive: %+v, %v; want FAILURE", st, err)
 		}
@@ -366,7 +366,7 @@ func TestStateOfATaskSentAgainWithItsUUID(t *testing.T) {
 		if _, err := s.SendTaskWithContext(ctx, x); err != nil {
 			t.Fatalf("sending the task again: %v", err)
 		}
-		again, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		again, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, x.UUID)
 		if err != nil || again.State != tasks.StatePending || again.Error != "" {
 			t.Fatalf("state after sending it again: %+v, %v; want PENDING", again, err)
 		}
@@ -400,7 +400,7 @@ func TestUUIDSetByThePrePublishHandlerIsLookedUp(t *testing.T) {
 		if y.UUID != x.UUID {
 			t.Fatalf("UUID %s, want the handler's %s", y.UUID, x.UUID)
 		}
-		st, err := s.GetBackend().GetStateContext(ctx, x.UUID)
+		st, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, x.UUID)
 		if err != nil || st.State != tasks.StatePending || st.Error != "" {
 			t.Fatalf("state after the send: %+v, %v; want PENDING", st, err)
 		}

@@ -154,7 +154,7 @@ func TestCallsEndAtTheirDeadlineWhileRedisIsStopped(t *testing.T) {
 		}, machinery.ErrNotSent},
 		{"Backend.GetStateContext", func(t *testing.T, s *machinery.Server) func(ctx context.Context) error {
 			return func(ctx context.Context) error {
-				_, err := s.GetBackend().GetStateContext(ctx, "task_never_sent")
+				_, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, "task_never_sent")
 				return err
 			}
 		}, nil},
@@ -196,7 +196,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 // a record.
 func noStateLeft(ctx context.Context, s *machinery.Server, id string, sigs []*tasks.Signature) error {
 	for _, sig := range sigs {
-		st, err := s.GetBackend().GetStateContext(ctx, sig.UUID)
+		st, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, sig.UUID)
 		if err == nil {
 			return fmt.Errorf("task %s has state %s", sig.UUID, st.State)
 		}

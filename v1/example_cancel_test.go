@@ -52,7 +52,7 @@ func ExampleServer_CancelWorkflow() {
 	}
 	_, err = r.Get(time.Millisecond)
 	fmt.Println("chain cancelled:", errors.Is(err, tasks.ErrTaskCancelled))
-	state, err := server.GetBackend().GetStateContext(context.Background(), index.UUID)
+	state, err := server.GetBackend().GetState(index.UUID)
 	if err != nil {
 		panic(err)
 	}

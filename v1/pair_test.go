@@ -15,15 +15,18 @@ import (
 )
 
 // plainServer returns a Server on a broker and a backend that offer only
-// the Broker and Backend interfaces (a broker of your own, say): the
+// the LeaseBroker and Backend interfaces (a broker of your own, say): the
 // memory pair's, with every other capability hidden. It runs through the
 // step-by-step side of the one adapter: nothing is settled in one step,
 // nothing is inspected, cancelled or aggregated.
 func plainServer(t *testing.T) *machinery.Server {
 	t.Helper()
 	s := newServer(t, &config.Config{Broker: "memory://", NoUnixSignals: true})
-	s.SetBroker(struct{ brokers.Broker }{s.GetBroker()})
-	s.SetBackend(struct{ backends.Backend }{s.GetBackend()})
+	s.SetBroker(struct{ brokers.LeaseBroker }{s.GetBroker().(brokers.LeaseBroker)})
+	s.SetBackend(struct {
+		backends.Backend
+		backends.ContextBackend
+	}{s.GetBackend(), s.GetBackend().(backends.ContextBackend)})
 	for name, fn := range map[string]any{
 		"add": func(a, b int64) (int64, error) { return a + b, nil },
 		"sum": func(ns ...int64) (int64, error) {

@@ -305,7 +305,7 @@ type sharedStore struct {
 // memoryStore is the store of memory:// on an engine whose clock the test
 // moves, its broker and backend on one store (paired) or on two; wrap, if
 // given, wraps the broker.
-func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) brokers.Broker) sharedStore {
+func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) brokers.LeaseBroker) sharedStore {
 	engine := redistest.StartEmbedded(t)
 	now := periodicStart
 	engine.SetTime(now)
@@ -319,7 +319,7 @@ func memoryStore(t *testing.T, paired bool, wrap func(*redisbroker.Broker) broke
 	}
 	broker := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
 	backend := redisbackend.NewOnStore(backendStore, redisbackend.Options{})
-	var b brokers.Broker = broker
+	var b brokers.LeaseBroker = broker
 	if wrap != nil {
 		b = wrap(broker)
 	}
@@ -502,7 +502,7 @@ func TestPeriodicLateTakeOverFindsTheTickSent(t *testing.T) {
 }
 
 // flakyBroker publishes only the first keep tasks of each of the first
-// fail Publish calls, then reports an error, as a broker that fails part
+// fail PublishTasks calls, then reports an error, as a broker that fails part
 // way through a publish does.
 type flakyBroker struct {
 	*redisbroker.Broker
@@ -512,16 +512,16 @@ type flakyBroker struct {
 
 var errFlaky = errors.New("flaky broker: publish failed")
 
-func (b *flakyBroker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
+func (b *flakyBroker) PublishTasks(ctx context.Context, sigs ...*tasks.Signature) error {
 	b.mu.Lock()
 	fail := b.fail > 0
 	b.fail--
 	b.mu.Unlock()
 	if !fail {
-		return b.Broker.Publish(ctx, sigs...)
+		return b.Broker.PublishTasks(ctx, sigs...)
 	}
 	if n := min(b.keep, len(sigs)); n > 0 {
-		if err := b.Broker.Publish(ctx, sigs[:n]...); err != nil {
+		if err := b.Broker.PublishTasks(ctx, sigs[:n]...); err != nil {
 			return err
 		}
 	}
@@ -531,7 +531,7 @@ func (b *flakyBroker) Publish(ctx context.Context, sigs ...*tasks.Signature) err
 // A send that the broker refuses is not lost: the process tries it again
 // when its claim's lease ends.
 func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
-	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.Broker { return &flakyBroker{Broker: b, fail: 1} })
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.LeaseBroker { return &flakyBroker{Broker: b, fail: 1} })
 	p := newProc(st.newServer(), periodicStart, 0)
 	runs := startWorker(t, p.s)
 	const spec, name = reportSpec, reportName
@@ -553,7 +553,7 @@ func TestPeriodicFailedSendIsTriedAgain(t *testing.T) {
 // next attempt sends the members that were not sent, and only those (two
 // have run by then), and the callback runs once, with every result.
 func TestPeriodicChordSentInPartGetsTheRest(t *testing.T) {
-	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.Broker {
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.LeaseBroker {
 		return &flakyBroker{Broker: b, fail: 1, keep: 2}
 	})
 	p := newProc(st.newServer(), periodicStart, 0)
@@ -601,14 +601,14 @@ func TestPeriodicChordSentInPartGetsTheRest(t *testing.T) {
 // notClaimer hides the Claimer of the broker it wraps, as a user's own
 // broker would lack one.
 type notClaimer struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	brokers.Inspector
 }
 
 // On a broker that is not a Claimer, machinery's lock, given to
 // NewServerWithBrokerBackendLock, lets one Server send each tick.
 func TestPeriodicWithoutClaimerTakesTheLock(t *testing.T) {
-	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.Broker { return notClaimer{b, b} })
+	st := memoryStore(t, false, func(b *redisbroker.Broker) brokers.LeaseBroker { return notClaimer{b, b} })
 	base := st.newServer()
 	lock, err := LockFactory(&config.Config{})
 	if err != nil {

@@ -72,7 +72,7 @@ func (s *Server) SendTaskWithContext(ctx context.Context, signature *tasks.Signa
 func (s *Server) sendPrepared(ctx context.Context, signature *tasks.Signature, made string) (*result.AsyncResult, error) {
 	backend := s.GetBackend()
 	if s.eager != nil {
-		if err := backend.SetStatePendingContext(ctx, signature); err != nil {
+		if err := s.store().SetStatePendingContext(ctx, signature); err != nil {
 			return nil, store.NotSent(fmt.Errorf("machinist: send task %s (%s): set state pending: %w", signature.UUID, signature.Name, err))
 		}
 		if err := s.publish(ctx, signature); err != nil {

@@ -343,7 +343,7 @@ func (s *Server) GetRegisteredTaskNames() []string {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.scheduler.Stop()
-		s.closeErr = errors.Join(s.GetBroker().Close(), s.GetBackend().Close(), closeAll(s.closers))
+		s.closeErr = errors.Join(s.store().Close(), closeAll(s.closers))
 	})
 	return s.closeErr
 }

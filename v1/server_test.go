@@ -420,7 +420,7 @@ func TestMessageOverMaxMessageSize(t *testing.T) {
 				!strings.Contains(err.Error(), "4096") || !strings.Contains(err.Error(), big.UUID) {
 				t.Fatalf("SendTask of an 8 KiB argument with a 4 KiB limit: %v, want ErrMessageTooLarge naming the task and the limit", err)
 			}
-			if _, err := s.GetBackend().GetStateContext(ctx, big.UUID); !errors.Is(err, backends.ErrStateNotFound) {
+			if _, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, big.UUID); !errors.Is(err, backends.ErrStateNotFound) {
 				t.Fatalf("state of the refused task: %v, want ErrStateNotFound (nothing written)", err)
 			}
 

@@ -40,6 +40,7 @@ type Worker struct {
 	postTaskHandler   func(*tasks.Signature)
 	preConsumeHandler func(*Worker) bool
 	running           *worker.Worker     // the engine, from Run on
+	consuming         bool               // Run consumes through a machinery broker's StartConsuming
 	stop              context.CancelFunc // stops Run gracefully
 	done              chan struct{}      // closed when Run returns
 	launched          bool               // LaunchAsync was called
@@ -99,14 +100,19 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 		_ = signals.Start(context.Background())
 	}
 
-	// Registered as the broker's consumer now, so that a StopConsuming
-	// right after LaunchAsync stops it.
 	broker := w.server.GetBroker()
 	consume := func() (bool, error) { return broker.StartConsuming(w.ConsumerTag, w.Concurrency, w) }
-	if c, ok := broker.(interface {
+	switch c := broker.(type) {
+	case interface {
 		Consumer(brokers.TaskProcessor) func() (bool, error)
-	}); ok {
+	}:
+		// Registered as the broker's consumer now, so that a StopConsuming
+		// right after LaunchAsync stops it.
 		consume = c.Consumer(w)
+	case brokers.LeaseBroker:
+	default:
+		// A broker written for machinery: Run calls its StartConsuming.
+		consume = func() (bool, error) { return false, w.Run(context.Background()) }
 	}
 	go func() {
 		_, err := consume()
@@ -130,7 +136,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	if w.running != nil {
+	if w.running != nil || w.consuming {
 		w.mu.Unlock()
 		return ErrWorkerLaunched
 	}
@@ -139,6 +145,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	started := w.startedLocked()
+	if broker := w.server.GetBroker(); !isLeaseBroker(broker) {
+		return w.consume(ctx, broker, started) // unlocks w.mu
+	}
 	engine := w.engine(func(p *worker.Params) {
 		p.StartedFunc = func() { close(started) }
 	})
@@ -153,6 +162,47 @@ func (w *Worker) Run(ctx context.Context) error {
 		err = ErrWorkerQuitAbruptly
 	}
 	return err
+}
+
+func isLeaseBroker(b brokers.Broker) bool {
+	_, ok := b.(brokers.LeaseBroker)
+	return ok
+}
+
+// consume runs the worker on broker, written for machinery, as machinery's
+// worker does: broker's StartConsuming hands it tasks, which Process runs,
+// and is called again while it asks to be (retry), until ctx ends or the
+// worker is stopped; both call broker.StopConsuming. Called by Run with
+// w.mu held, which it releases.
+func (w *Worker) consume(ctx context.Context, broker brokers.Broker, started chan struct{}) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	defer close(done)
+	w.consuming, w.stop, w.done = true, stop, done
+	w.mu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+			broker.StopConsuming()
+		case <-done:
+		}
+	}()
+	close(started)
+	for {
+		retry, err := broker.StartConsuming(w.ConsumerTag, w.Concurrency, w)
+		if !retry || ctx.Err() != nil {
+			return err
+		}
+		w.mu.Lock()
+		h := w.errorHandler
+		w.mu.Unlock()
+		if h != nil {
+			h(err)
+		} else {
+			w.server.log.Warn("broker failed; consuming again", slog.String("worker", w.ConsumerTag), slog.Any("error", err))
+		}
+	}
 }
 
 // Started returns a channel closed once the worker runs: it has told the
@@ -181,9 +231,9 @@ func (w *Worker) stopRun(abrupt bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
-	case w.running == nil:
+	case w.stop == nil:
 		w.quit = true
-	case abrupt:
+	case abrupt && w.running != nil:
 		w.running.Abort()
 	default:
 		w.stop()

@@ -94,7 +94,7 @@ func newDeployment(t *testing.T) *deployment {
 	// emails: a task taken by a worker (listed below), three pending, one
 	// scheduled.
 	send(mail("task_running", "ops@example.com"))
-	b := srv.GetBroker()
+	b := srv.GetBroker().(brokers.LeaseBroker)
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	taken, err := b.Fetch(fctx, []string{"emails"}, 1, nil)
 	cancel()
@@ -147,7 +147,7 @@ func newDeployment(t *testing.T) *deployment {
 	w.LaunchAsync(errs)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, err := srv.GetBackend().GetStateContext(ctx, "task_sum")
+		st, err := srv.GetBackend().(backends.ContextBackend).GetStateContext(ctx, "task_sum")
 		if err == nil && st.IsCompleted() {
 			break
 		}

@@ -29,7 +29,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -528,7 +529,7 @@ func (r aggReport) String() string {
 func (w *aggWitness) verify(t *testing.T, ctx context.Context, s *machinery.Server, results []*result.AsyncResult, killed map[string]time.Time) aggReport {
 	t.Helper()
 	var rep aggReport
-	backend := s.GetBackend()
+	backend := s.GetBackend().(backends.ContextBackend)
 	lost := 0
 	for _, r := range results {
 		rep.members++

@@ -22,7 +22,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/backends/result"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -401,7 +402,7 @@ func (l *ledger) verify(t *testing.T, ctx context.Context, s *machinery.Server) 
 		// A context of its own: ctx may have run out waiting.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		st, err := backend.GetStateContext(ctx, sig.UUID)
+		st, err := backend.(backends.ContextBackend).GetStateContext(ctx, sig.UUID)
 		if err != nil {
 			return "", err.Error()
 		}

@@ -16,7 +16,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/b6192125/machinist/internal/redistest"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
+	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -127,7 +128,7 @@ func (l *ledger) firstKeptAfter(t *testing.T, ctx context.Context, s *machinery.
 		if snd.err != nil {
 			continue
 		}
-		st, err := s.GetBackend().GetStateContext(ctx, snd.after.UUID)
+		st, err := s.GetBackend().(backends.ContextBackend).GetStateContext(ctx, snd.after.UUID)
 		if err != nil || st.State != tasks.StateSuccess || len(st.Results) != 1 {
 			continue
 		}

@@ -257,7 +257,8 @@ func (s *Store) GetStateInContext(ctx context.Context, queue, taskUUID string) (
 // Reader returns backend as results read it: with a read by queue and a
 // watch of a task's end where the backend has them, else a plain read
 // and no watch (waits poll). A nil backend gives nil.
-func Reader(backend store.Backend) store.StateReader {
+func Reader(mb store.MachineryBackend) store.StateReader {
+	backend := ContextBackend(mb)
 	if backend == nil {
 		return nil
 	}

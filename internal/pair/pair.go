@@ -65,12 +65,15 @@ func (s *Store) stepped(step string) {
 
 var _ store.Store = (*Store)(nil)
 
-// New returns broker and backend as one store. log receives what it logs
-// (a withdrawal of PENDING states that failed); nil: slog.Default().
-func New(broker store.Broker, backend store.Backend, log *slog.Logger) *Store {
+// New returns broker and backend as one store. Each is machinist's
+// (store.Broker, store.Backend) or written for machinery only, and then
+// called as machinery calls it. log receives what it logs (a withdrawal of
+// PENDING states that failed); nil: slog.Default().
+func New(mb store.MachineryBroker, mbe store.MachineryBackend, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
+	broker, backend := leaseBroker(mb), ContextBackend(mbe)
 	s := &Store{Backend: backend, broker: broker, log: log}
 	if j, ok := broker.(store.Joiner); ok {
 		s.joined = j.Join(backend)
@@ -85,7 +88,7 @@ func New(broker store.Broker, backend store.Backend, log *slog.Logger) *Store {
 	s.graphs, _ = broker.(store.Graphs)
 	s.workflows, _ = backend.(store.Workflows)
 	s.withdrawer, _ = backend.(store.Withdrawer)
-	s.states = Reader(backend)
+	s.states = Reader(mbe)
 	return s
 }
 
@@ -132,7 +135,7 @@ func (s *Store) Send(ctx context.Context, p store.SendParams) error {
 		s.Withdraw(ctx, own...) // the writes may still land
 		return store.NotSent(fmt.Errorf("set state pending: %w", err))
 	}
-	if err := s.broker.Publish(ctx, p.Tasks...); err != nil {
+	if err := s.broker.PublishTasks(ctx, p.Tasks...); err != nil {
 		err = SendFailed(err)
 		if Withdrawable(err) {
 			s.Withdraw(ctx, own...)
@@ -168,7 +171,7 @@ func (s *Store) SendEach(ctx context.Context, sigs []*tasks.Signature) []error {
 
 // Publish publishes sigs without their states.
 func (s *Store) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
-	return SendFailed(s.broker.Publish(ctx, sigs...))
+	return SendFailed(s.broker.PublishTasks(ctx, sigs...))
 }
 
 // SendFailed returns err, the error of a publish, as it is when it says

@@ -7,8 +7,8 @@ import (
 )
 
 // Backend is the states half of the store: task states, results and
-// group bookkeeping. The public backends/iface.Backend is this with
-// machinery's context-free methods added. Every method is safe for
+// group bookkeeping. machinist's backends have machinery's context-free
+// methods (MachineryBackend) besides. Every method is safe for
 // concurrent use.
 type Backend interface {
 	// InitGroupContext records a group of taskUUIDs, in group order.

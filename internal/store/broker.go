@@ -8,8 +8,8 @@ import (
 )
 
 // Broker is the tasks half of the store: it holds tasks and hands them to
-// workers under leases. The public brokers/iface.Broker is this with
-// machinery's methods added. The worker loop is: Fetch takes tasks under a
+// workers under leases. The public brokers/iface.LeaseBroker is this with
+// machinery's methods added (MachineryBroker). The worker loop is: Fetch takes tasks under a
 // lease; ExtendLeases renews the leases while they run; Commit records a
 // task's final outcome before the worker writes anything that others see;
 // then exactly one of Ack, Retry, Archive or Requeue settles each task.
@@ -17,7 +17,7 @@ import (
 // checks the lease's fencing token and its expiry. Every method is safe
 // for concurrent use.
 type Broker interface {
-	// Publish adds tasks to the queues named by their RoutingKey, which
+	// PublishTasks adds tasks to the queues named by their RoutingKey, which
 	// must be set. A task whose ETA is in the future is scheduled and
 	// becomes pending at its ETA, never before. Publish fails with
 	// ErrDuplicateTask when a task with the same UUID is still held in the
@@ -31,7 +31,7 @@ type Broker interface {
 	// some of them may have been published. machinist's brokers return when
 	// ctx ends, whatever Redis does, and their errors wrap either
 	// ErrNotSent or ErrMaybeSent.
-	Publish(ctx context.Context, sigs ...*tasks.Signature) error
+	PublishTasks(ctx context.Context, sigs ...*tasks.Signature) error
 
 	// Fetch waits until at least one task is pending in one of queues, then
 	// takes up to max pending tasks, each under its own lease. Queues are

@@ -212,7 +212,7 @@ func TestBrowserActsOnTasks(t *testing.T) {
 			t.Errorf("%s: the task is %q in the broker, want %q", tc.action, got, tc.want)
 		}
 		if tc.failure != "" {
-			st, err := e.srv.GetBackend().GetStateContext(testCtx(t), sig.UUID)
+			st, err := e.srv.GetBackend().(backends.ContextBackend).GetStateContext(testCtx(t), sig.UUID)
 			if err != nil || st.State != tasks.StateFailure || !strings.Contains(st.Error, tc.failure) {
 				t.Errorf("%s: the task's state is %+v (%v), want FAILURE saying %q", tc.action, st, err, tc.failure)
 			}
@@ -336,7 +336,7 @@ func TestBrowserCancelsAWorkflowFoundByID(t *testing.T) {
 		t.Errorf("the chain's first task is still %s", got)
 	}
 	for _, s := range steps {
-		st, err := e.srv.GetBackend().GetStateContext(testCtx(t), s.UUID)
+		st, err := e.srv.GetBackend().(backends.ContextBackend).GetStateContext(testCtx(t), s.UUID)
 		if err != nil && !errors.Is(err, backends.ErrStateNotFound) {
 			t.Fatal(err)
 		}

@@ -327,7 +327,7 @@ func TestQueuePagesAndSearchesByName(t *testing.T) {
 		sig.RoutingKey = "bulk"
 		sigs = append(sigs, sig)
 	}
-	if err := e.srv.GetBroker().Publish(ctx, sigs...); err != nil {
+	if err := e.srv.GetBroker().(brokers.LeaseBroker).PublishTasks(ctx, sigs...); err != nil {
 		t.Fatal(err)
 	}
 	c := client(t)
@@ -499,7 +499,7 @@ func TestTaskPageShowsProgress(t *testing.T) {
 	e := newEnv(t, Options{})
 	sig := e.send("long", "transcode", nil)
 	ctx := testCtx(t)
-	taken, err := e.srv.GetBroker().Fetch(ctx, []string{"long"}, 1, nil)
+	taken, err := e.srv.GetBroker().(brokers.LeaseBroker).Fetch(ctx, []string{"long"}, 1, nil)
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("Fetch: %v, %v", taken, err)
 	}

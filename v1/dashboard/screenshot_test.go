@@ -40,7 +40,7 @@ func TestScreenshots(t *testing.T) {
 			s.RoutingKey, s.ETA = queue, eta
 			sigs = append(sigs, s)
 		}
-		if err := e.srv.GetBroker().Publish(ctx, sigs...); err != nil {
+		if err := e.srv.GetBroker().(brokers.LeaseBroker).PublishTasks(ctx, sigs...); err != nil {
 			t.Fatal(err)
 		}
 		return sigs

@@ -391,7 +391,7 @@ func TestBatchLostPastMaxRecoveriesIsArchived(t *testing.T) {
 	}}}
 	// The first two workers' processes stop (their renewals never arrive)
 	// while in the aggregator.
-	start := func(broker brokers.Broker) {
+	start := func(broker brokers.LeaseBroker) {
 		p := h.params()
 		p.Broker = broker // the spy hides the broker's aggregation
 		p.Tasks = reg

@@ -16,7 +16,7 @@ import (
 // announcing is a broker whose Announce refuses its first fails calls and
 // tells, for each call, how long its context had left.
 type announcing struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	fails int
 
 	mu    sync.Mutex
@@ -35,7 +35,7 @@ func (a *announcing) Announce(ctx context.Context, queues []string, names *broke
 	if refuse {
 		return errors.New("redis unreachable")
 	}
-	return a.Broker.Announce(ctx, queues, names, ttl)
+	return a.LeaseBroker.Announce(ctx, queues, names, ttl)
 }
 
 func (a *announcing) count() int {
@@ -49,7 +49,7 @@ func (a *announcing) count() int {
 func TestWorkerStartsOnceAnnounced(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &config.Config{})
-	b := &announcing{Broker: h.mem, fails: 2}
+	b := &announcing{LeaseBroker: h.mem, fails: 2}
 	p := h.params()
 	p.Broker = b
 	var atStart int
@@ -84,7 +84,7 @@ func TestAnnouncementMayTakeUntilTheLastOneLapses(t *testing.T) {
 		interval = time.Minute
 	)
 	h := newHarness(t, &config.Config{LeaseDuration: lease, LeaseRenewInterval: interval})
-	b := &announcing{Broker: h.mem, left: make(chan time.Duration, 2)}
+	b := &announcing{LeaseBroker: h.mem, left: make(chan time.Duration, 2)}
 	clk := clock.NewFake(time.Unix(0, 0))
 	p := h.params()
 	p.Broker = b

@@ -11,7 +11,6 @@ import (
 
 	"github.com/b6192125/machinist/internal/clock"
 	"github.com/b6192125/machinist/internal/waitfor"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -49,7 +48,7 @@ func (l *logLines) count(s string) (int, []string) {
 // startedBlockingBackend holds each STARTED write until its context ends,
 // as a write in flight when its task is stopped is.
 type startedBlockingBackend struct {
-	backends.Backend
+	fullBackend
 	writing chan struct{} // closed when the first STARTED write begins
 	once    sync.Once
 }
@@ -80,7 +79,7 @@ func TestCancelWhileWritingStartedLogsCancelledOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &config.Config{})
 	blockingTask(h)
-	be := &startedBlockingBackend{Backend: h.backend, writing: make(chan struct{})}
+	be := &startedBlockingBackend{fullBackend: h.backend, writing: make(chan struct{})}
 	logs := &logLines{}
 	p := h.params()
 	p.Broker = h.mem // a Canceller: the worker watches cancellations
@@ -122,7 +121,7 @@ func TestCancelSeenByLeaseRenewalLogsCancelled(t *testing.T) {
 	p := h.params()
 	// The memory broker without its Canceller side: no watch.
 	p.Broker = struct {
-		brokers.Broker
+		brokers.LeaseBroker
 		brokers.Inspector
 	}{h.mem, h.mem}
 	p.Logger = slog.New(logs)
@@ -185,7 +184,7 @@ func TestWatchCancelsFailuresAreNotRepeated(t *testing.T) {
 	const fails = 14 // backoff 0.1 s doubling to 5 s: about 46 s of failures
 	c := &flakyCanceller{Canceller: h.mem, fails: fails}
 	p.Broker = struct {
-		brokers.Broker
+		brokers.LeaseBroker
 		brokers.Canceller
 	}{h.mem, c}
 	w := New(p)

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	backends "github.com/b6192125/machinist/v1/backends/iface"
+	redisbackend "github.com/b6192125/machinist/v1/backends/redis"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
+	redisbroker "github.com/b6192125/machinist/v1/brokers/redis"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -18,7 +19,7 @@ import (
 // Cluster) that refuses every commit, as it does to a worker whose lease is
 // gone.
 type staleBroker struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	commits atomic.Int32
 }
 
@@ -29,7 +30,7 @@ func (b *staleBroker) Commit(ctx context.Context, d *brokers.Delivery, outcome *
 
 // writeCounter counts every write made to a backend.
 type writeCounter struct {
-	backends.Backend
+	fullBackend
 	writes atomic.Int32
 }
 
@@ -68,10 +69,10 @@ func TestRefusedCommitWritesNothing(t *testing.T) {
 	cnf := (&config.Config{Logger: discardLogger}).WithDefaults()
 	mem := newEngineBroker(t, cnf)
 	t.Cleanup(func() { _ = mem.Close() })
-	broker := &staleBroker{Broker: mem}
+	broker := &staleBroker{LeaseBroker: mem}
 	be := newEngineBackend(t, cnf)
 	t.Cleanup(func() { _ = be.Close() })
-	backend := &writeCounter{Backend: be}
+	backend := &writeCounter{fullBackend: be}
 	var sent atomic.Int32
 	w := New(Params{Broker: broker, Backend: backend, Config: cnf, Logger: discardLogger,
 		SendFunc: func(context.Context, *tasks.Signature) error { sent.Add(1); return nil }})
@@ -131,8 +132,8 @@ func TestCommittedTaskIsFinishedNotRun(t *testing.T) {
 		t.Run(fmt.Sprintf("paired=%t", paired), func(t *testing.T) {
 			t.Parallel()
 			cnf := (&config.Config{Logger: discardLogger, LeaseDuration: time.Second, RecoverInterval: 20 * time.Millisecond}).WithDefaults()
-			var broker brokers.Broker
-			var backend backends.Backend
+			var broker *redisbroker.Broker
+			var backend *redisbackend.Backend
 			if paired {
 				broker, backend = newEnginePair(t, cnf)
 			} else {
@@ -185,7 +186,7 @@ func TestCommittedTaskIsFinishedNotRun(t *testing.T) {
 }
 
 // waitAcked polls until queue holds no task, pending or active.
-func waitAcked(t *testing.T, b brokers.Broker, queue string) {
+func waitAcked(t *testing.T, b brokers.LeaseBroker, queue string) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	tick := time.NewTicker(5 * time.Millisecond)

@@ -107,7 +107,7 @@ func TestQueueOrderFirst(t *testing.T) {
 
 // gatedRelay is the memory broker with an AckTake that waits for the test.
 type gatedRelay struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	acking  chan struct{} // receives when an AckTake begins
 	proceed chan struct{} // closed to let AckTakes go on
 }
@@ -115,7 +115,7 @@ type gatedRelay struct {
 func (b *gatedRelay) AckTake(ctx context.Context, d *brokers.Delivery, take brokers.Take) (*brokers.Delivery, error) {
 	b.acking <- struct{}{}
 	<-b.proceed
-	return b.Broker.(brokers.Relay).AckTake(ctx, d, take)
+	return b.LeaseBroker.(brokers.Relay).AckTake(ctx, d, take)
 }
 
 // A task an acknowledgement takes while the worker aborts is put back
@@ -129,7 +129,7 @@ func TestAbortPutsBackTheTaskASettleTook(t *testing.T) {
 	h.reg["block"] = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 	first, second := newSig("work"), newSig("block")
 	h.publish(first, second)
-	b := &gatedRelay{Broker: h.mem, acking: make(chan struct{}, 1), proceed: make(chan struct{})}
+	b := &gatedRelay{LeaseBroker: h.mem, acking: make(chan struct{}, 1), proceed: make(chan struct{})}
 	p := h.params()
 	p.Broker = b
 	r := h.start(p)

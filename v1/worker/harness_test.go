@@ -178,7 +178,7 @@ func (h *harness) publish(sigs ...*tasks.Signature) {
 	if err := h.backend.SetStatePendingContext(ctx, sigs...); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.mem.Publish(ctx, sigs...); err != nil {
+	if err := h.mem.PublishTasks(ctx, sigs...); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -338,7 +338,7 @@ func (e *errRecorder) all() []error {
 // settled. (The worker frees a slot only after it settled the task, so the
 // tasks it holds are never fewer than those the broker sees unsettled.)
 type spyBroker struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	slots int
 
 	mu         sync.Mutex
@@ -372,8 +372,8 @@ type spyCounts struct {
 	fetches, extends, acks, takes, taken, retries, archives, requeued int
 }
 
-func newSpyBroker(b brokers.Broker) *spyBroker {
-	return &spyBroker{Broker: b, fetchStopped: make(chan struct{})}
+func newSpyBroker(b brokers.LeaseBroker) *spyBroker {
+	return &spyBroker{LeaseBroker: b, fetchStopped: make(chan struct{})}
 }
 
 func (b *spyBroker) Fetch(ctx context.Context, queues []string, max int, names *brokers.TaskNames) ([]*brokers.Delivery, error) {
@@ -384,7 +384,7 @@ func (b *spyBroker) Fetch(ctx context.Context, queues []string, max int, names *
 	}
 	b.mu.Unlock()
 
-	ds, err := b.Broker.Fetch(ctx, queues, max, names)
+	ds, err := b.LeaseBroker.Fetch(ctx, queues, max, names)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -403,11 +403,11 @@ func (b *spyBroker) ExtendLeases(ctx context.Context, ds ...*brokers.Delivery) e
 	b.mu.Lock()
 	b.extends++
 	b.mu.Unlock()
-	return b.Broker.ExtendLeases(ctx, ds...)
+	return b.LeaseBroker.ExtendLeases(ctx, ds...)
 }
 
 func (b *spyBroker) Ack(ctx context.Context, d *brokers.Delivery) error {
-	err := b.Broker.Ack(ctx, d)
+	err := b.LeaseBroker.Ack(ctx, d)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.acks++
@@ -420,7 +420,7 @@ func (b *spyBroker) Ack(ctx context.Context, d *brokers.Delivery) error {
 // AckTake counts as an Ack, and the task taken as a delivery: the worker
 // keeps the slot for it.
 func (b *spyBroker) AckTake(ctx context.Context, d *brokers.Delivery, take brokers.Take) (*brokers.Delivery, error) {
-	next, err := b.Broker.(brokers.Relay).AckTake(ctx, d, take)
+	next, err := b.LeaseBroker.(brokers.Relay).AckTake(ctx, d, take)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.acks++
@@ -438,7 +438,7 @@ func (b *spyBroker) AckTake(ctx context.Context, d *brokers.Delivery, take broke
 
 func (b *spyBroker) Retry(ctx context.Context, d *brokers.Delivery, at time.Time, errMsg string) error {
 	call := retryCall{sig: tasks.CopySignature(d.Signature), at: at, calledAt: time.Now(), errMsg: errMsg}
-	err := b.Broker.Retry(ctx, d, at, errMsg)
+	err := b.LeaseBroker.Retry(ctx, d, at, errMsg)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.retries = append(b.retries, call)
@@ -449,7 +449,7 @@ func (b *spyBroker) Retry(ctx context.Context, d *brokers.Delivery, at time.Time
 }
 
 func (b *spyBroker) Archive(ctx context.Context, d *brokers.Delivery, reason string) error {
-	err := b.Broker.Archive(ctx, d, reason)
+	err := b.LeaseBroker.Archive(ctx, d, reason)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.archives++
@@ -460,7 +460,7 @@ func (b *spyBroker) Archive(ctx context.Context, d *brokers.Delivery, reason str
 }
 
 func (b *spyBroker) Requeue(ctx context.Context, ds ...*brokers.Delivery) error {
-	err := b.Broker.Requeue(ctx, ds...)
+	err := b.LeaseBroker.Requeue(ctx, ds...)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.requeued += len(ds)
@@ -501,7 +501,7 @@ func (b *spyBroker) deliveries() []*brokers.Delivery {
 // every delivery it is given lost, as a broker does for a task it already
 // gave to someone else.
 type losingBroker struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	extends atomic.Int32
 	// after, if set, holds the losing back until it is closed: until then
 	// renewals are granted.
@@ -514,7 +514,7 @@ func (b *losingBroker) ExtendLeases(ctx context.Context, ds ...*brokers.Delivery
 		select {
 		case <-b.after:
 		default:
-			return b.Broker.ExtendLeases(ctx, ds...)
+			return b.LeaseBroker.ExtendLeases(ctx, ds...)
 		}
 	}
 	for _, d := range ds {
@@ -526,7 +526,7 @@ func (b *losingBroker) ExtendLeases(ctx context.Context, ds ...*brokers.Delivery
 // failingFetchBroker fails the first fails calls of Fetch (every call when
 // fails is negative) with err, then delegates.
 type failingFetchBroker struct {
-	brokers.Broker
+	brokers.LeaseBroker
 	err   error
 	fails int
 
@@ -542,7 +542,7 @@ func (b *failingFetchBroker) Fetch(ctx context.Context, queues []string, max int
 	if b.fails < 0 || n <= b.fails {
 		return nil, b.err
 	}
-	return b.Broker.Fetch(ctx, queues, max, names)
+	return b.LeaseBroker.Fetch(ctx, queues, max, names)
 }
 
 func (b *failingFetchBroker) callTimes() []time.Time {
@@ -555,7 +555,7 @@ func (b *failingFetchBroker) callTimes() []time.Time {
 // TriggerChord call of the member after has returned (or waitTimeout has
 // passed), to order the chord election of two members that finish together.
 type heldChordBackend struct {
-	backends.Backend
+	fullBackend
 	hold, after string
 
 	afterDone chan struct{}
@@ -572,9 +572,16 @@ func (b *heldChordBackend) TriggerChordContext(ctx context.Context, groupUUID, m
 		}
 		timer.Stop()
 	}
-	won, err := b.Backend.TriggerChordContext(ctx, groupUUID, memberUUID)
+	won, err := b.fullBackend.TriggerChordContext(ctx, groupUUID, memberUUID)
 	if memberUUID == b.after {
 		b.once.Do(func() { close(b.afterDone) })
 	}
 	return won, err
+}
+
+// fullBackend is a backend with machinery's methods and the context-aware
+// ones, as machinist's are: what a test's wrapper embeds.
+type fullBackend interface {
+	backends.Backend
+	backends.ContextBackend
 }

@@ -71,7 +71,7 @@ func TestSpanOfAnAttemptThatDidNotSettle(t *testing.T) {
 		sig := newSig("hold")
 		h.publish(sig)
 		p := h.params()
-		p.Broker = &losingBroker{Broker: h.spy}
+		p.Broker = &losingBroker{LeaseBroker: h.spy}
 		rec := recordSpans(t, &p)
 		h.start(p)
 		outcome, status := attemptOutcome(t, rec)

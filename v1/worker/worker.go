@@ -27,8 +27,8 @@ import (
 type Registry interface {
 	GetRegisteredTask(name string) (interface{}, error)
 	// GetRegisteredTaskNames returns every name registered. The worker
-	// announces them to the broker (brokers.Broker.Announce), so that the
-	// tasks it lacks are rerouted to workers that have them.
+	// announces them to the broker (brokers.LeaseBroker.Announce), so
+	// that the tasks it lacks are rerouted to workers that have them.
 	GetRegisteredTaskNames() []string
 }
 
@@ -37,7 +37,8 @@ type Params struct {
 	// Broker and Backend hold the tasks and their states. The worker runs
 	// on them joined into one store (internal/pair), which settles a task
 	// with its state in one step where the broker writes the backend's
-	// states itself.
+	// states itself. Run needs a brokers.LeaseBroker; Process runs a task
+	// handed over by any broker, one written for machinery included.
 	Broker  brokers.Broker
 	Backend backends.Backend
 	// BrokerName and BackendName say which broker and backend these are,

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/b6192125/machinist/internal/clock"
-	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -64,7 +63,7 @@ func TestLeaseLostWhileRunning(t *testing.T) {
 
 			// The lease is lost once STARTED is written, not before: a
 			// renewal that came first would cut that write short.
-			losing := &losingBroker{Broker: h.spy, after: make(chan struct{})}
+			losing := &losingBroker{LeaseBroker: h.spy, after: make(chan struct{})}
 			p := h.params()
 			p.Broker = losing
 			r := h.start(p)
@@ -364,7 +363,7 @@ func TestFetchErrorsAreRetriedWithBackoff(t *testing.T) {
 	sig := newSig("ok")
 	h.publish(sig)
 	cause := errors.New("connection refused")
-	failing := &failingFetchBroker{Broker: h.spy, err: cause, fails: fails}
+	failing := &failingFetchBroker{LeaseBroker: h.spy, err: cause, fails: fails}
 	p := h.params()
 	p.Broker = failing
 	r := h.start(p)
@@ -405,7 +404,7 @@ func TestFetchErrClosedEndsRun(t *testing.T) {
 	t.Run("Fetch returns a wrapped ErrClosed", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, &config.Config{})
-		closed := &failingFetchBroker{Broker: h.spy, err: fmt.Errorf("redis: pool: %w", brokers.ErrClosed), fails: -1}
+		closed := &failingFetchBroker{LeaseBroker: h.spy, err: fmt.Errorf("redis: pool: %w", brokers.ErrClosed), fails: -1}
 		p := h.params()
 		p.Broker = closed
 		r := h.start(p)
@@ -810,10 +809,10 @@ func TestChordMemberFailureRacingLastSuccess(t *testing.T) {
 	f := newChordFixture(t, 1)
 	h := f.h
 	held := &heldChordBackend{
-		Backend:   h.backend,
-		hold:      f.members[1].UUID, // the failing member
-		after:     f.members[2].UUID, // the last to succeed
-		afterDone: make(chan struct{}),
+		fullBackend: h.backend,
+		hold:        f.members[1].UUID, // the failing member
+		after:       f.members[2].UUID, // the last to succeed
+		afterDone:   make(chan struct{}),
 	}
 	p := h.params()
 	p.Concurrency = 3
@@ -942,7 +941,7 @@ func TestStartedOnlyForTasksThatRunAWhile(t *testing.T) {
 	t.Parallel()
 	cnf := (&config.Config{}).WithDefaults()
 	broker := newEngineBroker(t, cnf)
-	backend := &startedSpy{Backend: newEngineBackend(t, cnf)}
+	backend := &startedSpy{fullBackend: newEngineBackend(t, cnf)}
 	t.Cleanup(func() { broker.Close(); backend.Close() })
 	clk := clock.NewFake(time.Unix(0, 0))
 	w := New(Params{Broker: broker, Backend: backend, Config: cnf, Clock: clk,
@@ -962,7 +961,7 @@ func TestStartedOnlyForTasksThatRunAWhile(t *testing.T) {
 }
 
 type startedSpy struct {
-	backends.Backend
+	fullBackend
 	mu  sync.Mutex
 	ids []string
 }
@@ -971,7 +970,7 @@ func (s *startedSpy) SetStateStartedContext(ctx context.Context, sig *tasks.Sign
 	s.mu.Lock()
 	s.ids = append(s.ids, sig.UUID)
 	s.mu.Unlock()
-	return s.Backend.SetStateStartedContext(ctx, sig)
+	return s.fullBackend.SetStateStartedContext(ctx, sig)
 }
 
 func (s *startedSpy) started() []string {

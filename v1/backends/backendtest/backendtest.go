@@ -1,16 +1,17 @@
 // Package backendtest is the conformance suite of result backends: every
-// implementation of backends.Backend runs Exercise in its tests, so that the
+// backend of machinist's (a Backend: machinery's methods and the
+// context-aware ones) runs Exercise in its tests, so that the
 // memory and Redis backends are held to the same semantics.
 //
 //	func TestConformance(t *testing.T) {
-//		backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
+//		backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backendtest.Backend {
 //			b := memory.New(memory.OptionsFrom(cnf))
 //			t.Cleanup(func() { b.Close() })
 //			return b
 //		})
 //	}
 //
-// Beyond what backends.Backend documents, the suite fixes these choices:
+// Beyond what backends.ContextBackend documents, the suite fixes these choices:
 // GroupCompleted of a group with no bookkeeping is false with no error;
 // GroupTaskStates and TriggerChord of such a group fail with
 // ErrGroupNotFound; a group created implicitly by its members lists, in
@@ -39,6 +40,13 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
+// Backend is what the suite exercises: a backend with machinery's methods
+// and the context-aware ones, as machinist's backends have.
+type Backend interface {
+	backends.Backend
+	backends.ContextBackend
+}
+
 // waitLong bounds the waits for something that must happen; they normally
 // end much sooner.
 const waitLong = 10 * time.Second
@@ -51,7 +59,7 @@ const waitLong = 10 * time.Second
 // parallel and use task and group UUIDs unique to the run, so the backends
 // may share one store (one Redis); newBackend must therefore register its
 // own teardown with t.Cleanup rather than defer it in the calling test.
-func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) backends.Backend, opts ...Option) {
+func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) Backend, opts ...Option) {
 	t.Helper()
 	s := &suite{newBackend: newBackend}
 	for _, opt := range opts {
@@ -86,8 +94,8 @@ func Exercise(t *testing.T, newBackend func(t *testing.T, cnf *config.Config) ba
 }
 
 type suite struct {
-	newBackend func(t *testing.T, cnf *config.Config) backends.Backend
-	newBroker  func(t *testing.T, b backends.Backend) brokers.Broker
+	newBackend func(t *testing.T, cnf *config.Config) Backend
+	newBroker  func(t *testing.T, b Backend) brokers.LeaseBroker
 }
 
 // Option configures Exercise.
@@ -96,13 +104,13 @@ type Option func(*suite)
 // WithBroker gives the suite a broker on the store of a backend it made,
 // for the checks of the states of tasks that wait in a queue; without it
 // they are skipped. The suite closes the broker when the test ends.
-func WithBroker(newBroker func(t *testing.T, b backends.Backend) brokers.Broker) Option {
+func WithBroker(newBroker func(t *testing.T, b Backend) brokers.LeaseBroker) Option {
 	return func(s *suite) { s.newBroker = newBroker }
 }
 
 // backend returns a fresh backend configured by cnf (after WithDefaults),
 // closed when the test ends.
-func (s *suite) backend(t *testing.T, cnf config.Config) backends.Backend {
+func (s *suite) backend(t *testing.T, cnf config.Config) Backend {
 	t.Helper()
 	b := s.newBackend(t, cnf.WithDefaults())
 	t.Cleanup(func() { _ = b.Close() })
@@ -139,7 +147,7 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-func getState(t *testing.T, b backends.Backend, taskUUID string) *tasks.TaskState {
+func getState(t *testing.T, b Backend, taskUUID string) *tasks.TaskState {
 	t.Helper()
 	st, err := b.GetStateContext(context.Background(), taskUUID)
 	if err != nil {
@@ -148,7 +156,7 @@ func getState(t *testing.T, b backends.Backend, taskUUID string) *tasks.TaskStat
 	return st
 }
 
-func wantNotFound(t *testing.T, b backends.Backend, taskUUID, when string) {
+func wantNotFound(t *testing.T, b Backend, taskUUID, when string) {
 	t.Helper()
 	st, err := b.GetStateContext(context.Background(), taskUUID)
 	if !errors.Is(err, backends.ErrStateNotFound) {
@@ -317,7 +325,7 @@ func testPurgeQueuedTask(t *testing.T, s *suite) {
 		sig.RoutingKey = queue
 	}
 	must(t, "SetStatePending", b.SetStatePendingContext(ctx, written))
-	must(t, "Publish", br.Publish(ctx, sigs...))
+	must(t, "Publish", br.PublishTasks(ctx, sigs...))
 	if st := getState(t, b, written.UUID); st.State != tasks.StatePending {
 		t.Fatalf("state of a queued task before PurgeState: %+v, want PENDING", st)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Compat gives a ContextBackend machinery v1's methods (Machinery), each
+// Compat gives a ContextBackend machinery v1's methods (Backend), each
 // its Context form on context.Background(). An implementation embeds it,
 // made with NewCompat on the implementation itself:
 //

@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -133,7 +134,7 @@ func TestMachineryConstructorsReturnTheirTypes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `"localhost:port"`) {
 			t.Errorf("%T.GetState: %v; want an error naming the address", tc.backend, err)
 		}
-		if err := tc.backend.Close(); err != nil {
+		if err := tc.backend.(io.Closer).Close(); err != nil {
 			t.Error(err)
 		}
 	}

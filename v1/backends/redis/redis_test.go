@@ -34,14 +34,14 @@ func TestMain(m *testing.M) {
 func keyPrefix(prefix string) string { return strings.TrimSuffix(prefix, ":") }
 
 // brokerOn returns a broker on the store of b, a backend newBackend made.
-func brokerOn(t *testing.T, b backends.Backend) brokers.Broker {
+func brokerOn(t *testing.T, b backendtest.Backend) brokers.LeaseBroker {
 	return redisbroker.NewOnStore(b.(*redisbackend.Backend).Store(), redisbroker.Options{})
 }
 
 func TestConformanceStandalone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backendtest.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(srv.Prefix(t))
 		b := newBackend(goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), cnf, true)
 		t.Cleanup(func() { _ = b.Close() })
@@ -54,7 +54,7 @@ func TestConformanceStandalone(t *testing.T) {
 func TestConformanceEmbedded(t *testing.T) {
 	t.Parallel()
 	engine := redistest.StartEmbedded(t)
-	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backendtest.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(engine.Prefix())
 		b := newBackend(engine.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })
@@ -65,7 +65,7 @@ func TestConformanceEmbedded(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.SharedCluster(t)
-	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backends.Backend {
+	backendtest.Exercise(t, func(t *testing.T, cnf *config.Config) backendtest.Backend {
 		cnf.Redis.KeyPrefix = keyPrefix(cluster.Prefix(t))
 		b := newBackend(cluster.Client(t), cnf, false)
 		t.Cleanup(func() { _ = b.Close() })

@@ -16,19 +16,25 @@ import (
 
 // countingBackend counts GetState calls.
 type countingBackend struct {
-	backends.Backend
+	fullBackend
 	reads atomic.Int64
+}
+
+// fullBackend is a backend with both sets of methods, hiding any others.
+type fullBackend interface {
+	backends.Backend
+	backends.ContextBackend
 }
 
 func (c *countingBackend) GetStateContext(ctx context.Context, uuid string) (*tasks.TaskState, error) {
 	c.reads.Add(1)
-	return c.Backend.GetStateContext(ctx, uuid)
+	return c.fullBackend.GetStateContext(ctx, uuid)
 }
 
 func newBackend(t *testing.T) *countingBackend {
 	b := memory.New(memory.OptionsFrom((&config.Config{}).WithDefaults()))
 	t.Cleanup(func() { b.Close() })
-	return &countingBackend{Backend: b}
+	return &countingBackend{fullBackend: b}
 }
 
 func sigs(n int) []*tasks.Signature {
@@ -119,7 +125,7 @@ type queueBackend struct {
 
 func (q *queueBackend) GetStateInContext(ctx context.Context, queue, uuid string) (*tasks.TaskState, error) {
 	q.queues = append(q.queues, queue)
-	return q.Backend.GetStateContext(ctx, uuid)
+	return q.fullBackend.GetStateContext(ctx, uuid)
 }
 
 // A backend that reads a state sooner knowing the task's queue

@@ -193,7 +193,7 @@ func testBadFairKey(t *testing.T, s *suite) {
 	q := queueName(t, "q")
 	ok := newSig(q, "ok")
 	bad := prioritized(q, "bad", 0, strings.Repeat("k", tasks.MaxFairKeySize+1))
-	if err := b.Publish(context.Background(), ok, bad); !errors.Is(err, tasks.ErrBadFairKey) {
+	if err := b.PublishTasks(context.Background(), ok, bad); !errors.Is(err, tasks.ErrBadFairKey) {
 		t.Fatalf("Publish of a task with a fair key of %d bytes: %v, want ErrBadFairKey", len(bad.FairKey), err)
 	}
 	wantSizes(t, b, q, brokers.QueueInfo{})

@@ -1,5 +1,5 @@
 // Package brokertest is the conformance suite of brokers: every
-// implementation of brokers.Broker runs Exercise in its tests, so that the
+// implementation of brokers.LeaseBroker runs Exercise in its tests, so that the
 // memory and Redis brokers are held to the same semantics.
 //
 //	func TestConformance(t *testing.T) {
@@ -10,7 +10,7 @@
 //		})
 //	}
 //
-// The suite holds a broker to brokers.Broker and to the optional interfaces
+// The suite holds a broker to brokers.LeaseBroker and to the optional interfaces
 // Inspector, Pauser, Claimer, Aggregator, Canceller, Monitor and Relay,
 // which both shipped brokers implement.
 // Beyond what they document, the suite fixes these choices: a
@@ -193,7 +193,7 @@ func testMessageTooLarge(t *testing.T, s *suite) {
 	big.Args = []tasks.Arg{{Type: "string", Value: strings.Repeat("x", 2*limit)}}
 	small := newSig(q, "small")
 	small.Args = []tasks.Arg{{Type: "string", Value: strings.Repeat("x", limit/2)}}
-	err := b.Publish(ctx, small, big)
+	err := b.PublishTasks(ctx, small, big)
 	var tooLarge *brokers.MessageTooLargeError
 	if !errors.Is(err, brokers.ErrMessageTooLarge) || !errors.As(err, &tooLarge) {
 		t.Fatalf("Publish of a message over the limit: %v, want a *MessageTooLargeError", err)
@@ -279,7 +279,7 @@ type fetchResult struct {
 
 // goFetch runs Fetch in a goroutine and returns the channel its result
 // arrives on.
-func goFetch(ctx context.Context, b brokers.Broker, queues []string, max int) <-chan fetchResult {
+func goFetch(ctx context.Context, b brokers.LeaseBroker, queues []string, max int) <-chan fetchResult {
 	ch := make(chan fetchResult, 1)
 	go func() {
 		ds, err := b.Fetch(ctx, queues, max, nil)
@@ -853,7 +853,7 @@ func testDuplicateTask(t *testing.T, s *suite) {
 
 	wantDup := func(what string, sigs ...*tasks.Signature) {
 		t.Helper()
-		if err := b.Publish(ctx, sigs...); !errors.Is(err, brokers.ErrDuplicateTask) {
+		if err := b.PublishTasks(ctx, sigs...); !errors.Is(err, brokers.ErrDuplicateTask) {
 			t.Fatalf("Publish %s: err = %v, want ErrDuplicateTask", what, err)
 		}
 	}
@@ -935,7 +935,7 @@ func testConcurrentFetchers(t *testing.T, s *suite) {
 	}
 	// Publish while the fetchers run, a batch at a time.
 	for i := 0; i < total; i += batch {
-		if err := b.Publish(context.Background(), sigs[i:i+batch]...); err != nil {
+		if err := b.PublishTasks(context.Background(), sigs[i:i+batch]...); err != nil {
 			t.Errorf("Publish: %v", err)
 			cancel()
 			break

@@ -146,7 +146,7 @@ func testCancelTaskBar(t *testing.T, s *suite) {
 	wantKeptOut(unsent)
 	// A publish of several tasks with a kept-out one writes none of them.
 	other := newSig(q, "other")
-	if err := b.Publish(ctx, other, tasks.CopySignature(unsent)); !errors.Is(err, tasks.ErrTaskCancelled) {
+	if err := b.PublishTasks(ctx, other, tasks.CopySignature(unsent)); !errors.Is(err, tasks.ErrTaskCancelled) {
 		t.Fatalf("Publish of a task kept out with another: %v, want ErrTaskCancelled", err)
 	}
 	wantSizes(t, b, q, brokers.QueueInfo{})

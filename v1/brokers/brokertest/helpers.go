@@ -29,7 +29,7 @@ const (
 // Broker is what the suite exercises: the core seam and the optional
 // interfaces both shipped brokers implement.
 type Broker interface {
-	brokers.Broker
+	brokers.LeaseBroker
 	brokers.Inspector
 	brokers.Pauser
 	brokers.Claimer
@@ -192,7 +192,7 @@ func newSigs(queue, name string, n int) []*tasks.Signature {
 
 func publish(t *testing.T, b Broker, sigs ...*tasks.Signature) {
 	t.Helper()
-	if err := b.Publish(context.Background(), sigs...); err != nil {
+	if err := b.PublishTasks(context.Background(), sigs...); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 }

@@ -32,11 +32,11 @@ type PairedBroker interface {
 // SUCCESS with the acknowledgement, a committed SUCCESS or FAILURE, a
 // group member's record in its group, RETRY, STARTED) is refused whole once
 // the lease is gone, and made whole while it is held.
-func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func ExercisePaired(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		run  func(*testing.T, func(*testing.T, *config.Config) (PairedBroker, backends.Backend))
+		run  func(*testing.T, func(*testing.T, *config.Config) (PairedBroker, backends.ContextBackend))
 	}{
 		{"StaleHolderWritesNothing", testStaleHolderWritesNothing},
 		{"AckSuccessSendsNext", testAckSuccessSendsNext},
@@ -66,7 +66,7 @@ func noTake(taken *brokers.Delivery, err error) error {
 // their PENDING states, in their own queues, due at their ETAs; one that
 // is still queued counts as sent; after a recovery, one whose state shows
 // it started is not sent again; a group member is recorded in its group.
-func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q, nextQ, laterQ := queueName(t, "q"), queueName(t, "next"), queueName(t, "later")
@@ -122,7 +122,7 @@ func testAckSuccessSendsNext(t *testing.T, newPair func(t *testing.T, cnf *confi
 	}
 }
 
-func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, be := pair(t, newPair)
 	if b.Join(be) == nil {
 		t.Fatal("Join(its own backend) = nil")
@@ -216,7 +216,7 @@ func testStaleHolderWritesNothing(t *testing.T, newPair func(t *testing.T, cnf *
 
 // pair returns a pair with the suite's lease (leaseDuration) whose
 // recoverer runs every 50 ms.
-func pair(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) (PairedBroker, backends.Backend) {
+func pair(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) (PairedBroker, backends.ContextBackend) {
 	return newPair(t, (&config.Config{
 		DefaultQueue:    queueName(t, "default"),
 		LeaseDuration:   leaseDuration,
@@ -225,7 +225,7 @@ func pair(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBr
 }
 
 // wantState checks the state of task id and returns it.
-func wantState(t *testing.T, be backends.Backend, id, want string) *tasks.TaskState {
+func wantState(t *testing.T, be backends.ContextBackend, id, want string) *tasks.TaskState {
 	t.Helper()
 	st, err := be.GetStateContext(context.Background(), id)
 	if err != nil {
@@ -248,7 +248,7 @@ func describeStates(states []*tasks.TaskState) []string {
 // testAckSuccessKeepsOut: a next task kept out by its workflow's
 // cancellation (CancelTask with a bar) is not sent by AckSuccess, nor is
 // its PENDING state written over its FAILURE; the others are.
-func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q, nextQ := queueName(t, "q"), queueName(t, "next")
@@ -271,7 +271,7 @@ func testAckSuccessKeepsOut(t *testing.T, newPair func(t *testing.T, cnf *config
 
 // testAckSuccessSendsLimited: the tasks AckSuccess sends keep their limit:
 // of two next tasks limited to one at a time, one is handed out.
-func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testAckSuccessSendsLimited(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, _ := pair(t, newPair)
 	ctx := context.Background()
 	q, nextQ := queueName(t, "q"), queueName(t, "next")

@@ -117,7 +117,7 @@ func describeDelivery(d *brokers.Delivery) string {
 // settled task's queue, which may be a next task it has just sent there
 // (a chain's next step runs in the slot its previous step freed); a next
 // task sent to another queue is not taken.
-func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q, other := queueName(t, "q"), queueName(t, "other")
@@ -151,7 +151,7 @@ func testAckSuccessTakes(t *testing.T, newPair func(t *testing.T, cnf *config.Co
 // completes the group is written (state, group record) and committed but
 // not settled (ErrChordDue, the lease held, nothing taken): acknowledged
 // later, or, when its lease ends first, taken again with its outcome.
-func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testAckSuccessChordDue(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, be := pair(t, newPair)
 	ctx := context.Background()
 	q := queueName(t, "q")

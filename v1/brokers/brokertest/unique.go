@@ -47,11 +47,11 @@ func testUniqueTask(t *testing.T, s *suite) {
 	wantNotUnique(t, "a second send with the key", b.Publish(ctx, second), second, first)
 	// Refused with a task that could go: the publish is all or nothing.
 	plain := newSig(q, "plain")
-	wantNotUnique(t, "a publish with a refused unique task", b.Publish(ctx, plain, second), second, first)
+	wantNotUnique(t, "a publish with a refused unique task", b.PublishTasks(ctx, plain, second), second, first)
 	wantSizes(t, b, q, brokers.QueueInfo{Pending: 1})
 	// Two of one key in one publish: the second is refused.
 	a, c := uniqueSig(q, "pair", time.Minute), uniqueSig(q, "pair", time.Minute)
-	wantNotUnique(t, "two tasks with one key in a publish", b.Publish(ctx, a, c), c, a)
+	wantNotUnique(t, "two tasks with one key in a publish", b.PublishTasks(ctx, a, c), c, a)
 	// Other args, another queue: other keys. The same UniqueKey: the same.
 	args := uniqueSig(q, "report", time.Minute)
 	args.Args = []tasks.Arg{{Type: "int64", Value: 1}}
@@ -158,7 +158,7 @@ func testUniqueFreedByCommit(t *testing.T, s *suite) {
 // testUniqueFreedByFinalState: on a broker paired with its backend, the
 // write that makes a unique task's final state show frees its key in the
 // same step; a STARTED or RETRY state keeps it.
-func testUniqueFreedByFinalState(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.Backend)) {
+func testUniqueFreedByFinalState(t *testing.T, newPair func(t *testing.T, cnf *config.Config) (PairedBroker, backends.ContextBackend)) {
 	b, _ := pair(t, newPair)
 	ctx := context.Background()
 	q := queueName(t, "q")

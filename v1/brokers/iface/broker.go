@@ -1,7 +1,8 @@
-// Package iface declares the Broker: the seam between machinist's Server and
-// Worker and the store that holds tasks until a worker has finished them.
+// Package iface declares the brokers: the seam between machinist's Server
+// and Worker and the store that holds tasks until a worker has finished
+// them. Broker is machinery's interface; LeaseBroker is machinist's.
 //
-// A broker keeps, per queue, tasks that are pending (ready to run), scheduled
+// A LeaseBroker keeps, per queue, tasks that are pending (ready to run), scheduled
 // (waiting for their ETA), waiting for a retry, active (leased to a worker)
 // and archived (dead letters). The worker loop is: Fetch takes tasks under a
 // lease; ExtendLeases renews the leases while they run; Commit records a
@@ -19,28 +20,29 @@ package iface
 
 import (
 	"github.com/b6192125/machinist/internal/store"
-	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Broker stores tasks and hands them to workers under leases: what
-// Server.GetBroker returns, and what a broker of your own implements. It
-// has machinery v1's methods with their signatures (Machinery, from an
-// embedded Compat, and Publish, GetPendingTasks, GetDelayedTasks); the
-// rest are machinist's, context-aware, declared with the store they
-// belong to (internal/store.Broker). What a broker may offer besides is in
-// interfaces of its own: Inspector (listing and managing what it holds),
-// Pauser (pausing queues), Claimer (periodic ticks once across
-// processes), Canceller, Aggregator, Monitor and Relay. Every method is
-// safe for concurrent use.
-type Broker interface {
-	Machinery
-	store.Broker
+// Broker is machinery v1's Broker interface, method for method: what
+// Server.SetBroker takes and GetBroker returns, and what a broker written
+// for machinery implements (see package common). Such a broker runs with
+// machinery's semantics: its StartConsuming hands each task to the
+// worker's Process, and nothing is leased, so a worker that dies loses the
+// tasks it holds. machinist's brokers are also LeaseBrokers.
+type Broker = store.MachineryBroker
 
-	// GetPendingTasks lists the pending tasks of queue (the config's default
-	// queue when empty), as machinery's does. (Inspector.ListTasks is the
-	// context-aware, paged form.)
-	GetPendingTasks(queue string) ([]*tasks.Signature, error)
-	// GetDelayedTasks lists the scheduled and retrying tasks of every queue,
-	// as machinery's does.
-	GetDelayedTasks() ([]*tasks.Signature, error)
+// TaskProcessor is what StartConsuming hands tasks to: machinery's
+// interface, which machinist's Worker satisfies.
+type TaskProcessor = store.TaskProcessor
+
+// LeaseBroker is a Broker that hands tasks to workers under leases:
+// machinist's brokers, and what a lease broker of your own implements.
+// Beside machinery's methods (Broker) it has machinist's, context-aware,
+// declared with the store they belong to (internal/store.Broker). What a
+// broker may offer besides is in interfaces of its own: Inspector (listing
+// and managing what it holds), Pauser (pausing queues), Claimer (periodic
+// ticks once across processes), Canceller, Aggregator, Monitor and Relay.
+// Every method is safe for concurrent use.
+type LeaseBroker interface {
+	Broker
+	store.Broker
 }

@@ -11,41 +11,6 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// Machinery is machinery v1's Broker interface, less Publish,
-// GetPendingTasks and GetDelayedTasks, which Broker has with the same
-// signatures. An implementation embeds Compat for it.
-type Machinery interface {
-	// GetConfig returns the config the broker was made with, or, for a
-	// broker made on its own, the config of the Server it was given to.
-	GetConfig() *config.Config
-	// SetRegisteredTaskNames records the names of the tasks registered on
-	// the Server; Server.RegisterTask(s) calls it.
-	SetRegisteredTaskNames(names []string)
-	// IsTaskRegistered reports whether name is among those recorded.
-	IsTaskRegistered(name string) bool
-	// StartConsuming runs p's workers on the broker until StopConsuming,
-	// or until they stop of their own accord, and returns why. p must be a
-	// Runner (machinist's Worker is one). retry is always false: a worker
-	// waits out a broker outage by itself rather than returning.
-	StartConsuming(consumerTag string, concurrency int, p TaskProcessor) (retry bool, err error)
-	// StopConsuming stops, gracefully, every worker running through
-	// StartConsuming (and so every Worker launched on a Server with this
-	// broker, even one whose LaunchAsync has only just returned). Safe to
-	// call more than once and when nothing runs; a later StartConsuming,
-	// with a Worker that has not run, runs again.
-	StopConsuming()
-	// AdjustRoutingKey sets an empty RoutingKey to the default queue.
-	AdjustRoutingKey(s *tasks.Signature)
-}
-
-// TaskProcessor is what StartConsuming hands tasks to: machinery's
-// interface, which machinist's Worker satisfies.
-type TaskProcessor interface {
-	Process(signature *tasks.Signature) error
-	CustomQueue() string
-	PreConsumeHandler() bool
-}
-
 // Runner is a TaskProcessor that runs its own fetch loop on the broker,
 // under leases: machinist's Worker. Run returns nil once ctx ends and the
 // tasks it was running have finished or been requeued.
@@ -54,8 +19,9 @@ type Runner interface {
 	Run(ctx context.Context) error
 }
 
-// Compat gives a broker machinery's methods (Machinery). Embed it; the
-// zero value is ready, with no config.
+// Compat gives a LeaseBroker machinery's methods other than Publish,
+// GetPendingTasks and GetDelayedTasks. Embed it; the zero value is ready,
+// with no config.
 type Compat struct {
 	mu        sync.Mutex
 	cnf       *config.Config

@@ -53,7 +53,7 @@ func BenchmarkPublishBatch1000(b *testing.B) {
 		for j := range sigs {
 			sigs[j] = benchSig(i*len(sigs) + j)
 		}
-		if err := br.Publish(ctx, sigs...); err != nil {
+		if err := br.PublishTasks(ctx, sigs...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func benchFetchAck(b *testing.B, batch int) {
 		for j := i; j < i+1000 && j < b.N; j++ {
 			sigs = append(sigs, benchSig(j))
 		}
-		if err := br.Publish(ctx, sigs...); err != nil {
+		if err := br.PublishTasks(ctx, sigs...); err != nil {
 			b.Fatal(err)
 		}
 	}

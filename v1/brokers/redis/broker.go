@@ -25,8 +25,8 @@ import (
 // *redis.ClusterClient, *redis.Ring, or a Sentinel client.
 type UniversalClient = rdb.UniversalClient
 
-// Broker is the Redis broker: an adapter of brokers.Broker over the store in
-// internal/rdb. See the package documentation for the protocol.
+// Broker is the Redis broker: an adapter of brokers.LeaseBroker over the
+// store in internal/rdb. See the package documentation for the protocol.
 type Broker struct {
 	brokers.Compat // machinery's methods
 
@@ -49,11 +49,11 @@ type Broker struct {
 }
 
 var (
-	_ brokers.Broker    = (*Broker)(nil)
-	_ store.StateBroker = (*Broker)(nil)
-	_ store.Joiner      = (*Broker)(nil)
-	_ brokers.Relay     = (*Broker)(nil)
-	_ brokers.Canceller = (*Broker)(nil)
+	_ brokers.LeaseBroker = (*Broker)(nil)
+	_ store.StateBroker   = (*Broker)(nil)
+	_ store.Joiner        = (*Broker)(nil)
+	_ brokers.Relay       = (*Broker)(nil)
+	_ brokers.Canceller   = (*Broker)(nil)
 )
 
 // Options configures a Broker.
@@ -163,10 +163,16 @@ func wrap(err error) error {
 	return fmt.Errorf("redisbroker: %w", rdb.Explain(err))
 }
 
-// Publish adds tasks to their queues: one script per queue, all or nothing
-// within a queue. It returns when ctx ends, whatever Redis does; its error
-// wraps brokers.ErrNotSent or brokers.ErrMaybeSent.
-func (b *Broker) Publish(ctx context.Context, sigs ...*tasks.Signature) error {
+// Publish adds task to its queue, without its state, as machinery's
+// Publish does (see PublishTasks).
+func (b *Broker) Publish(ctx context.Context, task *tasks.Signature) error {
+	return b.PublishTasks(ctx, task)
+}
+
+// PublishTasks adds tasks to their queues: one script per queue, all or
+// nothing within a queue. It returns when ctx ends, whatever Redis does;
+// its error wraps brokers.ErrNotSent or brokers.ErrMaybeSent.
+func (b *Broker) PublishTasks(ctx context.Context, sigs ...*tasks.Signature) error {
 	if err := b.checkOpen(); err != nil {
 		return store.NotSent(err)
 	}

@@ -14,7 +14,7 @@ type BrokerGR struct {
 	*Broker
 }
 
-var _ brokers.Broker = (*BrokerGR)(nil)
+var _ brokers.LeaseBroker = (*BrokerGR)(nil)
 
 // New is machinery's constructor: a *Broker on the Redis server at host
 // ("host:port") or, when socketPath is set, on that Unix socket, with

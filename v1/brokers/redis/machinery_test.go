@@ -3,6 +3,7 @@ package redisbroker_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -164,7 +165,7 @@ func TestMachineryConstructorsReturnTheirTypes(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("got a %T, want a *redisbroker.%s", tc.broker, tc.want)
 		}
-		if err := tc.broker.Close(); err != nil {
+		if err := tc.broker.(io.Closer).Close(); err != nil {
 			t.Error(err)
 		}
 	}
@@ -184,7 +185,7 @@ func TestMachineryNewWithAnAddressThatCannotBeUsed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `"localhost:port"`) {
 			t.Errorf("%T.GetPendingTasks: %v; want an error naming the address", b, err)
 		}
-		if err := b.Close(); err != nil {
+		if err := b.(io.Closer).Close(); err != nil {
 			t.Error(err)
 		}
 	}

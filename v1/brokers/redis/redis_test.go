@@ -284,7 +284,7 @@ func TestConformancePairedStandalone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	client := srv.Client(t)
-	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.ContextBackend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(srv.Prefix(t), ":")
 		store := rdb.New(client, dial.Options(cnf), false)
 		b := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))
@@ -298,7 +298,7 @@ func TestConformancePairedEmbedded(t *testing.T) {
 	t.Parallel()
 	engine := redistest.StartEmbedded(t)
 	client := engine.Client(t)
-	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.Backend) {
+	brokertest.ExercisePaired(t, func(t *testing.T, cnf *config.Config) (brokertest.PairedBroker, backends.ContextBackend) {
 		cnf.Redis.KeyPrefix = strings.TrimSuffix(engine.Prefix(), ":")
 		store := rdb.New(client, dial.Options(cnf), false)
 		b := redisbroker.NewOnStore(store, redisbroker.OptionsFrom(cnf))

@@ -60,7 +60,7 @@ func testShardedQueue(t *testing.T, client goredis.UniversalClient, prefix strin
 		sigs = append(sigs, sig)
 		sent[sig.UUID] = true
 	}
-	if err := sender.Publish(ctx, sigs...); err != nil {
+	if err := sender.PublishTasks(ctx, sigs...); err != nil {
 		t.Fatal(err)
 	}
 	shards := map[string]int{}
