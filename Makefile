@@ -10,11 +10,12 @@ TESTFLAGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: ## go vet, every test with -race, then machinery's own tests (installs redis-server if missing)
+test: ## go vet, every test with -race, the migration mode beside real machinery, then machinery's own tests (installs redis-server if missing)
 	@bash scripts/ensure-redis.sh
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)
 	cd example/telemetry && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd integration-tests/machinery-migration && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	@bash scripts/machinery-compat.sh
 
 machinery-compat: ## machinery v1's own integration tests and example/redis, import prefix rewritten, on this checkout

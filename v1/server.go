@@ -51,6 +51,11 @@ type Server struct {
 	lock    lockiface.Lock // machinery's lock, for a broker that is not a Claimer
 	invalid error          // the config's error, for NewServerWithBrokerBackendLock
 
+	// The migration mode (see migration), made by the first worker.
+	migrationOnce sync.Once
+	migrating     *migration
+	migrationErr  error
+
 	scheduler *periodic.Scheduler
 	eager     *worker.Worker // runs every task inside Send* in eager mode (see eager.go); nil otherwise
 	closers   []io.Closer    // Redis clients the Server made
@@ -331,6 +336,16 @@ func (s *Server) GetRegisteredTask(name string) (interface{}, error) {
 	return fn, nil
 }
 
+// closeMigration closes the migration mode's connections, if it was made.
+func (s *Server) closeMigration() error {
+	s.migrationOnce.Do(func() {}) // none is made after Close
+	if s.migrating == nil {
+		return nil
+	}
+	s.migrating.server.scheduler.Stop()
+	return s.migrating.close()
+}
+
 // GetRegisteredTaskNames returns the registered task names, sorted.
 func (s *Server) GetRegisteredTaskNames() []string {
 	s.mu.RLock()
@@ -343,7 +358,7 @@ func (s *Server) GetRegisteredTaskNames() []string {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.scheduler.Stop()
-		s.closeErr = errors.Join(s.store().Close(), closeAll(s.closers))
+		s.closeErr = errors.Join(s.store().Close(), closeAll(s.closers), s.closeMigration())
 	})
 	return s.closeErr
 }

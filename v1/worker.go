@@ -148,6 +148,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if broker := w.server.GetBroker(); !isLeaseBroker(broker) {
 		return w.consume(ctx, broker, started) // unlocks w.mu
 	}
+	m, err := w.server.migration()
+	if err != nil {
+		w.mu.Unlock()
+		return err
+	}
 	engine := w.engine(func(p *worker.Params) {
 		p.StartedFunc = func() { close(started) }
 	})
@@ -156,10 +161,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	defer close(done)
 	w.running, w.stop, w.done = engine, stop, done
+	queues, concurrency := w.queueNames(), w.concurrency()
 	w.mu.Unlock()
-	err := engine.Run(ctx)
+	abort, aborted := context.WithCancel(context.WithoutCancel(ctx))
+	defer aborted()
+	var migrated chan struct{} // closed once the migration mode has stopped
+	if m != nil {
+		migrated = make(chan struct{})
+		go func() {
+			defer close(migrated)
+			w.migrate(ctx, abort, m, queues, concurrency)
+		}()
+		go cancelAfterShutdown(ctx, migrated, w.server.GetConfig().ShutdownTimeout, aborted)
+	}
+	err = engine.Run(ctx)
+	stop()
 	if errors.Is(err, worker.ErrAborted) {
+		aborted() // the machinery tasks running are cancelled too
 		err = ErrWorkerQuitAbruptly
+	}
+	if migrated != nil {
+		<-migrated
 	}
 	return err
 }
@@ -245,10 +267,7 @@ func (w *Worker) stopRun(abrupt bool) {
 func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 	s := w.server
 	cnf := s.GetConfig()
-	concurrency := w.Concurrency
-	if concurrency < 1 {
-		concurrency = 2 * runtime.NumCPU()
-	}
+	concurrency := w.concurrency()
 	brokerName, backendName := s.names()
 	p := worker.Params{
 		Broker:           s.GetBroker(),
@@ -269,13 +288,11 @@ func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 		PreTaskFunc:      w.preTaskHandler,
 		PostTaskFunc:     w.postTaskHandler,
 	}
+	p.Queues = w.queueNames()
 	if len(w.Queues) > 0 {
-		for _, name := range sortedKeys(w.Queues) {
-			p.Queues = append(p.Queues, name)
+		for _, name := range p.Queues {
 			p.Weights = append(p.Weights, w.Queues[name])
 		}
-	} else {
-		p.Queues = []string{w.queue()}
 	}
 	if h := w.preConsumeHandler; h != nil {
 		p.PreConsumeFunc = func() bool { return h(w) }
@@ -284,6 +301,24 @@ func (w *Worker) engine(opts ...func(*worker.Params)) *worker.Worker {
 		o(&p)
 	}
 	return worker.New(p)
+}
+
+// concurrency is the worker's Concurrency, where below 1 means twice the
+// number of CPUs.
+func (w *Worker) concurrency() int {
+	if w.Concurrency < 1 {
+		return 2 * runtime.NumCPU()
+	}
+	return w.Concurrency
+}
+
+// queueNames returns the queues the worker consumes: Queues' names,
+// sorted, else its one queue.
+func (w *Worker) queueNames() []string {
+	if len(w.Queues) > 0 {
+		return sortedKeys(w.Queues)
+	}
+	return []string{w.queue()}
 }
 
 func sortedKeys(m map[string]int) []string {

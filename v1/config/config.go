@@ -64,7 +64,8 @@
 //	SHUTDOWN_TIMEOUT, UNREGISTERED_TASK_TRIES, UNREGISTERED_TASK_DELAY,
 //	ARCHIVE_MAX_SIZE, ARCHIVE_MAX_AGE, COMPLETED_RETENTION,
 //	AGGREGATION_MAX_SIZE, AGGREGATION_MAX_DELAY, AGGREGATION_GRACE_PERIOD,
-//	AGGREGATOR_RETRIES, AGGREGATOR_TIMEOUT, MAX_MESSAGE_SIZE
+//	AGGREGATOR_RETRIES, AGGREGATOR_TIMEOUT, MAX_MESSAGE_SIZE,
+//	MACHINERY_BROKER, MACHINERY_RESULT_BACKEND
 //
 //	REDIS_MAX_IDLE, REDIS_MAX_ACTIVE, REDIS_IDLE_TIMEOUT, REDIS_WAIT,
 //	REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT, REDIS_CONNECT_TIMEOUT,
@@ -244,6 +245,19 @@ type Config struct {
 	// wrapping brokers/iface.ErrMessageTooLarge that names both sizes.
 	// Default 16 MiB (DefaultMaxMessageSize); negative: no limit.
 	MaxMessageSize int `yaml:"max_message_size" envconfig:"MAX_MESSAGE_SIZE"`
+
+	// MachineryBroker, a Redis URL, turns on the migration mode: every
+	// worker also runs the tasks machinery v1 programs send to machinery's
+	// Redis broker there (the list of each of its queues, and
+	// Redis.DelayedTasksKey), and writes their states where machinery's
+	// Redis backend keeps them (MachineryResultBackend), so that
+	// machinery's clients read the results. Those tasks run with
+	// machinery's delivery semantics: a task taken is lost if its worker
+	// dies. See docs/migrating.md. Empty (the default): off.
+	MachineryBroker string `yaml:"machinery_broker" envconfig:"MACHINERY_BROKER"`
+	// MachineryResultBackend is the Redis URL of machinery's result
+	// backend in the migration mode. Empty: MachineryBroker.
+	MachineryResultBackend string `yaml:"machinery_result_backend" envconfig:"MACHINERY_RESULT_BACKEND"`
 
 	// Logger receives the Server's and its workers' logs. Default:
 	// slog.Default(), or, once a program replaced machinery's level

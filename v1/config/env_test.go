@@ -106,6 +106,8 @@ func TestNewFromEnvironmentReadsEveryName(t *testing.T) {
 		{"AGGREGATOR_RETRIES", "5", func(c *Config) any { return c.AggregatorRetries }, 5},
 		{"AGGREGATOR_TIMEOUT", "30s", func(c *Config) any { return c.AggregatorTimeout }, 30 * time.Second},
 		{"MAX_MESSAGE_SIZE", "1048576", func(c *Config) any { return c.MaxMessageSize }, 1048576},
+		{"MACHINERY_BROKER", "redis://legacy:6379", func(c *Config) any { return c.MachineryBroker }, "redis://legacy:6379"},
+		{"MACHINERY_RESULT_BACKEND", "redis://legacy:6379/2", func(c *Config) any { return c.MachineryResultBackend }, "redis://legacy:6379/2"},
 		{"REDIS_KEY_PREFIX", "envapp", func(c *Config) any { return c.Redis.KeyPrefix }, "envapp"},
 		{"REDIS_CA_CERT_FILE", "/etc/ca.pem", func(c *Config) any { return c.Redis.CACertFile }, "/etc/ca.pem"},
 	}

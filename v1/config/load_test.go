@@ -81,6 +81,8 @@ func TestNewFromYamlReadsEveryKey(t *testing.T) {
 		AggregatorRetries:      5,
 		AggregatorTimeout:      30 * time.Second,
 		MaxMessageSize:         1 << 20,
+		MachineryBroker:        "redis://legacy:6379/1",
+		MachineryResultBackend: "redis://legacy:6379/2",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("NewFromYaml(full.yml) =\n%+v\nAMQP %+v\nRedis %+v\nwant\n%+v\nAMQP %+v\nRedis %+v",

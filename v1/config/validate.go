@@ -21,6 +21,9 @@ func (c *Config) WithDefaults() *Config {
 	if out.ResultBackend == "" {
 		out.ResultBackend = out.Broker
 	}
+	if out.MachineryResultBackend == "" {
+		out.MachineryResultBackend = out.MachineryBroker
+	}
 	if out.DefaultQueue == "" {
 		out.DefaultQueue = DefaultQueueName
 	}
@@ -127,6 +130,8 @@ func (c *Config) copyFields() Config {
 		AggregatorRetries:       c.AggregatorRetries,
 		AggregatorTimeout:       c.AggregatorTimeout,
 		MaxMessageSize:          c.MaxMessageSize,
+		MachineryBroker:         c.MachineryBroker,
+		MachineryResultBackend:  c.MachineryResultBackend,
 		Logger:                  c.Logger,
 		TracerProvider:          c.TracerProvider,
 		MeterProvider:           c.MeterProvider,
@@ -195,6 +200,13 @@ func (c *Config) ValidateSettings() error {
 	}
 	if strings.ContainsAny(c.DefaultQueue, "{}") {
 		return bad("DefaultQueue", fmt.Sprintf("%q", c.DefaultQueue), "a queue name must not contain braces (they form the Redis Cluster hash tag)")
+	}
+	for _, m := range []struct{ field, url string }{
+		{"MachineryBroker", c.MachineryBroker}, {"MachineryResultBackend", c.MachineryResultBackend},
+	} {
+		if m.url != "" && !isRedisURL(m.url) {
+			return bad(m.field, fmt.Sprintf("%q", redact.URL(m.url)), `machinery's Redis broker and backend are at a "redis://", "rediss://" or "redis+socket://" URL`)
+		}
 	}
 	if c.ResultsExpireIn < 0 {
 		return bad("ResultsExpireIn", c.ResultsExpireIn, "must be 0 (default 3600) or a positive number of seconds")
@@ -283,7 +295,7 @@ func validateURL(u string) error {
 			return errors.New(`a memory URL is "memory://" or "memory://NAME"`)
 		}
 		return nil
-	case strings.HasPrefix(u, "redis://"), strings.HasPrefix(u, "rediss://"), strings.HasPrefix(u, "redis+socket://"):
+	case isRedisURL(u):
 		return nil
 	case u == "":
 		return errors.New("must not be empty")
@@ -292,6 +304,10 @@ func validateURL(u string) error {
 	default:
 		return errors.New(`unsupported scheme: want "memory://", "eager", "redis://", "rediss://" or "redis+socket://"`)
 	}
+}
+
+func isRedisURL(u string) bool {
+	return strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://") || strings.HasPrefix(u, "redis+socket://")
 }
 
 // unsupported names the service of one of machinery's URLs that machinist

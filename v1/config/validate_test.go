@@ -90,6 +90,8 @@ func fullConfig() *Config {
 		AggregatorRetries:      1,
 		AggregatorTimeout:      2 * time.Second,
 		MaxMessageSize:         -1,
+		MachineryBroker:        "redis://legacy:6379",
+		MachineryResultBackend: "redis://legacy:6379/3",
 		Logger:                 slog.Default(),
 		TracerProvider:         tracenoop.NewTracerProvider(),
 		MeterProvider:          metricnoop.NewMeterProvider(),

@@ -1,0 +1,145 @@
+package machinery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/rdb"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/dial"
+	"github.com/b6192125/machinist/v1/internal/machineryredis"
+	"github.com/b6192125/machinist/v1/tasks"
+	"github.com/b6192125/machinist/v1/worker"
+)
+
+// migration is the migration mode (config.Config.MachineryBroker):
+// machinery's Redis broker and backend, and a Server on them through which
+// the tasks taken from machinery's queues send what follows them (a
+// chain's next step, a chord's callback, a retry) back to machinery's
+// queues, their states to machinery's backend.
+type migration struct {
+	broker  *machineryredis.Broker
+	backend *machineryredis.Backend
+	server  *Server
+	clients []goredis.UniversalClient
+}
+
+// migration returns the Server's migration mode, made the first time; nil
+// when the config does not turn it on.
+func (s *Server) migration() (*migration, error) {
+	s.migrationOnce.Do(func() {
+		cnf := s.GetConfig()
+		if cnf.MachineryBroker == "" {
+			return
+		}
+		s.migrating, s.migrationErr = newMigration(cnf)
+	})
+	return s.migrating, s.migrationErr
+}
+
+func newMigration(cnf *config.Config) (*migration, error) {
+	m := &migration{}
+	client := func(url string) (goredis.UniversalClient, error) {
+		c, err := rdb.NewClient(url, dial.Client(cnf))
+		if err != nil {
+			return nil, fmt.Errorf("machinist: migration mode: %s: %w", config.RedactURL(url), err)
+		}
+		m.clients = append(m.clients, c)
+		return c, nil
+	}
+	bc, err := client(cnf.MachineryBroker)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := bc.(*goredis.ClusterClient); ok {
+		m.close()
+		// machinery's keys have no hash tags: a due task and its queue
+		// are in different slots, where one script cannot move it.
+		return nil, fmt.Errorf("machinist: migration mode: %s is a Redis Cluster; the mode runs on a single server or Sentinel", config.RedactURL(cnf.MachineryBroker))
+	}
+	rc := bc
+	if cnf.MachineryResultBackend != cnf.MachineryBroker {
+		if rc, err = client(cnf.MachineryResultBackend); err != nil {
+			m.close()
+			return nil, err
+		}
+	}
+	// The Server on machinery's side sends as machinery's does; it is not
+	// in the migration mode itself.
+	own := *cnf
+	own.MachineryBroker, own.MachineryResultBackend = "", ""
+	m.broker = machineryredis.NewBroker(bc, &own, cnf.Redis.DelayedTasksKey)
+	m.backend = machineryredis.NewBackend(rc, &own)
+	m.server = newServer(&own, m.broker, m.backend)
+	return m, nil
+}
+
+func (m *migration) close() error {
+	var errs []error
+	for _, c := range m.clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// migrate runs, until ctx ends, the tasks machinery programs send to each
+// of queues, concurrency at a time per queue, with w's handlers; a task
+// that runs when abort ends is cancelled. It returns once the tasks it
+// took have finished.
+func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []string, concurrency int) {
+	m.broker.SetRegisteredTaskNames(w.server.GetRegisteredTaskNames())
+	w.mu.Lock()
+	engine := w.engine(func(p *worker.Params) {
+		p.Broker, p.Backend = m.broker, m.backend
+		p.BrokerName, p.BackendName = config.RedactURL(w.server.GetConfig().MachineryBroker), config.RedactURL(w.server.GetConfig().MachineryResultBackend)
+		p.SendFunc, p.PrepareFunc = m.server.sendCallback, m.server.prepareCallback
+	})
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, q := range queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.broker.Consume(ctx, q, concurrency, migrationProcessor{engine: engine, ctx: abort, queue: q})
+		}()
+	}
+	wg.Wait()
+}
+
+// cancelAfterShutdown calls cancel when the migration mode has not
+// stopped within timeout of ctx's end: a graceful stop waits for
+// machinery's tasks as long as for machinist's, then cancels them.
+func cancelAfterShutdown(ctx context.Context, stopped <-chan struct{}, timeout time.Duration, cancel context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+	case <-stopped:
+		return
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		cancel()
+	case <-stopped:
+	}
+}
+
+// migrationProcessor hands a task taken from machinery's queue to the
+// worker's engine.
+type migrationProcessor struct {
+	engine *worker.Worker
+	ctx    context.Context
+	queue  string
+}
+
+func (p migrationProcessor) Process(sig *tasks.Signature) error {
+	return p.engine.Process(p.ctx, sig)
+}
+
+func (p migrationProcessor) CustomQueue() string     { return p.queue }
+func (p migrationProcessor) PreConsumeHandler() bool { return true }

@@ -1,0 +1,202 @@
+package machinery_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/b6192125/machinist/internal/redistest"
+	"github.com/b6192125/machinist/v1"
+	"github.com/b6192125/machinist/v1/config"
+	"github.com/b6192125/machinist/v1/internal/machineryredis"
+	"github.com/b6192125/machinist/v1/tasks"
+)
+
+// machinerySender is a Server that sends as machinery v1's does, on its
+// Redis broker and backend: PENDING under the task's UUID, the message
+// RPUSHed to the queue's list or, with an ETA, added to delayed_tasks.
+func machinerySender(t *testing.T, srv *redistest.Server, queue string) *machinery.Server {
+	t.Helper()
+	cnf := &config.Config{DefaultQueue: queue, Logger: slog.New(slog.DiscardHandler), NoUnixSignals: true}
+	client := srv.Client(t)
+	s := machinery.NewServerWithBrokerBackendLock(cnf,
+		machineryredis.NewBroker(client, cnf, ""), machineryredis.NewBackend(client, cnf), nil)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// In the migration mode a machinist worker runs what a machinery program
+// sends to machinery's queues (tasks, chains, chords, ETAs) and writes
+// the results where machinery's clients read them, while it runs the
+// tasks sent to machinist as before.
+func TestMigrationModeRunsMachineryTasks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const queue = "machinery_tasks"
+	sender := machinerySender(t, srv, queue)
+	s := newServer(t, &config.Config{Broker: srv.URL(), DefaultQueue: queue,
+		MachineryBroker: srv.URL(), NoUnixSignals: true,
+		Redis: &config.RedisConfig{NormalTasksPollPeriod: 50, DelayedTasksPollPeriod: 20}})
+	for name, fn := range map[string]any{
+		"add": func(a, b int64) (int64, error) { return a + b, nil },
+		"sum": func(ns ...int64) (int64, error) {
+			var t int64
+			for _, n := range ns {
+				t += n
+			}
+			return t, nil
+		},
+	} {
+		if err := s.RegisterTask(name, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := s.NewWorker("migrating", 4)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	add := func(args ...int64) *tasks.Signature {
+		sig := &tasks.Signature{Name: "add"}
+		for _, a := range args {
+			sig.Args = append(sig.Args, tasks.Arg{Type: "int64", Value: a})
+		}
+		return sig
+	}
+
+	r, err := sender.SendTaskWithContext(ctx, add(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 3 {
+		t.Fatalf("machinery task: %v, %v; want 3", got, err)
+	}
+	var st tasks.TaskState
+	raw, err := srv.Client(t).Get(ctx, r.Signature.UUID).Bytes()
+	if err != nil || json.Unmarshal(raw, &st) != nil || st.State != tasks.StateSuccess || st.TaskName != "add" {
+		t.Fatalf("machinery's state key %s holds %s (%v); want SUCCESS of add", r.Signature.UUID, raw, err)
+	}
+
+	chain, err := tasks.NewChain(add(1, 2), add(10), add(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := sender.SendChainWithContext(ctx, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cr.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 113 {
+		t.Fatalf("machinery chain: %v, %v; want 113", got, err)
+	}
+
+	group, err := tasks.NewGroup(add(1, 1), add(2, 2), add(3, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chord, err := tasks.NewChord(group, &tasks.Signature{Name: "sum"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chr, err := sender.SendChordWithContext(ctx, chord, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := chr.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 12 {
+		t.Fatalf("machinery chord: %v, %v; want 12", got, err)
+	}
+
+	later := add(20, 22)
+	eta := time.Now().Add(100 * time.Millisecond)
+	later.ETA = &eta
+	lr, err := sender.SendTaskWithContext(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := lr.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 42 {
+		t.Fatalf("machinery task with an ETA: %v, %v; want 42", got, err)
+	}
+	if time.Now().Before(eta) {
+		t.Fatal("the task ran before its ETA")
+	}
+
+	// A task sent to machinist runs as before, beside them.
+	own, err := s.SendTaskWithContext(ctx, add(2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := own.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 5 {
+		t.Fatalf("machinist task: %v, %v; want 5", got, err)
+	}
+
+	w.Quit()
+	if err := <-errs; err != nil {
+		t.Fatalf("worker stopped with %v", err)
+	}
+	c := srv.Client(t)
+	for _, key := range []string{queue, machineryredis.DefaultDelayedTasksKey} {
+		if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+			t.Errorf("machinery's %s still holds tasks (%d, %v)", key, n, err)
+		}
+	}
+}
+
+// A machinery task whose name the migrating worker lacks goes back to
+// machinery's queue for a worker that has it, as machinery's do.
+func TestMigrationModeLeavesUnknownTasks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const queue = "legacy"
+	sender := machinerySender(t, srv, queue)
+	s := newServer(t, &config.Config{Broker: srv.URL(), DefaultQueue: queue,
+		MachineryBroker: srv.URL(), NoUnixSignals: true,
+		Redis: &config.RedisConfig{NormalTasksPollPeriod: 20}})
+	if err := s.RegisterTask("known", func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	unknown, err := sender.SendTaskWithContext(ctx, &tasks.Signature{Name: "unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, err := sender.SendTaskWithContext(ctx, &tasks.Signature{Name: "known"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWorker("migrating", 1)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	if _, err := known.GetWithContext(ctx, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	w.Quit()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	pending, err := sender.GetBroker().GetPendingTasks(queue)
+	if err != nil || len(pending) != 1 || pending[0].UUID != unknown.Signature.UUID {
+		t.Fatalf("machinery's queue holds %v (%v); want the unknown task back", pending, err)
+	}
+	if st, err := sender.GetBackend().GetState(unknown.Signature.UUID); err != nil || st.State != tasks.StatePending {
+		t.Fatalf("the unknown task's state is %+v (%v); want PENDING", st, err)
+	}
+}
+
+// The mode is off unless MachineryBroker is set, and a URL that is not
+// Redis is refused.
+func TestMigrationModeConfig(t *testing.T) {
+	t.Parallel()
+	_, err := machinery.NewServer(&config.Config{Broker: "memory://", MachineryBroker: "amqp://guest@localhost"})
+	if err == nil {
+		t.Fatal("a MachineryBroker that is not Redis was accepted")
+	}
+	s := newServer(t, &config.Config{Broker: "memory://", MachineryBroker: "redis://127.0.0.1:1",
+		NoUnixSignals: true, Redis: &config.RedisConfig{ClusterMode: true}})
+	err = s.NewWorker("w", 1).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Cluster") {
+		t.Fatalf("a worker in the migration mode on a Cluster ran: %v", err)
+	}
+}
