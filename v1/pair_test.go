@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/b6192125/machinist/internal/store"
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
@@ -27,21 +27,7 @@ func plainServer(t *testing.T) *machinery.Server {
 		backends.Backend
 		backends.ContextBackend
 	}{s.GetBackend(), s.GetBackend().(backends.ContextBackend)})
-	for name, fn := range map[string]any{
-		"add": func(a, b int64) (int64, error) { return a + b, nil },
-		"sum": func(ns ...int64) (int64, error) {
-			var t int64
-			for _, n := range ns {
-				t += n
-			}
-			return t, nil
-		},
-		"fail": func() error { return errors.New("no") },
-	} {
-		if err := s.RegisterTask(name, fn); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerArithmetic(t, s, map[string]any{"fail": func() error { return errors.New("no") }})
 	return s
 }
 
@@ -55,47 +41,7 @@ func TestPlainBrokerAndBackendRunTasksAndWorkflows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	add := func(a, b int64) *tasks.Signature {
-		return &tasks.Signature{Name: "add", Args: []tasks.Arg{{Type: "int64", Value: a}, {Type: "int64", Value: b}}}
-	}
-	r, err := s.SendTaskWithContext(ctx, add(1, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := r.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 3 {
-		t.Fatalf("task: %v, %v; want 3", got, err)
-	}
-
-	plus := func(a int64) *tasks.Signature {
-		return &tasks.Signature{Name: "add", Args: []tasks.Arg{{Type: "int64", Value: a}}}
-	}
-	chain, err := tasks.NewChain(add(1, 2), plus(10), plus(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := s.SendChainWithContext(ctx, chain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := cr.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 113 {
-		t.Fatalf("chain: %v, %v; want 113", got, err)
-	}
-
-	group, err := tasks.NewGroup(add(1, 1), add(2, 2), add(3, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chord, err := tasks.NewChord(group, &tasks.Signature{Name: "sum"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := s.SendChordWithContext(ctx, chord, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := ch.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 12 {
-		t.Fatalf("chord: %v, %v; want 12", got, err)
-	}
+	sendWorkflows(ctx, t, s)
 
 	fr, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "fail"})
 	if err != nil {

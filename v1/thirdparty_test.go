@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/b6192125/machinist/v1"
+	machinery "github.com/b6192125/machinist/v1"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/common"
@@ -294,26 +294,14 @@ func TestThirdPartyBrokerAndBackend(t *testing.T) {
 	t.Parallel()
 	s, broker, backend := thirdPartyServer(t)
 	var flaky atomic.Int64
-	for name, fn := range map[string]any{
-		"add": func(a, b int64) (int64, error) { return a + b, nil },
-		"sum": func(ns ...int64) (int64, error) {
-			var t int64
-			for _, n := range ns {
-				t += n
-			}
-			return t, nil
-		},
+	registerArithmetic(t, s, map[string]any{
 		"flaky": func() (string, error) {
 			if flaky.Add(1) == 1 {
 				return "", tasks.NewErrRetryTaskLater("not yet", 10*time.Millisecond)
 			}
 			return "done", nil
 		},
-	} {
-		if err := s.RegisterTask(name, fn); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if !broker.IsTaskRegistered("add") {
 		t.Fatal("the broker was not told the registered names")
 	}
@@ -323,50 +311,16 @@ func TestThirdPartyBrokerAndBackend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	add := func(args ...int64) *tasks.Signature {
-		sig := &tasks.Signature{Name: "add"}
-		for _, a := range args {
-			sig.Args = append(sig.Args, tasks.Arg{Type: "int64", Value: a})
-		}
-		return sig
-	}
-	r, err := s.SendTaskWithContext(ctx, add(1, 2))
+	sendWorkflows(ctx, t, s)
+	r, err := s.SendTaskWithContext(ctx, add(4, 5))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.GetWithContext(ctx, time.Millisecond); err != nil || got[0].Int() != 3 {
-		t.Fatalf("task: %v, %v; want 3", got, err)
+	if _, err := r.GetWithContext(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
 	}
 	if st, err := backend.GetState(r.Signature.UUID); err != nil || st.State != tasks.StateSuccess {
 		t.Fatalf("the backend holds %+v, %v; want SUCCESS", st, err)
-	}
-
-	chain, err := tasks.NewChain(add(1, 2), add(10), add(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := s.SendChainWithContext(ctx, chain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := cr.GetWithContext(ctx, time.Millisecond); err != nil || got[0].Int() != 113 {
-		t.Fatalf("chain: %v, %v; want 113", got, err)
-	}
-
-	group, err := tasks.NewGroup(add(1, 1), add(2, 2), add(3, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chord, err := tasks.NewChord(group, &tasks.Signature{Name: "sum"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	chr, err := s.SendChordWithContext(ctx, chord, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := chr.GetWithContext(ctx, time.Millisecond); err != nil || got[0].Int() != 12 {
-		t.Fatalf("chord: %v, %v; want 12", got, err)
 	}
 
 	fr, err := s.SendTaskWithContext(ctx, &tasks.Signature{Name: "flaky"})
