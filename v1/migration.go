@@ -88,11 +88,11 @@ func (m *migration) close() error {
 }
 
 // migrate runs, until ctx ends, the tasks machinery programs send to each
-// of queues, concurrency at a time per queue, with w's handlers; a task
-// that runs when abort ends is cancelled. It returns once the tasks it
-// took have finished.
+// of queues, concurrency at a time per queue, with w's handlers, and moves
+// machinery's due delayed tasks to their queues; a task that runs when
+// abort ends is cancelled. It returns once the tasks it took have
+// finished, or once abort has ended, leaving those that have not.
 func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []string, concurrency int) {
-	m.broker.SetRegisteredTaskNames(w.server.GetRegisteredTaskNames())
 	w.mu.Lock()
 	engine := w.engine(func(p *worker.Params) {
 		p.Broker, p.Backend = m.broker, m.backend
@@ -101,11 +101,16 @@ func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []stri
 	})
 	w.mu.Unlock()
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.broker.MoveDelayed(ctx, time.Duration(w.server.GetConfig().Redis.DelayedTasksPollPeriod)*time.Millisecond)
+	}()
 	for _, q := range queues {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.broker.Consume(ctx, q, concurrency, migrationProcessor{engine: engine, ctx: abort, queue: q})
+			m.broker.Consume(ctx, abort, q, concurrency, migrationProcessor{w: w, engine: engine, ctx: abort, queue: q})
 		}()
 	}
 	wg.Wait()
@@ -130,8 +135,10 @@ func cancelAfterShutdown(ctx context.Context, stopped <-chan struct{}, timeout t
 }
 
 // migrationProcessor hands a task taken from machinery's queue to the
-// worker's engine.
+// worker's engine; the worker's Server and pre-consume handler say which
+// tasks it has and when it takes them.
 type migrationProcessor struct {
+	w      *Worker
 	engine *worker.Worker
 	ctx    context.Context
 	queue  string
@@ -142,4 +149,7 @@ func (p migrationProcessor) Process(sig *tasks.Signature) error {
 }
 
 func (p migrationProcessor) CustomQueue() string     { return p.queue }
-func (p migrationProcessor) PreConsumeHandler() bool { return true }
+func (p migrationProcessor) PreConsumeHandler() bool { return p.w.PreConsumeHandler() }
+func (p migrationProcessor) IsTaskRegistered(name string) bool {
+	return p.w.server.IsTaskRegistered(name)
+}

@@ -96,7 +96,8 @@ func TestMigrationModeRunsMachineryTasks(t *testing.T) {
 }
 
 // A machinery task whose name the migrating worker lacks goes back to
-// machinery's queue for a worker that has it, as machinery's do.
+// machinery's queue for a worker that has it, as machinery's do; once the
+// name is registered, it runs.
 func TestMigrationModeLeavesUnknownTasks(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -134,6 +135,18 @@ func TestMigrationModeLeavesUnknownTasks(t *testing.T) {
 	}
 	if st, err := sender.GetBackend().GetState(unknown.Signature.UUID); err != nil || st.State != tasks.StatePending {
 		t.Fatalf("the unknown task's state is %+v (%v); want PENDING", st, err)
+	}
+
+	w = s.NewWorker("migrating", 1)
+	errs = make(chan error, 1)
+	w.LaunchAsync(errs)
+	defer func() { w.Quit(); <-errs }()
+	<-w.Started()
+	if err := s.RegisterTask("unknown", func() (string, error) { return "now known", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unknown.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].String() != "now known" {
+		t.Fatalf("the task once registered: %v, %v", got, err)
 	}
 }
 

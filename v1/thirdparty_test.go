@@ -397,3 +397,43 @@ func TestThirdPartyBrokerRefusesStoreFeatures(t *testing.T) {
 		t.Errorf("%d tasks were published", n)
 	}
 }
+
+// A StopConsuming right after LaunchAsync stops the worker, and so does
+// Quit right after it has started; a stopped broker consumes again for
+// the next worker.
+func TestThirdPartyBrokerStops(t *testing.T) {
+	t.Parallel()
+	s, broker, _ := thirdPartyServer(t)
+	registerArithmetic(t, s, nil)
+	for i := 0; i < 20; i++ {
+		w := s.NewWorker("stopped-by-broker", 1)
+		errs := make(chan error, 1)
+		w.LaunchAsync(errs)
+		broker.StopConsuming()
+		if err := <-errs; err != nil {
+			t.Fatalf("worker stopped by StopConsuming: %v", err)
+		}
+
+		w = s.NewWorker("quit", 1)
+		errs = make(chan error, 1)
+		w.LaunchAsync(errs)
+		<-w.Started()
+		w.Quit()
+		if err := <-errs; err != nil {
+			t.Fatalf("worker quit: %v", err)
+		}
+	}
+	w := s.NewWorker("after", 1)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	defer func() { w.Quit(); <-errs }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := s.SendTaskWithContext(ctx, add(2, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.GetWithContext(ctx, time.Millisecond); err != nil || got[0].Int() != 4 {
+		t.Fatalf("task after the stops: %v, %v; want 4", got, err)
+	}
+}

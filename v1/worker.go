@@ -39,13 +39,18 @@ type Worker struct {
 	preTaskHandler    func(*tasks.Signature)
 	postTaskHandler   func(*tasks.Signature)
 	preConsumeHandler func(*Worker) bool
-	running           *worker.Worker     // the engine, from Run on
-	consuming         bool               // Run consumes through a machinery broker's StartConsuming
-	stop              context.CancelFunc // stops Run gracefully
-	done              chan struct{}      // closed when Run returns
-	launched          bool               // LaunchAsync was called
-	started           chan struct{}      // closed once Run has begun fetching
-	quit              bool
+	running           *worker.Worker // the engine, from Run on
+	// Set while Run consumes through the StartConsuming of a broker
+	// written for machinery (see consume).
+	consuming    bool
+	processor    *worker.Worker     // the engine Process runs tasks on
+	processCtx   context.Context    // their context, ended by an abrupt stop
+	abortConsume context.CancelFunc // ends processCtx
+	stop         context.CancelFunc // stops Run gracefully
+	done         chan struct{}      // closed when Run returns
+	launched     bool               // LaunchAsync was called
+	started      chan struct{}      // closed once Run has begun fetching
+	quit         bool
 }
 
 // Launch runs the worker until it stops, and returns why: nil after Quit or
@@ -112,6 +117,8 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	case brokers.LeaseBroker:
 	default:
 		// A broker written for machinery: Run calls its StartConsuming.
+		// Readied now, so that a StopConsuming from here on stops it.
+		rearm(broker)
 		consume = func() (bool, error) { return false, w.Run(context.Background()) }
 	}
 	go func() {
@@ -146,6 +153,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	started := w.startedLocked()
 	if broker := w.server.GetBroker(); !isLeaseBroker(broker) {
+		if !w.launched {
+			rearm(broker)
+		}
 		return w.consume(ctx, broker, started) // unlocks w.mu
 	}
 	m, err := w.server.migration()
@@ -186,47 +196,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-func isLeaseBroker(b brokers.Broker) bool {
-	_, ok := b.(brokers.LeaseBroker)
-	return ok
-}
-
-// consume runs the worker on broker, written for machinery, as machinery's
-// worker does: broker's StartConsuming hands it tasks, which Process runs,
-// and is called again while it asks to be (retry), until ctx ends or the
-// worker is stopped; both call broker.StopConsuming. Called by Run with
-// w.mu held, which it releases.
-func (w *Worker) consume(ctx context.Context, broker brokers.Broker, started chan struct{}) error {
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan struct{})
-	defer close(done)
-	w.consuming, w.stop, w.done = true, stop, done
-	w.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-			broker.StopConsuming()
-		case <-done:
-		}
-	}()
-	close(started)
-	for {
-		retry, err := broker.StartConsuming(w.ConsumerTag, w.Concurrency, w)
-		if !retry || ctx.Err() != nil {
-			return err
-		}
-		w.mu.Lock()
-		h := w.errorHandler
-		w.mu.Unlock()
-		if h != nil {
-			h(err)
-		} else {
-			w.server.log.Warn("broker failed; consuming again", slog.String("worker", w.ConsumerTag), slog.Any("error", err))
-		}
-	}
-}
-
 // Started returns a channel closed once the worker runs: it has told the
 // broker its task names and aggregators, so that tasks sent from then on
 // are rerouted to it and aggregation members of its names are accepted, and
@@ -257,6 +226,9 @@ func (w *Worker) stopRun(abrupt bool) {
 		w.quit = true
 	case abrupt && w.running != nil:
 		w.running.Abort()
+	case abrupt && w.abortConsume != nil:
+		w.abortConsume()
+		w.stop()
 	default:
 		w.stop()
 	}
@@ -339,8 +311,10 @@ func (w *Worker) queue() string {
 
 // Quit stops the worker gracefully and returns once it has stopped: it takes
 // no more tasks, waits up to the config's ShutdownTimeout for running ones,
-// then cancels and requeues the rest. Safe to call more than once, before
-// Launch (the worker then never runs) and from any goroutine.
+// then cancels and requeues the rest. On a broker written for machinery it
+// calls the broker's StopConsuming, which decides how long to wait. Safe
+// to call more than once, before Launch (the worker then never runs) and
+// from any goroutine.
 func (w *Worker) Quit() {
 	w.mu.Lock()
 	w.quit = true
@@ -358,9 +332,12 @@ func (w *Worker) Quit() {
 // sent. Eager mode runs every task this way.
 func (w *Worker) Process(signature *tasks.Signature) error {
 	w.mu.Lock()
-	engine := w.engine()
+	engine, ctx := w.processor, w.processCtx
+	if engine == nil {
+		engine, ctx = w.engine(), context.Background()
+	}
 	w.mu.Unlock()
-	return engine.Process(context.Background(), signature)
+	return engine.Process(ctx, signature)
 }
 
 // CustomQueue returns the worker's queue setting ("" means the DefaultQueue).

@@ -5,9 +5,10 @@
 // is set with Server.SetBroker; it runs with machinery's semantics (see
 // docs/migrating.md).
 //
-// Broker differs from machinery's in one way: StopConsuming may be called
-// more than once (machinery's panics), and a StartConsuming after it
-// consumes again with a new stop channel.
+// Broker differs from machinery's in two ways: StopConsuming may be
+// called more than once (machinery's panics), and RearmConsuming readies a
+// stopped broker to consume again (machinery's never does), which
+// machinist's Worker calls when it is launched.
 package common
 
 import (
@@ -123,14 +124,23 @@ func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
 }
 
 // StartConsuming is the common start of a broker's StartConsuming: it
-// installs the reconnect backoff and, after a StopConsuming, arms a new
-// stop channel so that the broker consumes again.
+// installs the reconnect backoff. After StopConsuming, the stop channel
+// stays closed (a consume loop returns at once) until RearmConsuming.
 func (b *Broker) StartConsuming(consumerTag string, concurrency int, taskProcessor iface.TaskProcessor) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.retryFunc == nil {
 		b.retryFunc = retry.Closure()
 	}
+}
+
+// RearmConsuming readies a broker that StopConsuming stopped to consume
+// again: a new stop channel, and retries on. It does nothing to a broker
+// that was not stopped. machinist's Worker calls it when it is launched,
+// before a StopConsuming meant for it can come.
+func (b *Broker) RearmConsuming() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.stopped || b.stopChan == nil {
 		b.stopChan, b.stopped, b.retry = make(chan int), false, true
 	}

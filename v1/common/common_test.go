@@ -44,7 +44,8 @@ func TestBrokerNamesAndRoutingKey(t *testing.T) {
 }
 
 // StopConsuming closes the stop channel, may be called again (machinery's
-// panics), and a later StartConsuming consumes again.
+// panics); a StartConsuming after it finds it closed, until
+// RearmConsuming.
 func TestBrokerStopsAndStartsAgain(t *testing.T) {
 	t.Parallel()
 	b := common.NewBroker(&config.Config{DefaultQueue: "queue"})
@@ -66,11 +67,17 @@ func TestBrokerStopsAndStartsAgain(t *testing.T) {
 	b.StartConsuming("", 1, nil)
 	select {
 	case <-b.GetStopChan():
-		t.Fatal("StartConsuming after a stop left the stop channel closed")
+	default:
+		t.Fatal("StartConsuming after a stop opened the stop channel again")
+	}
+	b.RearmConsuming()
+	select {
+	case <-b.GetStopChan():
+		t.Fatal("RearmConsuming left the stop channel closed")
 	default:
 	}
 	if !b.GetRetry() {
-		t.Fatal("StartConsuming after a stop did not arm retries again")
+		t.Fatal("RearmConsuming did not arm retries again")
 	}
 }
 

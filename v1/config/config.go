@@ -317,8 +317,10 @@ type RedisConfig struct {
 	// and it runs at least every second, or every DelayedTasksPollPeriod
 	// when that is longer. Default 20.
 	DelayedTasksPollPeriod int `yaml:"delayed_tasks_poll_period" envconfig:"REDIS_DELAYED_TASKS_POLL_PERIOD"`
-	// DelayedTasksKey is accepted for compatibility and ignored: scheduled
-	// tasks live under KeyPrefix.
+	// DelayedTasksKey is machinery's sorted set of tasks waiting for their
+	// ETA, read in the migration mode (MachineryBroker); default
+	// "delayed_tasks". machinist's own scheduled tasks live under
+	// KeyPrefix.
 	DelayedTasksKey string `yaml:"delayed_tasks_key" envconfig:"REDIS_DELAYED_TASKS_KEY"`
 	// ClientName is sent with CLIENT SETNAME on each connection.
 	ClientName string `yaml:"client_name" envconfig:"REDIS_CLIENT_NAME"`

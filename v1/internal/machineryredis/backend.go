@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	mathrand "math/rand/v2"
 	"time"
 
@@ -29,6 +30,7 @@ const chordMutex = "TriggerChordMutex"
 type Backend struct {
 	common.Backend
 	client goredis.UniversalClient
+	log    *slog.Logger
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -36,7 +38,11 @@ var _ backends.Backend = (*Backend)(nil)
 // NewBackend returns machinery's backend on client, its states expiring
 // as cnf's ResultsExpireIn says.
 func NewBackend(client goredis.UniversalClient, cnf *config.Config) *Backend {
-	return &Backend{Backend: common.NewBackend(cnf), client: client}
+	log := cnf.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Backend{Backend: common.NewBackend(cnf), client: client, log: log}
 }
 
 func (b *Backend) expiration() time.Duration {
@@ -172,7 +178,12 @@ func (b *Backend) lock(ctx context.Context) (unlock func(), err error) {
 			return nil, err
 		}
 		if ok {
-			return func() { _ = unlockScript.Run(context.WithoutCancel(ctx), b.client, []string{chordMutex}, value).Err() }, nil
+			return func() {
+				if err := unlockScript.Run(context.WithoutCancel(ctx), b.client, []string{chordMutex}, value).Err(); err != nil {
+					// Every chord election of the fleet waits until it expires.
+					b.log.Warn("machinery backend: "+chordMutex+" not released; it expires in 8 s", slog.Any("error", err))
+				}
+			}, nil
 		}
 	}
 	return nil, errors.New("machinery backend: lock " + chordMutex + " not taken in 32 tries")
