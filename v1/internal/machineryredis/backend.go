@@ -15,7 +15,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	backends "github.com/b6192125/machinist/v1/backends/iface"
-	"github.com/b6192125/machinist/v1/common"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -28,7 +27,7 @@ const chordMutex = "TriggerChordMutex"
 
 // Backend is machinery's Redis result backend.
 type Backend struct {
-	common.Backend
+	cnf    *config.Config
 	client goredis.UniversalClient
 	log    *slog.Logger
 }
@@ -42,11 +41,11 @@ func NewBackend(client goredis.UniversalClient, cnf *config.Config) *Backend {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Backend{Backend: common.NewBackend(cnf), client: client, log: log}
+	return &Backend{cnf: cnf, client: client, log: log}
 }
 
 func (b *Backend) expiration() time.Duration {
-	if s := b.GetConfig().ResultsExpireIn; s > 0 {
+	if s := b.cnf.ResultsExpireIn; s > 0 {
 		return time.Duration(s) * time.Second
 	}
 	return config.DefaultResultsExpireIn * time.Second
@@ -77,6 +76,9 @@ func decodeJSON[T any](msg []byte) (*T, error) {
 	}
 	return v, nil
 }
+
+// IsAMQP reports false.
+func (b *Backend) IsAMQP() bool { return false }
 
 // InitGroup records the group's members, in group order.
 func (b *Backend) InitGroup(groupUUID string, taskUUIDs []string) error {

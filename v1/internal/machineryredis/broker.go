@@ -26,7 +26,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
-	"github.com/b6192125/machinist/v1/common"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
 )
@@ -37,12 +36,14 @@ const DefaultDelayedTasksKey = "delayed_tasks"
 
 // Broker is machinery's Redis broker.
 type Broker struct {
-	common.Broker
+	brokers.Compat // the config and the registered names
+
 	client     goredis.UniversalClient
 	delayedKey string
 	log        *slog.Logger
 
-	mu       sync.Mutex     // orders StartConsuming's Add before StopConsuming's Wait
+	mu       sync.Mutex     // guards stopped; orders StartConsuming's Add before StopConsuming's Wait
+	stopped  chan struct{}  // closed by StopConsuming, made anew by RearmConsuming
 	consumer sync.WaitGroup // StartConsuming calls running
 }
 
@@ -59,7 +60,9 @@ func NewBroker(client goredis.UniversalClient, cnf *config.Config, delayedKey st
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Broker{Broker: common.NewBroker(cnf), client: client, delayedKey: delayedKey, log: log}
+	b := &Broker{client: client, delayedKey: delayedKey, log: log, stopped: make(chan struct{})}
+	b.SetConfig(cnf)
+	return b
 }
 
 // Publish sends sig to its queue, or, with an ETA in the future, to the

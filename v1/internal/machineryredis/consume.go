@@ -18,9 +18,8 @@ import (
 // queue), with the delayed tasks moved, until StopConsuming, then returns
 // once the tasks it took have finished.
 func (b *Broker) StartConsuming(consumerTag string, concurrency int, p brokers.TaskProcessor) (bool, error) {
-	b.Broker.StartConsuming(consumerTag, concurrency, p)
 	b.mu.Lock()
-	stopped := b.GetStopChan()
+	stopped := b.stopped
 	select {
 	case <-stopped:
 		b.mu.Unlock()
@@ -49,12 +48,28 @@ func (b *Broker) StartConsuming(consumerTag string, concurrency int, p brokers.T
 }
 
 // StopConsuming stops every StartConsuming and returns once they have
-// returned, their running tasks finished.
+// returned, their running tasks finished. Safe to call more than once.
 func (b *Broker) StopConsuming() {
 	b.mu.Lock()
-	b.Broker.StopConsuming()
+	select {
+	case <-b.stopped:
+	default:
+		close(b.stopped)
+	}
 	b.mu.Unlock()
 	b.consumer.Wait()
+}
+
+// RearmConsuming readies the broker, if StopConsuming stopped it, to
+// consume again.
+func (b *Broker) RearmConsuming() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.stopped:
+		b.stopped = make(chan struct{})
+	default:
+	}
 }
 
 // Consume takes the tasks of queue and hands each to p.Process,
