@@ -537,6 +537,10 @@ func (b *bench) workflow(ctx context.Context, lib string, rep int) {
 		}
 		b.workflowOne(ctx, lib, rep, f.variant, f.chord, f.chain, f.timeout)
 	}
+	if lib == "machinist" {
+		// The floor the rows are compared with, once a repetition.
+		b.stepFloor(ctx, rep, 10, 100)
+	}
 }
 
 // workflowSmall is the largest chord timed as a latency (warm-up, then
