@@ -10,9 +10,9 @@
 //		})
 //	}
 //
-// The suite holds a broker to brokers.LeaseBroker and to the optional interfaces
-// Inspector, Pauser, Claimer, Aggregator, Canceller, Monitor and Relay,
-// which both shipped brokers implement.
+// The suite holds a broker to brokers.LeaseBroker and to the optional
+// interfaces Inspector, Pauser, Claimer, Aggregator, Canceller, Monitor
+// and Relay, which both shipped brokers implement.
 // Beyond what they document, the suite fixes these choices: a
 // signature needs a UUID, and a RoutingKey (else ErrNoQueue); Fetch with a
 // ctx that has already ended takes nothing even when tasks are pending; a

@@ -2,16 +2,16 @@
 // and Worker and the store that holds tasks until a worker has finished
 // them. Broker is machinery's interface; LeaseBroker is machinist's.
 //
-// A LeaseBroker keeps, per queue, tasks that are pending (ready to run), scheduled
-// (waiting for their ETA), waiting for a retry, active (leased to a worker)
-// and archived (dead letters). The worker loop is: Fetch takes tasks under a
-// lease; ExtendLeases renews the leases while they run; Commit records a
-// task's final outcome before the worker writes anything that others see;
-// then exactly one of Ack, Retry, Archive or Requeue settles each task. Each
-// of these succeeds only while the caller holds the lease: the broker
-// checks the lease's fencing token and its expiry. A task whose lease runs out is returned to
-// pending by the broker's recoverer (see Config.MaxRecoveries), so a worker
-// that dies loses nothing.
+// A LeaseBroker keeps, per queue, tasks that are pending (ready to run),
+// scheduled (waiting for their ETA), waiting for a retry, active (leased to
+// a worker) and archived (dead letters). The worker loop is: Fetch takes
+// tasks under a lease; ExtendLeases renews the leases while they run; Commit
+// records a task's final outcome before the worker writes anything that
+// others see; then exactly one of Ack, Retry, Archive or Requeue settles
+// each task. Each of these succeeds only while the caller holds the lease:
+// the broker checks the lease's fencing token and its expiry. A task whose
+// lease runs out is returned to pending by the broker's recoverer (see
+// Config.MaxRecoveries), so a worker that dies loses nothing.
 //
 // One implementation ships, brokers/redis, on Redis or on an in-process
 // engine (brokers/memory, "memory://"). It passes the conformance suite in
