@@ -41,20 +41,31 @@ func (w *Worker) consume(ctx context.Context, broker brokers.Broker, started cha
 	w.consuming, w.stop, w.done = true, stop, done
 	w.processor, w.processCtx, w.abortConsume = w.engine(), processCtx, abort
 	w.mu.Unlock()
+	// The stop channel this worker was launched with: once it is closed
+	// the worker is done, even if another worker re-arms the broker.
+	var stopped chan int
+	if s, ok := broker.(interface{ GetStopChan() chan int }); ok {
+		stopped = s.GetStopChan()
+	}
+	loopDone := make(chan struct{}) // closed when consumeLoop has returned
 	go func() {
 		select {
 		case <-ctx.Done():
 			select {
-			case <-done: // stopped of its own accord: others may still run
+			case <-loopDone: // stopped of its own accord: others may still run
 			default:
 				broker.StopConsuming()
 			}
-		case <-done:
+		case <-loopDone:
 		}
 	}()
 	close(started)
 	result := make(chan error, 1)
-	go func() { result <- w.consumeLoop(ctx, broker) }()
+	go func() {
+		err := w.consumeLoop(ctx, broker, stopped)
+		close(loopDone)
+		result <- err
+	}()
 	select {
 	case err := <-result:
 		return err
@@ -64,10 +75,15 @@ func (w *Worker) consume(ctx context.Context, broker brokers.Broker, started cha
 }
 
 // consumeLoop calls broker.StartConsuming until it returns without asking
-// to be called again, or ctx ends.
-func (w *Worker) consumeLoop(ctx context.Context, broker brokers.Broker) error {
+// to be called again, ctx ends or stopped (nil: none) is closed.
+func (w *Worker) consumeLoop(ctx context.Context, broker brokers.Broker, stopped <-chan int) error {
 	for ctx.Err() == nil {
 		retry, err := broker.StartConsuming(w.ConsumerTag, w.Concurrency, w)
+		select {
+		case <-stopped:
+			return err
+		default:
+		}
 		if !retry || ctx.Err() != nil {
 			return err
 		}

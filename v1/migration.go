@@ -87,12 +87,34 @@ func (m *migration) close() error {
 	return errors.Join(errs...)
 }
 
+// cancelledGrace is how long the migration mode waits, once it has
+// cancelled machinery's tasks, for them to return and write their
+// outcome (a FAILURE, or a retry sent to machinery's queue).
+const cancelledGrace = 5 * time.Second
+
 // migrate runs, until ctx ends, the tasks machinery programs send to each
 // of queues, concurrency at a time per queue, with w's handlers, and moves
 // machinery's due delayed tasks to their queues; a task that runs when
 // abort ends is cancelled. It returns once the tasks it took have
-// finished, or once abort has ended, leaving those that have not.
+// finished, or cancelledGrace after abort has ended, leaving those that
+// have not.
 func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []string, concurrency int) {
+	abandon, abandoned := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandoned()
+	go func() {
+		select {
+		case <-abort.Done():
+		case <-abandon.Done():
+			return
+		}
+		t := time.NewTimer(cancelledGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			abandoned()
+		case <-abandon.Done():
+		}
+	}()
 	w.mu.Lock()
 	engine := w.engine(func(p *worker.Params) {
 		p.Broker, p.Backend = m.broker, m.backend
@@ -110,7 +132,7 @@ func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.broker.Consume(ctx, abort, q, concurrency, migrationProcessor{w: w, engine: engine, ctx: abort, queue: q})
+			m.broker.Consume(ctx, abandon, q, concurrency, migrationProcessor{w: w, engine: engine, ctx: abort, queue: q})
 		}()
 	}
 	wg.Wait()

@@ -71,8 +71,8 @@ func (w *Worker) Launch() error {
 // machinery, the worker runs through the broker's StartConsuming.
 func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	w.mu.Lock()
-	if w.running != nil || w.launched || w.quit {
-		launched := w.running != nil || w.launched
+	if w.running != nil || w.consuming || w.launched || w.quit {
+		launched := w.running != nil || w.consuming || w.launched
 		w.mu.Unlock()
 		go func() {
 			if launched {
@@ -107,19 +107,17 @@ func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 
 	broker := w.server.GetBroker()
 	consume := func() (bool, error) { return broker.StartConsuming(w.ConsumerTag, w.Concurrency, w) }
-	switch c := broker.(type) {
-	case interface {
-		Consumer(brokers.TaskProcessor) func() (bool, error)
-	}:
-		// Registered as the broker's consumer now, so that a StopConsuming
-		// right after LaunchAsync stops it.
-		consume = c.Consumer(w)
-	case brokers.LeaseBroker:
-	default:
+	if !isLeaseBroker(broker) {
 		// A broker written for machinery: Run calls its StartConsuming.
 		// Readied now, so that a StopConsuming from here on stops it.
 		rearm(broker)
 		consume = func() (bool, error) { return false, w.Run(context.Background()) }
+	} else if c, ok := broker.(interface {
+		Consumer(brokers.TaskProcessor) func() (bool, error)
+	}); ok {
+		// Registered as the broker's consumer now, so that a StopConsuming
+		// right after LaunchAsync stops it.
+		consume = c.Consumer(w)
 	}
 	go func() {
 		_, err := consume()
@@ -311,7 +309,9 @@ func (w *Worker) queue() string {
 
 // Quit stops the worker gracefully and returns once it has stopped: it takes
 // no more tasks, waits up to the config's ShutdownTimeout for running ones,
-// then cancels and requeues the rest. On a broker written for machinery it
+// then cancels and requeues the rest (in the migration mode, machinery's
+// tasks are cancelled and given 5 s more, then left running: they cannot
+// be requeued without running twice). On a broker written for machinery it
 // calls the broker's StopConsuming, which decides how long to wait. Safe
 // to call more than once, before Launch (the worker then never runs) and
 // from any goroutine.

@@ -197,8 +197,9 @@ type Config struct {
 	// stops there. Default 3; negative means never archive for this.
 	MaxRecoveries int `yaml:"max_recoveries" envconfig:"MAX_RECOVERIES"`
 	// ShutdownTimeout is how long a graceful Quit waits for running tasks
-	// before it cancels their contexts and puts them back in the queue.
-	// Default 30s.
+	// before it cancels their contexts and puts them back in the queue
+	// (tasks of machinery's queues, in the migration mode, are cancelled
+	// and not put back). Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" envconfig:"SHUTDOWN_TIMEOUT"`
 	// UnregisteredTaskTries is how many times a task whose name a worker
 	// does not have is handed back for other workers before it fails with

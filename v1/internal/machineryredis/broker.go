@@ -42,9 +42,8 @@ type Broker struct {
 	delayedKey string
 	log        *slog.Logger
 
-	mu       sync.Mutex     // guards stopped; orders StartConsuming's Add before StopConsuming's Wait
-	stopped  chan struct{}  // closed by StopConsuming, made anew by RearmConsuming
-	consumer sync.WaitGroup // StartConsuming calls running
+	mu    sync.Mutex
+	round *round // the StartConsuming calls since the last RearmConsuming
 }
 
 var _ brokers.Broker = (*Broker)(nil)
@@ -60,10 +59,20 @@ func NewBroker(client goredis.UniversalClient, cnf *config.Config, delayedKey st
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Broker{client: client, delayedKey: delayedKey, log: log, stopped: make(chan struct{})}
+	b := &Broker{client: client, delayedKey: delayedKey, log: log, round: newRound()}
 	b.SetConfig(cnf)
 	return b
 }
+
+// round is a stretch of consuming between a RearmConsuming and the
+// StopConsuming that ends it: the calls of StartConsuming it runs, and
+// the channel that stops them.
+type round struct {
+	stopped chan struct{}
+	calls   sync.WaitGroup
+}
+
+func newRound() *round { return &round{stopped: make(chan struct{})} }
 
 // Publish sends sig to its queue, or, with an ETA in the future, to the
 // delayed tasks, as machinery's Publish does.

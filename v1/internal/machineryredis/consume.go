@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,16 +20,17 @@ import (
 // once the tasks it took have finished.
 func (b *Broker) StartConsuming(consumerTag string, concurrency int, p brokers.TaskProcessor) (bool, error) {
 	b.mu.Lock()
-	stopped := b.stopped
+	r := b.round
+	stopped := r.stopped
 	select {
 	case <-stopped:
 		b.mu.Unlock()
 		return false, nil
 	default:
 	}
-	b.consumer.Add(1)
+	r.calls.Add(1) // under mu: before the StopConsuming of its round waits
 	b.mu.Unlock()
-	defer b.consumer.Done()
+	defer r.calls.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -51,13 +53,14 @@ func (b *Broker) StartConsuming(consumerTag string, concurrency int, p brokers.T
 // returned, their running tasks finished. Safe to call more than once.
 func (b *Broker) StopConsuming() {
 	b.mu.Lock()
+	r := b.round
 	select {
-	case <-b.stopped:
+	case <-r.stopped:
 	default:
-		close(b.stopped)
+		close(r.stopped)
 	}
 	b.mu.Unlock()
-	b.consumer.Wait()
+	r.calls.Wait()
 }
 
 // RearmConsuming readies the broker, if StopConsuming stopped it, to
@@ -66,8 +69,8 @@ func (b *Broker) RearmConsuming() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	select {
-	case <-b.stopped:
-		b.stopped = make(chan struct{})
+	case <-b.round.stopped:
+		b.round = newRound()
 	default:
 	}
 }
@@ -87,7 +90,10 @@ func (b *Broker) Consume(ctx, abandon context.Context, queue string, concurrency
 	if r, ok := p.(interface{ IsTaskRegistered(string) bool }); ok {
 		registered = r.IsTaskRegistered
 	}
-	var running sync.WaitGroup
+	var (
+		running sync.WaitGroup
+		active  atomic.Int64
+	)
 	defer func() {
 		idle := make(chan struct{})
 		go func() {
@@ -98,14 +104,17 @@ func (b *Broker) Consume(ctx, abandon context.Context, queue string, concurrency
 		case <-idle:
 		case <-abandon.Done():
 			b.log.Warn("machinery queue: tasks still running when the worker stopped were left to finish",
-				slog.String("queue", queue))
+				slog.String("queue", queue), slog.Int64("tasks", active.Load()))
 		}
 	}()
 	slots := make(chan struct{}, concurrency)
-	for {
+	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		sig, msg := b.take(ctx, queue, p)
@@ -125,8 +134,9 @@ func (b *Broker) Consume(ctx, abandon context.Context, queue string, concurrency
 			continue
 		}
 		running.Add(1)
+		active.Add(1)
 		go func() {
-			defer func() { <-slots; running.Done() }()
+			defer func() { <-slots; active.Add(-1); running.Done() }()
 			if err := p.Process(sig); err != nil {
 				b.log.Error("machinery queue: task's state or what follows it not written",
 					slog.String("task", sig.UUID), slog.Any("error", err))
@@ -186,11 +196,16 @@ func (b *Broker) requeueUnknown(ctx context.Context, queue string, msg []byte, s
 	b.pause(ctx, b.pollPeriod())
 }
 
-// next takes the next message of queue, waiting up to the poll period;
+// next takes the next message of queue, waiting up to the poll period
+// rounded up to whole seconds (BLPOP's unit, as machinery rounds it);
 // nil when there is none. The pop is not cut short when ctx ends: a
 // message Redis popped for a reply that was abandoned would be lost.
 func (b *Broker) next(ctx context.Context, queue string) ([]byte, error) {
-	items, err := b.client.BLPop(context.WithoutCancel(ctx), b.pollPeriod(), queue).Result()
+	wait := max(time.Second, b.pollPeriod().Round(time.Second))
+	if wait < b.pollPeriod() {
+		wait += time.Second
+	}
+	items, err := b.client.BLPop(context.WithoutCancel(ctx), wait, queue).Result()
 	if errors.Is(err, goredis.Nil) {
 		return nil, nil
 	}
