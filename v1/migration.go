@@ -101,20 +101,7 @@ const cancelledGrace = 5 * time.Second
 func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []string, concurrency int) {
 	abandon, abandoned := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandoned()
-	go func() {
-		select {
-		case <-abort.Done():
-		case <-abandon.Done():
-			return
-		}
-		t := time.NewTimer(cancelledGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			abandoned()
-		case <-abandon.Done():
-		}
-	}()
+	go cancelAfter(abort, abandon.Done(), cancelledGrace, abandoned)
 	w.mu.Lock()
 	engine := w.engine(func(p *worker.Params) {
 		p.Broker, p.Backend = m.broker, m.backend
@@ -138,10 +125,11 @@ func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []stri
 	wg.Wait()
 }
 
-// cancelAfterShutdown calls cancel when the migration mode has not
-// stopped within timeout of ctx's end: a graceful stop waits for
-// machinery's tasks as long as for machinist's, then cancels them.
-func cancelAfterShutdown(ctx context.Context, stopped <-chan struct{}, timeout time.Duration, cancel context.CancelFunc) {
+// cancelAfter calls cancel when stopped has not closed within timeout of
+// ctx's end: the migration mode cancels machinery's tasks ShutdownTimeout
+// after a graceful stop began, as machinist's own, and leaves them
+// cancelledGrace after that.
+func cancelAfter(ctx context.Context, stopped <-chan struct{}, timeout time.Duration, cancel context.CancelFunc) {
 	select {
 	case <-ctx.Done():
 	case <-stopped:

@@ -180,7 +180,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer close(migrated)
 			w.migrate(ctx, abort, m, queues, concurrency)
 		}()
-		go cancelAfterShutdown(ctx, migrated, w.server.GetConfig().ShutdownTimeout, aborted)
+		go cancelAfter(ctx, migrated, w.server.GetConfig().ShutdownTimeout, aborted)
 	}
 	err = engine.Run(ctx)
 	stop()
