@@ -165,3 +165,41 @@ func TestMigrationModeConfig(t *testing.T) {
 		t.Fatalf("a worker in the migration mode on a Cluster ran: %v", err)
 	}
 }
+
+// A graceful stop cancels a machinery task still running after
+// ShutdownTimeout and waits for it to write its outcome: here a retry,
+// back in machinery's queue, before Quit returns.
+func TestMigrationModeStopRetriesCancelledTasks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const queue = "legacy_stop"
+	sender := machinerySender(t, srv, queue)
+	s := newServer(t, &config.Config{Broker: srv.URL(), DefaultQueue: queue,
+		MachineryBroker: srv.URL(), NoUnixSignals: true, ShutdownTimeout: 50 * time.Millisecond})
+	running := make(chan struct{})
+	if err := s.RegisterTask("slow", func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := s.NewWorker("migrating", 1)
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	r, err := sender.SendTaskWithContext(ctx, &tasks.Signature{Name: "slow", RetryCount: 1, RetryTimeout: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	w.Quit()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	delayed, err := sender.GetBroker().GetDelayedTasks()
+	if err != nil || len(delayed) != 1 || delayed[0].UUID != r.Signature.UUID {
+		t.Fatalf("machinery's delayed tasks after Quit: %v (%v); want the cancelled task's retry", delayed, err)
+	}
+}
