@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/internal/dial"
@@ -26,7 +24,7 @@ type migration struct {
 	broker  *machineryredis.Broker
 	backend *machineryredis.Backend
 	server  *Server
-	clients []goredis.UniversalClient
+	conns   []*rdb.Machinery
 }
 
 // migration returns the Server's migration mode, made the first time; nil
@@ -44,28 +42,22 @@ func (s *Server) migration() (*migration, error) {
 
 func newMigration(cnf *config.Config) (*migration, error) {
 	m := &migration{}
-	client := func(url string) (goredis.UniversalClient, error) {
-		c, err := rdb.NewClient(url, dial.Client(cnf))
+	dialURL := func(url string) (*rdb.Machinery, error) {
+		c, err := rdb.DialMachinery(url, dial.Client(cnf))
 		if err != nil {
+			m.close()
 			return nil, fmt.Errorf("machinist: migration mode: %s: %w", config.RedactURL(url), err)
 		}
-		m.clients = append(m.clients, c)
+		m.conns = append(m.conns, c)
 		return c, nil
 	}
-	bc, err := client(cnf.MachineryBroker)
+	queues, err := dialURL(cnf.MachineryBroker)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := bc.(*goredis.ClusterClient); ok {
-		m.close()
-		// machinery's keys have no hash tags: a due task and its queue
-		// are in different slots, where one script cannot move it.
-		return nil, fmt.Errorf("machinist: migration mode: %s is a Redis Cluster; the mode runs on a single server or Sentinel", config.RedactURL(cnf.MachineryBroker))
-	}
-	rc := bc
+	states := queues
 	if cnf.MachineryResultBackend != cnf.MachineryBroker {
-		if rc, err = client(cnf.MachineryResultBackend); err != nil {
-			m.close()
+		if states, err = dialURL(cnf.MachineryResultBackend); err != nil {
 			return nil, err
 		}
 	}
@@ -73,15 +65,15 @@ func newMigration(cnf *config.Config) (*migration, error) {
 	// in the migration mode itself.
 	own := *cnf
 	own.MachineryBroker, own.MachineryResultBackend = "", ""
-	m.broker = machineryredis.NewBroker(bc, &own, cnf.Redis.DelayedTasksKey)
-	m.backend = machineryredis.NewBackend(rc, &own)
+	m.broker = machineryredis.NewBroker(queues, &own, cnf.Redis.DelayedTasksKey)
+	m.backend = machineryredis.NewBackend(states, &own)
 	m.server = newServer(&own, m.broker, m.backend)
 	return m, nil
 }
 
 func (m *migration) close() error {
 	var errs []error
-	for _, c := range m.clients {
+	for _, c := range m.conns {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
@@ -119,7 +111,7 @@ func (w *Worker) migrate(ctx, abort context.Context, m *migration, queues []stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.broker.Consume(ctx, abandon, q, concurrency, migrationProcessor{w: w, engine: engine, ctx: abort, queue: q})
+			m.broker.Consume(ctx, abandon, q, concurrency, migrationProcessor{w: w, engine: engine, ctx: abort})
 		}()
 	}
 	wg.Wait()
@@ -151,14 +143,12 @@ type migrationProcessor struct {
 	w      *Worker
 	engine *worker.Worker
 	ctx    context.Context
-	queue  string
 }
 
 func (p migrationProcessor) Process(sig *tasks.Signature) error {
 	return p.engine.Process(p.ctx, sig)
 }
 
-func (p migrationProcessor) CustomQueue() string     { return p.queue }
 func (p migrationProcessor) PreConsumeHandler() bool { return p.w.PreConsumeHandler() }
 func (p migrationProcessor) IsTaskRegistered(name string) bool {
 	return p.w.server.IsTaskRegistered(name)

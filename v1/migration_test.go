@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/b6192125/machinist/internal/rdb"
 	"github.com/b6192125/machinist/internal/redistest"
 	machinery "github.com/b6192125/machinist/v1"
 	"github.com/b6192125/machinist/v1/config"
@@ -21,10 +22,13 @@ import (
 func machinerySender(t *testing.T, srv *redistest.Server, queue string) *machinery.Server {
 	t.Helper()
 	cnf := &config.Config{DefaultQueue: queue, Logger: slog.New(slog.DiscardHandler), NoUnixSignals: true}
-	client := srv.Client(t)
+	conn, err := rdb.DialMachinery(srv.URL(), rdb.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := machinery.NewServerWithBrokerBackendLock(cnf,
-		machineryredis.NewBroker(client, cnf, ""), machineryredis.NewBackend(client, cnf), nil)
-	t.Cleanup(func() { s.Close() })
+		machineryredis.NewBroker(conn, cnf, ""), machineryredis.NewBackend(conn, cnf), nil)
+	t.Cleanup(func() { s.Close(); conn.Close() })
 	return s
 }
 

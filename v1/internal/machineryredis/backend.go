@@ -1,19 +1,13 @@
 package machineryredis
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	mathrand "math/rand/v2"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
+	"github.com/b6192125/machinist/internal/rdb"
 	backends "github.com/b6192125/machinist/v1/backends/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -27,21 +21,17 @@ const chordMutex = "TriggerChordMutex"
 
 // Backend is machinery's Redis result backend.
 type Backend struct {
-	cnf    *config.Config
-	client goredis.UniversalClient
-	log    *slog.Logger
+	cnf   *config.Config
+	redis *rdb.Machinery
+	log   *slog.Logger
 }
 
 var _ backends.Backend = (*Backend)(nil)
 
-// NewBackend returns machinery's backend on client, its states expiring
-// as cnf's ResultsExpireIn says.
-func NewBackend(client goredis.UniversalClient, cnf *config.Config) *Backend {
-	log := cnf.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Backend{cnf: cnf, client: client, log: log}
+// NewBackend returns machinery's backend on m, its states expiring as
+// cnf's ResultsExpireIn says.
+func NewBackend(m *rdb.Machinery, cnf *config.Config) *Backend {
+	return &Backend{cnf: cnf, redis: m, log: logger(cnf)}
 }
 
 func (b *Backend) expiration() time.Duration {
@@ -56,25 +46,20 @@ func (b *Backend) set(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return err
 	}
-	return b.client.Set(ctx, key, msg, b.expiration()).Err()
+	return b.redis.Set(ctx, key, msg, b.expiration())
 }
 
-func get[T any](ctx context.Context, c goredis.UniversalClient, key string) (*T, error) {
-	msg, err := c.Get(ctx, key).Bytes()
+// get reads the JSON value under key; an error wrapping
+// backends.ErrStateNotFound when there is none.
+func get[T any](ctx context.Context, m *rdb.Machinery, key string) (*T, error) {
+	msg, err := m.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return decodeJSON[T](msg)
-}
-
-func decodeJSON[T any](msg []byte) (*T, error) {
-	d := json.NewDecoder(bytes.NewReader(msg))
-	d.UseNumber()
-	v := new(T)
-	if err := d.Decode(v); err != nil {
-		return nil, err
+	if msg == nil {
+		return nil, fmt.Errorf("%s: %w", key, backends.ErrStateNotFound)
 	}
-	return v, nil
+	return decodeJSON[T](msg)
 }
 
 // IsAMQP reports false.
@@ -102,28 +87,22 @@ func (b *Backend) GroupCompleted(groupUUID string, groupTaskCount int) (bool, er
 	return done == groupTaskCount, nil
 }
 
-// GroupTaskStates returns the members' states in group order.
+// GroupTaskStates returns the members' states in group order; a member
+// without one is an error, as in machinery.
 func (b *Backend) GroupTaskStates(groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
 	ctx := context.Background()
-	meta, err := get[tasks.GroupMeta](ctx, b.client, groupUUID)
+	meta, err := get[tasks.GroupMeta](ctx, b.redis, groupUUID)
 	if err != nil {
 		return nil, err
 	}
-	// One GET each, pipelined, as machinery's go-redis backend reads them.
-	cmds, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, id := range meta.TaskUUIDs {
-			p.Get(ctx, id)
-		}
-		return nil
-	})
+	msgs, err := b.redis.GetAll(ctx, meta.TaskUUIDs)
 	if err != nil {
 		return nil, err
 	}
-	states := make([]*tasks.TaskState, len(cmds))
-	for i, cmd := range cmds {
-		msg, err := cmd.(*goredis.StringCmd).Bytes()
-		if err != nil {
-			return nil, err
+	states := make([]*tasks.TaskState, len(msgs))
+	for i, msg := range msgs {
+		if msg == nil {
+			return nil, fmt.Errorf("state of group member %s: %w", meta.TaskUUIDs[i], backends.ErrStateNotFound)
 		}
 		if states[i], err = decodeJSON[tasks.TaskState](msg); err != nil {
 			return nil, err
@@ -136,12 +115,17 @@ func (b *Backend) GroupTaskStates(groupUUID string, groupTaskCount int) ([]*task
 // machinery's lock, so that machinery's workers and this one agree.
 func (b *Backend) TriggerChord(groupUUID string) (bool, error) {
 	ctx := context.Background()
-	unlock, err := b.lock(ctx)
+	unlock, err := b.redis.Lock(ctx, chordMutex)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("machinery backend: %w", err)
 	}
-	defer unlock()
-	meta, err := get[tasks.GroupMeta](ctx, b.client, groupUUID)
+	defer func() {
+		if err := unlock(); err != nil {
+			// Every chord election of the fleet waits until it expires.
+			b.log.Warn("machinery backend: "+chordMutex+" not released; it expires in 8 s", slog.Any("error", err))
+		}
+	}()
+	meta, err := get[tasks.GroupMeta](ctx, b.redis, groupUUID)
 	if err != nil {
 		return false, err
 	}
@@ -155,48 +139,12 @@ func (b *Backend) TriggerChord(groupUUID string) (bool, error) {
 	return true, nil
 }
 
-// unlockScript deletes the lock only while it is still the caller's.
-var unlockScript = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
-
-// lock takes chordMutex as redsync does (SET NX with an 8 s expiry, up to
-// 32 tries 50 to 250 ms apart) and returns its release.
-func (b *Backend) lock(ctx context.Context) (unlock func(), err error) {
-	var token [16]byte
-	if _, err := rand.Read(token[:]); err != nil {
-		return nil, err
-	}
-	value := base64.StdEncoding.EncodeToString(token[:])
-	for try := 0; try < 32; try++ {
-		if try > 0 {
-			time.Sleep(50*time.Millisecond + mathrand.N(200*time.Millisecond))
-		}
-		ok, err := b.client.SetNX(ctx, chordMutex, value, 8*time.Second).Result()
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return func() {
-				if err := unlockScript.Run(context.WithoutCancel(ctx), b.client, []string{chordMutex}, value).Err(); err != nil {
-					// Every chord election of the fleet waits until it expires.
-					b.log.Warn("machinery backend: "+chordMutex+" not released; it expires in 8 s", slog.Any("error", err))
-				}
-			}, nil
-		}
-	}
-	return nil, errors.New("machinery backend: lock " + chordMutex + " not taken in 32 tries")
-}
-
 // setState writes st, keeping the CreatedAt and TaskName of the state it
 // replaces, as machinery does (with merge false, for PENDING, it does not).
 func (b *Backend) setState(st *tasks.TaskState, merge bool) error {
 	ctx := context.Background()
 	if merge {
-		if old, err := get[tasks.TaskState](ctx, b.client, st.TaskUUID); err == nil {
+		if old, err := get[tasks.TaskState](ctx, b.redis, st.TaskUUID); err == nil {
 			st.CreatedAt, st.TaskName = old.CreatedAt, old.TaskName
 		}
 	}
@@ -230,17 +178,13 @@ func (b *Backend) SetStateFailure(sig *tasks.Signature, errMsg string) error {
 // GetState returns the task's state; an error wrapping
 // backends.ErrStateNotFound when there is none.
 func (b *Backend) GetState(taskUUID string) (*tasks.TaskState, error) {
-	st, err := get[tasks.TaskState](context.Background(), b.client, taskUUID)
-	if errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("state of task %s: %w", taskUUID, backends.ErrStateNotFound)
-	}
-	return st, err
+	return get[tasks.TaskState](context.Background(), b.redis, taskUUID)
 }
 
 func (b *Backend) PurgeState(taskUUID string) error {
-	return b.client.Del(context.Background(), taskUUID).Err()
+	return b.redis.Del(context.Background(), taskUUID)
 }
 
 func (b *Backend) PurgeGroupMeta(groupUUID string) error {
-	return b.client.Del(context.Background(), groupUUID).Err()
+	return b.redis.Del(context.Background(), groupUUID)
 }

@@ -1,30 +1,25 @@
 // Package machineryredis is machinery v1's Redis broker and result
-// backend, on machinery's keys and formats, for the migration mode (see
-// config.Config.MachineryBroker): a machinist worker runs the tasks machinery
-// programs send, and machinery's clients read the results.
+// backend, on machinery's keys and formats (internal/rdb's Machinery), for
+// the migration mode (see config.Config.MachineryBroker): a machinist
+// worker runs the tasks machinery programs send, and machinery's clients
+// read the results.
 //
-// Keys, as machinery's: a queue is a list named by the queue, of JSON
-// signatures (RPUSH to send, BLPOP to take); tasks waiting for their ETA
-// are in one sorted set (delayed_tasks) scored by the ETA in Unix
-// nanoseconds; a task's state is a JSON string under its UUID, a group's
-// bookkeeping one under the group's UUID, both expiring ResultsExpireIn
-// after each write. It keeps machinery's delivery semantics (a task
-// taken is out of Redis until its worker sends what follows it) and fixes
-// two of its defects: a due task moves from the sorted set to its queue
-// in one script, and every due task moves on each poll, not one.
+// It keeps machinery's delivery semantics (a task taken is out of Redis
+// until its worker sends what follows it) and fixes two of its defects: a
+// due task moves from the sorted set to its queue in one script, and
+// every due task moves on each poll, not one.
 package machineryredis
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
+	"github.com/b6192125/machinist/internal/rdb"
 	brokers "github.com/b6192125/machinist/v1/brokers/iface"
 	"github.com/b6192125/machinist/v1/config"
 	"github.com/b6192125/machinist/v1/tasks"
@@ -34,45 +29,35 @@ import (
 // their ETA.
 const DefaultDelayedTasksKey = "delayed_tasks"
 
-// Broker is machinery's Redis broker.
+// Broker is machinery's Redis broker. Its tasks are taken with Consume;
+// it has machinery's StartConsuming only to be a brokers.Broker.
 type Broker struct {
 	brokers.Compat // the config and the registered names
-
-	client     goredis.UniversalClient
-	delayedKey string
-	log        *slog.Logger
-
-	mu    sync.Mutex
-	round *round // the StartConsuming calls since the last RearmConsuming
+	redis          *rdb.Machinery
+	delayedKey     string
+	log            *slog.Logger
 }
 
 var _ brokers.Broker = (*Broker)(nil)
 
-// NewBroker returns machinery's broker on client, with cnf's DefaultQueue
-// and poll periods, and its delayed tasks in delayedKey (empty:
+// NewBroker returns machinery's broker on m, with cnf's DefaultQueue and
+// poll period, and its delayed tasks in delayedKey (empty:
 // DefaultDelayedTasksKey).
-func NewBroker(client goredis.UniversalClient, cnf *config.Config, delayedKey string) *Broker {
+func NewBroker(m *rdb.Machinery, cnf *config.Config, delayedKey string) *Broker {
 	if delayedKey == "" {
 		delayedKey = DefaultDelayedTasksKey
 	}
-	log := cnf.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	b := &Broker{client: client, delayedKey: delayedKey, log: log, round: newRound()}
+	b := &Broker{redis: m, delayedKey: delayedKey, log: logger(cnf)}
 	b.SetConfig(cnf)
 	return b
 }
 
-// round is a stretch of consuming between a RearmConsuming and the
-// StopConsuming that ends it: the calls of StartConsuming it runs, and
-// the channel that stops them.
-type round struct {
-	stopped chan struct{}
-	calls   sync.WaitGroup
+func logger(cnf *config.Config) *slog.Logger {
+	if cnf.Logger != nil {
+		return cnf.Logger
+	}
+	return slog.Default()
 }
-
-func newRound() *round { return &round{stopped: make(chan struct{})} }
 
 // Publish sends sig to its queue, or, with an ETA in the future, to the
 // delayed tasks, as machinery's Publish does.
@@ -83,9 +68,9 @@ func (b *Broker) Publish(ctx context.Context, sig *tasks.Signature) error {
 		return fmt.Errorf("JSON marshal error: %w", err)
 	}
 	if sig.ETA != nil && sig.ETA.After(time.Now()) {
-		return b.client.ZAdd(ctx, b.delayedKey, goredis.Z{Score: float64(sig.ETA.UnixNano()), Member: msg}).Err()
+		return b.redis.Delay(ctx, b.delayedKey, msg, *sig.ETA)
 	}
-	return b.client.RPush(ctx, sig.RoutingKey, msg).Err()
+	return b.redis.Push(ctx, sig.RoutingKey, msg)
 }
 
 // GetPendingTasks lists the tasks of queue (the default queue when
@@ -94,41 +79,54 @@ func (b *Broker) GetPendingTasks(queue string) ([]*tasks.Signature, error) {
 	if queue == "" {
 		queue = b.GetConfig().DefaultQueue
 	}
-	msgs, err := b.client.LRange(context.Background(), queue, 0, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	return decodeAll(msgs)
+	return decodeAll(b.redis.List(context.Background(), queue))
 }
 
 // GetDelayedTasks lists the tasks waiting for their ETA.
 func (b *Broker) GetDelayedTasks() ([]*tasks.Signature, error) {
-	msgs, err := b.client.ZRange(context.Background(), b.delayedKey, 0, -1).Result()
+	return decodeAll(b.redis.ListDelayed(context.Background(), b.delayedKey))
+}
+
+// errConsume is StartConsuming's: the migration mode's workers take
+// machinery's tasks with Consume.
+var errConsume = errors.New("machineryredis: the migration mode's workers take machinery's tasks with Consume, not StartConsuming")
+
+// StartConsuming fails with errConsume.
+func (b *Broker) StartConsuming(string, int, brokers.TaskProcessor) (bool, error) {
+	return false, errConsume
+}
+
+// StopConsuming does nothing: Consume stops with its context.
+func (b *Broker) StopConsuming() {}
+
+func decodeAll(msgs []string, err error) ([]*tasks.Signature, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(msgs)
-}
-
-func decodeAll(msgs []string) ([]*tasks.Signature, error) {
 	sigs := make([]*tasks.Signature, len(msgs))
 	for i, msg := range msgs {
-		sig, err := decode([]byte(msg))
-		if err != nil {
+		if sigs[i], err = decode([]byte(msg)); err != nil {
 			return nil, err
 		}
-		sigs[i] = sig
 	}
 	return sigs, nil
 }
 
 // decode reads a message as machinery does, numbers as json.Number.
 func decode(msg []byte) (*tasks.Signature, error) {
-	d := json.NewDecoder(bytes.NewReader(msg))
-	d.UseNumber()
-	sig := new(tasks.Signature)
-	if err := d.Decode(sig); err != nil {
+	sig, err := decodeJSON[tasks.Signature](msg)
+	if err != nil {
 		return nil, fmt.Errorf("could not unmarshal %q into a signature: %w", msg, err)
 	}
 	return sig, nil
+}
+
+func decodeJSON[T any](msg []byte) (*T, error) {
+	d := json.NewDecoder(bytes.NewReader(msg))
+	d.UseNumber()
+	v := new(T)
+	if err := d.Decode(v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
