@@ -116,40 +116,43 @@ func closeIfCloser(v any) error {
 // after being elected leaves the callback unsent.
 type machineryBackend struct{ b store.MachineryBackend }
 
-func (m machineryBackend) InitGroupContext(ctx context.Context, groupUUID string, taskUUIDs []string) error {
+// callMachinery runs f, a machinery method (which takes no context), unless ctx has
+// ended.
+func callMachinery(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return m.b.InitGroup(groupUUID, taskUUIDs)
+	return f()
+}
+
+// readMachinery is callMachinery for a method with a result.
+func readMachinery[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return f()
+}
+
+func (m machineryBackend) InitGroupContext(ctx context.Context, groupUUID string, taskUUIDs []string) error {
+	return callMachinery(ctx, func() error { return m.b.InitGroup(groupUUID, taskUUIDs) })
 }
 
 func (m machineryBackend) GroupCompletedContext(ctx context.Context, groupUUID string, groupTaskCount int) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return m.b.GroupCompleted(groupUUID, groupTaskCount)
+	return readMachinery(ctx, func() (bool, error) { return m.b.GroupCompleted(groupUUID, groupTaskCount) })
 }
 
 func (m machineryBackend) GroupTaskStatesContext(ctx context.Context, groupUUID string, groupTaskCount int) ([]*tasks.TaskState, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return m.b.GroupTaskStates(groupUUID, groupTaskCount)
+	return readMachinery(ctx, func() ([]*tasks.TaskState, error) { return m.b.GroupTaskStates(groupUUID, groupTaskCount) })
 }
 
 func (m machineryBackend) TriggerChordContext(ctx context.Context, groupUUID, _ string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return m.b.TriggerChord(groupUUID)
+	return readMachinery(ctx, func() (bool, error) { return m.b.TriggerChord(groupUUID) })
 }
 
 func (m machineryBackend) SetStatePendingContext(ctx context.Context, sigs ...*tasks.Signature) error {
 	for _, sig := range sigs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := m.b.SetStatePending(sig); err != nil {
+		if err := callMachinery(ctx, func() error { return m.b.SetStatePending(sig) }); err != nil {
 			return err
 		}
 	}
@@ -157,31 +160,19 @@ func (m machineryBackend) SetStatePendingContext(ctx context.Context, sigs ...*t
 }
 
 func (m machineryBackend) SetStateReceivedContext(ctx context.Context, sig *tasks.Signature) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.SetStateReceived(sig)
+	return callMachinery(ctx, func() error { return m.b.SetStateReceived(sig) })
 }
 
 func (m machineryBackend) SetStateStartedContext(ctx context.Context, sig *tasks.Signature) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.SetStateStarted(sig)
+	return callMachinery(ctx, func() error { return m.b.SetStateStarted(sig) })
 }
 
 func (m machineryBackend) SetStateRetryContext(ctx context.Context, sig *tasks.Signature) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.SetStateRetry(sig)
+	return callMachinery(ctx, func() error { return m.b.SetStateRetry(sig) })
 }
 
 func (m machineryBackend) SetStateSuccessContext(ctx context.Context, sig *tasks.Signature, results []*tasks.TaskResult) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.SetStateSuccess(sig, results)
+	return callMachinery(ctx, func() error { return m.b.SetStateSuccess(sig, results) })
 }
 
 // CompleteGroupMember writes the member's SUCCESS, then asks whether its
@@ -198,31 +189,19 @@ func (m machineryBackend) SetStateAggregatedContext(context.Context, string, ...
 }
 
 func (m machineryBackend) SetStateFailureContext(ctx context.Context, sig *tasks.Signature, errMsg string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.SetStateFailure(sig, errMsg)
+	return callMachinery(ctx, func() error { return m.b.SetStateFailure(sig, errMsg) })
 }
 
 func (m machineryBackend) GetStateContext(ctx context.Context, taskUUID string) (*tasks.TaskState, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return m.b.GetState(taskUUID)
+	return readMachinery(ctx, func() (*tasks.TaskState, error) { return m.b.GetState(taskUUID) })
 }
 
 func (m machineryBackend) PurgeStateContext(ctx context.Context, taskUUID string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.PurgeState(taskUUID)
+	return callMachinery(ctx, func() error { return m.b.PurgeState(taskUUID) })
 }
 
 func (m machineryBackend) PurgeGroupMetaContext(ctx context.Context, groupUUID string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.b.PurgeGroupMeta(groupUUID)
+	return callMachinery(ctx, func() error { return m.b.PurgeGroupMeta(groupUUID) })
 }
 
 // Close closes b when it is an io.Closer.
