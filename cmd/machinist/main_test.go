@@ -389,6 +389,7 @@ func TestBulkActions(t *testing.T) {
 	d.session(t, "bulk",
 		"queue inspect emails",
 		"queue history emails",
+		"queue history nowhere",
 		"task archive-all emails --state pending",
 		"task run-all emails --state pending --yes",
 		"task archive-all emails --state pending --yes",

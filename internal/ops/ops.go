@@ -110,9 +110,9 @@ func Sum(qs []*Queue) *Queue {
 }
 
 // History returns queue's counts by day over the last store.HistoryDays
-// days, today last.
+// days, today last; ErrQueueNotFound for a queue that does not exist.
 func (o *Ops) History(ctx context.Context, queue string) ([]store.DayCount, error) {
-	if _, err := o.queue(ctx, queue); err != nil {
+	if err := o.exists(ctx, queue); err != nil {
 		return nil, err
 	}
 	return o.st.QueueHistory(ctx, queue)
@@ -139,14 +139,22 @@ func (o *Ops) Queues(ctx context.Context) ([]*Queue, error) {
 // Queue returns the queue name: ErrQueueNotFound when no task was ever
 // sent to it.
 func (o *Ops) Queue(ctx context.Context, name string) (*Queue, error) {
-	names, err := o.st.Queues(ctx)
-	if err != nil {
+	if err := o.exists(ctx, name); err != nil {
 		return nil, err
 	}
-	if !slices.Contains(names, name) {
-		return nil, fmt.Errorf("queue %q: %w", name, ErrQueueNotFound)
-	}
 	return o.queue(ctx, name)
+}
+
+// exists returns ErrQueueNotFound when no queue is named name.
+func (o *Ops) exists(ctx context.Context, name string) error {
+	names, err := o.st.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(names, name) {
+		return fmt.Errorf("queue %q: %w", name, ErrQueueNotFound)
+	}
+	return nil
 }
 
 func (o *Ops) queue(ctx context.Context, name string) (*Queue, error) {
