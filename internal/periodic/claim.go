@@ -89,11 +89,6 @@ func (sc *Scheduler) attempt(ctx context.Context, e *periodicEntry, t Tick) {
 	if !sc.hook(StepSent, t) {
 		return
 	}
-	if e.outcome != nil {
-		if err := sc.server.Store().RecordPeriodicTick(ctx, e.name, e.spec, e.outcome(t)); err != nil && !errors.Is(err, store.ErrUnsupported) && ctx.Err() == nil {
-			log.Warn("recording periodic tick for operators failed", slog.Any("error", err))
-		}
-	}
 	// If this fails, the other processes take the tick over when its lease
 	// ends, and find it sent.
 	if err := sc.completeClaim(ctx, t.Key, claim.Token); err != nil {
@@ -101,6 +96,14 @@ func (sc *Scheduler) attempt(ctx context.Context, e *periodicEntry, t Tick) {
 			log.Warn("periodic task sent after its claim ended", slog.Any("error", err))
 		} else if ctx.Err() == nil {
 			log.Error("marking periodic tick done failed", slog.Any("error", err))
+		}
+	}
+	if e.outcome != nil {
+		// For operators only: after the tick is settled, and bounded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		if err := sc.server.Store().RecordPeriodicTick(rctx, e.name, e.spec, e.outcome(t)); err != nil && !errors.Is(err, store.ErrUnsupported) {
+			log.Warn("recording periodic tick for operators failed", slog.Any("error", err))
 		}
 	}
 }
