@@ -10,8 +10,9 @@
 //
 // What differs from machinery's: spans are trace.Span (End, not Finish;
 // SetAttributes, not SetTag); ConsumerOption links the consumer's span to
-// its producer's (opentracing's FollowsFrom) and ProducerOption sets the
-// kind, each a trace.SpanStartOption for trace.Tracer.Start.
+// its producer's (opentracing's FollowsFrom) without setting its kind,
+// and ProducerOption sets the kind, each a trace.SpanStartOption for
+// trace.Tracer.Start.
 package tracing
 
 import (
@@ -59,7 +60,10 @@ func HeadersWithSpan(headers tasks.Headers, span trace.Span) tasks.Headers {
 }
 
 // ConsumerOption links the span it starts to producer, the span that sent
-// the task (machinery's FollowsFrom).
+// the task (machinery's FollowsFrom). machinery's also made the span a
+// consumer's; an OpenTelemetry option cannot do two things, so pass
+// trace.WithSpanKind(trace.SpanKindConsumer) beside it
+// (StartSpanFromHeaders does).
 func ConsumerOption(producer trace.SpanContext) trace.SpanStartOption {
 	return trace.WithLinks(trace.Link{SpanContext: producer})
 }
@@ -81,36 +85,37 @@ func AnnotateSpanWithSignatureInfo(span trace.Span, signature *tasks.Signature) 
 	}
 }
 
-// AnnotateSpanWithChainInfo tags span as a chain's and with its length,
-// and sets each of its tasks' signature attributes on span.
+// AnnotateSpanWithChainInfo sets the chain's length on span and writes
+// span's context into every task's Headers.
 func AnnotateSpanWithChainInfo(span trace.Span, chain *tasks.Chain) {
 	span.SetAttributes(WorkflowChainTag, attribute.Int("chain.tasks.length", len(chain.Tasks)))
 	for _, sig := range chain.Tasks {
-		AnnotateSpanWithSignatureInfo(span, sig)
+		sig.Headers = HeadersWithSpan(sig.Headers, span)
 	}
 }
 
-// AnnotateSpanWithGroupInfo tags span as a group's, with its UUID, size,
-// send concurrency and tasks (a JSON array of their UUIDs and names).
+// AnnotateSpanWithGroupInfo sets the group's UUID, size, send concurrency
+// and task UUIDs (a JSON array) on span, and writes span's context into
+// every task's Headers.
 func AnnotateSpanWithGroupInfo(span trace.Span, group *tasks.Group, sendConcurrency int) {
 	span.SetAttributes(WorkflowGroupTag, attribute.String("group.uuid", group.GroupUUID),
 		attribute.Int("group.tasks.length", len(group.Tasks)), attribute.Int("group.concurrency", sendConcurrency))
-	type member struct{ UUID, Name string }
-	members := make([]member, len(group.Tasks))
-	for i, sig := range group.Tasks {
-		members[i] = member{sig.UUID, sig.Name}
-	}
-	if raw, err := json.Marshal(members); err == nil {
+	if raw, err := json.Marshal(group.GetUUIDs()); err == nil {
 		span.SetAttributes(attribute.String("group.tasks", string(raw)))
+	}
+	for _, sig := range group.Tasks {
+		sig.Headers = HeadersWithSpan(sig.Headers, span)
 	}
 }
 
-// AnnotateSpanWithChordInfo tags span as a chord's, with its group's
-// attributes and its callback's UUID.
+// AnnotateSpanWithChordInfo sets the callback's UUID and the group's
+// attributes on span, and writes span's context into the callback's and
+// every member's Headers.
 func AnnotateSpanWithChordInfo(span trace.Span, chord *tasks.Chord, sendConcurrency int) {
 	AnnotateSpanWithGroupInfo(span, chord.Group, sendConcurrency)
 	span.SetAttributes(WorkflowChordTag) // after the group's tag, which it replaces
-	if chord.Callback != nil {
-		span.SetAttributes(attribute.String("chord.callback.uuid", chord.Callback.UUID))
+	if cb := chord.Callback; cb != nil {
+		span.SetAttributes(attribute.String("chord.callback.uuid", cb.UUID))
+		cb.Headers = HeadersWithSpan(cb.Headers, span)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/b6192125/machinist/internal/telemetry"
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
@@ -29,9 +30,18 @@ func TestSpanTravelsInHeaders(t *testing.T) {
 
 	consumer := StartSpanFromHeaders(sig.Headers, "add")
 	AnnotateSpanWithSignatureInfo(consumer, sig)
-	group := &tasks.Group{GroupUUID: "group_1", Tasks: []*tasks.Signature{sig}}
-	AnnotateSpanWithChordInfo(consumer, &tasks.Chord{Group: group, Callback: &tasks.Signature{UUID: "chord_1", Name: "sum"}}, 2)
+	member := &tasks.Signature{UUID: "task_2", Name: "add"}
+	callback := &tasks.Signature{UUID: "chord_1", Name: "sum"}
+	group := &tasks.Group{GroupUUID: "group_1", Tasks: []*tasks.Signature{member}}
+	AnnotateSpanWithChordInfo(consumer, &tasks.Chord{Group: group, Callback: callback}, 2)
 	consumer.End()
+	// The chord's member and callback carry the annotated span.
+	for _, s := range []*tasks.Signature{member, callback} {
+		ctx := otel.GetTextMapPropagator().Extract(context.Background(), telemetry.Carrier(s.Headers))
+		if got := trace.SpanContextFromContext(ctx).SpanID(); got != consumer.SpanContext().SpanID() {
+			t.Errorf("%s's headers carry span %v, want the annotated %v", s.UUID, got, consumer.SpanContext().SpanID())
+		}
+	}
 
 	spans := rec.Ended()
 	if len(spans) != 2 {
@@ -51,7 +61,7 @@ func TestSpanTravelsInHeaders(t *testing.T) {
 	for k, v := range map[attribute.Key]string{
 		"component": "machinery", "signature.name": "add", "signature.uuid": "task_1", "signature.group.uuid": "group_1",
 		"machinery.workflow": "chord", "chord.callback.uuid": "chord_1", "group.tasks.length": "1", "group.concurrency": "2",
-		"group.tasks": `[{"UUID":"task_1","Name":"add"}]`,
+		"group.tasks": `["task_2"]`,
 	} {
 		if got[k] != v {
 			t.Errorf("attribute %s = %q, want %q", k, got[k], v)
