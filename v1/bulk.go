@@ -144,9 +144,6 @@ func (s *Server) sendEach(ctx context.Context, sigs []*tasks.Signature, results 
 	ctx, span := s.tracing.StartSend(ctx, commonQueue(live), live)
 	defer span.End()
 	sent := s.store().SendEach(ctx, live)
-	if sent == nil {
-		return false
-	}
 	backend := s.GetBackend()
 	var failed error
 	for j, err := range sent {

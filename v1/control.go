@@ -74,8 +74,9 @@ const AllTasksPage = 1000
 // returns how many tasks it acted on, and stops at the first error (the
 // pages before it done) or when ctx ends. Tasks that arrive in the status
 // meanwhile may be acted on too. Those deleted or archived get a FAILURE
-// state, as DeleteTask and ArchiveTask give them, 16 written at once. An action a status does not take is refused before anything is
-// done (brokers/iface.ErrBadTakeAll).
+// state, as DeleteTask and ArchiveTask give them (writeConcurrency
+// written at once). An action a status does not take is refused before
+// anything is done (brokers/iface.ErrBadTakeAll).
 
 // DeleteAllTasks deletes the tasks of queue with status: pending,
 // scheduled, retry or limited (they never run), or archived.
@@ -232,9 +233,9 @@ func (s *Server) CancelTask(ctx context.Context, queue, uuid string, opts ...Can
 // workflow not sent yet out of their queues.
 const minWorkflowBar = time.Hour
 
-// workflowCancelConcurrency bounds how many of a workflow's tasks
-// CancelWorkflow cancels at once.
-const workflowCancelConcurrency = 16
+// writeConcurrency bounds the writes one operator action has in flight:
+// the tasks CancelWorkflow cancels, the states a bulk action writes.
+const writeConcurrency = 16
 
 // CancelWorkflow cancels, from any process, the chain, group or chord id
 // names: its WorkflowUUID ("chain_…" for a chain, the GroupUUID for a
@@ -415,10 +416,10 @@ func learn(known map[string]*tasks.Signature, sig *tasks.Signature, depth int) {
 	learn(known, sig.ChordCallback, depth+1)
 }
 
-// each calls fn(i) for i in [0, n), at most workflowCancelConcurrency at
+// each calls fn(i) for i in [0, n), at most writeConcurrency at
 // a time, and returns when all have returned.
 func each(n int, fn func(i int)) {
-	sem := make(chan struct{}, workflowCancelConcurrency)
+	sem := make(chan struct{}, writeConcurrency)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)

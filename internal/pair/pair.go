@@ -145,9 +145,6 @@ func (s *Store) Send(ctx context.Context, p store.SendParams) error {
 	return nil
 }
 
-// SendEach publishes each of sigs with its PENDING state, as Send would
-// publish it alone, in few calls, and returns each one's error; nil when
-// the broker cannot (store.EachSender): the caller sends them one by one.
 // SendsEach reports whether SendEach sends: the broker and backend are
 // one store with a batch send.
 func (s *Store) SendsEach() bool {
@@ -155,6 +152,9 @@ func (s *Store) SendsEach() bool {
 	return ok
 }
 
+// SendEach publishes each of sigs with its PENDING state, as Send would
+// publish it alone, in few calls, and returns each one's error; nil when
+// the broker cannot (store.EachSender): the caller sends them one by one.
 func (s *Store) SendEach(ctx context.Context, sigs []*tasks.Signature) []error {
 	es, ok := s.joined.(store.EachSender)
 	if !ok {
