@@ -93,6 +93,10 @@ import (
 //	                                starting at p (unix s), "<p>:f" those
 //	                                that failed (workers add them with
 //	                                their heartbeat; monitor.go)
+//	<prefix>:{<queue>}:stats:day:<d> hash: the queue's counts of the UTC
+//	                                day d (yyyymmdd): "p" processed, "f"
+//	                                failed; it expires HistoryDays after
+//	                                the day
 //	<prefix>:{workers}:alive        zset: worker ids by when their
 //	                                heartbeat runs out (ms)
 //	<prefix>:{workers}:info         hash: worker id → JSON WorkerInfo

@@ -61,18 +61,16 @@ func (s *Store) addStats(ctx context.Context, counts []store.StatCount) error {
 		}
 		hour := at.Truncate(time.Hour)
 		pipe.PExpireAt(ctx, key, hour.Add(time.Hour+store.StatsWindow))
-		// The day's counts, kept HistoryDays: the day that leaves the
-		// window is dropped as the day that enters it is counted.
-		days, day := s.historyField(c.Queue, at)
+		// The day's counts, in a hash of the day's that expires
+		// HistoryDays after it.
+		day := s.historyKey(c.Queue, at)
 		if c.Processed != 0 {
-			_ = pipe.Process(ctx, transport.OnceCmd{Cmd: goredis.NewCmd(ctx, "hincrby", days, day+"p", c.Processed)})
+			_ = pipe.Process(ctx, transport.OnceCmd{Cmd: goredis.NewCmd(ctx, "hincrby", day, "p", c.Processed)})
 		}
 		if c.Failed != 0 {
-			_ = pipe.Process(ctx, transport.OnceCmd{Cmd: goredis.NewCmd(ctx, "hincrby", days, day+"f", c.Failed)})
+			_ = pipe.Process(ctx, transport.OnceCmd{Cmd: goredis.NewCmd(ctx, "hincrby", day, "f", c.Failed)})
 		}
-		_, gone := s.historyField(c.Queue, at.AddDate(0, 0, -store.HistoryDays))
-		pipe.HDel(ctx, days, gone+"p", gone+"f")
-		pipe.PExpire(ctx, days, (store.HistoryDays+1)*24*time.Hour)
+		pipe.PExpireAt(ctx, day, store.HistoryDay(at).AddDate(0, 0, store.HistoryDays+1))
 	}
 	if pipe.Len() == 0 {
 		return nil
@@ -90,10 +88,10 @@ func (s *Store) statsField(queue string, at time.Time) (key, field string) {
 	return s.keys.queue(queue).stats + strconv.FormatInt(hour.Unix(), 10), strconv.FormatInt(at.Unix(), 10) + ":"
 }
 
-// historyField returns the hash of queue's counts by day, and the
-// prefix of the fields of the day at falls in ("20261207:").
-func (s *Store) historyField(queue string, at time.Time) (key, field string) {
-	return s.keys.queue(queue).stats + "days", store.HistoryDay(at).Format("20060102") + ":"
+// historyKey returns the hash of queue's counts of the UTC day at falls
+// in.
+func (s *Store) historyKey(queue string, at time.Time) string {
+	return s.keys.queue(queue).stats + "day:" + store.HistoryDay(at).Format("20060102")
 }
 
 // QueueHistory returns queue's counts by day over the last
@@ -102,24 +100,25 @@ func (s *Store) QueueHistory(ctx context.Context, queue string) ([]store.DayCoun
 	if err := ValidQueue(queue); err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	key, _ := s.historyField(queue, now)
-	fields, err := s.client.HGetAll(ctx, key).Result()
-	if err != nil {
+	today := store.HistoryDay(time.Now())
+	out := make([]store.DayCount, store.HistoryDays)
+	pipe := s.client.Pipeline()
+	cmds := make([]*goredis.MapStringStringCmd, len(out))
+	for i := range out {
+		out[i].Day = today.AddDate(0, 0, i-store.HistoryDays+1)
+		cmds[i] = pipe.HGetAll(ctx, s.historyKey(queue, out[i].Day))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("history of %s: %w", queue, err)
 	}
-	out := make([]store.DayCount, store.HistoryDays)
-	for i := range out {
-		day := store.HistoryDay(now).AddDate(0, 0, i-store.HistoryDays+1)
-		_, field := s.historyField(queue, day)
-		c := store.DayCount{Day: day}
-		if c.Processed, err = statsCount(fields, field+"p"); err == nil {
-			c.Failed, err = statsCount(fields, field+"f")
+	for i, cmd := range cmds {
+		var err error
+		if out[i].Processed, err = statsCount(cmd.Val(), "p"); err == nil {
+			out[i].Failed, err = statsCount(cmd.Val(), "f")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("history of %s: %w", queue, err)
 		}
-		out[i] = c
 	}
 	return out, nil
 }
