@@ -24,8 +24,8 @@ func TestOperatorActionsOnAllTasks(t *testing.T) {
 		ctx := testCtx(t)
 		q := config.DefaultQueueName
 		// A page and then some; on the in-process engine, whose scripts
-		// run many times slower under -race, a page (the store's tests
-		// page 100,000 tasks on Redis).
+		// run many times slower under -race, fewer than its page of 200:
+		// one page (the store's tests page 100,000 tasks on Redis).
 		n := 1100
 		if p.name == "memory" {
 			n = 40
