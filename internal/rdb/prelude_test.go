@@ -428,6 +428,12 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		c.args[11] = 5
 	}
 	again := func(k *keys, qk *queueKeys, c *scriptCall) { c.args[0] = "1" }
+	// next sends task d to a's queue when a succeeds (a chain's next step).
+	next := func(k *keys, qk *queueKeys, c *scriptCall) {
+		c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
+		c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
+	}
+	nonePending := func(k *keys, qk *queueKeys) { client.Del(ctx, qk.pending) }
 	holdPreludeToLib(t, srv, "ack_success", ackSuccessScript, func(k *keys) string { return k.state("a") }, []preludeCase{
 		{name: "takes the next", answers: true, setup: held(), call: ack()},
 		{name: "run again", answers: true, setup: held(), call: ack(again)},
@@ -508,9 +514,49 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 			c.args[5] = `{"TaskUUID":"a","State":"SUCCESS"}`
 			c.args[7] = 2
 		})},
-		{name: "a next task", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
+		{name: "a next task", answers: true, setup: held(), call: ack(next)},
+		{name: "a next task, the notify list woken", answers: true, setup: held(func(k *keys, qk *queueKeys) {
+			client.RPush(ctx, qk.notify, "1")
+		}), call: ack(next)},
+		{name: "a next task handed over", answers: true, setup: held(nonePending), call: ack(next)},
+		{name: "a next task handed over, with names", answers: true, setup: held(nonePending), call: ack(next, withNames)},
+		{name: "a next task handed over, its workflow's PENDING written", answers: true, setup: held(nonePending, func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, k.state("d"), "state", "PENDING", "name", "n")
+		}), call: ack(next)},
+		{name: "a next task handed over, its ETA passed", answers: true, setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.args[len(c.args)-6] = time.Now().Add(-time.Hour).UnixMilli()
+		})},
+		{name: "a next task with an ETA", setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.args[len(c.args)-6] = time.Now().Add(time.Hour).UnixMilli()
+		})},
+		{name: "a next task with a limit", setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.args[len(c.args)-5] = "1 0 0 " + qk.limit + "k"
+		})},
+		{name: "a next task with a band", setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.args[len(c.args)-4] = "5"
+		})},
+		{name: "a next task whose id is pending", setup: held(nonePending, func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"d", "msg", `{"Name":"n"}`, "state", "pending", "at", 1000)
+			client.RPush(ctx, qk.pending, "d")
+		}), call: ack(next)},
+		{name: "a next task whose id is archived", setup: held(nonePending, func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"d", "msg", `{"Name":"n"}`, "state", "archived", "error", "e")
+			client.ZAdd(ctx, qk.archived, goredis.Z{Score: 1000, Member: "d"})
+		}), call: ack(next)},
+		{name: "a next task to another queue", setup: held(nonePending), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
+			other := k.queue("other")
+			c.keys = slices.Insert(c.keys, 4, other.pending, other.scheduled, other.archived, other.notify, other.task+"d", k.state("d"))
 			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
+		})},
+		{name: "a next task after a recovery", setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) { c.args[10] = "1" })},
+		{name: "a next task, lease lost", setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) { c.args[2] = "stale" })},
+		{name: "a next task, the head of pending taken already", setup: held(func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, qk.task+"x", "msg", `{"Name":"n"}`, "state", "active", "lease", "other", "lease_exp", time.Now().Add(time.Hour).UnixMilli())
+			client.LPush(ctx, qk.pending, "x")
+		}), call: ack(next)},
+		{name: "two next tasks", setup: held(nonePending), call: ack(next, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.keys = slices.Insert(c.keys, 10, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"e", k.state("e"))
+			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("e"), `{"Name":"n"}`, 0, "", "")
 		})},
 	})
 }

@@ -72,24 +72,34 @@
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 --
--- The common settle, the success of a task that is no group member and
--- has no next task, no unique key or limit, acknowledged at once (no
--- completed retention) and taking the next task of its queue, is written
--- here, before the lib definitions (rdb's libMark), as check_settle,
--- write_state, notify_final, forget and take_tasks would write it:
--- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. It
--- reads all it decides by before it writes (a refusal for memory, at the
--- first write, leaves nothing written); any other case, and a pending
--- head that is gone, not in state "pending" (take_tasks drops it),
--- limited or the settled task's own id, or a queue with bands
--- (lib/band.lua), goes on to the general path.
+-- The common settles, the success of a task that is no group member and
+-- no node of a graph, has no unique key or limit, is acknowledged at once
+-- (no completed retention) and takes the next task of its queue, with no
+-- next task, or one (a chain's next step) due now, to that queue, with no
+-- limit or band, whose id has no task hash, are written here, before the
+-- lib definitions (rdb's libMark), as check_settle, write_state,
+-- notify_final, send_next, forget and take_tasks would write them:
+-- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. A
+-- next task that the take would take, the queue holding nothing pending,
+-- is handed over: its hash is written active under the take's lease at
+-- once, rather than pushed and popped. The prelude reads all it decides
+-- by before it writes (a refusal for memory, at the first write, leaves
+-- nothing written); any other case, and a pending head that is gone, not
+-- in state "pending" (take_tasks drops it), limited or the settled task's
+-- own id, or a queue with bands (lib/band.lua), goes on to the general
+-- path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
-if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and #ARGV == 20 + m0 and ARGV[15 + m0] == "" then
+local sends = #ARGV - 20 - m0 -- five items a next task
+if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
+	and (sends == 0 or sends == 5 and ARGV[11] ~= "1" and KEYS[5] == KEYS[#KEYS - t0 + 1]
+		and ARGV[21 + m0] == "" and ARGV[22 + m0] == "") then
 	local tv = redis.call("TIME")
 	local now = tonumber(tv[1]) * 1000 + math.floor(tonumber(tv[2]) / 1000)
 	local h = redis.call("HMGET", KEYS[1], "lease", "lease_exp", "at", "pub", "unique", "limit")
-	if h[1] == ARGV[3] and (tonumber(h[2]) or 0) > now and not h[5] and not h[6] then
+	local nid = sends == 5 and ARGV[18 + m0] -- the next task, or false
+	if h[1] == ARGV[3] and (tonumber(h[2]) or 0) > now and not h[5] and not h[6]
+		and (not nid or tonumber(ARGV[20 + m0]) <= now and redis.call("EXISTS", KEYS[9]) == 0) then
 		local first = #KEYS - t0 + 1
 		local pending = KEYS[first]
 		local flags
@@ -125,13 +135,27 @@ if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5)
 			redis.call("ZREM", KEYS[2], ARGV[2])
 			redis.call("DEL", KEYS[1])
 			local expiry = now + tonumber(ARGV[#ARGV - 1])
+			local token = ARGV[#ARGV]
+			if nid then
+				redis.call("DEL", KEYS[10])
+				if not id then
+					redis.call("HSET", KEYS[9], "msg", ARGV[19 + m0], "state", "active", "pub", ARGV[3], "at", now,
+						"lease", token, "lease_exp", expiry)
+					redis.call("ZADD", KEYS[2], expiry, nid)
+					return { 0, expiry, nid, ARGV[19 + m0], "0", "0", token, "" }
+				end
+				redis.call("HSET", KEYS[9], "msg", ARGV[19 + m0], "state", "pending", "pub", ARGV[3], "at", now)
+				redis.call("RPUSH", pending, nid)
+			end
 			if not id then
 				return { 0, expiry }
 			end
-			local token = ARGV[#ARGV]
 			redis.call("LPOP", pending)
 			redis.call("HSET", prefix .. id, "state", "active", "lease", token, "lease_exp", expiry)
 			redis.call("ZADD", KEYS[2], expiry, id)
+			if nid and redis.call("LLEN", KEYS[first + 2]) == 0 then
+				redis.call("LPUSH", KEYS[first + 2], "1") -- lib/queue.lua's wake
+			end
 			return { 0, expiry, id, fields[1], fields[2] or "0", fields[3] or "0", token, fields[4] or "" }
 		end
 	end
