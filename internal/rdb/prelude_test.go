@@ -434,6 +434,30 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
 	}
 	nonePending := func(k *keys, qk *queueKeys) { client.Del(ctx, qk.pending) }
+	// member makes a a member of group g of 3 tasks; chord, of a chord's.
+	member := func(k *keys, qk *queueKeys, c *scriptCall) {
+		c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
+		c.args[5] = `{"TaskUUID":"a","State":"SUCCESS"}`
+		c.args[7] = 3
+	}
+	chord := func(k *keys, qk *queueKeys, c *scriptCall) { c.args[12] = "1" }
+	// initGroup records group g as InitGroup does; finished(id, ttl), that
+	// member id finished, the group's keys then living ttl.
+	initGroup := func(k *keys, qk *queueKeys) {
+		g := k.group("g")
+		must(client.HSet(ctx, g.meta, "uuids", `["a","x","y"]`, "count", 3, "created_at", "2026-01-01T00:00:00Z").Err())
+		must(client.PExpire(ctx, g.meta, 80*time.Second).Err())
+	}
+	finished := func(id string, ttl time.Duration) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			g := k.group("g")
+			must(client.HSet(ctx, g.done, id, `{"TaskUUID":"`+id+`","State":"SUCCESS"}`).Err())
+			must(client.RPush(ctx, g.order, id).Err())
+			for _, key := range g.all() {
+				must(client.PExpire(ctx, key, ttl).Err())
+			}
+		}
+	}
 	holdPreludeToLib(t, srv, "ack_success", ackSuccessScript, func(k *keys) string { return k.state("a") }, []preludeCase{
 		{name: "takes the next", answers: true, setup: held(), call: ack()},
 		{name: "run again", answers: true, setup: held(), call: ack(again)},
@@ -509,11 +533,22 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 			c.args[11] = 0
 			c.args = c.args[:len(c.args)-3]
 		})},
-		{name: "group member", setup: held(), call: ack(func(k *keys, qk *queueKeys, c *scriptCall) {
-			c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
-			c.args[5] = `{"TaskUUID":"a","State":"SUCCESS"}`
-			c.args[7] = 2
+		{name: "group member, the first to finish", answers: true, setup: held(), call: ack(member)},
+		{name: "group member, the first to finish, nothing pending", answers: true, setup: held(nonePending), call: ack(member)},
+		{name: "group member after InitGroup", answers: true, setup: held(initGroup), call: ack(member)},
+		{name: "group member after another", answers: true, setup: held(initGroup, finished("x", time.Hour)), call: ack(member)},
+		{name: "group member, the group's keys near their end", answers: true, setup: held(initGroup, finished("x", time.Second)), call: ack(member)},
+		{name: "group member, the group's keys with a minute less", answers: true, setup: held(initGroup, finished("x", time.Hour-2*time.Minute)), call: ack(member)},
+		{name: "group member completing its group", answers: true, setup: held(initGroup, finished("x", time.Hour), finished("y", time.Hour)), call: ack(member)},
+		{name: "group member run again", answers: true, setup: held(initGroup, finished("a", time.Hour)), call: ack(member, again)},
+		{name: "chord member", answers: true, setup: held(initGroup), call: ack(member, chord)},
+		{name: "chord member completing its group", answers: true, setup: held(initGroup, finished("x", time.Hour), finished("y", time.Hour)), call: ack(member, chord)},
+		{name: "chord member run again", setup: held(initGroup, finished("x", time.Hour), finished("y", time.Hour)), call: ack(member, chord, again)},
+		{name: "group member with a next task", setup: held(initGroup), call: ack(member, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.keys = slices.Insert(c.keys, 7, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
+			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
 		})},
+		{name: "group member, lease lost", setup: held(initGroup), call: ack(member, func(k *keys, qk *queueKeys, c *scriptCall) { c.args[2] = "stale" })},
 		{name: "a next task", answers: true, setup: held(), call: ack(next)},
 		{name: "a next task, the notify list woken", answers: true, setup: held(func(k *keys, qk *queueKeys) {
 			client.RPush(ctx, qk.notify, "1")

@@ -72,54 +72,58 @@
 -- Complexity: O(log L) plus, with retention, O(log C); plus O(log S) per
 -- next task.
 --
--- The common settles, the success of a task that is no group member and
--- no node of a graph, has no unique key or limit, is acknowledged at once
--- (no completed retention) and takes the next task of its queue, with no
--- next task, or one (a chain's next step) due now, to that queue, with no
--- limit or band, whose id has no task hash, are written here, before the
--- lib definitions (rdb's libMark), as check_settle, write_state,
--- notify_final, send_next, forget and take_tasks would write them:
+-- The common settles are written here, before the lib definitions (rdb's
+-- libMark), as check_settle, write_state, notify_final, record_member,
+-- send_next, forget and take_tasks would write them:
 -- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. A
--- next task that the take would take, the queue holding nothing pending,
--- is handed over: its hash is written active under the take's lease at
--- once, rather than pushed and popped. The prelude reads all it decides
--- by before it writes (a refusal for memory, at the first write, leaves
--- nothing written); any other case, and a pending head that is gone, not
--- in state "pending" (take_tasks drops it), limited or the settled task's
--- own id, or a queue with bands (lib/band.lua), goes on to the general
--- path.
+-- common settle is the success of a task that is no node of a graph, has
+-- no unique key or limit, is acknowledged at once (no completed
+-- retention) and takes the next task of its queue, and either is a group
+-- member (a chord's not run again) with nothing to send, or sends nothing
+-- or one next task (a chain's next step) due now, to its own queue, with
+-- no limit or band, whose id has no task hash. A next task that the take
+-- would take, the queue holding nothing pending, is handed over: its hash
+-- is written active under the take's lease at once, rather than pushed
+-- and popped. The prelude reads all it decides by before it writes (a
+-- refusal for memory, at the first write, leaves nothing written); any
+-- other case, and a pending head that is gone, not in state "pending"
+-- (take_tasks drops it), limited or the settled task's own id, or a queue
+-- with bands (lib/band.lua), goes on to the general path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
 local sends = #ARGV - 20 - m0 -- five items a next task
-if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
-	and (sends == 0 or sends == 5 and ARGV[11] ~= "1" and KEYS[5] == KEYS[#KEYS - t0 + 1]
+local member = ARGV[6] ~= ""
+if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
+	and (ARGV[13] == "0" or member and ARGV[1] ~= "1")
+	and (sends == 0 or sends == 5 and not member and ARGV[11] ~= "1" and KEYS[5] == KEYS[#KEYS - t0 + 1]
 		and ARGV[21 + m0] == "" and ARGV[22 + m0] == "") then
 	local tv = redis.call("TIME")
 	local now = tonumber(tv[1]) * 1000 + math.floor(tonumber(tv[2]) / 1000)
 	local h = redis.call("HMGET", KEYS[1], "lease", "lease_exp", "at", "pub", "unique", "limit")
 	local nid = sends == 5 and ARGV[18 + m0] -- the next task, or false
 	if h[1] == ARGV[3] and (tonumber(h[2]) or 0) > now and not h[5] and not h[6]
-		and (not nid or tonumber(ARGV[20 + m0]) <= now and redis.call("EXISTS", KEYS[9]) == 0) then
+		and (not nid or tonumber(ARGV[20 + m0]) <= now) then
 		local first = #KEYS - t0 + 1
 		local pending = KEYS[first]
-		local flags
-		if t0 == 5 then
-			flags = redis.call("EXISTS", KEYS[first + 1], KEYS[first + 3], pending .. ":levels")
-		else
-			flags = redis.call("EXISTS", KEYS[first + 1], pending .. ":levels")
-		end
+		-- One EXISTS says whether any of the paused flag, the rerouted
+		-- set, the levels (lib/band.lua) and the next task's hash exist,
+		-- each named twice (the flag stands in for one not asked about),
+		-- and whether tasks are pending, named once.
+		local paused, levels = KEYS[first + 1], pending .. ":levels"
+		local rerouted = t0 == 5 and KEYS[first + 3] or paused
+		local next_key = nid and KEYS[9] or paused
+		local n = redis.call("EXISTS", paused, paused, rerouted, rerouted, levels, levels, next_key, next_key, pending)
+		local flags = n >= 2
 		local prefix = ARGV[#ARGV - 2]
 		local id, fields = false, false
-		if flags == 0 then
+		if not flags and n == 1 then
 			id = redis.call("LINDEX", pending, 0)
-			if id then
-				fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit", "state")
-				if not fields[1] or fields[6] ~= "pending" or prefix .. id == KEYS[1] or (fields[5] and not fields[4]) then
-					flags = 1
-				end
+			fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit", "state")
+			if not fields[1] or fields[6] ~= "pending" or prefix .. id == KEYS[1] or (fields[5] and not fields[4]) then
+				flags = true
 			end
 		end
-		if flags == 0 then
+		if not flags then
 			local state = { unpack(ARGV, 15, 14 + m0) }
 			if h[3] then
 				table.insert(state, "created_at")
@@ -132,12 +136,36 @@ if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5)
 			redis.call("HSET", KEYS[4], unpack(state))
 			redis.call("PEXPIRE", KEYS[4], ARGV[5])
 			redis.call("PUBLISH", KEYS[4], "")
+			if member then
+				if redis.call("HSET", KEYS[6], ARGV[2], ARGV[6]) == 1 then
+					redis.call("RPUSH", KEYS[7], ARGV[2])
+				end
+				local g = redis.call("HMGET", KEYS[5], "count", "created_at")
+				local total = g[1] or ARGV[8]
+				if not g[1] then
+					redis.call("HSET", KEYS[5], "count", total)
+				end
+				if not g[2] then
+					redis.call("HSET", KEYS[5], "created_at", ARGV[7])
+				end
+				local finished = redis.call("HLEN", KEYS[6])
+				local complete = finished >= tonumber(total)
+				local ttl = tonumber(complete and ARGV[9] or ARGV[10])
+				if complete or not g[1] or redis.call("PTTL", KEYS[6]) < ttl - math.min(60000, ttl / 2) then
+					for i = 5, 7 do
+						redis.call("PEXPIRE", KEYS[i], ttl)
+					end
+				end
+				if ARGV[13] == "1" and finished >= tonumber(ARGV[8]) then
+					redis.call("HSET", KEYS[1], "outcome", ARGV[6])
+					return 8
+				end
+			end
 			redis.call("ZREM", KEYS[2], ARGV[2])
-			redis.call("DEL", KEYS[1])
 			local expiry = now + tonumber(ARGV[#ARGV - 1])
 			local token = ARGV[#ARGV]
 			if nid then
-				redis.call("DEL", KEYS[10])
+				redis.call("DEL", KEYS[1], KEYS[10])
 				if not id then
 					redis.call("HSET", KEYS[9], "msg", ARGV[19 + m0], "state", "active", "pub", ARGV[3], "at", now,
 						"lease", token, "lease_exp", expiry)
@@ -146,6 +174,8 @@ if ARGV[6] == "" and ARGV[4] == "0" and ARGV[13] == "0" and (t0 == 3 or t0 == 5)
 				end
 				redis.call("HSET", KEYS[9], "msg", ARGV[19 + m0], "state", "pending", "pub", ARGV[3], "at", now)
 				redis.call("RPUSH", pending, nid)
+			else
+				redis.call("DEL", KEYS[1])
 			end
 			if not id then
 				return { 0, expiry }

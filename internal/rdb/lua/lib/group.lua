@@ -3,7 +3,9 @@
 -- InitGroup was not called, and sets how long the group's keys live. A
 -- member that finishes again (it ran again) replaces its state and keeps
 -- its place in the order list, so it counts once. It returns how many
--- members have finished.
+-- members have finished. ack_success.lua's prelude writes it out for a
+-- member's success: TestAckSuccessPreludeWritesWhatTheLibWrites holds the
+-- two together.
 local function record_member(meta, done, order, id, state, count, created_at, ttl_done, ttl_running)
 	if redis.call("HSET", done, id, state) == 1 then
 		redis.call("RPUSH", order, id)
@@ -21,12 +23,19 @@ local function record_member(meta, done, order, id, state, count, created_at, tt
 		redis.call("HSET", meta, "created_at", created_at)
 	end
 	local finished = redis.call("HLEN", done)
-	local ttl = ttl_running
-	if finished >= tonumber(total) then
-		ttl = ttl_done
+	local complete = finished >= tonumber(total)
+	local ttl = tonumber(ttl_running)
+	if complete then
+		ttl = tonumber(ttl_done)
 	end
-	redis.call("PEXPIRE", meta, ttl)
-	redis.call("PEXPIRE", done, ttl)
-	redis.call("PEXPIRE", order, ttl)
+	-- An unfinished group's keys, which its first member to finish or
+	-- InitGroup gave one TTL, are extended together, at most once a
+	-- minute (as lib/graph.lua's graph_keep): the done hash's TTL says
+	-- when they were last.
+	if complete or not m[1] or redis.call("PTTL", done) < ttl - math.min(60000, ttl / 2) then
+		redis.call("PEXPIRE", meta, ttl)
+		redis.call("PEXPIRE", done, ttl)
+		redis.call("PEXPIRE", order, ttl)
+	end
 	return finished
 end

@@ -1,0 +1,129 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/b6192125/machinist/internal/redistest"
+)
+
+// BenchmarkSettleScript reports the Redis time of one run of
+// ack_success.lua (redis-µs/op, from the server's command statistics, so
+// the network and this process are not in it) for the common settles: a
+// task with nothing to send, a chain's step (its next task handed over),
+// and a chord's member. Each run settles a task of its own, set up by a
+// pipeline before it.
+func BenchmarkSettleScript(b *testing.B) {
+	srv := redistest.Start(b)
+	client := srv.Client(b)
+	ctx := context.Background()
+	k := &keys{prefix: "bench"}
+	qk := k.queue("q")
+	// A chain message of 5 steps to come, as a chain's step carries them.
+	msg := `{"Name":"add","Args":[{"Name":"","Type":"int64","Value":1}]`
+	for range 5 {
+		msg += `,"OnSuccess":[{"UUID":"task_f7e2ebba-3421-45dc-8863-45dd1d847658","Name":"add","RoutingKey":"q","Args":[{"Name":"","Type":"int64","Value":1}]`
+	}
+	msg += strings.Repeat("}]", 5) + "}"
+	state := []interface{}{"state", "SUCCESS", "name", "add", "results", `[{"Type":"int64","Value":2}]`, "error", "", "workflow", "chain_fd6a5a9e"}
+	base := func(id string, takeKeys bool) *scriptCall {
+		c := &scriptCall{
+			keys: []string{qk.task + id, qk.lease, qk.completed, k.state(id)},
+			args: []interface{}{"0", id, "tok" + id, 0, 3600000, "", "2026-12-07T17:38:20Z", 0, 3600000, 2592000000, "0", 3, "0", len(state)},
+		}
+		c.args = append(c.args, state...)
+		c.args = append(c.args, "", "", 0)
+		if takeKeys {
+			c.keys = append(c.keys, qk.pending, qk.paused, qk.notify)
+			c.args = append(c.args, qk.task, 30000, "taken"+id)
+		}
+		return c
+	}
+	cases := []struct {
+		name string
+		call func(id string) *scriptCall
+	}{
+		{"nothing to send", func(id string) *scriptCall { return base(id, true) }},
+		{"chain step", func(id string) *scriptCall {
+			c := base(id, true)
+			c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"n"+id, k.state("n"+id))
+			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("n"+id), interface{}(msg), 0, "", "")
+			return c
+		}},
+		{"chord member", func(id string) *scriptCall {
+			c := base(id, true)
+			c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
+			c.args[5] = `{"TaskUUID":"` + id + `","State":"SUCCESS","Results":[{"Type":"int64","Value":2}]}`
+			c.args[7] = 1 << 30
+			return c
+		}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			if err := client.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := ackSuccessScript.Load(ctx, client).Err(); err != nil {
+				b.Fatal(err)
+			}
+			far := time.Now().Add(time.Hour).UnixMilli()
+			// The tasks are set up first, then settled one after another,
+			// and the statistics read once.
+			n := b.N
+			p := client.Pipeline()
+			for i := range n {
+				id := "t" + strconv.Itoa(i)
+				p.HSet(ctx, qk.task+id, "msg", msg, "state", "active", "lease", "tok"+id, "lease_exp", far, "at", 1000, "pub", "p")
+				p.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: id})
+			}
+			p.ConfigResetStat(ctx)
+			if _, err := p.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range n {
+				c := tc.call("t" + strconv.Itoa(i))
+				if err := ackSuccessScript.EvalSha(ctx, client, c.keys, c.args...).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			usec, calls := evalshaStat(b, client)
+			b.ReportMetric(usec/calls, "redis-µs/op")
+		})
+	}
+}
+
+// evalshaStat returns the usec and calls of EVALSHA in the server's
+// command statistics.
+func evalshaStat(b *testing.B, client *goredis.Client) (usec, calls float64) {
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				name, v, _ := strings.Cut(f, "=")
+				x, _ := strconv.ParseFloat(v, 64)
+				switch name {
+				case "usec":
+					usec = x
+				case "calls":
+					calls = x
+				}
+			}
+		}
+	}
+	if calls == 0 {
+		b.Fatal(fmt.Errorf("no EVALSHA in the command statistics"))
+	}
+	return usec, calls
+}
