@@ -2,7 +2,9 @@ package rdb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/b6192125/machinist/internal/rdb/lua"
 	"github.com/b6192125/machinist/internal/redistest"
 )
 
@@ -65,39 +68,91 @@ func BenchmarkSettleScript(b *testing.B) {
 			return c
 		}},
 	}
+	variants := []struct {
+		name   string
+		script *goredis.Script
+		check  bool
+	}{{"", ackSuccessScript, true}}
+	if cut := os.Getenv("SETTLE_CUTS"); cut != "" {
+		src := lua.Linked("ack_success")
+		for i, at := range strings.Split(cut, "|") {
+			j := strings.Index(src, at)
+			if j < 0 {
+				b.Fatalf("cut %q not found", at)
+			}
+			variants = append(variants, struct {
+				name   string
+				script *goredis.Script
+				check  bool
+			}{fmt.Sprintf("/cut%d", i), goredis.NewScript(src[:j] + "do return {0} end\n" + src[j:]), false})
+		}
+	}
+	gk := k.graph("wf")
+	cases = append(cases, struct {
+		name string
+		call func(id string) *scriptCall
+	}{"a node of a fan-in", func(id string) *scriptCall {
+		c := base(id, true)
+		c.keys = slices.Insert(c.keys, 4, gk.all()...)
+		m := len(state)
+		c.args[15+m-1], c.args[16+m-1], c.args[17+m-1] = "n"+id, `[{"Type":"int64","Value":2}]`, 2592000000
+		return c
+	}})
 	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) {
-			if err := client.FlushAll(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			if err := ackSuccessScript.Load(ctx, client).Err(); err != nil {
-				b.Fatal(err)
-			}
-			far := time.Now().Add(time.Hour).UnixMilli()
-			// The tasks are set up first, then settled one after another,
-			// and the statistics read once.
-			n := b.N
-			p := client.Pipeline()
-			for i := range n {
-				id := "t" + strconv.Itoa(i)
-				p.HSet(ctx, qk.task+id, "msg", msg, "state", "active", "lease", "tok"+id, "lease_exp", far, "at", 1000, "pub", "p")
-				p.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: id})
-			}
-			p.ConfigResetStat(ctx)
-			if _, err := p.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := range n {
-				c := tc.call("t" + strconv.Itoa(i))
-				if err := ackSuccessScript.EvalSha(ctx, client, c.keys, c.args...).Err(); err != nil {
+		for _, variant := range variants {
+			script, check := variant.script, variant.check
+			b.Run(tc.name+variant.name, func(b *testing.B) {
+				if err := client.FlushAll(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.StopTimer()
-			usec, calls := evalshaStat(b, client)
-			b.ReportMetric(usec/calls, "redis-µs/op")
-		})
+				if err := script.Load(ctx, client).Err(); err != nil {
+					b.Fatal(err)
+				}
+				far := time.Now().Add(time.Hour).UnixMilli()
+				// The tasks are set up first, then settled one after another,
+				// and the statistics read once.
+				n := b.N
+				p := client.Pipeline()
+				for i := range n {
+					id := "t" + strconv.Itoa(i)
+					p.HSet(ctx, qk.task+id, "msg", msg, "state", "active", "lease", "tok"+id, "lease_exp", far, "at", 1000, "pub", "p")
+					p.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: id})
+				}
+				if tc.name == "a node of a fan-in" {
+					// A parent that waits for more children than are settled.
+					queueKeys, _ := json.Marshal([]string{qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task})
+					p.HSet(ctx, gk.meta, "state", "PENDING", "nodes", n+2, "done", 0, "sp", k.state(""), "q:q", string(queueKeys))
+					p.HSet(ctx, gk.nodes, "p", `{"u":"parent","n":"sum","q":"q","m":"{\"Name\":\"sum\"}"}`)
+					p.HSet(ctx, gk.wait, "p", n+1)
+					p.HSet(ctx, gk.res, "", "")
+					for i := range n {
+						id := "t" + strconv.Itoa(i)
+						p.HSet(ctx, gk.nodes, "n"+id, `{"u":"`+id+`","n":"add","q":"q","m":"{\"Name\":\"add\"}","s":["p"]}`)
+					}
+					for _, key := range gk.all() {
+						p.PExpire(ctx, key, time.Hour)
+					}
+				}
+				p.ConfigResetStat(ctx)
+				if _, err := p.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := range n {
+					c := tc.call("t" + strconv.Itoa(i))
+					v, err := script.EvalSha(ctx, client, c.keys, c.args...).Result()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if r, ok := v.([]interface{}); check && (!ok || r[0] != int64(0)) {
+						b.Fatalf("settle %d: %v, want it done", i, v)
+					}
+				}
+				b.StopTimer()
+				usec, calls := evalshaStat(b, client)
+				b.ReportMetric(usec/calls, "redis-µs/op")
+			})
+		}
 	}
 }
 

@@ -22,11 +22,11 @@
 -- any, is the caller's to put back: release_fetch.lua).
 -- Complexity: O(log L), plus O(log C) with retention, plus the take's.
 local now = now_ms()
-local refused = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+local refused, _, _, unique, limit = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
-forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now)
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now, unique, limit)
 if #KEYS < 6 then
 	return 0
 end

@@ -192,7 +192,7 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
 end
 -- lib definitions here
 local now = now_ms()
-local refused, at, pub = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
+local refused, at, pub, unique, limit = check_settle(KEYS[1], ARGV[3], ARGV[1], now)
 if refused then
 	return refused
 end
@@ -283,7 +283,7 @@ if chord_due then
 	end
 	return 8
 end
-forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now)
+forget(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], tonumber(ARGV[4]), now, unique, limit)
 if t == 0 then
 	return 0
 end

@@ -5,10 +5,11 @@
 -- returns the task's at and pub (when it was sent and the token of the
 -- publish that sent it, lib/queue.lua's put; false for none), read by the
 -- same HMGET, which a script writing the task's state writes in it
--- (lib/state.lua's write_state).
+-- (lib/state.lua's write_state), and its unique and limit fields, which
+-- a settle frees (lib/forget.lua's release_holds; false for none).
 local function holds(task_key, token, now)
-	local lease = redis.call("HMGET", task_key, "lease", "lease_exp", "at", "pub")
-	return lease[1] == token and (tonumber(lease[2]) or 0) > now, lease[3], lease[4]
+	local lease = redis.call("HMGET", task_key, "lease", "lease_exp", "at", "pub", "unique", "limit")
+	return lease[1] == token and (tonumber(lease[2]) or 0) > now, lease[3], lease[4], lease[5], lease[6]
 end
 
 -- settled_by reports whether the caller settled the task in a run whose
@@ -20,14 +21,15 @@ local function settled_by(task_key, token)
 end
 
 -- check_settle fences a settle script: it returns nil when the caller
--- holds the lease (go on), with the task's at and pub (see holds), else
+-- holds the lease (go on), with the task's at, pub, unique and limit (see
+-- holds), else
 -- what the script returns: 0 when again is "1" (the caller runs it again,
 -- not knowing whether its first run happened) and the first run settled
 -- the task, 2 otherwise.
 local function check_settle(task_key, token, again, now)
-	local held, at, pub = holds(task_key, token, now)
+	local held, at, pub, unique, limit = holds(task_key, token, now)
 	if held then
-		return nil, at, pub
+		return nil, at, pub, unique, limit
 	end
 	if again == "1" and settled_by(task_key, token) then
 		return 0

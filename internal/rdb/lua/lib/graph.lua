@@ -48,7 +48,8 @@ local graph_early = -1000000000
 -- more). With now (a node allowed to fail, with RunNextAtOnce, that
 -- failed), its successors are ready at once, whatever their other deps.
 local function graph_done(keys, key, results, ttl, now)
-	local state = redis.call("HGET", keys[1], "state")
+	local g = redis.call("HMGET", keys[1], "state", "nodes")
+	local state = g[1]
 	if not state then
 		return -1
 	end
@@ -61,7 +62,7 @@ local function graph_done(keys, key, results, ttl, now)
 	if first then
 		out[1] = 1
 		local done = redis.call("HINCRBY", keys[1], "done", 1)
-		if state == "PENDING" and done >= tonumber(redis.call("HGET", keys[1], "nodes")) then
+		if state == "PENDING" and done >= tonumber(g[2]) then
 			state = "SUCCESS"
 			redis.call("HSET", keys[1], "state", state)
 			redis.call("PUBLISH", keys[1], "")
