@@ -434,6 +434,27 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
 	}
 	nonePending := func(k *keys, qk *queueKeys) { client.Del(ctx, qk.pending) }
+	// node makes a node a of workflow wf's graph; graph(wait, done) records
+	// the graph: a, whose successor p waits for wait deps, and two more
+	// nodes, done of its 4 nodes finished.
+	node := func(k *keys, qk *queueKeys, c *scriptCall) {
+		c.keys = slices.Insert(c.keys, 4, k.graph("wf").all()...)
+		c.args[18], c.args[19], c.args[20] = "a", `[{"Type":"int64","Value":2}]`, 90000
+	}
+	graph := func(wait, done int) func(k *keys, qk *queueKeys) {
+		return func(k *keys, qk *queueKeys) {
+			gk := k.graph("wf")
+			queue := `["` + qk.pending + `","` + qk.scheduled + `","` + qk.archived + `","` + qk.notify + `","` + qk.task + `"]`
+			must(client.HSet(ctx, gk.meta, "state", "PENDING", "nodes", 4, "done", done, "sp", k.state(""), "q:q", queue).Err())
+			must(client.HSet(ctx, gk.nodes, "a", `{"u":"a","n":"n","q":"q","m":"{\"Name\":\"n\"}","s":["p"]}`,
+				"p", `{"u":"p","n":"n","q":"q","m":"{\"Name\":\"n\"}","d":["a","x"]}`).Err())
+			must(client.HSet(ctx, gk.wait, "p", wait).Err())
+			must(client.HSet(ctx, gk.res, "", "").Err())
+			for _, key := range gk.all() {
+				must(client.PExpire(ctx, key, 80*time.Second).Err())
+			}
+		}
+	}
 	// member makes a a member of group g of 3 tasks; chord, of a chord's.
 	member := func(k *keys, qk *queueKeys, c *scriptCall) {
 		c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
@@ -547,6 +568,38 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "group member with a next task", setup: held(initGroup), call: ack(member, func(k *keys, qk *queueKeys, c *scriptCall) {
 			c.keys = slices.Insert(c.keys, 7, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
 			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("d"), `{"Name":"n"}`, 0, "", "")
+		})},
+		{name: "a graph's node, its join waiting for another", answers: true, setup: held(graph(2, 0)), call: ack(node)},
+		{name: "a graph's node, nothing pending", answers: true, setup: held(nonePending, graph(2, 0)), call: ack(node)},
+		{name: "a graph's node, the graph's keys near their end", answers: true, setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			for _, key := range k.graph("wf").all() {
+				client.PExpire(ctx, key, time.Second)
+			}
+		}), call: ack(node)},
+		{name: "a graph's node with no successor", answers: true, setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, k.graph("wf").nodes, "a", `{"u":"a","n":"n","q":"q","m":"{\"Name\":\"n\"}"}`)
+		}), call: ack(node)},
+		{name: "a graph's node releasing its join", setup: held(graph(1, 0)), call: ack(node)},
+		{name: "a graph's node, the graph's next to last", answers: true, setup: held(graph(2, 2)), call: ack(node)},
+		{name: "a graph's node completing its graph", setup: held(graph(2, 3)), call: ack(node)},
+		{name: "a graph's node whose results are recorded", setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, k.graph("wf").res, "a", "[]")
+		}), call: ack(node)},
+		{name: "a graph's node of a failed graph", setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, k.graph("wf").meta, "state", "FAILURE")
+		}), call: ack(node)},
+		{name: "a graph's node of a graph gone", setup: held(), call: ack(node)},
+		{name: "a graph's node with 17 successors", setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			succ := make([]string, 17)
+			for i := range succ {
+				succ[i] = `"p"`
+			}
+			client.HSet(ctx, k.graph("wf").nodes, "a", `{"u":"a","n":"n","q":"q","m":"{\"Name\":\"n\"}","s":[`+strings.Join(succ, ",")+`]}`)
+		}), call: ack(node)},
+		{name: "a graph's node that is a group member", setup: held(graph(2, 0), initGroup), call: ack(node, func(k *keys, qk *queueKeys, c *scriptCall) {
+			c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
+			c.args[5] = `{"TaskUUID":"a","State":"SUCCESS"}`
+			c.args[7] = 3
 		})},
 		{name: "group member, lease lost", setup: held(initGroup), call: ack(member, func(k *keys, qk *queueKeys, c *scriptCall) { c.args[2] = "stale" })},
 		{name: "a next task", answers: true, setup: held(), call: ack(next)},

@@ -74,14 +74,15 @@
 --
 -- The common settles are written here, before the lib definitions (rdb's
 -- libMark), as check_settle, write_state, notify_final, record_member,
--- send_next, forget and take_tasks would write them:
+-- graph_done, send_next, forget and take_tasks would write them:
 -- TestAckSuccessPreludeWritesWhatTheLibWrites holds the two together. A
--- common settle is the success of a task that is no node of a graph, has
--- no unique key or limit, is acknowledged at once (no completed
--- retention) and takes the next task of its queue, and either is a group
--- member (a chord's not run again) with nothing to send, or sends nothing
--- or one next task (a chain's next step) due now, to its own queue, with
--- no limit or band, whose id has no task hash. A next task that the take
+-- common settle is the success of a task that has no unique key or limit,
+-- is acknowledged at once (no completed retention) and takes the next
+-- task of its queue, and either is a group member (a chord's not run
+-- again) with nothing to send, or a graph's node whose first success
+-- releases none of its successors (at most 16) and leaves its graph
+-- unfinished, or sends nothing or one next task (a chain's next step) due
+-- now, to its own queue, with no limit or band, whose id has no task hash. A next task that the take
 -- would take, the queue holding nothing pending, is handed over: its hash
 -- is written active under the take's lease at once, rather than pushed
 -- and popped. The prelude reads all it decides by before it writes (a
@@ -93,7 +94,8 @@ local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
 local sends = #ARGV - 20 - m0 -- five items a next task
 local member = ARGV[6] ~= ""
-if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
+local node = ARGV[15 + m0] ~= "" and ARGV[15 + m0] -- its key in its graph, or false
+if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and (not node or not member and sends == 0)
 	and (ARGV[13] == "0" or member and ARGV[1] ~= "1")
 	and (sends == 0 or sends == 5 and not member and ARGV[11] ~= "1" and KEYS[5] == KEYS[#KEYS - t0 + 1]
 		and ARGV[21 + m0] == "" and ARGV[22 + m0] == "") then
@@ -121,6 +123,28 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
 			fields = redis.call("HMGET", prefix .. id, "msg", "retried", "recovered", "outcome", "limit", "state")
 			if not fields[1] or fields[6] ~= "pending" or prefix .. id == KEYS[1] or (fields[5] and not fields[4]) then
 				flags = true
+			end
+		end
+		-- A node of a graph: its first success (no results recorded), in a
+		-- graph that goes on (PENDING, other nodes left), releasing none of
+		-- its successors (at most 16, each waiting for another dep too).
+		local succ = false
+		if node and not flags then
+			local g = redis.call("HMGET", KEYS[5], "state", "nodes", "done")
+			local rec = redis.call("HGET", KEYS[6], node)
+			flags = g[1] ~= "PENDING" or not rec or (tonumber(g[3]) or 0) + 1 >= (tonumber(g[2]) or 0)
+				or redis.call("HEXISTS", KEYS[8], node) == 1
+			if not flags then
+				succ = cjson.decode(rec).s or {}
+				if #succ > 16 then
+					flags = true
+				elseif #succ > 0 then
+					for _, left in ipairs(redis.call("HMGET", KEYS[7], unpack(succ))) do
+						if tonumber(left) == 1 then
+							flags = true
+						end
+					end
+				end
 			end
 		end
 		if not flags then
@@ -159,6 +183,19 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and ARGV[15 + m0] == ""
 				if ARGV[13] == "1" and finished >= tonumber(ARGV[8]) then
 					redis.call("HSET", KEYS[1], "outcome", ARGV[6])
 					return 8
+				end
+			end
+			if node then
+				redis.call("HSET", KEYS[8], node, ARGV[16 + m0])
+				redis.call("HINCRBY", KEYS[5], "done", 1)
+				local ttl = tonumber(ARGV[17 + m0])
+				if redis.call("PTTL", KEYS[5]) < ttl - math.min(60000, ttl / 2) then
+					for i = 5, 8 do
+						redis.call("PEXPIRE", KEYS[i], ttl)
+					end
+				end
+				for _, key in ipairs(succ) do
+					redis.call("HINCRBY", KEYS[7], key, -1)
 				end
 			end
 			redis.call("ZREM", KEYS[2], ARGV[2])

@@ -47,6 +47,9 @@ local graph_early = -1000000000
 -- successor ready}, or -1 when the graph is gone (graph_done.lua says
 -- more). With now (a node allowed to fail, with RunNextAtOnce, that
 -- failed), its successors are ready at once, whatever their other deps.
+-- ack_success.lua's prelude writes it out for a success that releases no
+-- successor: TestAckSuccessPreludeWritesWhatTheLibWrites holds the two
+-- together.
 local function graph_done(keys, key, results, ttl, now)
 	local g = redis.call("HMGET", keys[1], "state", "nodes")
 	local state = g[1]
