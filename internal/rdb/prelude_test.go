@@ -589,6 +589,9 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 			client.HSet(ctx, k.graph("wf").meta, "state", "FAILURE")
 		}), call: ack(node)},
 		{name: "a graph's node of a graph gone", setup: held(), call: ack(node)},
+		{name: "a graph's node naming its successor twice", setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			client.HSet(ctx, k.graph("wf").nodes, "a", `{"u":"a","n":"n","q":"q","m":"{\"Name\":\"n\"}","s":["p","p"]}`)
+		}), call: ack(node)},
 		{name: "a graph's node with 17 successors", setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
 			succ := make([]string, 17)
 			for i := range succ {

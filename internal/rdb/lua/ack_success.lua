@@ -139,10 +139,13 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and (not node or not member and sends
 				if #succ > 16 then
 					flags = true
 				elseif #succ > 0 then
-					for _, left in ipairs(redis.call("HMGET", KEYS[7], unpack(succ))) do
-						if tonumber(left) == 1 then
+					-- A successor named twice is counted down twice.
+					local seen = {}
+					for i, left in ipairs(redis.call("HMGET", KEYS[7], unpack(succ))) do
+						if tonumber(left) == 1 or seen[succ[i]] then
 							flags = true
 						end
+						seen[succ[i]] = true
 					end
 				end
 			end
