@@ -564,6 +564,7 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		{name: "group member run again", answers: true, setup: held(initGroup, finished("a", time.Hour)), call: ack(member, again)},
 		{name: "chord member", answers: true, setup: held(initGroup), call: ack(member, chord)},
 		{name: "chord member completing its group", answers: true, setup: held(initGroup, finished("x", time.Hour), finished("y", time.Hour)), call: ack(member, chord)},
+		{name: "chord member completing its group, nothing pending", answers: true, setup: held(nonePending, initGroup, finished("x", time.Hour), finished("y", time.Hour)), call: ack(member, chord)},
 		{name: "chord member run again", setup: held(initGroup, finished("x", time.Hour), finished("y", time.Hour)), call: ack(member, chord, again)},
 		{name: "group member with a next task", setup: held(initGroup), call: ack(member, func(k *keys, qk *queueKeys, c *scriptCall) {
 			c.keys = slices.Insert(c.keys, 7, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"d", k.state("d"))
@@ -589,6 +590,9 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 			client.HSet(ctx, k.graph("wf").meta, "state", "FAILURE")
 		}), call: ack(node)},
 		{name: "a graph's node of a graph gone", setup: held(), call: ack(node)},
+		{name: "a graph's node whose successor's wait is missing", answers: true, setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
+			client.HDel(ctx, k.graph("wf").wait, "p")
+		}), call: ack(node)},
 		{name: "a graph's node naming its successor twice", setup: held(graph(2, 0), func(k *keys, qk *queueKeys) {
 			client.HSet(ctx, k.graph("wf").nodes, "a", `{"u":"a","n":"n","q":"q","m":"{\"Name\":\"n\"}","s":["p","p"]}`)
 		}), call: ack(node)},
@@ -611,6 +615,13 @@ func TestAckSuccessPreludeWritesWhatTheLibWrites(t *testing.T) {
 		}), call: ack(next)},
 		{name: "a next task handed over", answers: true, setup: held(nonePending), call: ack(next)},
 		{name: "a next task handed over, with names", answers: true, setup: held(nonePending), call: ack(next, withNames)},
+		{name: "a next task handed over, run again", answers: true, setup: held(nonePending), call: ack(next, again)},
+		{name: "a next task, a task rerouted to the names", setup: held(nonePending, func(k *keys, qk *queueKeys) {
+			client.SAdd(ctx, qk.rerouted, "n")
+			client.SAdd(ctx, qk.names+"k", "n")
+			client.RPush(ctx, qk.rerouted+":n", "r")
+			client.HSet(ctx, qk.task+"r", "msg", `{"Name":"n"}`, "state", "pending", "rerouted", "n")
+		}), call: ack(next, withNames)},
 		{name: "a next task handed over, its workflow's PENDING written", answers: true, setup: held(nonePending, func(k *keys, qk *queueKeys) {
 			client.HSet(ctx, k.state("d"), "state", "PENDING", "name", "n")
 		}), call: ack(next)},

@@ -80,12 +80,13 @@
 -- is acknowledged at once (no completed retention) and takes the next
 -- task of its queue, and either is a group member (a chord's not run
 -- again) with nothing to send, or a graph's node whose first success
--- releases none of its successors (at most 16) and leaves its graph
--- unfinished, or sends nothing or one next task (a chain's next step) due
--- now, to its own queue, with no limit or band, whose id has no task hash. A next task that the take
--- would take, the queue holding nothing pending, is handed over: its hash
--- is written active under the take's lease at once, rather than pushed
--- and popped. The prelude reads all it decides by before it writes (a
+-- releases none of its successors (at most 16, none named twice) and
+-- leaves its graph unfinished, or sends nothing, or, in a run that is not
+-- after a recovery, one next task (a chain's next step) due now, to its
+-- own queue, with no limit or band, whose id has no task hash. A next
+-- task that the take would take, the queue holding nothing pending, is
+-- handed over: its hash is written active under the take's lease at
+-- once, rather than pushed and popped. The prelude reads all it decides by before it writes (a
 -- refusal for memory, at the first write, leaves nothing written); any
 -- other case, and a pending head that is gone, not in state "pending"
 -- (take_tasks drops it), limited or the settled task's own id, or a queue
