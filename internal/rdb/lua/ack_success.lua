@@ -164,7 +164,7 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and (not node or not member and sends
 			redis.call("HSET", KEYS[4], unpack(state))
 			redis.call("PEXPIRE", KEYS[4], ARGV[5])
 			redis.call("PUBLISH", KEYS[4], "")
-			if member then
+			if member then -- lib/group.lua's record_member
 				if redis.call("HSET", KEYS[6], ARGV[2], ARGV[6]) == 1 then
 					redis.call("RPUSH", KEYS[7], ARGV[2])
 				end
@@ -189,7 +189,7 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and (not node or not member and sends
 					return 8
 				end
 			end
-			if node then
+			if node then -- lib/graph.lua's graph_done, releasing nothing
 				redis.call("HSET", KEYS[8], node, ARGV[16 + m0])
 				redis.call("HINCRBY", KEYS[5], "done", 1)
 				local ttl = tonumber(ARGV[17 + m0])
