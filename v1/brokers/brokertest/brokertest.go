@@ -980,6 +980,88 @@ func testClaim(t *testing.T, s *suite) {
 	t.Run("TakeOver", func(t *testing.T) { testClaimTakeOver(t, b) })
 	t.Run("Keep", func(t *testing.T) { testClaimKeep(t, b) })
 	t.Run("Holds", func(t *testing.T) { testClaimHolds(t, b) })
+	t.Run("Records", func(t *testing.T) { testClaimRecords(t, b) })
+}
+
+// Periodic entries are listed by name, then spec, each with the tick
+// recorded last for its name and spec (recorded before the entry too); an
+// entry recorded again is replaced but keeps its tick, and a tick alone
+// lists nothing.
+func testClaimRecords(t *testing.T, b Broker) {
+	ctx := context.Background()
+	a, z := queueName(t, "a"), queueName(t, "z") // names only this test records
+	registered := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
+	entry := func(name, spec, kind string, tasks ...string) *brokers.PeriodicEntry {
+		return &brokers.PeriodicEntry{Name: name, Spec: spec, Kind: kind, Tasks: tasks, Queues: []string{"q"},
+			Host: "host", PID: 42, Registered: registered}
+	}
+	record := func(e *brokers.PeriodicEntry) {
+		t.Helper()
+		if err := b.RecordPeriodic(ctx, e); err != nil {
+			t.Fatalf("RecordPeriodic(%s, %s): %v", e.Name, e.Spec, err)
+		}
+	}
+	tick := func(name, spec string, last brokers.PeriodicTick) {
+		t.Helper()
+		if err := b.RecordPeriodicTick(ctx, name, spec, last); err != nil {
+			t.Fatalf("RecordPeriodicTick(%s, %s): %v", name, spec, err)
+		}
+	}
+	// list returns the entries of this test's names, as text.
+	list := func() []string {
+		t.Helper()
+		all, err := b.PeriodicEntries(ctx)
+		if err != nil {
+			t.Fatalf("PeriodicEntries: %v", err)
+		}
+		var out []string
+		for _, e := range all {
+			if e.Name != a && e.Name != z {
+				continue
+			}
+			if !e.Registered.Equal(registered) {
+				t.Errorf("entry %s %s registered at %v, want %v", e.Name, e.Spec, e.Registered, registered)
+			}
+			at := "-"
+			if !e.Last.At.IsZero() {
+				at = e.Last.At.Sub(registered).String()
+			}
+			name := "a"
+			if e.Name == z {
+				name = "z"
+			}
+			out = append(out, fmt.Sprintf("%s %s %s %v %v %s:%d last(%s %s %s %d)", name, e.Spec, e.Kind, e.Tasks, e.Queues,
+				e.Host, e.PID, at, e.Last.Task, e.Last.Group, e.Last.GroupCount))
+		}
+		return out
+	}
+	want := func(what string, lines ...string) {
+		t.Helper()
+		if got := list(); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", lines) {
+			t.Fatalf("%s: PeriodicEntries\n%q\nwant\n%q", what, got, lines)
+		}
+	}
+
+	want("before any record")
+	tick(a, "@every 1m", brokers.PeriodicTick{At: registered, Task: "task_1"})
+	want("a tick of an entry not recorded")
+	record(entry(z, "@every 1m", "task", "t"))
+	record(entry(a, "@hourly", "chord", "m", "cb"))
+	record(entry(a, "@every 1m", "chain", "x", "y"))
+	want("recorded",
+		"a @every 1m chain [x y] [q] host:42 last(0s task_1  0)",
+		"a @hourly chord [m cb] [q] host:42 last(-   0)",
+		"z @every 1m task [t] [q] host:42 last(-   0)")
+
+	tick(a, "@hourly", brokers.PeriodicTick{At: registered.Add(time.Hour), Group: "group_1", GroupCount: 3})
+	tick(a, "@every 1m", brokers.PeriodicTick{At: registered.Add(time.Minute), Task: "task_2"})
+	again := entry(a, "@every 1m", "task", "x")
+	again.Last = brokers.PeriodicTick{At: registered.Add(time.Hour), Task: "task_ignored"} // not recorded
+	record(again)
+	want("ticks recorded, an entry recorded again",
+		"a @every 1m task [x] [q] host:42 last(1m0s task_2  0)",
+		"a @hourly chord [m cb] [q] host:42 last(1h0m0s  group_1 3)",
+		"z @every 1m task [t] [q] host:42 last(-   0)")
 }
 
 // claimLease calls ClaimLease, failing the test on an error.
