@@ -138,7 +138,7 @@ func (s *Store) RecordGraph(ctx context.Context, g *store.Graph) error {
 		return s.batch.Do(ctx, g.ID, func(pipe goredis.Pipeliner) []goredis.Cmder {
 			// The res hash is made now, with a field no node has (keys
 			// are never empty), so that it has its TTL from the start:
-			// lib/graph.lua's graph_keep extends the four keys together.
+			// lib/keep.lua's keep_alive extends the four keys together.
 			cmds := []goredis.Cmder{
 				pipe.HSet(ctx, gk.meta, meta...),
 				pipe.HSet(ctx, gk.nodes, records...),

@@ -86,11 +86,12 @@
 -- own queue, with no limit or band, whose id has no task hash. A next
 -- task that the take would take, the queue holding nothing pending, is
 -- handed over: its hash is written active under the take's lease at
--- once, rather than pushed and popped. The prelude reads all it decides by before it writes (a
--- refusal for memory, at the first write, leaves nothing written); any
--- other case, and a pending head that is gone, not in state "pending"
--- (take_tasks drops it), limited or the settled task's own id, or a queue
--- with bands (lib/band.lua), goes on to the general path.
+-- once, rather than pushed and popped. The prelude reads all it decides
+-- by before it writes (a refusal for memory, at the first write, leaves
+-- nothing written); any other case, and a pending head that is gone, not
+-- in state "pending" (take_tasks drops it), limited or the settled task's
+-- own id, or a queue with bands (lib/band.lua), goes on to the general
+-- path.
 local t0 = tonumber(ARGV[12])
 local m0 = tonumber(ARGV[14])
 local sends = #ARGV - 20 - m0 -- five items a next task
@@ -189,7 +190,9 @@ if ARGV[4] == "0" and (t0 == 3 or t0 == 5) and (not node or not member and sends
 					return 8
 				end
 			end
-			if node then -- lib/graph.lua's graph_done, releasing nothing
+			-- lib/graph.lua's graph_done releasing nothing, and lib/keep.lua's
+			-- keep_alive
+			if node then
 				redis.call("HSET", KEYS[8], node, ARGV[16 + m0])
 				redis.call("HINCRBY", KEYS[5], "done", 1)
 				local ttl = tonumber(ARGV[17 + m0])

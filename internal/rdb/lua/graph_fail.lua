@@ -49,7 +49,7 @@ if ARGV[1] ~= "" then
 		return out
 	end
 end
-graph_keep(KEYS, ttl)
+keep_alive({ KEYS[1], KEYS[2], KEYS[3], KEYS[4] }, ttl)
 if state == "PENDING" then
 	redis.call("HSET", KEYS[1], "state", "FAILURE", "failed", ARGV[1], "error", ARGV[2])
 	redis.call("PUBLISH", KEYS[1], "")

@@ -20,7 +20,7 @@ var luaFiles embed.FS
 // that the fence check, the end of an acknowledgement, the state write,
 // the group record, a take and an aggregation group's filing are each
 // written once; libDefs reads the definitions from them.
-var libNames = []string{"now", "due", "fence", "band", "limit", "forget", "state", "group", "queue", "aggregate", "take", "graph"}
+var libNames = []string{"now", "keep", "due", "fence", "band", "limit", "forget", "state", "group", "queue", "aggregate", "take", "graph"}
 
 // libDef is one top-level definition of lib (a local function or
 // table, with the comment above it), the name it defines and the

@@ -1,14 +1,3 @@
--- graph_keep makes the keys of a workflow's graph (a table) live at
--- least ttl ms from now, less a minute: RecordGraph gives the four of
--- them one TTL, so they are extended together, at most once a minute.
-local function graph_keep(keys, ttl)
-	if redis.call("PTTL", keys[1]) < ttl - math.min(60000, ttl / 2) then
-		for i = 1, 4 do
-			redis.call("PEXPIRE", keys[i], ttl)
-		end
-	end
-end
-
 -- graph_ready appends to out the id, queue, message, ETA (ms, 0 for
 -- none), limit (lib/limit.lua, "" for none) and band (lib/band.lua, ""
 -- for none) of node key of a
@@ -71,7 +60,7 @@ local function graph_done(keys, key, results, ttl, now)
 			redis.call("PUBLISH", keys[1], "")
 		end
 	end
-	graph_keep(keys, ttl)
+	keep_alive(keys, ttl) -- RecordGraph gave the four keys one TTL
 	if state ~= "PENDING" then
 		return out
 	end

@@ -23,19 +23,14 @@ local function record_member(meta, done, order, id, state, count, created_at, tt
 		redis.call("HSET", meta, "created_at", created_at)
 	end
 	local finished = redis.call("HLEN", done)
+	-- The keys get their TTL together: at once when the group completes
+	-- or its hash was made now, else as keep_alive says (the done hash's
+	-- TTL, first, says when they last had it).
 	local complete = finished >= tonumber(total)
-	local ttl = tonumber(ttl_running)
 	if complete then
-		ttl = tonumber(ttl_done)
-	end
-	-- An unfinished group's keys, which its first member to finish or
-	-- InitGroup gave one TTL, are extended together, at most once a
-	-- minute (as lib/graph.lua's graph_keep): the done hash's TTL says
-	-- when they were last.
-	if complete or not m[1] or redis.call("PTTL", done) < ttl - math.min(60000, ttl / 2) then
-		redis.call("PEXPIRE", meta, ttl)
-		redis.call("PEXPIRE", done, ttl)
-		redis.call("PEXPIRE", order, ttl)
+		keep_alive({ done, meta, order }, tonumber(ttl_done), true)
+	else
+		keep_alive({ done, meta, order }, tonumber(ttl_running), not m[1])
 	end
 	return finished
 end
