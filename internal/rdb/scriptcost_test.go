@@ -3,8 +3,6 @@ package rdb
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/b6192125/machinist/internal/rdb/lua"
 	"github.com/b6192125/machinist/internal/redistest"
 )
 
@@ -25,10 +22,6 @@ import (
 // next task handed over), a group's member and a node of a fan-in whose
 // join it does not release. Each run settles a task of its own, set up
 // before.
-//
-// SETTLE_CUTS, texts of ack_success.lua as linked separated by "|", adds
-// for each case a variant that returns just before the text's first
-// occurrence: the cost of the script up to there.
 func BenchmarkSettleScript(b *testing.B) {
 	srv := redistest.Start(b)
 	client := srv.Client(b)
@@ -42,121 +35,106 @@ func BenchmarkSettleScript(b *testing.B) {
 	}
 	msg += strings.Repeat("}]", 5) + "}"
 	state := []interface{}{"state", "SUCCESS", "name", "add", "results", `[{"Type":"int64","Value":2}]`, "error", "", "workflow", "chain_fd6a5a9e"}
-	base := func(id string, takeKeys bool) *scriptCall {
+	// base is the success of task id with nothing to send, taking the
+	// next task of its queue.
+	base := func(id string) *scriptCall {
 		c := &scriptCall{
-			keys: []string{qk.task + id, qk.lease, qk.completed, k.state(id)},
+			keys: []string{qk.task + id, qk.lease, qk.completed, k.state(id), qk.pending, qk.paused, qk.notify},
 			args: []interface{}{"0", id, "tok" + id, 0, 3600000, "", "2026-12-07T17:38:20Z", 0, 3600000, 2592000000, "0", 3, "0", len(state)},
 		}
 		c.args = append(c.args, state...)
-		c.args = append(c.args, "", "", 0)
-		if takeKeys {
-			c.keys = append(c.keys, qk.pending, qk.paused, qk.notify)
-			c.args = append(c.args, qk.task, 30000, "taken"+id)
-		}
+		c.args = append(c.args, "", "", 0, qk.task, 30000, "taken"+id)
 		return c
 	}
 	gk := k.graph("wf")
 	cases := []struct {
 		name string
-		call func(id string) *scriptCall
+		// setup queues, for n tasks t0 … t(n-1), what a case needs besides
+		// the tasks' hashes.
+		setup func(p goredis.Pipeliner, n int)
+		call  func(id string) *scriptCall
 	}{
-		{"nothing to send", func(id string) *scriptCall { return base(id, true) }},
-		{"chain step", func(id string) *scriptCall {
-			c := base(id, true)
+		{name: "nothing to send", call: base},
+		{name: "chain step", call: func(id string) *scriptCall {
+			c := base(id)
 			c.keys = slices.Insert(c.keys, 4, qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task+"n"+id, k.state("n"+id))
 			c.args = slices.Insert(c.args, len(c.args)-3, interface{}("n"+id), interface{}(msg), 0, "", "")
 			return c
 		}},
-		{"chord member", func(id string) *scriptCall {
-			c := base(id, true)
+		{name: "group member", call: func(id string) *scriptCall {
+			c := base(id)
 			c.keys = slices.Insert(c.keys, 4, k.group("g").all()...)
 			c.args[5] = `{"TaskUUID":"` + id + `","State":"SUCCESS","Results":[{"Type":"int64","Value":2}]}`
 			c.args[7] = 1 << 30
 			return c
 		}},
-		{"a node of a fan-in", func(id string) *scriptCall {
-			c := base(id, true)
-			c.keys = slices.Insert(c.keys, 4, gk.all()...)
-			m := len(state)
-			c.args[14+m], c.args[15+m], c.args[16+m] = "n"+id, `[{"Type":"int64","Value":2}]`, 2592000000
-			return c
-		}},
-	}
-	variants := []struct {
-		name   string
-		script *goredis.Script
-		check  bool
-	}{{"", ackSuccessScript, true}}
-	if cut := os.Getenv("SETTLE_CUTS"); cut != "" {
-		src := lua.Linked("ack_success")
-		for i, at := range strings.Split(cut, "|") {
-			j := strings.Index(src, at)
-			if j < 0 {
-				b.Fatalf("cut %q not found", at)
-			}
-			variants = append(variants, struct {
-				name   string
-				script *goredis.Script
-				check  bool
-			}{fmt.Sprintf("/cut%d", i), goredis.NewScript(src[:j] + "do return {0} end\n" + src[j:]), false})
-		}
-	}
-	for _, tc := range cases {
-		for _, variant := range variants {
-			script, check := variant.script, variant.check
-			b.Run(tc.name+variant.name, func(b *testing.B) {
-				if err := client.FlushAll(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				if err := script.Load(ctx, client).Err(); err != nil {
-					b.Fatal(err)
-				}
-				far := time.Now().Add(time.Hour).UnixMilli()
-				// The tasks are set up first, then settled one after another,
-				// and the statistics read once.
-				n := b.N
-				p := client.Pipeline()
+		{
+			name: "a node of a fan-in",
+			// A parent that waits for more children than are settled.
+			setup: func(p goredis.Pipeliner, n int) {
+				queueKeys, _ := json.Marshal([]string{qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task})
+				p.HSet(ctx, gk.meta, "state", "PENDING", "nodes", n+2, "done", 0, "sp", k.state(""), "q:q", string(queueKeys))
+				p.HSet(ctx, gk.nodes, "p", `{"u":"parent","n":"sum","q":"q","m":"{\"Name\":\"sum\"}"}`)
+				p.HSet(ctx, gk.wait, "p", n+1)
+				p.HSet(ctx, gk.res, "", "")
 				for i := range n {
 					id := "t" + strconv.Itoa(i)
-					p.HSet(ctx, qk.task+id, "msg", msg, "state", "active", "lease", "tok"+id, "lease_exp", far, "at", 1000, "pub", "p")
-					p.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: id})
+					p.HSet(ctx, gk.nodes, "n"+id, `{"u":"`+id+`","n":"add","q":"q","m":"{\"Name\":\"add\"}","s":["p"]}`)
 				}
-				if tc.name == "a node of a fan-in" {
-					// A parent that waits for more children than are settled.
-					queueKeys, _ := json.Marshal([]string{qk.pending, qk.scheduled, qk.archived, qk.notify, qk.task})
-					p.HSet(ctx, gk.meta, "state", "PENDING", "nodes", n+2, "done", 0, "sp", k.state(""), "q:q", string(queueKeys))
-					p.HSet(ctx, gk.nodes, "p", `{"u":"parent","n":"sum","q":"q","m":"{\"Name\":\"sum\"}"}`)
-					p.HSet(ctx, gk.wait, "p", n+1)
-					p.HSet(ctx, gk.res, "", "")
-					for i := range n {
-						id := "t" + strconv.Itoa(i)
-						p.HSet(ctx, gk.nodes, "n"+id, `{"u":"`+id+`","n":"add","q":"q","m":"{\"Name\":\"add\"}","s":["p"]}`)
-					}
-					for _, key := range gk.all() {
-						p.PExpire(ctx, key, time.Hour)
-					}
+				for _, key := range gk.all() {
+					p.PExpire(ctx, key, time.Hour)
 				}
-				p.ConfigResetStat(ctx)
-				if _, err := p.Exec(ctx); err != nil {
+			},
+			call: func(id string) *scriptCall {
+				c := base(id)
+				c.keys = slices.Insert(c.keys, 4, gk.all()...)
+				m := len(state)
+				c.args[14+m], c.args[15+m], c.args[16+m] = "n"+id, `[{"Type":"int64","Value":2}]`, 2592000000
+				return c
+			},
+		},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			if err := client.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := ackSuccessScript.Load(ctx, client).Err(); err != nil {
+				b.Fatal(err)
+			}
+			far := time.Now().Add(time.Hour).UnixMilli()
+			// The tasks are set up first, then settled one after another,
+			// and the statistics read once.
+			n := b.N
+			p := client.Pipeline()
+			for i := range n {
+				id := "t" + strconv.Itoa(i)
+				p.HSet(ctx, qk.task+id, "msg", msg, "state", "active", "lease", "tok"+id, "lease_exp", far, "at", 1000, "pub", "p")
+				p.ZAdd(ctx, qk.lease, goredis.Z{Score: float64(far), Member: id})
+			}
+			if tc.setup != nil {
+				tc.setup(p, n)
+			}
+			p.ConfigResetStat(ctx)
+			if _, err := p.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range n {
+				c := tc.call("t" + strconv.Itoa(i))
+				v, err := ackSuccessScript.EvalSha(ctx, client, c.keys, c.args...).Result()
+				if err != nil {
 					b.Fatal(err)
 				}
-				b.ResetTimer()
-				for i := range n {
-					c := tc.call("t" + strconv.Itoa(i))
-					v, err := script.EvalSha(ctx, client, c.keys, c.args...).Result()
-					if err != nil {
-						b.Fatal(err)
-					}
-					if r, ok := v.([]interface{}); check && (!ok || r[0] != int64(0)) {
-						b.Fatalf("settle %d: %v, want it done", i, v)
-					}
+				if r, ok := v.([]interface{}); !ok || r[0] != int64(0) {
+					b.Fatalf("settle %d: %v, want it done", i, v)
 				}
-				b.StopTimer()
-				usec, calls, inner := evalshaStat(b, client)
-				b.ReportMetric(usec/calls, "redis-µs/op")
-				b.ReportMetric(inner/calls, "calls/op")
-			})
-		}
+			}
+			b.StopTimer()
+			usec, calls, inner := evalshaStat(b, client)
+			b.ReportMetric(usec/calls, "redis-µs/op")
+			b.ReportMetric(inner/calls, "calls/op")
+		})
 	}
 }
 
