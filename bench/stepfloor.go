@@ -13,15 +13,16 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// The workflow step floor: the least a step of a workflow can cost on this
-// machine, the rows the workflow rows are compared with. A step is one
-// settle script, which writes the step's result and enqueues what follows
-// it, and the wake of the worker that takes it (BLPOP), sent from this
-// program with go-redis, as the libraries' workers send theirs; no state
-// machine, no lease, no message to decode. A chain of 10 and a chord of
-// 100 (with its callback) run on 10 such workers, timed from the send to
-// the result (a BLPOP woken by the last settle), warmed up once and timed
-// workflowTimed times, the median counting, as the workflow rows are.
+// The workflow step floor: the least a step of a workflow can cost on the
+// machine it runs on, the rows the workflow rows are compared with. A
+// step is one settle script, which writes the step's result and enqueues
+// what follows it, and the wake of the worker that takes it (BLPOP), sent
+// from this program with go-redis, as the libraries' workers send theirs;
+// no state machine, no lease, no message to decode. A chain of 10 and a
+// chord of 100 (with its callback) run on 10 such workers, timed from the
+// send to the result (a BLPOP woken by the last settle), warmed up once
+// and timed workflowTimed times, the median counting, as the workflow rows
+// are.
 
 // floorSettle settles a step: KEYS[1] its result key, KEYS[2] the list of
 // what follows (the queue, or the result list), KEYS[3] the chord's count
