@@ -49,6 +49,10 @@ func TestMachineryMoveDue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A process that read a1 as due before this one moved it moves nothing.
+	if moved, err := moveDue.Run(ctx, m.client, []string{delayed, a}, "a1").Int(); err != nil || moved != 0 {
+		t.Errorf("moving a1 again: %d (%v), want 0", moved, err)
+	}
 	for q, want := range map[string][]string{a: {"a1", "a2"}, b: {"b1"}, delayed: {"later"}} {
 		list := m.List
 		if q == delayed {
