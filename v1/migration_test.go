@@ -44,10 +44,9 @@ func TestMigrationModeRunsMachineryTasks(t *testing.T) {
 	s := newServer(t, &config.Config{Broker: srv.URL(), DefaultQueue: queue,
 		MachineryBroker: srv.URL(), NoUnixSignals: true,
 		Redis: &config.RedisConfig{NormalTasksPollPeriod: 50, DelayedTasksPollPeriod: 20}})
-	registerArithmetic(t, s, nil)
+	registerArithmetic(t, s, map[string]any{"now": func() (int64, error) { return time.Now().UnixNano(), nil }})
 	w := s.NewWorker("migrating", 4)
-	errs := make(chan error, 1)
-	w.LaunchAsync(errs)
+	wait := launch(t, w)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sendWorkflows(ctx, t, sender)
@@ -64,18 +63,18 @@ func TestMigrationModeRunsMachineryTasks(t *testing.T) {
 		t.Fatalf("machinery's state key %s holds %s (%v); want SUCCESS of add", r.Signature.UUID, raw, err)
 	}
 
-	later := add(20, 22)
+	// now returns when it ran.
 	eta := time.Now().Add(100 * time.Millisecond)
-	later.ETA = &eta
-	lr, err := sender.SendTaskWithContext(ctx, later)
+	lr, err := sender.SendTaskWithContext(ctx, &tasks.Signature{Name: "now", ETA: &eta})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := lr.GetWithContext(ctx, 5*time.Millisecond); err != nil || got[0].Int() != 42 {
-		t.Fatalf("machinery task with an ETA: %v, %v; want 42", got, err)
+	got, err := lr.GetWithContext(ctx, 5*time.Millisecond)
+	if err != nil {
+		t.Fatalf("machinery task with an ETA: %v", err)
 	}
-	if time.Now().Before(eta) {
-		t.Fatal("the task ran before its ETA")
+	if ran := time.Unix(0, got[0].Int()); ran.Before(eta) {
+		t.Fatalf("the task with an ETA ran at %v, %v before it", ran, eta.Sub(ran))
 	}
 
 	// A task sent to machinist runs as before, beside them.
@@ -88,7 +87,7 @@ func TestMigrationModeRunsMachineryTasks(t *testing.T) {
 	}
 
 	w.Quit()
-	if err := <-errs; err != nil {
+	if err := wait(); err != nil {
 		t.Fatalf("worker stopped with %v", err)
 	}
 	c := srv.Client(t)
@@ -124,13 +123,12 @@ func TestMigrationModeLeavesUnknownTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := s.NewWorker("migrating", 1)
-	errs := make(chan error, 1)
-	w.LaunchAsync(errs)
+	wait := launch(t, w)
 	if _, err := known.GetWithContext(ctx, 5*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	w.Quit()
-	if err := <-errs; err != nil {
+	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := sender.GetBroker().GetPendingTasks(queue)
@@ -142,10 +140,9 @@ func TestMigrationModeLeavesUnknownTasks(t *testing.T) {
 	}
 
 	w = s.NewWorker("migrating", 1)
-	errs = make(chan error, 1)
-	w.LaunchAsync(errs)
-	defer func() { w.Quit(); <-errs }()
-	<-w.Started()
+	wait = launch(t, w)
+	defer func() { w.Quit(); _ = wait() }()
+	started(t, w)
 	if err := s.RegisterTask("unknown", func() (string, error) { return "now known", nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +151,8 @@ func TestMigrationModeLeavesUnknownTasks(t *testing.T) {
 	}
 }
 
-// The mode is off unless MachineryBroker is set, and a URL that is not
-// Redis is refused.
+// A MachineryBroker that is not Redis is refused, and a worker in the
+// migration mode refuses a Redis Cluster.
 func TestMigrationModeConfig(t *testing.T) {
 	t.Parallel()
 	_, err := machinery.NewServer(&config.Config{Broker: "memory://", MachineryBroker: "amqp://guest@localhost"})
@@ -191,15 +188,18 @@ func TestMigrationModeStopRetriesCancelledTasks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := s.NewWorker("migrating", 1)
-	errs := make(chan error, 1)
-	w.LaunchAsync(errs)
+	wait := launch(t, w)
 	r, err := sender.SendTaskWithContext(ctx, &tasks.Signature{Name: "slow", RetryCount: 1, RetryTimeout: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-running
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the slow task did not start")
+	}
 	w.Quit()
-	if err := <-errs; err != nil {
+	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	delayed, err := sender.GetBroker().GetDelayedTasks()

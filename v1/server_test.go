@@ -43,6 +43,34 @@ func newServer(t *testing.T, cnf *config.Config) *machinery.Server {
 	return s
 }
 
+// launch starts w and returns a wait for its end, which fails the test
+// when the worker has not stopped a minute after it is called.
+func launch(t *testing.T, w *machinery.Worker) (wait func() error) {
+	t.Helper()
+	errs := make(chan error, 1)
+	w.LaunchAsync(errs)
+	return func() error {
+		t.Helper()
+		select {
+		case err := <-errs:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("the worker had not stopped a minute after it was told to")
+			return nil
+		}
+	}
+}
+
+// started waits for w to start, failing the test after a minute.
+func started(t *testing.T, w *machinery.Worker) {
+	t.Helper()
+	select {
+	case <-w.Started():
+	case <-time.After(time.Minute):
+		t.Fatal("the worker had not started after a minute")
+	}
+}
+
 func TestNewServerRefusesBadConfigNamingTheField(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -306,8 +306,7 @@ func TestThirdPartyBrokerAndBackend(t *testing.T) {
 		t.Fatal("the broker was not told the registered names")
 	}
 	w := s.NewWorker("third-party", 4)
-	errs := make(chan error, 1)
-	w.LaunchAsync(errs)
+	wait := launch(t, w)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -316,8 +315,8 @@ func TestThirdPartyBrokerAndBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.GetWithContext(ctx, time.Millisecond); err != nil {
-		t.Fatal(err)
+	if got, err := r.GetWithContext(ctx, time.Millisecond); err != nil || got[0].Int() != 9 {
+		t.Fatalf("add(4, 5): %v, %v; want 9", got, err)
 	}
 	if st, err := backend.GetState(r.Signature.UUID); err != nil || st.State != tasks.StateSuccess {
 		t.Fatalf("the backend holds %+v, %v; want SUCCESS", st, err)
@@ -335,7 +334,7 @@ func TestThirdPartyBrokerAndBackend(t *testing.T) {
 	}
 
 	w.Quit()
-	if err := <-errs; err != nil {
+	if err := wait(); err != nil {
 		t.Fatalf("worker stopped with %v", err)
 	}
 	select {
@@ -355,13 +354,12 @@ func TestThirdPartyBrokerAndBackend(t *testing.T) {
 	}
 	// A second worker consumes again.
 	w2 := s.NewWorker("third-party-2", 1)
-	errs2 := make(chan error, 1)
-	w2.LaunchAsync(errs2)
+	wait2 := launch(t, w2)
 	if got, err := pending.GetWithContext(ctx, time.Millisecond); err != nil || got[0].Int() != 10 {
 		t.Fatalf("task after restart: %v, %v; want 10", got, err)
 	}
 	w2.Quit()
-	if err := <-errs2; err != nil {
+	if err := wait2(); err != nil {
 		t.Fatalf("second worker stopped with %v", err)
 	}
 }
@@ -407,26 +405,23 @@ func TestThirdPartyBrokerStops(t *testing.T) {
 	registerArithmetic(t, s, nil)
 	for i := 0; i < 20; i++ {
 		w := s.NewWorker("stopped-by-broker", 1)
-		errs := make(chan error, 1)
-		w.LaunchAsync(errs)
+		wait := launch(t, w)
 		broker.StopConsuming()
-		if err := <-errs; err != nil {
+		if err := wait(); err != nil {
 			t.Fatalf("worker stopped by StopConsuming: %v", err)
 		}
 
 		w = s.NewWorker("quit", 1)
-		errs = make(chan error, 1)
-		w.LaunchAsync(errs)
-		<-w.Started()
+		wait = launch(t, w)
+		started(t, w)
 		w.Quit()
-		if err := <-errs; err != nil {
+		if err := wait(); err != nil {
 			t.Fatalf("worker quit: %v", err)
 		}
 	}
 	w := s.NewWorker("after", 1)
-	errs := make(chan error, 1)
-	w.LaunchAsync(errs)
-	defer func() { w.Quit(); <-errs }()
+	wait := launch(t, w)
+	defer func() { w.Quit(); _ = wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := s.SendTaskWithContext(ctx, add(2, 2))
