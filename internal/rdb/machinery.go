@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
-	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -83,35 +82,15 @@ func (m *Machinery) Pop(ctx context.Context, queue string, wait time.Duration) (
 	return []byte(items[1]), nil
 }
 
-// moveDue moves a due message from the sorted set to its queue only if it
-// is still in the set, so that two processes polling at once move it
-// once, and a crash between the two writes cannot lose it.
-var moveDue = goredis.NewScript(`
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-	redis.call('RPUSH', KEYS[2], ARGV[1])
-	return 1
-end
-return 0
-`)
-
-// MoveDue moves every message of the sorted set key due at now to the
-// queue queueOf names for it.
-func (m *Machinery) MoveDue(ctx context.Context, key string, now time.Time, queueOf func(msg string) string) error {
+// MoveDue moves every message of machinery's delayed tasks, the sorted
+// set key, due at now to its queue (its RoutingKey, else defaultQueue),
+// a page of them a script run (move_due.lua).
+func (m *Machinery) MoveDue(ctx context.Context, key string, now time.Time, defaultQueue string) error {
 	const page = 100
 	for {
-		due, err := m.client.ZRangeArgs(ctx, goredis.ZRangeArgs{
-			Key: key, Start: "0", Stop: strconv.FormatInt(now.UnixNano(), 10), ByScore: true, Count: page,
-		}).Result()
-		if err != nil {
+		moved, err := moveDueScript.Run(ctx, m.client, []string{key}, now.UnixNano(), defaultQueue, page).Int()
+		if err != nil || moved < page {
 			return err
-		}
-		for _, msg := range due {
-			if err := moveDue.Run(ctx, m.client, []string{key, queueOf(msg)}, msg).Err(); err != nil {
-				return err
-			}
-		}
-		if len(due) < page {
-			return nil
 		}
 	}
 }
@@ -158,14 +137,6 @@ func (m *Machinery) Del(ctx context.Context, key string) error {
 	return m.client.Del(ctx, key).Err()
 }
 
-// unlockScript deletes the lock only while it is still the caller's.
-var unlockScript = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
-
 // Lock takes key as redsync's mutex does (SET NX with an 8 s expiry, up
 // to 32 tries 50 to 250 ms apart), so that it excludes machinery's
 // processes holding redsync's lock of that name, and returns its release.
@@ -191,7 +162,7 @@ func (m *Machinery) Lock(ctx context.Context, key string) (unlock func() error, 
 		}
 		if ok {
 			return func() error {
-				return unlockScript.Run(context.WithoutCancel(ctx), m.client, []string{key}, value).Err()
+				return resignScript.Run(context.WithoutCancel(ctx), m.client, []string{key}, value).Err() // DEL while the lock is ours
 			}, nil
 		}
 	}

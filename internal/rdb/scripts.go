@@ -86,6 +86,9 @@ var (
 	publishHandedScript       = loadScript("publish_handed")
 	forgetBatchScript         = loadScript("forget_batch")
 	archiveBatchScript        = loadScript("archive_batch")
+
+	// machinery's layout, for the migration mode (machinery.go).
+	moveDueScript = loadScript("move_due")
 )
 
 // pipelined are the scripts sent inside pipelines, where EVALSHA cannot

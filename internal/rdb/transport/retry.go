@@ -21,7 +21,8 @@ import (
 //
 //   - Safe to run twice: the state and group writes, purge_state,
 //     extend, forward, recover, elect, resign, claim_lease and
-//     complete_claim (which know their own token), announce, unroute.
+//     complete_claim (which know their own token), announce, unroute,
+//     move_due.
 //     go-redis may send them again, and RunScript does after such an
 //     error.
 //   - Enqueue, which go-redis never sends twice: on a single server

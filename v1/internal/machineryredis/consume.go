@@ -154,18 +154,12 @@ func (b *Broker) pause(ctx context.Context, d time.Duration) {
 // MoveDelayed moves the due delayed tasks to their queues every period
 // until ctx ends.
 func (b *Broker) MoveDelayed(ctx context.Context, period time.Duration) {
-	queueOf := func(msg string) string {
-		if sig, err := decode([]byte(msg)); err == nil && sig.RoutingKey != "" {
-			return sig.RoutingKey
-		}
-		return b.GetConfig().DefaultQueue
-	}
 	for {
 		b.pause(ctx, period)
 		if ctx.Err() != nil {
 			return
 		}
-		if err := b.redis.MoveDue(ctx, b.delayedKey, time.Now(), queueOf); err != nil && ctx.Err() == nil {
+		if err := b.redis.MoveDue(ctx, b.delayedKey, time.Now(), b.GetConfig().DefaultQueue); err != nil && ctx.Err() == nil {
 			b.log.Warn("machinery queue: moving due delayed tasks failed", slog.Any("error", err))
 		}
 	}
