@@ -38,7 +38,7 @@ func (w *Worker) consume(ctx context.Context, broker brokers.Broker, started cha
 	done := make(chan struct{})
 	defer close(done)
 	processCtx, abort := context.WithCancel(context.Background())
-	w.consuming, w.stop, w.done = true, stop, done
+	w.stop, w.done = stop, done
 	w.processor, w.processCtx, w.abortConsume = w.engine(), processCtx, abort
 	w.mu.Unlock()
 	// The stop channel this worker was launched with: once it is closed

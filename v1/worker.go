@@ -39,18 +39,15 @@ type Worker struct {
 	preTaskHandler    func(*tasks.Signature)
 	postTaskHandler   func(*tasks.Signature)
 	preConsumeHandler func(*Worker) bool
-	running           *worker.Worker // the engine, from Run on
-	// Set while Run consumes through the StartConsuming of a broker
-	// written for machinery (see consume).
-	consuming    bool
-	processor    *worker.Worker     // the engine Process runs tasks on
-	processCtx   context.Context    // their context, ended by an abrupt stop
-	abortConsume context.CancelFunc // ends processCtx
-	stop         context.CancelFunc // stops Run gracefully
-	done         chan struct{}      // closed when Run returns
-	launched     bool               // LaunchAsync was called
-	started      chan struct{}      // closed once Run has begun fetching
-	quit         bool
+	running           *worker.Worker     // the engine, from Run on (not on a broker written for machinery)
+	processor         *worker.Worker     // the engine Process runs tasks on
+	processCtx        context.Context    // their context, ended by an abrupt stop
+	abortConsume      context.CancelFunc // ends processCtx
+	stop              context.CancelFunc // stops Run gracefully; set once Run runs
+	done              chan struct{}      // closed when Run returns
+	launched          bool               // LaunchAsync was called
+	started           chan struct{}      // closed once Run has begun fetching
+	quit              bool
 }
 
 // Launch runs the worker until it stops, and returns why: nil after Quit or
@@ -71,8 +68,8 @@ func (w *Worker) Launch() error {
 // machinery, the worker runs through the broker's StartConsuming.
 func (w *Worker) LaunchAsync(errorsChan chan<- error) {
 	w.mu.Lock()
-	if w.running != nil || w.consuming || w.launched || w.quit {
-		launched := w.running != nil || w.consuming || w.launched
+	if w.stop != nil || w.launched || w.quit {
+		launched := w.stop != nil || w.launched
 		w.mu.Unlock()
 		go func() {
 			if launched {
@@ -141,7 +138,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	if w.running != nil || w.consuming {
+	if w.stop != nil {
 		w.mu.Unlock()
 		return ErrWorkerLaunched
 	}
