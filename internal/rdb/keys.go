@@ -163,7 +163,8 @@ type queueKeys struct {
 	limit string
 	// parked holds the tasks parked on the queue's limit keys.
 	parked string
-	// stats is the prefix of the queue's hourly statistics hashes.
+	// stats is the prefix of the queue's hourly statistics hashes, and of
+	// its day hashes (historyKey).
 	stats string
 	// agg is the prefix of the aggregation keys (lua/lib/aggregate.lua
 	// finds it from task); aggPolicies, aggGroups and aggCount are three

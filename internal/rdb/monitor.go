@@ -16,8 +16,8 @@ import (
 )
 
 // Heartbeat records w alive for ttl (heartbeat.lua), then adds counts to
-// their queues' hourly statistics hashes in one pipeline (one per node on
-// Cluster). The counts are sent once (go-redis does not send an HINCRBY
+// their queues' hourly statistics hashes and day hashes in one pipeline
+// (one per node on Cluster). The counts are sent once (go-redis does not send an HINCRBY
 // again after a lost reply): a heartbeat that fails loses them, rather
 // than count them twice.
 func (s *Store) Heartbeat(ctx context.Context, w *store.WorkerInfo, ttl time.Duration, counts ...store.StatCount) error {
@@ -43,7 +43,8 @@ func (s *Store) Heartbeat(ctx context.Context, w *store.WorkerInfo, ttl time.Dur
 }
 
 // addStats adds counts to the statistics hashes: HINCRBY of the period's
-// fields, and the hash kept a StatsWindow past its hour's end.
+// fields, the hash kept a StatsWindow past its hour's end; and of the
+// day's hash, kept HistoryDays past its day's end.
 func (s *Store) addStats(ctx context.Context, counts []store.StatCount) error {
 	oldest := store.StatsOldest(time.Now())
 	pipe := s.client.Pipeline()

@@ -316,7 +316,9 @@ type RedisConfig struct {
 	// maintainers do not poll: whatever comes due (a task sent with an
 	// ETA, a retry, an aggregation group) wakes the maintainer in time,
 	// and it runs at least every second, or every DelayedTasksPollPeriod
-	// when that is longer. Default 20.
+	// when that is longer. In the migration mode (MachineryBroker) it is
+	// also how often each worker moves machinery's due delayed tasks to
+	// their queues. Default 20.
 	DelayedTasksPollPeriod int `yaml:"delayed_tasks_poll_period" envconfig:"REDIS_DELAYED_TASKS_POLL_PERIOD"`
 	// DelayedTasksKey is machinery's sorted set of tasks waiting for their
 	// ETA, read in the migration mode (MachineryBroker); default
