@@ -43,7 +43,7 @@ func (s *Server) migration() (*migration, error) {
 func newMigration(cnf *config.Config) (*migration, error) {
 	m := &migration{}
 	dialURL := func(url string) (*rdb.Machinery, error) {
-		c, err := rdb.DialMachinery(url, dial.Client(cnf))
+		c, err := dial.Machinery(url, cnf)
 		if err != nil {
 			m.close()
 			return nil, fmt.Errorf("machinist: migration mode: %s: %w", config.RedactURL(url), err)
@@ -65,7 +65,7 @@ func newMigration(cnf *config.Config) (*migration, error) {
 	// in the migration mode itself.
 	own := *cnf
 	own.MachineryBroker, own.MachineryResultBackend = "", ""
-	m.broker = machineryredis.NewBroker(queues, &own, cnf.Redis.DelayedTasksKey)
+	m.broker = machineryredis.NewBroker(queues, &own)
 	m.backend = machineryredis.NewBackend(states, &own)
 	m.server = newServer(&own, m.broker, m.backend)
 	return m, nil

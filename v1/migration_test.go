@@ -21,13 +21,13 @@ import (
 // RPUSHed to the queue's list or, with an ETA, added to delayed_tasks.
 func machinerySender(t *testing.T, srv *redistest.Server, queue string) *machinery.Server {
 	t.Helper()
-	cnf := &config.Config{DefaultQueue: queue, Logger: slog.New(slog.DiscardHandler), NoUnixSignals: true}
+	cnf := (&config.Config{DefaultQueue: queue, Logger: slog.New(slog.DiscardHandler), NoUnixSignals: true}).WithDefaults()
 	conn, err := rdb.DialMachinery(srv.URL(), rdb.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := machinery.NewServerWithBrokerBackendLock(cnf,
-		machineryredis.NewBroker(conn, cnf, ""), machineryredis.NewBackend(conn, cnf), nil)
+		machineryredis.NewBroker(conn, cnf), machineryredis.NewBackend(conn, cnf), nil)
 	t.Cleanup(func() { s.Close(); conn.Close() })
 	return s
 }
@@ -91,7 +91,7 @@ func TestMigrationModeRunsMachineryTasks(t *testing.T) {
 		t.Fatalf("worker stopped with %v", err)
 	}
 	c := srv.Client(t)
-	for _, key := range []string{queue, machineryredis.DefaultDelayedTasksKey} {
+	for _, key := range []string{queue, config.DefaultDelayedTasksKey} {
 		if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
 			t.Errorf("machinery's %s still holds tasks (%d, %v)", key, n, err)
 		}

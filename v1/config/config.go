@@ -127,6 +127,7 @@ const (
 	DefaultRedisKeyPrefix         = "machinist"
 	DefaultNormalTasksPollPeriod  = 1000 // ms
 	DefaultDelayedTasksPollPeriod = 20   // ms
+	DefaultDelayedTasksKey        = "delayed_tasks"
 )
 
 // Config configures a Server and its workers. Every field but Broker may be
@@ -322,7 +323,7 @@ type RedisConfig struct {
 	DelayedTasksPollPeriod int `yaml:"delayed_tasks_poll_period" envconfig:"REDIS_DELAYED_TASKS_POLL_PERIOD"`
 	// DelayedTasksKey is machinery's sorted set of tasks waiting for their
 	// ETA, read in the migration mode (MachineryBroker); default
-	// "delayed_tasks". machinist's own scheduled tasks live under
+	// DefaultDelayedTasksKey, "delayed_tasks". machinist's own scheduled tasks live under
 	// KeyPrefix.
 	DelayedTasksKey string `yaml:"delayed_tasks_key" envconfig:"REDIS_DELAYED_TASKS_KEY"`
 	// ClientName is sent with CLIENT SETNAME on each connection.

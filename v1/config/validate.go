@@ -46,6 +46,9 @@ func (c *Config) WithDefaults() *Config {
 	if out.Redis.DelayedTasksPollPeriod == 0 {
 		out.Redis.DelayedTasksPollPeriod = DefaultDelayedTasksPollPeriod
 	}
+	if out.Redis.DelayedTasksKey == "" {
+		out.Redis.DelayedTasksKey = DefaultDelayedTasksKey
+	}
 	if out.LeaseDuration == 0 {
 		out.LeaseDuration = DefaultLeaseDuration
 	}

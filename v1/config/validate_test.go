@@ -25,6 +25,7 @@ func defaults() *Config {
 			KeyPrefix:              "machinist",
 			NormalTasksPollPeriod:  1000,
 			DelayedTasksPollPeriod: 20,
+			DelayedTasksKey:        "delayed_tasks",
 		},
 		LeaseDuration:         10 * time.Second,
 		LeaseRenewInterval:    2500 * time.Millisecond,

@@ -36,6 +36,12 @@ func Locker(rawURL string, cnf *config.Config) (*rdb.Locker, error) {
 	return rdb.DialLocker(rawURL, Client(cnf))
 }
 
+// Machinery returns machinery's Redis queues and states at rawURL, for
+// the migration mode, connected as cnf says.
+func Machinery(rawURL string, cnf *config.Config) (*rdb.Machinery, error) {
+	return rdb.DialMachinery(rawURL, Client(cnf))
+}
+
 // Client returns the connection settings of cnf.
 func Client(cnf *config.Config) rdb.ClientOptions {
 	rc := cnf.Redis

@@ -29,16 +29,14 @@ type Backend struct {
 var _ backends.Backend = (*Backend)(nil)
 
 // NewBackend returns machinery's backend on m, its states expiring as
-// cnf's ResultsExpireIn says.
+// cnf's ResultsExpireIn says; cnf has its defaults (config.WithDefaults)
+// and a Logger.
 func NewBackend(m *rdb.Machinery, cnf *config.Config) *Backend {
-	return &Backend{cnf: cnf, redis: m, log: logger(cnf)}
+	return &Backend{cnf: cnf, redis: m, log: cnf.Logger}
 }
 
 func (b *Backend) expiration() time.Duration {
-	if s := b.cnf.ResultsExpireIn; s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return config.DefaultResultsExpireIn * time.Second
+	return time.Duration(b.cnf.ResultsExpireIn) * time.Second
 }
 
 func (b *Backend) set(ctx context.Context, key string, v any) error {

@@ -25,10 +25,6 @@ import (
 	"github.com/b6192125/machinist/v1/tasks"
 )
 
-// DefaultDelayedTasksKey is machinery's sorted set of tasks waiting for
-// their ETA.
-const DefaultDelayedTasksKey = "delayed_tasks"
-
 // Broker is machinery's Redis broker. Its tasks are taken with Consume;
 // it has machinery's StartConsuming only to be a brokers.Broker.
 type Broker struct {
@@ -40,23 +36,13 @@ type Broker struct {
 
 var _ brokers.Broker = (*Broker)(nil)
 
-// NewBroker returns machinery's broker on m, with cnf's DefaultQueue and
-// poll period, and its delayed tasks in delayedKey (empty:
-// DefaultDelayedTasksKey).
-func NewBroker(m *rdb.Machinery, cnf *config.Config, delayedKey string) *Broker {
-	if delayedKey == "" {
-		delayedKey = DefaultDelayedTasksKey
-	}
-	b := &Broker{redis: m, delayedKey: delayedKey, log: logger(cnf)}
+// NewBroker returns machinery's broker on m, with cnf's DefaultQueue,
+// poll period and delayed tasks' key; cnf has its defaults
+// (config.WithDefaults) and a Logger.
+func NewBroker(m *rdb.Machinery, cnf *config.Config) *Broker {
+	b := &Broker{redis: m, delayedKey: cnf.Redis.DelayedTasksKey, log: cnf.Logger}
 	b.SetConfig(cnf)
 	return b
-}
-
-func logger(cnf *config.Config) *slog.Logger {
-	if cnf.Logger != nil {
-		return cnf.Logger
-	}
-	return slog.Default()
 }
 
 // Publish sends sig to its queue, or, with an ETA in the future, to the

@@ -134,12 +134,9 @@ func (b *Broker) requeueUnknown(ctx context.Context, queue string, msg []byte, s
 }
 
 // pollPeriod is the longest a take waits: the config's
-// NormalTasksPollPeriod, else machinery's 1 s.
+// NormalTasksPollPeriod.
 func (b *Broker) pollPeriod() time.Duration {
-	if r := b.GetConfig().Redis; r != nil && r.NormalTasksPollPeriod > 0 {
-		return time.Duration(r.NormalTasksPollPeriod) * time.Millisecond
-	}
-	return time.Second
+	return time.Duration(b.GetConfig().Redis.NormalTasksPollPeriod) * time.Millisecond
 }
 
 func (b *Broker) pause(ctx context.Context, d time.Duration) {
